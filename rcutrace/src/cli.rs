@@ -1,0 +1,238 @@
+//! Command-line interface: what each command accepts, validated before anything is loaded.
+//! Usage errors exit with status 2 (clap's convention) and say what is accepted.
+
+use std::{num::ParseIntError, time::Duration};
+
+use clap::{Args, Parser, Subcommand};
+use rcutrace_common::hist::Linear;
+
+use crate::{model::Unit, probes::AttachChoice};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "rcutrace",
+    version,
+    about = "See how the Linux kernel uses RCU: readers, updaters, grace periods and their latency",
+    long_about = "See how the Linux kernel uses RCU: readers, updaters, grace periods and their latency.\n\n\
+        rcutrace attaches eBPF programs to the kernel's RCU functions, aggregates in the kernel, \
+        and prints maps and histograms the way bpftrace does, plus exact extremes, percentiles \
+        and whatever could not be measured. It needs root (or CAP_BPF and CAP_PERFMON).",
+    after_help = "Examples:\n  \
+        sudo rcutrace count --secs 10\n  \
+        sudo rcutrace gplat --secs 30\n  \
+        sudo rcutrace srlat --expedited --linear 0,1000,100\n\n\
+        Set RUST_LOG=info to see how each probe was attached."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Count RCU readers, updaters and grace periods, and print their ratios.
+    #[command(after_help = "Examples:\n  \
+        sudo rcutrace count              # 10 seconds\n  \
+        sudo rcutrace count --secs 0     # until Ctrl-C\n  \
+        sudo rcutrace count --attach kprobe")]
+    Count(Common),
+    /// Histogram of internal grace-period latency (rcu_gp_init() entry to rcu_gp_cleanup() return).
+    #[command(after_help = "Examples:\n  \
+        sudo rcutrace gplat --secs 30\n  \
+        sudo rcutrace gplat --unit us --linear 0,20000,1000")]
+    Gplat(LatencyArgs),
+    /// Histogram of synchronize_rcu() (or synchronize_rcu_expedited()) latency per call.
+    #[command(after_help = "Examples:\n  \
+        sudo rcutrace srlat\n  \
+        sudo rcutrace srlat --expedited --linear 0,1000,100\n  \
+        sudo rcutrace srlat --pid 1234 --buckets 5")]
+    Srlat(SrlatArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct Common {
+    /// Seconds to trace (0: until Ctrl-C). Ctrl-C always ends early and still prints.
+    #[arg(long, default_value_t = 10, value_name = "N")]
+    pub secs: u64,
+    /// How to hook kernel functions. Readers (__rcu_read_lock) are always kprobes.
+    #[arg(long, value_enum, default_value_t = AttachChoice::Auto, value_name = "METHOD")]
+    pub attach: AttachChoice,
+}
+
+impl Common {
+    pub fn duration(&self) -> Option<Duration> {
+        (self.secs > 0).then(|| Duration::from_secs(self.secs))
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct LatencyArgs {
+    #[command(flatten)]
+    pub common: Common,
+    /// Unit of the histogram [default: ms; us for srlat --expedited].
+    #[arg(long, value_enum, value_name = "UNIT")]
+    pub unit: Option<Unit>,
+    /// Linear histogram instead of log2, as bpftrace's lhist(v, MIN, MAX, STEP).
+    #[arg(long, value_parser = parse_linear, value_name = "MIN,MAX,STEP", conflicts_with = "buckets")]
+    pub linear: Option<Linear>,
+    /// Sparse exact buckets of width STEP, one line per non-empty bucket, no overflow bucket.
+    #[arg(long, value_parser = parse_step, value_name = "STEP")]
+    pub buckets: Option<u64>,
+}
+
+#[derive(Debug, Args)]
+pub struct SrlatArgs {
+    #[command(flatten)]
+    pub latency: LatencyArgs,
+    /// Time synchronize_rcu_expedited() instead of synchronize_rcu().
+    #[arg(long)]
+    pub expedited: bool,
+    /// Only calls made by this process.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..), value_name = "PID")]
+    pub pid: Option<u32>,
+}
+
+/// `MIN,MAX,STEP` with bpftrace's rules for lhist().
+pub fn parse_linear(text: &str) -> Result<Linear, String> {
+    let parts: Vec<&str> = text.split(',').map(str::trim).collect();
+    let [min, max, step] = parts[..] else {
+        return Err(format!(
+            "expected MIN,MAX,STEP (three integers, e.g. 0,1000,100), got {text:?}"
+        ));
+    };
+    let number = |name: &str, s: &str| -> Result<u64, String> {
+        s.parse()
+            .map_err(|e: ParseIntError| format!("{name} {s:?} is not a non-negative integer: {e}"))
+    };
+    let linear = Linear {
+        min: number("MIN", min)?,
+        max: number("MAX", max)?,
+        step: number("STEP", step)?,
+    };
+    if linear.step == 0 {
+        return Err("STEP must be at least 1".into());
+    }
+    if linear.min >= linear.max {
+        return Err(format!(
+            "MIN ({}) must be less than MAX ({})",
+            linear.min, linear.max
+        ));
+    }
+    if linear.step > linear.max - linear.min {
+        return Err(format!(
+            "STEP ({}) must not exceed MAX - MIN ({})",
+            linear.step,
+            linear.max - linear.min
+        ));
+    }
+    if linear.buckets() > 1000 {
+        return Err(format!(
+            "(MAX - MIN) / STEP is {}, at most 1000 buckets are allowed",
+            linear.buckets()
+        ));
+    }
+    Ok(linear)
+}
+
+fn parse_step(text: &str) -> Result<u64, String> {
+    match text.trim().parse::<u64>() {
+        Ok(0) => Err("STEP must be at least 1".into()),
+        Ok(step) => Ok(step),
+        Err(e) => Err(format!("STEP {text:?} is not a positive integer: {e}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::{CommandFactory, error::ErrorKind};
+
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(std::iter::once("rcutrace").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn cli_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn defaults() {
+        let Command::Count(common) = parse(&["count"]).unwrap().command else {
+            panic!("not count");
+        };
+        assert_eq!(common.secs, 10);
+        assert_eq!(common.attach, AttachChoice::Auto);
+        assert_eq!(common.duration(), Some(Duration::from_secs(10)));
+        let Command::Count(common) = parse(&["count", "--secs", "0"]).unwrap().command else {
+            panic!("not count");
+        };
+        assert_eq!(common.duration(), None);
+    }
+
+    #[test]
+    fn srlat_options() {
+        let cli = parse(&[
+            "srlat",
+            "--expedited",
+            "--linear",
+            "0,1000,100",
+            "--pid",
+            "42",
+            "--unit",
+            "ns",
+        ])
+        .unwrap();
+        let Command::Srlat(args) = cli.command else {
+            panic!("not srlat");
+        };
+        assert!(args.expedited);
+        assert_eq!(args.pid, Some(42));
+        assert_eq!(args.latency.unit, Some(Unit::Ns));
+        assert_eq!(
+            args.latency.linear,
+            Some(Linear {
+                min: 0,
+                max: 1000,
+                step: 100
+            })
+        );
+    }
+
+    #[test]
+    fn linear_rules_follow_bpftrace() {
+        assert!(parse_linear("0,1,1").is_ok());
+        assert!(parse_linear("5, 1005, 1").is_ok());
+        for (bad, says) in [
+            ("0,10", "MIN,MAX,STEP"),
+            ("0,10,2,3", "MIN,MAX,STEP"),
+            ("-1,10,2", "non-negative"),
+            ("0,10,0", "at least 1"),
+            ("10,10,1", "less than MAX"),
+            ("0,10,11", "must not exceed"),
+            ("0,1001,1", "at most 1000"),
+            ("a,10,1", "MIN \"a\""),
+        ] {
+            let err = parse_linear(bad).unwrap_err();
+            assert!(err.contains(says), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn usage_errors_are_exit_status_2() {
+        for args in [
+            &["srlat", "--linear", "0,10"][..],
+            &["srlat", "--buckets", "0"],
+            &["srlat", "--linear", "0,10,1", "--buckets", "5"],
+            &["srlat", "--pid", "0"],
+            &["count", "--secs", "-1"],
+            &["count", "--attach", "uprobe"],
+            &["gplat", "--unit", "s"],
+            &["frobnicate"],
+        ] {
+            let err = parse(args).unwrap_err();
+            assert_ne!(err.kind(), ErrorKind::DisplayHelp, "{args:?}");
+            assert_eq!(err.exit_code(), 2, "{args:?}");
+        }
+    }
+}

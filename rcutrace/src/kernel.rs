@@ -1,0 +1,94 @@
+//! Facts about the running kernel and this process that decide what can be traced.
+
+use std::{
+    collections::HashSet,
+    fs::File,
+    io::{BufRead, BufReader},
+};
+
+use anyhow::{Context as _, Result, bail};
+
+/// Which of `wanted` are functions in /proc/kallsyms (text symbols only).
+pub fn functions_present(wanted: &[&str]) -> Result<HashSet<String>> {
+    let file = File::open("/proc/kallsyms").context("opening /proc/kallsyms")?;
+    let mut present = HashSet::new();
+    for line in BufReader::new(file).lines() {
+        let line = line.context("reading /proc/kallsyms")?;
+        if let Some(name) = text_symbol(&line)
+            && wanted.contains(&name)
+        {
+            present.insert(name.to_string());
+        }
+    }
+    Ok(present)
+}
+
+/// The name in a kallsyms line `ADDRESS TYPE NAME [MODULE]` if it is a text symbol.
+fn text_symbol(line: &str) -> Option<&str> {
+    let mut fields = line.split_whitespace();
+    let _address = fields.next()?;
+    let kind = fields.next()?;
+    let name = fields.next()?;
+    matches!(kind, "t" | "T").then_some(name)
+}
+
+const CAP_SYS_ADMIN: u32 = 21;
+const CAP_PERFMON: u32 = 38;
+const CAP_BPF: u32 = 39;
+
+/// Fails with an explanation unless this process may load tracing programs.
+pub fn check_privileges() -> Result<()> {
+    let status =
+        std::fs::read_to_string("/proc/self/status").context("reading /proc/self/status")?;
+    let effective =
+        effective_capabilities(&status).context("no CapEff line in /proc/self/status")?;
+    if may_trace(effective) {
+        return Ok(());
+    }
+    bail!(
+        "rcutrace needs root: loading and attaching tracing programs requires the capabilities \
+         CAP_BPF and CAP_PERFMON (or CAP_SYS_ADMIN), and this process has neither; \
+         run it with sudo"
+    )
+}
+
+fn effective_capabilities(status: &str) -> Option<u64> {
+    let hex = status
+        .lines()
+        .find_map(|line| line.strip_prefix("CapEff:"))?
+        .trim();
+    u64::from_str_radix(hex, 16).ok()
+}
+
+fn may_trace(caps: u64) -> bool {
+    let has = |cap: u32| caps & (1 << cap) != 0;
+    has(CAP_SYS_ADMIN) || (has(CAP_BPF) && has(CAP_PERFMON))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kallsyms_lines() {
+        assert_eq!(text_symbol("ffffffff81123450 T call_rcu"), Some("call_rcu"));
+        assert_eq!(
+            text_symbol("ffffffff81123450 t rcu_gp_kthread"),
+            Some("rcu_gp_kthread")
+        );
+        assert_eq!(text_symbol("ffffffff82000000 D rcu_state"), None);
+        assert_eq!(text_symbol("ffffffffc0001000 t foo\t[ext4]"), Some("foo"));
+        assert_eq!(text_symbol("garbage"), None);
+    }
+
+    #[test]
+    fn capabilities() {
+        let status = "Name:\tx\nCapEff:\t000001ffffffffff\n";
+        assert_eq!(effective_capabilities(status), Some(0x1ff_ffff_ffff));
+        assert!(may_trace(0x1ff_ffff_ffff));
+        assert!(may_trace(1 << CAP_SYS_ADMIN));
+        assert!(may_trace((1 << CAP_BPF) | (1 << CAP_PERFMON)));
+        assert!(!may_trace(1 << CAP_BPF));
+        assert!(!may_trace(0));
+    }
+}

@@ -1,0 +1,66 @@
+//! rcutrace: see how the Linux kernel uses RCU.
+//!
+//! Layout: `cli` parses, `commands` compose the shared parts (`probes` says what to hook and
+//! how, `tracer` does it through aya, `session` runs the window), `model` holds results,
+//! `stats` derives percentiles, and `render` is the only place that formats output.
+
+mod cli;
+mod commands;
+mod kernel;
+mod model;
+mod probes;
+mod render;
+mod session;
+mod stats;
+mod tracer;
+
+use std::{io::Write as _, process::ExitCode};
+
+use clap::Parser as _;
+
+use crate::cli::{Cli, Command};
+
+fn main() -> ExitCode {
+    // Usage errors exit here with status 2 and clap's explanation.
+    let cli = Cli::parse();
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn"))
+        .format_timestamp(None)
+        .init();
+    match run(&cli) {
+        Ok(output) => {
+            let mut stdout = std::io::stdout().lock();
+            match stdout
+                .write_all(output.as_bytes())
+                .and_then(|()| stdout.flush())
+            {
+                Ok(()) => ExitCode::SUCCESS,
+                // A closed pipe (`| head`) is the reader's choice, not a failure worth a message.
+                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+                Err(e) => report(&anyhow::Error::new(e).context("writing the results")),
+            }
+        }
+        Err(error) => report(&error),
+    }
+}
+
+fn run(cli: &Cli) -> anyhow::Result<String> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        match &cli.command {
+            Command::Count(args) => commands::count::run(args).await,
+            Command::Gplat(args) => commands::latency::gplat(args).await,
+            Command::Srlat(args) => commands::latency::srlat(args).await,
+        }
+    })
+}
+
+/// Runtime failures: the error and its causes, one per line, and exit status 1.
+fn report(error: &anyhow::Error) -> ExitCode {
+    eprintln!("rcutrace: error: {error}");
+    for cause in error.chain().skip(1) {
+        eprintln!("  caused by: {cause}");
+    }
+    ExitCode::FAILURE
+}

@@ -1,0 +1,102 @@
+//! The one data model every command produces and every renderer consumes: counter maps,
+//! histograms with their slots, latency statistics and what was lost.
+
+use rcutrace_common::hist::Linear;
+
+/// A bpftrace-style map of counts, `@name[key]: count`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CountMap {
+    /// Map name including the `@` (`"@"` for bpftrace's anonymous map).
+    pub name: String,
+    pub entries: Vec<(String, u64)>,
+}
+
+/// How a histogram's slots are laid out.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Buckets {
+    /// bpftrace `hist()`: 65 slots (negative, 0, 1, then powers of two).
+    Log2(Vec<u64>),
+    /// bpftrace `lhist()`: underflow, `(max - min) / step` buckets, overflow.
+    Linear(Linear, Vec<u64>),
+    /// Exact buckets of width `step`, only the non-empty ones: `(value / step, count)`.
+    Sparse { step: u64, buckets: Vec<(u64, u64)> },
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct HistMap {
+    pub name: String,
+    pub buckets: Buckets,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Map {
+    Count(CountMap),
+    Hist(HistMap),
+}
+
+impl Map {
+    pub fn name(&self) -> &str {
+        match self {
+            Map::Count(m) => &m.name,
+            Map::Hist(h) => &h.name,
+        }
+    }
+}
+
+/// Time unit of a latency histogram.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Unit {
+    Ms,
+    Us,
+    Ns,
+}
+
+impl Unit {
+    pub fn nanos(self) -> u64 {
+        match self {
+            Unit::Ms => 1_000_000,
+            Unit::Us => 1_000,
+            Unit::Ns => 1,
+        }
+    }
+
+    pub fn suffix(self) -> &'static str {
+        match self {
+            Unit::Ms => "ms",
+            Unit::Us => "us",
+            Unit::Ns => "ns",
+        }
+    }
+}
+
+/// What bpftrace's histogram hides: exact extremes and mean, percentiles, and losses.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LatencySummary {
+    pub map_name: String,
+    pub unit: Unit,
+    pub count: u64,
+    /// Exact, in nanoseconds; `None` without samples.
+    pub min_ns: Option<u64>,
+    pub max_ns: Option<u64>,
+    pub mean_ns: Option<f64>,
+    /// `(quantile, estimate in ns)`, e.g. `(0.99, 2.5e7)`.
+    pub percentiles: Vec<(f64, f64)>,
+    /// Largest relative error of a percentile estimate (e.g. 0.0078 for 0.78 %).
+    pub percentile_error: f64,
+    pub losses: Losses,
+}
+
+/// Events that were seen but could not be measured or kept.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Losses {
+    /// Calls still running when tracing stopped: no end, so no latency.
+    pub in_flight_at_exit: u64,
+    /// Returns whose call began before tracing started.
+    pub began_before_tracing: u64,
+    /// Calls whose start could not be recorded because the in-flight map was full.
+    pub in_flight_map_full: u64,
+    /// Samples missing from `--buckets` output because the bucket map was full.
+    pub bucket_map_full: u64,
+    /// Probe hits the kernel skipped (kprobe/kretprobe "missed", trampoline recursion).
+    pub missed_by_kernel: u64,
+}

@@ -1,0 +1,433 @@
+//! Text output exactly as bpftrace 0.17 prints maps and histograms, plus rcutrace's own
+//! summary lines. Nothing else in rcutrace formats results.
+
+use std::fmt::Write as _;
+
+use rcutrace_common::hist::Linear;
+
+use crate::model::{Buckets, CountMap, HistMap, LatencySummary, Map, Unit};
+
+const BAR_WIDTH: f32 = 52.0;
+
+/// The line bpftrace prints once its probes are attached.
+pub fn banner(probes: usize) -> String {
+    let plural = if probes == 1 { "probe" } else { "probes" };
+    format!("Attaching {probes} {plural}...\n")
+}
+
+/// All maps, ordered by name as bytes (`@` included), after bpftrace's two newlines.
+pub fn maps(maps: &[Map]) -> String {
+    let mut sorted: Vec<&Map> = maps.iter().collect();
+    sorted.sort_by(|a, b| a.name().as_bytes().cmp(b.name().as_bytes()));
+    let mut out = String::from("\n\n");
+    for map in sorted {
+        match map {
+            Map::Count(m) => count_map(&mut out, m),
+            Map::Hist(h) => hist_map(&mut out, h),
+        }
+    }
+    out
+}
+
+fn count_map(out: &mut String, map: &CountMap) {
+    let mut entries: Vec<&(String, u64)> = map.entries.iter().collect();
+    entries.sort_by(|(ka, va), (kb, vb)| va.cmp(vb).then_with(|| ka.cmp(kb)));
+    for (key, value) in entries {
+        let _ = writeln!(out, "{}[{key}]: {value}", map.name);
+    }
+}
+
+fn hist_map(out: &mut String, map: &HistMap) {
+    let _ = writeln!(out, "{}: ", map.name);
+    match &map.buckets {
+        Buckets::Log2(counts) => rows(out, counts, log2_label),
+        Buckets::Linear(linear, counts) => rows(out, counts, |slot| linear_label(linear, slot)),
+        Buckets::Sparse { step, buckets } => {
+            let mut sorted = buckets.clone();
+            sorted.sort();
+            for (bucket, count) in sorted {
+                let _ = writeln!(out, "{}: {count}", bucket.saturating_mul(*step));
+            }
+        }
+    }
+    out.push('\n');
+}
+
+/// Rows from the first to the last non-empty slot.
+fn rows(out: &mut String, counts: &[u64], label: impl Fn(usize) -> String) {
+    let Some(first) = counts.iter().position(|&c| c != 0) else {
+        return;
+    };
+    let last = counts.iter().rposition(|&c| c != 0).unwrap_or(first);
+    let max = counts[first..=last].iter().copied().max().unwrap_or(0);
+    for (slot, &count) in counts.iter().enumerate().take(last + 1).skip(first) {
+        let _ = writeln!(
+            out,
+            "{:<16}{:>8} |{:<52}|",
+            label(slot),
+            count,
+            "@".repeat(bar_width(count, max))
+        );
+    }
+}
+
+/// bpftrace computes the bar in single precision; f64 gives different widths (26 vs 15).
+fn bar_width(count: u64, max: u64) -> usize {
+    if max == 0 {
+        return 0;
+    }
+    (count as f32 / max as f32 * BAR_WIDTH) as usize
+}
+
+/// `2^power` with bpftrace's binary suffixes: 1K, 512K, 4G, 8E.
+fn power_of_two(power: u32) -> String {
+    const SUFFIXES: [&str; 7] = ["", "K", "M", "G", "T", "P", "E"];
+    format!(
+        "{}{}",
+        1u64 << (power % 10),
+        SUFFIXES[(power / 10) as usize]
+    )
+}
+
+pub fn log2_label(slot: usize) -> String {
+    match slot {
+        0 => "(..., 0)".to_string(),
+        1 => "[0]".to_string(),
+        2 => "[1]".to_string(),
+        _ => {
+            let power = slot as u32 - 2;
+            format!("[{}, {})", power_of_two(power), power_of_two(power + 1))
+        }
+    }
+}
+
+/// Linear bounds print with K/M suffixes only when the step is a multiple of 1024.
+fn linear_number(value: u64, step: u64) -> String {
+    if step % 1024 == 0 && value != 0 {
+        if value % (1 << 20) == 0 {
+            return format!("{}M", value >> 20);
+        }
+        if value % 1024 == 0 {
+            return format!("{}K", value >> 10);
+        }
+    }
+    value.to_string()
+}
+
+pub fn linear_label(linear: &Linear, slot: usize) -> String {
+    let number = |v| linear_number(v, linear.step);
+    let slot = slot as u64;
+    if slot == 0 {
+        format!("(..., {})", number(linear.min))
+    } else if slot == linear.buckets() + 1 {
+        format!("[{}, ...)", number(linear.max))
+    } else {
+        let low = linear.min + (slot - 1) * linear.step;
+        format!("[{}, {})", number(low), number(low + linear.step))
+    }
+}
+
+/// rcutrace's lines after a latency histogram: exact statistics, percentiles, losses.
+pub fn latency_summary(summary: &LatencySummary) -> String {
+    let unit = summary.unit;
+    let mut out = String::new();
+    let name = &summary.map_name;
+    match (summary.min_ns, summary.mean_ns, summary.max_ns) {
+        (Some(min), Some(mean), Some(max)) => {
+            let _ = writeln!(
+                out,
+                "{name} count {}, min {}, mean {}, max {}",
+                summary.count,
+                in_unit(min as f64, unit),
+                in_unit(mean, unit),
+                in_unit(max as f64, unit),
+            );
+            let percentiles: Vec<String> = summary
+                .percentiles
+                .iter()
+                .map(|&(q, ns)| format!("p{} {}", quantile_name(q), in_unit(ns, unit)))
+                .collect();
+            let _ = writeln!(
+                out,
+                "{name} {} (each within {:.1}%)",
+                percentiles.join(", "),
+                summary.percentile_error * 100.0
+            );
+        }
+        _ => {
+            let _ = writeln!(out, "{name} count 0");
+        }
+    }
+    let losses = &summary.losses;
+    let _ = writeln!(
+        out,
+        "{name} not measured: {} in flight at exit, {} begun before tracing, {} missed by the kernel, {} lost to a full map",
+        losses.in_flight_at_exit,
+        losses.began_before_tracing,
+        losses.missed_by_kernel,
+        losses.in_flight_map_full + losses.bucket_map_full,
+    );
+    out
+}
+
+/// `0.5` -> `50`, `0.999` -> `99.9`.
+fn quantile_name(q: f64) -> String {
+    let percent = format!("{:.3}", q * 100.0);
+    percent
+        .trim_end_matches('0')
+        .trim_end_matches('.')
+        .to_string()
+}
+
+/// A nanosecond value in the display unit, with three decimals where the unit is coarser.
+fn in_unit(nanos: f64, unit: Unit) -> String {
+    match unit {
+        Unit::Ns => format!("{nanos:.0} ns"),
+        _ => format!("{:.3} {}", nanos / unit.nanos() as f64, unit.suffix()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Losses;
+    use rcutrace_common::hist::{LOG2_SLOTS, log2_slot};
+
+    fn log2_of(values: &[i64]) -> Vec<u64> {
+        let mut counts = vec![0; LOG2_SLOTS as usize];
+        for &v in values {
+            counts[log2_slot(v) as usize] += 1;
+        }
+        counts
+    }
+
+    fn hist(name: &str, buckets: Buckets) -> String {
+        let mut out = String::new();
+        hist_map(
+            &mut out,
+            &HistMap {
+                name: name.into(),
+                buckets,
+            },
+        );
+        out
+    }
+
+    const FULL: &str = "@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@";
+    const HALF: &str = "@@@@@@@@@@@@@@@@@@@@@@@@@@                          ";
+    const NONE: &str = "                                                    ";
+
+    #[test]
+    fn log2_vector() {
+        let expected = format!(
+            "@: \n\
+             (..., 0)               1 |{HALF}|\n\
+             [0]                    0 |{NONE}|\n\
+             [1]                    0 |{NONE}|\n\
+             [2, 4)                 2 |{FULL}|\n\
+             [4, 8)                 1 |{HALF}|\n\
+             [8, 16)                0 |{NONE}|\n\
+             [16, 32)               1 |{HALF}|\n\
+             \n"
+        );
+        assert_eq!(
+            hist("@", Buckets::Log2(log2_of(&[-1, 2, 3, 7, 20]))),
+            expected
+        );
+    }
+
+    #[test]
+    fn linear_vector() {
+        let linear = Linear {
+            min: 0,
+            max: 10,
+            step: 2,
+        };
+        let mut counts = vec![0; linear.buckets() as usize + 2];
+        for v in [2i64, 3, 7, -1, 11] {
+            let slot = if v < 0 { 0 } else { linear.slot(v as u64) };
+            counts[slot as usize] += 1;
+        }
+        let expected = format!(
+            "@: \n\
+             (..., 0)               1 |{HALF}|\n\
+             [0, 2)                 0 |{NONE}|\n\
+             [2, 4)                 2 |{FULL}|\n\
+             [4, 6)                 0 |{NONE}|\n\
+             [6, 8)                 1 |{HALF}|\n\
+             [8, 10)                0 |{NONE}|\n\
+             [10, ...)              1 |{HALF}|\n\
+             \n"
+        );
+        assert_eq!(hist("@", Buckets::Linear(linear, counts)), expected);
+    }
+
+    #[test]
+    fn bars_use_single_precision() {
+        let mut counts = vec![0; LOG2_SLOTS as usize];
+        counts[4] = 26;
+        counts[5] = 15;
+        let expected = format!(
+            "@h: \n\
+             [4, 8)                26 |{FULL}|\n\
+             [8, 16)               15 |{:<52}|\n\
+             \n",
+            "@".repeat(30)
+        );
+        assert_eq!(hist("@h", Buckets::Log2(counts)), expected);
+        assert_eq!(bar_width(15, 26), 30);
+    }
+
+    #[test]
+    fn whole_run_vector() {
+        let mut h = vec![0; LOG2_SLOTS as usize];
+        h[log2_slot(5) as usize] = 1;
+        let mut hk1 = vec![0; LOG2_SLOTS as usize];
+        hk1[log2_slot(1) as usize] = 1;
+        let mut hk2 = vec![0; LOG2_SLOTS as usize];
+        hk2[log2_slot(100) as usize] = 1;
+        hk2[log2_slot(200) as usize] = 1;
+        let all = vec![
+            Map::Hist(HistMap {
+                name: "@hk[2]".into(),
+                buckets: Buckets::Log2(hk2),
+            }),
+            Map::Count(CountMap {
+                name: "@a".into(),
+                entries: vec![("y".into(), 2), ("x".into(), 1)],
+            }),
+            Map::Hist(HistMap {
+                name: "@h".into(),
+                buckets: Buckets::Log2(h),
+            }),
+            Map::Hist(HistMap {
+                name: "@hk[1]".into(),
+                buckets: Buckets::Log2(hk1),
+            }),
+            Map::Count(CountMap {
+                name: "@b".into(),
+                entries: vec![],
+            }),
+        ];
+        let out = banner(1) + &maps(&all);
+        let expected = format!(
+            "Attaching 1 probe...\n\
+             \n\
+             \n\
+             @a[x]: 1\n\
+             @a[y]: 2\n\
+             @h: \n\
+             [4, 8)                 1 |{FULL}|\n\
+             \n\
+             @hk[1]: \n\
+             [1]                    1 |{FULL}|\n\
+             \n\
+             @hk[2]: \n\
+             [64, 128)              1 |{FULL}|\n\
+             [128, 256)             1 |{FULL}|\n\
+             \n"
+        );
+        assert_eq!(out, expected);
+    }
+
+    #[test]
+    fn count_ties_sort_by_key() {
+        let mut out = String::new();
+        count_map(
+            &mut out,
+            &CountMap {
+                name: "@".into(),
+                entries: vec![("b".into(), 3), ("c".into(), 1), ("a".into(), 3)],
+            },
+        );
+        assert_eq!(out, "@[c]: 1\n@[a]: 3\n@[b]: 3\n");
+    }
+
+    #[test]
+    fn labels_at_the_edges() {
+        assert_eq!(log2_label(11), "[512, 1K)");
+        assert_eq!(log2_label(12), "[1K, 2K)");
+        assert_eq!(log2_label(21), "[512K, 1M)");
+        assert_eq!(log2_label(33), "[2G, 4G)");
+        assert_eq!(log2_label(34), "[4G, 8G)");
+        assert_eq!(log2_label(64), "[4E, 8E)");
+        let kib = Linear {
+            min: 0,
+            max: 4096,
+            step: 1024,
+        };
+        assert_eq!(linear_label(&kib, 1), "[0, 1K)");
+        assert_eq!(linear_label(&kib, 2), "[1K, 2K)");
+        assert_eq!(linear_label(&kib, 5), "[4K, ...)");
+        let mib = Linear {
+            min: 1 << 20,
+            max: 3 << 20,
+            step: 1 << 20,
+        };
+        assert_eq!(linear_label(&mib, 0), "(..., 1M)");
+        assert_eq!(linear_label(&mib, 2), "[2M, 3M)");
+        // A step that is not a multiple of 1024 never abbreviates (bpftrace 0.17 could).
+        let plain = Linear {
+            min: 0,
+            max: 1_250_000,
+            step: 5_000,
+        };
+        assert_eq!(linear_label(&plain, 126), "[625000, 630000)");
+    }
+
+    #[test]
+    fn long_labels_and_counts_push_the_row() {
+        let linear = Linear {
+            min: 1_000_000_000_000,
+            max: 1_000_000_000_010,
+            step: 10,
+        };
+        let counts = vec![0, 123_456_789_012, 0];
+        let out = hist("@", Buckets::Linear(linear, counts));
+        assert!(
+            out.contains("[1000000000000, 1000000000010)123456789012 |"),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn sparse_buckets_print_every_non_empty_bucket_ascending() {
+        let out = hist(
+            "@srlat",
+            Buckets::Sparse {
+                step: 100,
+                buckets: vec![(2, 4), (1, 20), (70, 1)],
+            },
+        );
+        assert_eq!(out, "@srlat: \n100: 20\n200: 4\n7000: 1\n\n");
+    }
+
+    #[test]
+    fn an_empty_histogram_prints_only_its_header() {
+        assert_eq!(hist("@x", Buckets::Log2(vec![0; 65])), "@x: \n\n");
+    }
+
+    #[test]
+    fn summary_lines() {
+        let summary = LatencySummary {
+            map_name: "@srlat".into(),
+            unit: Unit::Ms,
+            count: 3,
+            min_ns: Some(4_000_000),
+            max_ns: Some(28_777_000),
+            mean_ns: Some(10_500_000.0),
+            percentiles: vec![(0.5, 9_900_000.0), (0.999, 28_777_000.0)],
+            percentile_error: 0.0078,
+            losses: Losses {
+                in_flight_at_exit: 1,
+                ..Losses::default()
+            },
+        };
+        assert_eq!(
+            latency_summary(&summary),
+            "@srlat count 3, min 4.000 ms, mean 10.500 ms, max 28.777 ms\n\
+             @srlat p50 9.900 ms, p99.9 28.777 ms (each within 0.8%)\n\
+             @srlat not measured: 1 in flight at exit, 0 begun before tracing, 0 missed by the kernel, 0 lost to a full map\n"
+        );
+    }
+}

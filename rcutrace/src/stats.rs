@@ -1,0 +1,82 @@
+//! Percentiles from the kernel's fine log-linear histogram.
+
+use rcutrace_common::hist::{FINE_BITS, fine_slot_range};
+
+/// The quantiles rcutrace reports.
+pub const QUANTILES: [f64; 4] = [0.5, 0.9, 0.99, 0.999];
+
+/// Largest relative error of an estimate: half a bucket, and a bucket is at most
+/// 1/2^FINE_BITS of its lower bound.
+pub const PERCENTILE_ERROR: f64 = 1.0 / (2u64 << FINE_BITS) as f64;
+
+/// Estimates the `q` quantile (nearest rank) from fine slot counts: the middle of the bucket
+/// that holds it, clamped to the exact extremes.
+pub fn percentile(fine: &[u64], q: f64, min: u64, max: u64) -> Option<f64> {
+    let total: u64 = fine.iter().sum();
+    if total == 0 {
+        return None;
+    }
+    let rank = ((q * total as f64).ceil() as u64).clamp(1, total);
+    let mut seen = 0;
+    for (slot, &count) in fine.iter().enumerate() {
+        seen += count;
+        if seen >= rank {
+            let (low, width) = fine_slot_range(slot as u32);
+            let middle = low as f64 + (width - 1) as f64 / 2.0;
+            return Some(middle.clamp(min as f64, max as f64));
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rcutrace_common::hist::{FINE_SLOTS, fine_slot};
+
+    fn fine_of(values: &[u64]) -> Vec<u64> {
+        let mut fine = vec![0; FINE_SLOTS as usize];
+        for &v in values {
+            fine[fine_slot(v) as usize] += 1;
+        }
+        fine
+    }
+
+    /// A deterministic spread of latencies from 1 ns to about 100 s.
+    fn values() -> Vec<u64> {
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        (0..20_000)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                let exponent = state % 37;
+                1 + (state >> 20) % (1u64 << exponent)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn estimates_stay_within_the_stated_error() {
+        let mut sorted = values();
+        let fine = fine_of(&sorted);
+        sorted.sort();
+        let (min, max) = (sorted[0], *sorted.last().unwrap());
+        for q in QUANTILES.into_iter().chain([0.0, 0.25, 0.75, 1.0]) {
+            let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+            let exact = sorted[rank - 1] as f64;
+            let estimate = percentile(&fine, q, min, max).unwrap();
+            let error = (estimate - exact).abs() / exact;
+            assert!(error <= PERCENTILE_ERROR, "q {q}: {estimate} vs {exact}");
+        }
+        assert!(PERCENTILE_ERROR < 0.008);
+    }
+
+    #[test]
+    fn extremes_are_exact() {
+        let fine = fine_of(&[1_000_003, 5, 77_777_777]);
+        assert_eq!(percentile(&fine, 1.0, 5, 77_777_777), Some(77_777_777.0));
+        assert_eq!(percentile(&fine, 0.0, 5, 77_777_777), Some(5.0));
+        assert_eq!(percentile(&vec![0; 10], 0.5, 0, 0), None);
+    }
+}
