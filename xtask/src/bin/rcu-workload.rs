@@ -1,0 +1,171 @@
+//! Guest-side load generator with known RCU effects, for rcutrace's VM runs and tests.
+
+use std::io;
+use std::process::exit;
+use std::time::{Duration, Instant};
+
+const USAGE: &str = "\
+rcu-workload: drives known amounts of RCU activity in the running kernel
+
+USAGE:
+    rcu-workload getppid N       make exactly N getppid() syscalls (each takes rcu_read_lock();
+                                 on Debian 6.1 and 6.12 that is two __rcu_read_lock() calls)
+    rcu-workload membarrier N    make exactly N membarrier(MEMBARRIER_CMD_GLOBAL) syscalls
+                                 (one synchronize_rcu() each when more than one CPU is online)
+    rcu-workload background      run a mixed RCU load until killed
+    rcu-workload --help          show this text
+
+The counting subcommands print `getppid: N` or `membarrier: N` when done.
+`background` mixes bursts of getppid (readers), short-lived child processes, socket, pipe and
+epoll open/close (call_rcu and kvfree_call_rcu updaters) and a few membarrier calls per second
+(grace periods). It sleeps between bursts, so it leaves most of the CPUs free.
+
+EXAMPLES:
+    rcu-workload getppid 100000
+    rcu-workload membarrier 80
+    rcu-workload background & pid=$!; sleep 5; kill $pid
+";
+
+// From include/uapi/linux/membarrier.h.
+const MEMBARRIER_CMD_GLOBAL: libc::c_int = 1;
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    match args.as_slice() {
+        ["-h" | "--help" | "help"] => print!("{USAGE}"),
+        ["getppid", n] => getppid(count(n)),
+        ["membarrier", n] => membarrier(count(n)),
+        ["background"] => background(),
+        [] => usage_error("missing subcommand"),
+        [cmd @ ("getppid" | "membarrier")] => usage_error(&format!("`{cmd}` needs a count N")),
+        [cmd, ..] if ["getppid", "membarrier", "background"].contains(cmd) => {
+            usage_error(&format!("too many arguments for `{cmd}`"))
+        }
+        [cmd, ..] => usage_error(&format!("unknown subcommand `{cmd}`")),
+    }
+}
+
+fn usage_error(msg: &str) -> ! {
+    eprintln!(
+        "rcu-workload: {msg}\n\
+         accepted: `getppid N`, `membarrier N`, `background`, `--help`"
+    );
+    exit(2)
+}
+
+fn count(arg: &str) -> u64 {
+    arg.parse()
+        .unwrap_or_else(|_| usage_error(&format!("N must be a non-negative integer, not `{arg}`")))
+}
+
+fn sys_getppid() {
+    // The raw syscall: a libc wrapper could cache the result and skip the kernel.
+    unsafe { libc::syscall(libc::SYS_getppid) };
+}
+
+fn sys_membarrier_global() -> io::Result<()> {
+    let ret = unsafe { libc::syscall(libc::SYS_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0) };
+    if ret == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+fn getppid(n: u64) {
+    for _ in 0..n {
+        sys_getppid();
+    }
+    println!("getppid: {n}");
+}
+
+fn membarrier(n: u64) {
+    if online_cpus() < 2 {
+        eprintln!(
+            "rcu-workload: note: only one CPU is online, so membarrier does not call synchronize_rcu()"
+        );
+    }
+    for done in 0..n {
+        if let Err(e) = sys_membarrier_global() {
+            eprintln!(
+                "rcu-workload: membarrier(MEMBARRIER_CMD_GLOBAL) failed after {done} of {n} calls: {e}"
+            );
+            exit(1);
+        }
+    }
+    println!("membarrier: {n}");
+}
+
+fn online_cpus() -> i64 {
+    unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }
+}
+
+fn background() -> ! {
+    const READERS_PER_BURST: u32 = 5_000;
+    const CHILDREN_PER_BURST: u32 = 3;
+    const FILES_PER_BURST: u32 = 8;
+    const MEMBARRIER_EVERY: Duration = Duration::from_millis(250);
+    const PAUSE: Duration = Duration::from_millis(20);
+
+    let mut last_membarrier = Instant::now();
+    let mut membarrier_ok = true;
+    loop {
+        for _ in 0..READERS_PER_BURST {
+            sys_getppid();
+        }
+        for _ in 0..CHILDREN_PER_BURST {
+            fork_and_reap();
+        }
+        for _ in 0..FILES_PER_BURST {
+            open_and_close_files();
+        }
+        if membarrier_ok && last_membarrier.elapsed() >= MEMBARRIER_EVERY {
+            last_membarrier = Instant::now();
+            if let Err(e) = sys_membarrier_global() {
+                eprintln!("rcu-workload: membarrier failed, continuing without it: {e}");
+                membarrier_ok = false;
+            }
+        }
+        std::thread::sleep(PAUSE);
+    }
+}
+
+/// An exiting task is freed through call_rcu.
+fn fork_and_reap() {
+    unsafe {
+        match libc::fork() {
+            0 => libc::_exit(0),
+            pid if pid > 0 => {
+                libc::waitpid(pid, std::ptr::null_mut(), 0);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Sockets, pipes and epoll items go through RCU-deferred frees when closed.
+fn open_and_close_files() {
+    unsafe {
+        for domain in [libc::AF_UNIX, libc::AF_INET] {
+            let fd = libc::socket(domain, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
+            if fd >= 0 {
+                libc::close(fd);
+            }
+        }
+        let mut pipe = [0; 2];
+        if libc::pipe2(pipe.as_mut_ptr(), libc::O_CLOEXEC) == 0 {
+            let ep = libc::epoll_create1(libc::EPOLL_CLOEXEC);
+            if ep >= 0 {
+                let mut ev = libc::epoll_event {
+                    events: libc::EPOLLIN as u32,
+                    u64: 0,
+                };
+                libc::epoll_ctl(ep, libc::EPOLL_CTL_ADD, pipe[0], &mut ev);
+                libc::close(ep);
+            }
+            libc::close(pipe[0]);
+            libc::close(pipe[1]);
+        }
+    }
+}

@@ -1,0 +1,8 @@
+//! Developer tasks for rcutrace: building the workspace and running jobs in Debian kernels under QEMU.
+
+pub mod build;
+pub mod cpio;
+pub mod vm;
+pub mod workspace;
+
+pub use vm::{GuestJob, GuestOutput, Kernel, run};

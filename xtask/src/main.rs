@@ -1,0 +1,158 @@
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use clap::{Args, Parser, Subcommand};
+
+use xtask::vm::{self, GuestJob, Kernel, shell_quote};
+use xtask::{build, workspace};
+
+#[derive(Parser)]
+#[command(about = "Developer tasks for rcutrace")]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Build rcutrace and the guest workload (rcu-workload) in release mode.
+    Build,
+    /// Boot a Debian kernel in QEMU and run `rcutrace ARGS...` in it as root.
+    #[command(after_help = "EXAMPLES:\n    \
+        cargo xtask vm -- --help\n    \
+        cargo xtask vm --kernel 6.1 -- ARGS...\n    \
+        cargo xtask vm --idle --cpus 4 -- ARGS...")]
+    Vm(VmArgs),
+}
+
+#[derive(Args)]
+struct VmArgs {
+    /// Kernel to boot: 6.1, 6.12 (downloaded by scripts/setup) or a path to a vmlinuz.
+    #[arg(long, default_value = "6.12")]
+    kernel: Kernel,
+    /// Guest CPUs.
+    #[arg(long, default_value_t = vm::DEFAULT_CPUS, value_parser = clap::value_parser!(u32).range(1..=64))]
+    cpus: u32,
+    /// Guest memory in MiB.
+    #[arg(long, default_value_t = vm::DEFAULT_MEMORY_MB, value_parser = clap::value_parser!(u32).range(256..))]
+    memory_mb: u32,
+    /// Do not start `rcu-workload background` next to rcutrace.
+    #[arg(long)]
+    idle: bool,
+    /// Give up and kill the guest after this many seconds.
+    #[arg(long, default_value_t = 600)]
+    timeout: u64,
+    /// Arguments for rcutrace.
+    #[arg(last = true)]
+    args: Vec<String>,
+}
+
+fn main() -> ExitCode {
+    let result = match Cli::parse().command {
+        Cmd::Build => build::build_all().map(|_| ExitCode::SUCCESS),
+        Cmd::Vm(args) => vm_command(args),
+    };
+    // Printed here rather than returned so a set RUST_BACKTRACE does not bury the message.
+    result.unwrap_or_else(|e| {
+        eprintln!("xtask: error: {e:#}");
+        ExitCode::FAILURE
+    })
+}
+
+fn vm_command(args: VmArgs) -> Result<ExitCode> {
+    let kernel_image = ensure_vm_prerequisites(&args.kernel)?;
+    let (rcutrace, workload) = build::build_all()?;
+
+    let mut script = String::new();
+    if !args.idle {
+        script.push_str("/bin/rcu-workload background >/dev/null &\nworkload=$!\n");
+    }
+    script.push_str("/bin/rcutrace");
+    for arg in &args.args {
+        script.push(' ');
+        script.push_str(&shell_quote(arg));
+    }
+    script.push_str("\nrc=$?\n");
+    if !args.idle {
+        script.push_str("kill $workload 2>/dev/null; wait $workload 2>/dev/null\n");
+    }
+    script.push_str("exit $rc\n");
+
+    let job = GuestJob {
+        kernel: args.kernel.clone(),
+        cpus: args.cpus,
+        memory_mb: args.memory_mb,
+        files: vec![
+            (rcutrace, "/bin/rcutrace".into()),
+            (workload, "/bin/rcu-workload".into()),
+        ],
+        script,
+        timeout: Duration::from_secs(args.timeout),
+    };
+    eprintln!(
+        "xtask: booting {} ({}) with {} CPUs, {}",
+        args.kernel,
+        file_name(&kernel_image),
+        args.cpus,
+        if args.idle {
+            "idle"
+        } else {
+            "rcu-workload background running"
+        }
+    );
+    let out = vm::run(&job, true)?;
+
+    let console_log = workspace::vm_dir().join("last-console.log");
+    std::fs::write(&console_log, &out.console)
+        .with_context(|| format!("writing {}", console_log.display()))?;
+    let status = out.status.unwrap_or(1);
+    eprintln!(
+        "xtask: rcutrace exited with status {status}; guest booted in {}, whole run {:.1} s \
+         (kernel console: {})",
+        out.boot_time
+            .map_or("?".to_string(), |t| format!("{:.1} s", t.as_secs_f64())),
+        out.elapsed.as_secs_f64(),
+        console_log.display()
+    );
+    Ok(ExitCode::from(u8::try_from(status).unwrap_or(1)))
+}
+
+/// Runs scripts/setup when the kernel, QEMU or busybox is missing; returns the kernel image.
+fn ensure_vm_prerequisites(kernel: &Kernel) -> Result<PathBuf> {
+    let mut missing = vm::missing_host_tools();
+    // Only the series scripts/setup knows how to download are worth running it for.
+    let kernel_missing = matches!(kernel, Kernel::Series(s) if vm::KNOWN_SERIES.contains(&s.as_str()))
+        && kernel.resolve().is_err();
+    if kernel_missing {
+        missing.push(format!("kernel {kernel}"));
+    }
+    if missing.is_empty() {
+        return kernel.resolve();
+    }
+    eprintln!(
+        "xtask: {} missing; running scripts/setup",
+        missing.join(", ")
+    );
+    let status = Command::new("bash")
+        .arg(workspace::setup_script())
+        .current_dir(workspace::root())
+        .status()
+        .context("could not run scripts/setup")?;
+    if !status.success() {
+        bail!("scripts/setup failed ({status})");
+    }
+    let still = vm::missing_host_tools();
+    if !still.is_empty() {
+        bail!("still missing after scripts/setup: {}", still.join(", "));
+    }
+    kernel.resolve()
+}
+
+fn file_name(path: &Path) -> String {
+    path.file_name().map_or_else(
+        || path.display().to_string(),
+        |n| n.to_string_lossy().into(),
+    )
+}

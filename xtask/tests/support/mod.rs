@@ -1,0 +1,169 @@
+//! Shared parts of the VM tests: boot a kernel with rcutrace and the workload, run traced
+//! experiments in the guest, and pick the results apart.
+
+#![allow(dead_code)]
+
+use std::{collections::HashMap, sync::OnceLock, time::Duration};
+
+use xtask::vm::{self, GuestJob, GuestOutput, Kernel};
+
+/// Both binaries, built once per test process.
+fn binaries() -> &'static (std::path::PathBuf, std::path::PathBuf) {
+    static BINARIES: OnceLock<(std::path::PathBuf, std::path::PathBuf)> = OnceLock::new();
+    BINARIES.get_or_init(|| xtask::build::build_all().expect("building rcutrace and rcu-workload"))
+}
+
+/// Shell functions for the guest. `traced NAME 'RCUTRACE ARGS' 'WORKLOAD'` starts the workload
+/// held behind a gate, starts rcutrace (WPID in its arguments becomes the workload's pid),
+/// opens the gate once rcutrace has printed its banner, waits for the workload, then
+/// interrupts rcutrace like Ctrl-C and prints every output under `=== NAME.PART` headers.
+const PRELUDE: &str = r#"
+traced() {
+    name=$1; args=$2; work=$3
+    rm -f /tmp/go
+    sh -c "while [ ! -e /tmp/go ]; do sleep 0.05; done; exec $work" >/tmp/$name.work 2>&1 &
+    wpid=$!
+    args=$(echo "$args" | sed "s/WPID/$wpid/g")
+    /bin/rcutrace $args >/tmp/$name.out 2>/tmp/$name.err &
+    tpid=$!
+    i=0
+    while ! grep -q '^Attaching' /tmp/$name.out 2>/dev/null && kill -0 $tpid 2>/dev/null && [ $i -lt 600 ]; do
+        sleep 0.1; i=$((i + 1))
+    done
+    touch /tmp/go
+    wait $wpid; wstatus=$?
+    kill -INT $tpid 2>/dev/null
+    wait $tpid; tstatus=$?
+    echo "=== $name.out"; cat /tmp/$name.out
+    echo "=== $name.err"; cat /tmp/$name.err
+    echo "=== $name.work"; cat /tmp/$name.work
+    echo "=== $name.status"; echo "$tstatus $wstatus"
+}
+"#;
+
+/// Boots `series` with rcutrace at /bin/rcutrace and the workload at /bin/rcu-workload.
+pub fn boot(series: &str, script: &str) -> GuestOutput {
+    let (rcutrace, workload) = binaries();
+    let mut job = GuestJob::new(
+        Kernel::Series(series.into()),
+        format!("{PRELUDE}\n{script}"),
+    )
+    .file(rcutrace, "/bin/rcutrace")
+    .file(workload, "/bin/rcu-workload");
+    job.timeout = Duration::from_secs(300);
+    let out = vm::run(&job, false).expect("running the guest");
+    assert_eq!(
+        out.status,
+        Some(0),
+        "guest job failed\nstdout:\n{}\nstderr:\n{}",
+        out.stdout,
+        out.stderr
+    );
+    out
+}
+
+/// The `=== NAME.PART` sections of a guest's stdout.
+pub fn sections(stdout: &str) -> HashMap<String, String> {
+    let mut sections = HashMap::new();
+    let mut current: Option<(String, String)> = None;
+    for line in stdout.lines() {
+        if let Some(name) = line.strip_prefix("=== ") {
+            if let Some((n, body)) = current.take() {
+                sections.insert(n, body);
+            }
+            current = Some((name.to_string(), String::new()));
+        } else if let Some((_, body)) = current.as_mut() {
+            body.push_str(line);
+            body.push('\n');
+        }
+    }
+    if let Some((n, body)) = current {
+        sections.insert(n, body);
+    }
+    sections
+}
+
+/// One traced experiment's outputs.
+pub struct Run {
+    pub out: String,
+    pub err: String,
+    pub work: String,
+    pub rcutrace_status: i32,
+    pub workload_status: i32,
+}
+
+pub fn run_named(sections: &HashMap<String, String>, name: &str) -> Run {
+    let part = |p: &str| {
+        sections
+            .get(&format!("{name}.{p}"))
+            .cloned()
+            .unwrap_or_else(|| panic!("no {name}.{p} in the guest output: {sections:#?}"))
+    };
+    let status = part("status");
+    let mut statuses = status.split_whitespace().map(|s| s.parse::<i32>().unwrap());
+    Run {
+        out: part("out"),
+        err: part("err"),
+        work: part("work"),
+        rcutrace_status: statuses.next().unwrap(),
+        workload_status: statuses.next().unwrap(),
+    }
+}
+
+impl Run {
+    /// Fails unless both processes ended well.
+    pub fn assert_ok(&self, name: &str) {
+        assert_eq!(
+            (self.rcutrace_status, self.workload_status),
+            (0, 0),
+            "{name}: rcutrace stdout:\n{}\nstderr:\n{}\nworkload:\n{}",
+            self.out,
+            self.err,
+            self.work
+        );
+        assert!(!self.err.contains("panicked"), "{name}: {}", self.err);
+    }
+
+    /// The value of `@[key]: N` in the output.
+    pub fn count(&self, key: &str) -> Option<u64> {
+        let prefix = format!("@[{key}]: ");
+        self.out
+            .lines()
+            .find_map(|l| l.strip_prefix(&prefix))
+            .map(|n| n.trim().parse().unwrap())
+    }
+
+    /// The number after `word` in the line that starts with `line_prefix`,
+    /// e.g. `("@srlat count", "count")`.
+    pub fn number_after(&self, line_prefix: &str, word: &str) -> Option<f64> {
+        let line = self.out.lines().find(|l| l.starts_with(line_prefix))?;
+        let mut words = line.split([' ', ',']).filter(|w| !w.is_empty());
+        words.find(|w| *w == word)?;
+        words.next()?.parse().ok()
+    }
+
+    /// `(label, count)` for each row of the histogram printed in the output.
+    pub fn hist_rows(&self) -> Vec<(String, u64)> {
+        self.out
+            .lines()
+            .filter(|l| l.ends_with('|') && l.len() > 24)
+            .map(|l| {
+                let (left, _) = l.split_once(" |").unwrap();
+                let label = left[..16.min(left.len())].trim().to_string();
+                let count = left[16..].trim().parse().unwrap();
+                (label, count)
+            })
+            .collect()
+    }
+}
+
+/// The number printed after `key:` by rcu-workload.
+pub fn workload_value(work: &str, key: &str) -> u64 {
+    let prefix = format!("{key}: ");
+    work.lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .unwrap_or_else(|| panic!("no {key} in workload output {work:?}"))
+        .trim()
+        .parse()
+        .unwrap()
+}

@@ -1,0 +1,82 @@
+//! `rcutrace count` on real Debian kernels, against workloads of known size.
+
+mod support;
+
+use support::{boot, run_named, sections};
+
+const READERS: u64 = 200_000;
+const SYNCS: u64 = 40;
+
+fn counts_ground_truth(series: &str) {
+    let script = format!(
+        "traced readers 'count --secs 0' '/bin/rcu-workload getppid {READERS}'\n\
+         traced syncs 'count --secs 0 --attach kprobe' '/bin/rcu-workload membarrier {SYNCS}'\n\
+         traced fentry 'count --secs 0 --attach fentry' '/bin/rcu-workload membarrier {SYNCS}'\n\
+         traced timed 'count --secs 2' 'sleep 4'\n"
+    );
+    let guest = boot(series, &script);
+    let sections = sections(&guest.stdout);
+
+    let readers = run_named(&sections, "readers");
+    readers.assert_ok("readers");
+    assert!(readers.out.starts_with("Attaching "), "{}", readers.out);
+    let read_locks = readers.count("__rcu_read_lock").expect("readers counted");
+    assert!(
+        read_locks >= READERS,
+        "{read_locks} < {READERS} getppid calls"
+    );
+
+    for name in ["syncs", "fentry"] {
+        let run = run_named(&sections, name);
+        run.assert_ok(name);
+        let syncs = run
+            .count("synchronize_rcu")
+            .expect("synchronize_rcu counted");
+        assert!(syncs >= SYNCS, "{name}: {syncs} < {SYNCS} membarrier calls");
+        // Each synchronize_rcu() waits for a grace period; they can share one.
+        let gps = run.count("rcu_gp_fqs_loop").expect("grace periods counted");
+        assert!(
+            gps > 0,
+            "{name}: no grace period during {SYNCS} synchronize_rcu()"
+        );
+        assert!(
+            run.out.contains("RCU readers per grace period: "),
+            "{}",
+            run.out
+        );
+        assert!(
+            run.out.contains("call_rcu() per grace period:  "),
+            "{}",
+            run.out
+        );
+        assert!(run.err.contains("interrupted"), "{name}: {}", run.err);
+        if series == "6.1" {
+            // No such function before lazy RCU: reported, not fatal.
+            assert!(
+                run.err.contains("call_rcu_hurry: not in /proc/kallsyms"),
+                "{}",
+                run.err
+            );
+            assert!(run.out.contains("Attaching 6 probes..."), "{}", run.out);
+        } else {
+            assert!(run.count("call_rcu_hurry").is_some(), "{}", run.out);
+            assert!(run.out.contains("Attaching 7 probes..."), "{}", run.out);
+        }
+    }
+
+    // --secs ends the window by itself: the run exits 0 before the interrupt arrives.
+    let timed = run_named(&sections, "timed");
+    timed.assert_ok("timed");
+    assert!(!timed.err.contains("interrupted"), "{}", timed.err);
+    assert!(timed.out.contains("Over 2."), "{}", timed.out);
+}
+
+#[test]
+fn count_on_6_1() {
+    counts_ground_truth("6.1");
+}
+
+#[test]
+fn count_on_6_12() {
+    counts_ground_truth("6.12");
+}
