@@ -26,6 +26,10 @@ pub const SPARSE_BUCKETS: u32 = 16384;
 /// Most calls that can be in flight at once (threads inside a traced function).
 pub const MAX_IN_FLIGHT: u32 = 16384;
 
+/// Entries of the `CONTROL` array, written by user space while the programs run.
+pub const CONTROL_STOPPED: u32 = 0;
+pub const CONTROL_SLOTS: u32 = 1;
+
 /// Indices of the per-CPU `STATS` array.
 pub const STAT_COUNT: u32 = 0;
 /// Sum of the display-unit values (for the mean).
@@ -43,16 +47,3 @@ pub const STAT_LOST_BUCKET_MAP_FULL: u32 = 6;
 /// A return without a recorded start: the call began before tracing did.
 pub const STAT_UNMATCHED_RETURNS: u32 = 7;
 pub const STAT_SLOTS: u32 = 8;
-
-/// Key of the in-flight map: the thread id and which traced function it is in, so that nested
-/// calls of two traced functions on one thread never overwrite each other's start time.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct InFlightKey {
-    pub tid: u32,
-    pub function: u32,
-}
-
-#[cfg(feature = "user")]
-// SAFETY: plain-old-data with no padding (two u32).
-unsafe impl aya::Pod for InFlightKey {}

@@ -8,7 +8,7 @@
 use aya_ebpf::{
     helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns},
     macros::{fentry, fexit, kprobe, kretprobe, map},
-    maps::{HashMap, PerCpuArray},
+    maps::{Array, HashMap, PerCpuArray},
     programs::{FEntryContext, FExitContext, ProbeContext, RetProbeContext},
 };
 use aya_log_ebpf::debug;
@@ -29,6 +29,16 @@ static LINEAR_STEP: u64 = 1;
 /// Only calls made by this process (thread group id) count; 0 keeps all.
 #[unsafe(no_mangle)]
 static TARGET_TGID: u32 = 0;
+
+/// Set by user space when the window ends, so that nothing changes while the maps are read
+/// and the programs detach one after the other.
+#[map]
+static CONTROL: Array<u32> = Array::with_max_entries(CONTROL_SLOTS, 0);
+
+#[inline(always)]
+fn stopped() -> bool {
+    CONTROL.get(CONTROL_STOPPED).is_some_and(|&flag| flag != 0)
+}
 
 /// Start time of each call in flight, by thread id.
 #[map]
@@ -70,6 +80,9 @@ fn raise_to(index: u32, value: u64) {
 
 #[inline(always)]
 fn on_entry() {
+    if stopped() {
+        return;
+    }
     let pid_tgid = bpf_get_current_pid_tgid();
     let target = constant(&TARGET_TGID);
     if target != 0 && (pid_tgid >> 32) as u32 != target {
@@ -83,6 +96,9 @@ fn on_entry() {
 
 #[inline(always)]
 fn on_return<C: aya_ebpf::EbpfContext>(ctx: &C) {
+    if stopped() {
+        return;
+    }
     let now = unsafe { bpf_ktime_get_ns() };
     let tid = bpf_get_current_pid_tgid() as u32;
     let Some(start) = (unsafe { IN_FLIGHT.get(tid) }).copied() else {

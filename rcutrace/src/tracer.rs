@@ -6,9 +6,11 @@ use std::{collections::HashMap, fmt};
 use anyhow::{Context as _, Result, anyhow, bail};
 use aya::{
     Btf, Ebpf, EbpfLoader,
-    maps::{HashMap as BpfHashMap, Map, MapData, PerCpuArray},
+    maps::{Array, HashMap as BpfHashMap, Map, MapData, PerCpuArray},
     programs::{FEntry, FExit, KProbe, Program},
 };
+
+use rcutrace_common::latency::CONTROL_STOPPED;
 
 use crate::probes::{AttachChoice, Method, Probe, plan};
 
@@ -33,8 +35,8 @@ pub enum Attachment {
 }
 
 pub struct Tracer {
-    /// `None` once detached: dropping the object detaches and unloads every program.
-    ebpf: Option<Ebpf>,
+    /// Dropping the object detaches and unloads every program; the maps stay readable.
+    ebpf: Ebpf,
     maps: HashMap<String, Map>,
     btf: Option<std::result::Result<Btf, String>>,
     logger: Option<aya_log::EbpfLogger<&'static dyn log::Log>>,
@@ -72,7 +74,7 @@ impl Tracer {
             .filter_map(|name| ebpf.take_map(&name).map(|map| (name, map)))
             .collect();
         Ok(Tracer {
-            ebpf: Some(ebpf),
+            ebpf,
             maps,
             btf: None,
             logger,
@@ -116,11 +118,8 @@ impl Tracer {
             self.read_kernel_btf()?;
         }
         let btf = self.btf.as_ref().and_then(|btf| btf.as_ref().ok());
-        let ebpf = self
+        let program: &mut Program = self
             .ebpf
-            .as_mut()
-            .ok_or_else(|| anyhow!("programs already detached"))?;
-        let program: &mut Program = ebpf
             .program_mut(program)
             .ok_or_else(|| anyhow!("program {program} missing from the eBPF object"))?;
         match (method, btf) {
@@ -157,9 +156,16 @@ impl Tracer {
         btf.as_ref().map(|_| ()).map_err(|e| anyhow!(e.clone()))
     }
 
-    /// Detaches and unloads every program; the maps stay readable.
-    pub fn detach(&mut self) {
-        self.ebpf = None;
+    /// Freezes the latency programs' maps (they check `CONTROL`); the counters keep counting.
+    pub fn stop(&mut self) -> Result<()> {
+        let Some(map) = self.maps.get_mut("CONTROL") else {
+            return Ok(());
+        };
+        let mut control: Array<&mut MapData, u32> =
+            Array::try_from(map).context("opening CONTROL")?;
+        control
+            .set(CONTROL_STOPPED, 1, 0)
+            .context("stopping the eBPF programs")
     }
 
     fn map(&self, name: &str) -> Result<&Map> {
@@ -217,7 +223,7 @@ impl Tracer {
 impl fmt::Debug for Tracer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Tracer")
-            .field("attached", &self.ebpf.is_some())
+            .field("maps", &self.maps.keys().collect::<Vec<_>>())
             .finish()
     }
 }

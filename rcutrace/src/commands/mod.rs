@@ -25,7 +25,8 @@ pub enum Need {
     All,
 }
 
-/// A finished tracing window with the programs detached and the maps ready to read.
+/// A finished tracing window: latency programs stopped, maps ready to read. The programs
+/// detach when this is dropped (after reading, so that counters read as of the window's end).
 pub struct Traced {
     pub tracer: Tracer,
     pub window: Window,
@@ -33,7 +34,7 @@ pub struct Traced {
     pub attached: Vec<(Probe, Method)>,
 }
 
-/// Loads, attaches `probes`, prints bpftrace's banner, traces, and detaches.
+/// Loads, attaches `probes`, prints bpftrace's banner, and traces for the window.
 pub async fn trace(
     probes: &[Probe],
     constants: &[Constant],
@@ -73,7 +74,7 @@ pub async fn trace(
         .context("writing to stdout")?;
     let logger = tracer.take_logger();
     let window = session::run(duration, &mut interrupts, logger).await?;
-    tracer.detach();
+    tracer.stop()?;
     if window.interrupted {
         eprintln!(
             "rcutrace: interrupted after {:.1} s; printing what was traced",

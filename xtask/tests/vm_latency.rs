@@ -1,0 +1,135 @@
+//! `rcutrace srlat` and `gplat` on real Debian kernels. Ground truth: each
+//! membarrier(MEMBARRIER_CMD_GLOBAL) call runs synchronize_rcu() exactly once (2+ CPUs), and
+//! with /sys/kernel/rcu_expedited set, synchronize_rcu_expedited() inside it exactly once.
+
+mod support;
+
+use support::{Run, boot, run_named, sections, workload_value};
+
+const CALLS: u64 = 30;
+
+/// Histogram rows must add up to the exact count the summary line reports.
+fn assert_exact_samples(run: &Run, map: &str, expected: u64) {
+    let count = run
+        .number_after(&format!("{map} count"), "count")
+        .unwrap_or_else(|| panic!("no count line in {}", run.out));
+    assert_eq!(count as u64, expected, "{}", run.out);
+    let rows: u64 = run.hist_rows().iter().map(|(_, n)| n).sum();
+    assert_eq!(rows, expected, "{}", run.out);
+    assert!(
+        run.out.contains(&format!(
+            "{map} not measured: 0 in flight at exit, 0 begun before tracing"
+        )),
+        "{}",
+        run.out
+    );
+}
+
+fn latency_ground_truth(series: &str) {
+    let script = format!(
+        "traced srlat 'srlat --secs 0 --pid WPID' '/bin/rcu-workload membarrier {CALLS}'\n\
+         traced srlat_kprobe 'srlat --secs 0 --pid WPID --attach kprobe' '/bin/rcu-workload membarrier {CALLS}'\n\
+         traced overflow 'srlat --secs 0 --pid WPID --unit ns --linear 0,1,1' '/bin/rcu-workload membarrier 20'\n\
+         traced buckets 'srlat --secs 0 --pid WPID --unit us --buckets 2000' '/bin/rcu-workload membarrier 20'\n\
+         echo 1 > /sys/kernel/rcu_expedited\n\
+         traced srelat 'srlat --expedited --secs 0 --pid WPID' '/bin/rcu-workload membarrier {CALLS}'\n\
+         traced srelat_kprobe 'srlat --expedited --secs 0 --pid WPID --attach kprobe' '/bin/rcu-workload membarrier {CALLS}'\n\
+         echo 0 > /sys/kernel/rcu_expedited\n\
+         /bin/rcu-workload background & bg=$!\n\
+         echo '=== gplat.out'; /bin/rcutrace gplat --secs 3; echo '=== gplat.status'; echo $? 0\n\
+         echo '=== gpcount.out'; /bin/rcutrace count --secs 3; echo '=== gpcount.status'; echo $? 0\n\
+         kill $bg\n"
+    );
+    let guest = boot(series, &script);
+    let sections = sections(&guest.stdout);
+
+    for (name, map) in [
+        ("srlat", "@srlat"),
+        ("srlat_kprobe", "@srlat"),
+        ("srelat", "@srelat"),
+        ("srelat_kprobe", "@srelat"),
+    ] {
+        let run = run_named(&sections, name);
+        run.assert_ok(name);
+        assert_exact_samples(&run, map, CALLS);
+        assert!(run.out.contains(&format!("{map} p50 ")), "{}", run.out);
+    }
+    let expedited = run_named(&sections, "srelat");
+    assert!(
+        expedited.out.contains(" us, mean "),
+        "default unit us: {}",
+        expedited.out
+    );
+
+    // Every sample is >= 1 ns, so `--linear 0,1,1` folds them all into the overflow bucket,
+    // yet the exact maximum survives, bounded by what user space timed around each call.
+    let overflow = run_named(&sections, "overflow");
+    overflow.assert_ok("overflow");
+    assert_eq!(
+        overflow.hist_rows(),
+        vec![("[1, ...)".to_string(), 20)],
+        "{}",
+        overflow.out
+    );
+    let max = overflow.number_after("@srlat count", "max").expect("max") as u64;
+    let slowest = workload_value(&overflow.work, "slowest_ns");
+    assert!(
+        max <= slowest && max >= slowest / 2,
+        "max {max} ns, user space saw {slowest} ns"
+    );
+
+    // Sparse buckets: every sample in a printed bucket, ascending, no overflow line.
+    let buckets = run_named(&sections, "buckets");
+    buckets.assert_ok("buckets");
+    let lines: Vec<(u64, u64)> = buckets
+        .out
+        .lines()
+        .skip_while(|l| !l.starts_with("@srlat: "))
+        .skip(1)
+        .take_while(|l| !l.is_empty())
+        .map(|l| {
+            let (bucket, count) = l.split_once(": ").expect("BUCKET: COUNT");
+            (bucket.parse().unwrap(), count.parse().unwrap())
+        })
+        .collect();
+    assert_eq!(
+        lines.iter().map(|(_, n)| n).sum::<u64>(),
+        20,
+        "{}",
+        buckets.out
+    );
+    assert!(lines.windows(2).all(|w| w[0].0 < w[1].0), "{}", buckets.out);
+    assert!(lines.iter().all(|(b, _)| b % 2000 == 0), "{}", buckets.out);
+
+    // gplat sees the grace periods that count counts, over a comparable window.
+    let gplat = &sections["gplat.out"];
+    assert_eq!(sections["gplat.status"].trim(), "0 0", "{gplat}");
+    let gp_samples: f64 = gplat
+        .lines()
+        .find_map(|l| l.strip_prefix("@gplat count "))
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no @gplat count in {gplat}"));
+    let gpcount = &sections["gpcount.out"];
+    let fqs_loops: f64 = gpcount
+        .lines()
+        .find_map(|l| l.strip_prefix("@[rcu_gp_fqs_loop]: "))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no grace periods in {gpcount}"));
+    assert!(gp_samples >= 10.0, "too few grace periods seen: {gplat}");
+    let ratio = gp_samples / fqs_loops;
+    assert!(
+        (0.5..=2.0).contains(&ratio),
+        "gplat saw {gp_samples} grace periods, count {fqs_loops}"
+    );
+}
+
+#[test]
+fn latency_on_6_1() {
+    latency_ground_truth("6.1");
+}
+
+#[test]
+fn latency_on_6_12() {
+    latency_ground_truth("6.12");
+}
