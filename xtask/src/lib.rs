@@ -2,6 +2,7 @@
 
 pub mod build;
 pub mod cpio;
+pub mod setup;
 pub mod vm;
 pub mod workspace;
 

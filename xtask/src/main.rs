@@ -6,7 +6,7 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, Parser, Subcommand};
 
 use xtask::vm::{self, GuestJob, Kernel, shell_quote};
-use xtask::{build, workspace};
+use xtask::{build, setup, workspace};
 
 #[derive(Parser)]
 #[command(about = "Developer tasks for rcutrace")]
@@ -25,6 +25,8 @@ enum Cmd {
         cargo xtask vm --kernel 6.1 -- ARGS...\n    \
         cargo xtask vm --idle --cpus 4 -- ARGS...")]
     Vm(VmArgs),
+    /// Run the whole test suite: set-up, fmt, clippy, unit tests, VM tests on 6.1 and 6.12.
+    Test,
 }
 
 #[derive(Args)]
@@ -53,6 +55,7 @@ fn main() -> ExitCode {
     let result = match Cli::parse().command {
         Cmd::Build => build::build_all().map(|_| ExitCode::SUCCESS),
         Cmd::Vm(args) => vm_command(args),
+        Cmd::Test => test_command(),
     };
     // Printed here rather than returned so a set RUST_BACKTRACE does not bury the message.
     result.unwrap_or_else(|e| {
@@ -119,35 +122,38 @@ fn vm_command(args: VmArgs) -> Result<ExitCode> {
     Ok(ExitCode::from(u8::try_from(status).unwrap_or(1)))
 }
 
-/// Runs scripts/setup when the kernel, QEMU or busybox is missing; returns the kernel image.
+/// Makes sure the toolchain, QEMU and the kernels are there; returns the kernel image.
 fn ensure_vm_prerequisites(kernel: &Kernel) -> Result<PathBuf> {
-    let mut missing = vm::missing_host_tools();
-    // Only the series scripts/setup knows how to download are worth running it for.
-    let kernel_missing = matches!(kernel, Kernel::Series(s) if vm::KNOWN_SERIES.contains(&s.as_str()))
-        && kernel.resolve().is_err();
-    if kernel_missing {
-        missing.push(format!("kernel {kernel}"));
-    }
-    if missing.is_empty() {
-        return kernel.resolve();
-    }
-    eprintln!(
-        "xtask: {} missing; running scripts/setup",
-        missing.join(", ")
-    );
-    let status = Command::new("bash")
-        .arg(workspace::setup_script())
-        .current_dir(workspace::root())
-        .status()
-        .context("could not run scripts/setup")?;
-    if !status.success() {
-        bail!("scripts/setup failed ({status})");
-    }
-    let still = vm::missing_host_tools();
-    if !still.is_empty() {
-        bail!("still missing after scripts/setup: {}", still.join(", "));
+    setup::run()?;
+    let missing = vm::missing_host_tools();
+    if !missing.is_empty() {
+        bail!("still missing after scripts/setup: {}", missing.join(", "));
     }
     kernel.resolve()
+}
+
+/// The whole test suite: formatting, lints, unit tests, and the VM tests on both kernels.
+fn test_command() -> Result<ExitCode> {
+    setup::run()?;
+    cargo(&["fmt", "--all", "--check"]).context("code is not formatted: run cargo fmt")?;
+    cargo(&["clippy", "--all-targets", "--", "-D", "warnings"]).context("clippy found problems")?;
+    build::build_all()?;
+    cargo(&["test"]).context("tests failed")?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn cargo(args: &[&str]) -> Result<()> {
+    eprintln!("xtask: cargo {}", args.join(" "));
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let status = Command::new(cargo)
+        .args(args)
+        .current_dir(workspace::root())
+        .status()
+        .context("could not run cargo")?;
+    if !status.success() {
+        bail!("`cargo {}` failed ({status})", args.join(" "));
+    }
+    Ok(())
 }
 
 fn file_name(path: &Path) -> String {

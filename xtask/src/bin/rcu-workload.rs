@@ -15,10 +15,13 @@ USAGE:
     rcu-workload background      run a mixed RCU load until killed
     rcu-workload --help          show this text
 
-The counting subcommands print `getppid: N` or `membarrier: N` when done.
+The counting subcommands print `getppid: N` or `membarrier: N` when done; `membarrier` also
+prints `slowest_ns: T`, the longest single call as user space timed it.
 `background` mixes bursts of getppid (readers), short-lived child processes, socket, pipe and
-epoll open/close (call_rcu and kvfree_call_rcu updaters) and a few membarrier calls per second
-(grace periods). It sleeps between bursts, so it leaves most of the CPUs free.
+epoll open/close (call_rcu and kvfree_call_rcu updaters), a few membarrier calls per second
+(synchronize_rcu, grace periods) and as many down/up bounces of `lo` (synchronize_net() under
+RTNL: synchronize_rcu_expedited). It sleeps between bursts, leaving most of the CPUs free.
+Meant for a throwaway VM: it takes the loopback interface down and up.
 
 EXAMPLES:
     rcu-workload getppid 100000

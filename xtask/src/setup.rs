@@ -1,0 +1,20 @@
+//! Runs scripts/setup, which installs (or confirms, in about a second) everything the builds
+//! and the VM need: the eBPF toolchain, QEMU, busybox and the Debian kernels.
+
+use std::process::Command;
+
+use anyhow::{Context, Result, bail};
+
+use crate::workspace;
+
+pub fn run() -> Result<()> {
+    let status = Command::new("bash")
+        .arg(workspace::setup_script())
+        .current_dir(workspace::root())
+        .status()
+        .context("could not run scripts/setup")?;
+    if !status.success() {
+        bail!("scripts/setup failed ({status}); its message above says what is missing");
+    }
+    Ok(())
+}

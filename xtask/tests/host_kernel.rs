@@ -1,0 +1,112 @@
+//! rcutrace on the machine that runs the tests, outside any VM: its kernel cannot trace
+//! (no kprobes, trampolines refused), so rcutrace must fail cleanly and explain why.
+
+use std::process::{Command, Output};
+
+fn rcutrace(args: &[&str]) -> Output {
+    let binary = xtask::build::build_rcutrace().expect("building rcutrace");
+    Command::new(binary)
+        .args(args)
+        .output()
+        .expect("running rcutrace")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[test]
+fn untraceable_kernel_fails_with_an_explanation_per_method() {
+    if std::path::Path::new("/sys/bus/event_source/devices/kprobe").exists() {
+        panic!("this host kernel offers kprobes: this test expects one that cannot trace");
+    }
+    let out = rcutrace(&["count", "--secs", "1"]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "stderr: {stderr}");
+    assert!(out.stdout.is_empty(), "nothing printed as results");
+    assert!(
+        stderr.starts_with("rcutrace: error: no probe could be attached"),
+        "{stderr}"
+    );
+    // Readers: kprobe only, never a trampoline.
+    let reader = stderr
+        .lines()
+        .find(|l| l.trim_start().starts_with("__rcu_read_lock:"))
+        .unwrap();
+    assert!(
+        reader.contains("kprobe:") && !reader.contains("fentry"),
+        "{reader}"
+    );
+    // Everything else: fentry tried first, then kprobe, each with the kernel's answer.
+    for function in ["call_rcu", "synchronize_rcu", "rcu_gp_fqs_loop"] {
+        let line = stderr
+            .lines()
+            .find(|l| l.trim_start().starts_with(&format!("{function}:")))
+            .unwrap_or_else(|| panic!("no line for {function}: {stderr}"));
+        let fentry = line.find("fentry:").expect("fentry tried");
+        let kprobe = line.find("kprobe:").expect("kprobe tried");
+        assert!(fentry < kprobe, "{line}");
+        assert!(line.contains("os error"), "kernel's answer missing: {line}");
+    }
+    assert!(stderr.contains("CONFIG_KPROBES"), "{stderr}");
+    assert!(stderr.contains("cargo xtask vm"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+
+    // Forcing a method tries only that one.
+    let out = rcutrace(&["count", "--secs", "1", "--attach", "kprobe"]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(!stderr.contains("fentry:"), "{stderr}");
+}
+
+#[test]
+fn latency_commands_need_both_ends() {
+    let out = rcutrace(&["srlat", "--secs", "1"]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("synchronize_rcu: fentry:"), "{stderr}");
+    assert!(stderr.contains("synchronize_rcu: fexit:"), "{stderr}");
+    assert!(stderr.contains("kretprobe:"), "{stderr}");
+}
+
+#[test]
+fn usage_errors_exit_2_and_say_what_is_accepted() {
+    for (args, says) in [
+        (&["srlat", "--linear", "0,10"][..], "MIN,MAX,STEP"),
+        (&["gplat", "--unit", "s"], "possible values: ms, us, ns"),
+        (
+            &["count", "--attach", "uprobe"],
+            "possible values: auto, kprobe, fentry",
+        ),
+        (&["count", "--secs", "soon"], "invalid value"),
+    ] {
+        let out = rcutrace(args);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+    }
+    let help = rcutrace(&["srlat", "--help"]);
+    assert_eq!(help.status.code(), Some(0));
+    assert!(text(&help.stdout).contains("Examples:"));
+}
+
+#[test]
+fn without_privileges_it_says_what_is_needed() {
+    let binary = xtask::build::build_rcutrace().expect("building rcutrace");
+    // Drop every capability, as an ordinary user would have none.
+    let out = Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--inh-caps=-all",
+        ])
+        .arg(binary)
+        .args(["count", "--secs", "1"])
+        .output()
+        .expect("running setpriv (util-linux)");
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("CAP_BPF and CAP_PERFMON"), "{stderr}");
+    assert!(stderr.contains("sudo"), "{stderr}");
+}
