@@ -6,7 +6,7 @@
 /// compiler emits no division-by-zero panic, which the verifier would reject.
 #[inline(always)]
 pub fn div(numerator: u64, divisor: u64) -> u64 {
-    if divisor == 0 { 0 } else { numerator / divisor }
+    numerator.checked_div(divisor).unwrap_or(0)
 }
 
 /// Slots of a bpftrace `hist()`: negatives, 0, 1, then one per power of two up to 2^63.
@@ -90,7 +90,7 @@ impl Linear {
 pub const FINE_BITS: u32 = 6;
 const FINE_SUB: u64 = 1 << FINE_BITS;
 /// Slots needed for every u64 value.
-pub const FINE_SLOTS: u32 = ((64 - FINE_BITS) as u32 + 1) << FINE_BITS;
+pub const FINE_SLOTS: u32 = (64 - FINE_BITS + 1) << FINE_BITS;
 
 /// Fine slot of a nanosecond value.
 #[inline(always)]

@@ -103,11 +103,11 @@ pub fn log2_label(slot: usize) -> String {
 
 /// Linear bounds print with K/M suffixes only when the step is a multiple of 1024.
 fn linear_number(value: u64, step: u64) -> String {
-    if step % 1024 == 0 && value != 0 {
-        if value % (1 << 20) == 0 {
+    if step.is_multiple_of(1024) && value != 0 {
+        if value.is_multiple_of(1 << 20) {
             return format!("{}M", value >> 20);
         }
-        if value % 1024 == 0 {
+        if value.is_multiple_of(1024) {
             return format!("{}K", value >> 10);
         }
     }

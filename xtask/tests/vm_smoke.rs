@@ -60,10 +60,23 @@ fn workload_runs(series: &str) {
                   sleep 1; kill $pid; wait $pid; echo \"background: $?\"\n";
     let job = GuestJob::new(kernel(series), script).file(workload, "/bin/rcu-workload");
     let out = vm::run(&job, false).unwrap();
+    let lines: Vec<&str> = out.stdout.lines().collect();
     assert_eq!(
-        out.stdout, "membarrier: 20\ngetppid: 1000\nbad usage: 2\nbackground: 143\n",
-        "stderr: {}",
+        lines.len(),
+        5,
+        "stdout: {}\nstderr: {}",
+        out.stdout,
         out.stderr
+    );
+    assert_eq!(lines[0], "membarrier: 20");
+    let slowest: u64 = lines[1]
+        .strip_prefix("slowest_ns: ")
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no slowest_ns: {}", out.stdout));
+    assert!(slowest > 0);
+    assert_eq!(
+        lines[2..],
+        ["getppid: 1000", "bad usage: 2", "background: 143"]
     );
     assert!(
         out.stderr.contains("unknown subcommand `bogus`"),
