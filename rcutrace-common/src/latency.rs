@@ -46,4 +46,8 @@ pub const STAT_LOST_START_MAP_FULL: u32 = 5;
 pub const STAT_LOST_BUCKET_MAP_FULL: u32 = 6;
 /// A return without a recorded start: the call began before tracing did.
 pub const STAT_UNMATCHED_RETURNS: u32 = 7;
-pub const STAT_SLOTS: u32 = 8;
+/// A thread entered the traced function again while its previous call had no return: that
+/// return was dropped by the kernel (kretprobe instances exhausted, or a skipped program).
+/// Only counted when the entry and return are the same function.
+pub const STAT_RETURNS_MISSED: u32 = 8;
+pub const STAT_SLOTS: u32 = 9;

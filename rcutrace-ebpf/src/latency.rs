@@ -26,6 +26,10 @@ static LINEAR_MIN: u64 = 0;
 static LINEAR_MAX: u64 = 1;
 #[unsafe(no_mangle)]
 static LINEAR_STEP: u64 = 1;
+/// Non-zero when the entry and the return belong to the same function (srlat), so that a
+/// second entry on a thread with a start recorded means its return was lost.
+#[unsafe(no_mangle)]
+static SAME_FUNCTION: u32 = 0;
 /// Only calls made by this process (thread group id) count; 0 keeps all.
 #[unsafe(no_mangle)]
 static TARGET_TGID: u32 = 0;
@@ -88,8 +92,12 @@ fn on_entry() {
     if target != 0 && (pid_tgid >> 32) as u32 != target {
         return;
     }
+    let tid = pid_tgid as u32;
+    if constant(&SAME_FUNCTION) != 0 && unsafe { IN_FLIGHT.get(tid) }.is_some() {
+        add(&STATS, STAT_RETURNS_MISSED, 1);
+    }
     let now = unsafe { bpf_ktime_get_ns() };
-    if IN_FLIGHT.insert(pid_tgid as u32, now, 0).is_err() {
+    if IN_FLIGHT.insert(tid, now, 0).is_err() {
         add(&STATS, STAT_LOST_START_MAP_FULL, 1);
     }
 }

@@ -7,6 +7,7 @@
 mod cli;
 mod commands;
 mod kernel;
+mod kernel_misses;
 mod model;
 mod probes;
 mod render;

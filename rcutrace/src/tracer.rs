@@ -12,7 +12,10 @@ use aya::{
 
 use rcutrace_common::latency::CONTROL_STOPPED;
 
-use crate::probes::{AttachChoice, Method, Probe, plan};
+use crate::{
+    kernel_misses,
+    probes::{AttachChoice, Method, Probe, plan},
+};
 
 /// The eBPF object built by build.rs (empty when the toolchain was missing at build time).
 static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/rcutrace"));
@@ -40,6 +43,8 @@ pub struct Tracer {
     maps: HashMap<String, Map>,
     btf: Option<std::result::Result<Btf, String>>,
     logger: Option<aya_log::EbpfLogger<&'static dyn log::Log>>,
+    /// Kernel ids of the programs attached, by the function and side they serve.
+    program_ids: Vec<(Probe, u32)>,
 }
 
 impl Tracer {
@@ -78,6 +83,7 @@ impl Tracer {
             maps,
             btf: None,
             logger,
+            program_ids: Vec::new(),
         })
     }
 
@@ -101,6 +107,9 @@ impl Tracer {
             match self.attach_one(method, program, probe.function) {
                 Ok(()) => {
                     log::info!("{}: attached by {method} ({program})", probe.function);
+                    if let Some(id) = self.program_id(program) {
+                        self.program_ids.push((*probe, id));
+                    }
                     return Attachment::Attached(method);
                 }
                 Err(e) => {
@@ -141,6 +150,21 @@ impl Tracer {
             (Method::Fentry | Method::Fexit, None) => bail!("kernel BTF unavailable"),
         }
         Ok(())
+    }
+
+    fn program_id(&self, program: &str) -> Option<u32> {
+        let info = self.ebpf.program(program)?.info();
+        info.map(|info| info.id()).ok()
+    }
+
+    /// Probe hits the kernel skipped for `probe`'s program (see `kernel_misses`).
+    pub fn missed(&self, probe: &Probe) -> u64 {
+        let missed = kernel_misses::missed_by_program_id();
+        self.program_ids
+            .iter()
+            .filter(|(p, _)| p == probe)
+            .filter_map(|(_, id)| missed.get(id))
+            .sum()
     }
 
     /// Reads the kernel's BTF once; fentry/fexit need it to find the function's type.

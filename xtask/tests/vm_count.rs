@@ -80,3 +80,33 @@ fn count_on_6_1() {
 fn count_on_6_12() {
     counts_ground_truth("6.12");
 }
+
+/// Attaching and detaching again and again while the kernel is busy must leave it running:
+/// every run exits 0 and the guest shuts down normally.
+fn repeated_runs_under_load(series: &str) {
+    let script = "/bin/rcu-workload background >/dev/null &\n\
+                  for i in 1 2 3; do\n\
+                  /bin/rcutrace count --secs 1 >/dev/null; echo \"count $?\"\n\
+                  /bin/rcutrace count --secs 1 --attach kprobe >/dev/null; echo \"count-kprobe $?\"\n\
+                  /bin/rcutrace srlat --secs 1 --attach kprobe >/dev/null; echo \"srlat-kprobe $?\"\n\
+                  /bin/rcutrace gplat --secs 1 >/dev/null; echo \"gplat $?\"\n\
+                  done\n";
+    let guest = boot(series, script);
+    let statuses: Vec<&str> = guest.stdout.lines().collect();
+    assert_eq!(statuses.len(), 12, "{}", guest.stdout);
+    assert!(
+        statuses.iter().all(|l| l.ends_with(" 0")),
+        "{}",
+        guest.stdout
+    );
+}
+
+#[test]
+fn repeated_runs_under_load_on_6_1() {
+    repeated_runs_under_load("6.1");
+}
+
+#[test]
+fn repeated_runs_under_load_on_6_12() {
+    repeated_runs_under_load("6.12");
+}

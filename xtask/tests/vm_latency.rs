@@ -7,6 +7,24 @@ mod support;
 use support::{Run, boot, run_named, sections, workload_value};
 
 const CALLS: u64 = 30;
+/// More threads inside synchronize_rcu() at once than a kretprobe has instances (about 2 per
+/// CPU, at least 10), so that the kernel drops returns.
+const THREADS: u64 = 40;
+const PER_THREAD: u64 = 5;
+
+/// `(in flight at exit, begun before tracing, missed by the kernel, lost to a full map)`.
+fn not_measured(run: &Run, map: &str) -> [u64; 4] {
+    let line = run
+        .out
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{map} not measured: ")))
+        .unwrap_or_else(|| panic!("no losses line in {}", run.out));
+    let numbers: Vec<u64> = line
+        .split(", ")
+        .map(|part| part.split(' ').next().unwrap().parse().unwrap())
+        .collect();
+    numbers.try_into().unwrap()
+}
 
 /// Histogram rows must add up to the exact count the summary line reports.
 fn assert_exact_samples(run: &Run, map: &str, expected: u64) {
@@ -35,6 +53,9 @@ fn latency_ground_truth(series: &str) {
          traced srelat 'srlat --expedited --secs 0 --pid WPID' '/bin/rcu-workload membarrier {CALLS}'\n\
          traced srelat_kprobe 'srlat --expedited --secs 0 --pid WPID --attach kprobe' '/bin/rcu-workload membarrier {CALLS}'\n\
          echo 0 > /sys/kernel/rcu_expedited\n\
+         printf 'i=0; while [ $i -lt {THREADS} ]; do /bin/rcu-workload membarrier {PER_THREAD} >/dev/null & i=$((i+1)); done; wait\\n' > /tmp/many.sh\n\
+         traced many_kretprobe 'srlat --secs 0 --attach kprobe' 'sh /tmp/many.sh'\n\
+         traced many_fexit 'srlat --secs 0' 'sh /tmp/many.sh'\n\
          /bin/rcu-workload background & bg=$!\n\
          echo '=== gplat.out'; /bin/rcutrace gplat --secs 3; echo '=== gplat.status'; echo $? 0\n\
          echo '=== gpcount.out'; /bin/rcutrace count --secs 3; echo '=== gpcount.status'; echo $? 0\n\
@@ -100,6 +121,28 @@ fn latency_ground_truth(series: &str) {
     );
     assert!(lines.windows(2).all(|w| w[0].0 < w[1].0), "{}", buckets.out);
     assert!(lines.iter().all(|(b, _)| b % 2000 == 0), "{}", buckets.out);
+
+    // Returns the kernel drops are counted, not lost: kretprobes run out of instances with
+    // 40 threads asleep in synchronize_rcu(). fexit has no such limit, but a program
+    // preempted on one CPU makes the kernel skip it for another thread there: also counted.
+    let calls = THREADS * PER_THREAD;
+    let kretprobe = run_named(&sections, "many_kretprobe");
+    kretprobe.assert_ok("many_kretprobe");
+    let samples = kretprobe.number_after("@srlat count", "count").unwrap() as u64;
+    let [in_flight, _, missed, full] = not_measured(&kretprobe, "@srlat");
+    assert!(missed > 0, "no dropped return reported: {}", kretprobe.out);
+    assert!(
+        samples + missed + in_flight >= calls,
+        "{} calls unaccounted for: {}",
+        calls,
+        kretprobe.out
+    );
+    assert_eq!(full, 0);
+    let fexit = run_named(&sections, "many_fexit");
+    fexit.assert_ok("many_fexit");
+    let samples = fexit.number_after("@srlat count", "count").unwrap() as u64;
+    let [in_flight, _, missed, _] = not_measured(&fexit, "@srlat");
+    assert!(samples + missed + in_flight >= calls, "{}", fexit.out);
 
     // gplat sees the grace periods that count counts, over a comparable window.
     let gplat = &sections["gplat.out"];

@@ -30,7 +30,14 @@ pub async fn run(args: &Common) -> Result<String> {
             ))
         })
         .collect();
-    let counts = Counts::from_entries(&entries);
+    let mut counts = Counts::from_entries(&entries);
+    // Reader kprobe skips are the tracer's own nested rcu_read_lock(), not lost readers.
+    counts.missed = traced
+        .attached
+        .iter()
+        .filter(|(probe, _)| probe.function != "__rcu_read_lock")
+        .map(|(probe, _)| traced.tracer.missed(probe))
+        .sum();
     let mut out = render::maps(&[Map::Count(CountMap {
         name: "@".into(),
         entries,
@@ -47,6 +54,8 @@ struct Counts {
     /// call_rcu, call_rcu_hurry and kvfree_call_rcu: every way a callback is queued.
     callbacks: Option<u64>,
     grace_periods: Option<u64>,
+    /// Hits of the updater and grace-period probes that the kernel skipped.
+    missed: u64,
 }
 
 impl Counts {
@@ -70,6 +79,7 @@ impl Counts {
             call_rcu: count(counters::CALL_RCU),
             callbacks,
             grace_periods: count(counters::GP_FQS_LOOP),
+            missed: 0,
         }
     }
 
@@ -83,6 +93,7 @@ impl Counts {
                 out,
                 "  grace periods: not traced (rcu_gp_fqs_loop unavailable)"
             );
+            out.push_str(&self.missed_line());
             return out;
         };
         let _ = writeln!(
@@ -115,7 +126,15 @@ impl Counts {
             per_gp(self.callbacks),
             per_sec(self.callbacks)
         );
+        out.push_str(&self.missed_line());
         out
+    }
+
+    fn missed_line(&self) -> String {
+        format!(
+            "  updater and grace-period calls missed by the kernel: {}\n",
+            self.missed
+        )
     }
 }
 
@@ -143,6 +162,7 @@ mod tests {
                 call_rcu: Some(30),
                 callbacks: Some(40),
                 grace_periods: Some(20),
+                missed: 0,
             }
         );
         let text = counts.summary(Duration::from_secs(10));

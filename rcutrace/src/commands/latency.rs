@@ -86,6 +86,8 @@ async fn run(
     let mut constants = layout.constants().to_vec();
     constants.push(Constant::U64("UNIT_NS", unit.nanos()));
     constants.push(Constant::U32("TARGET_TGID", pid.unwrap_or(0)));
+    let same_function = latency.entry.function == latency.exit.function;
+    constants.push(Constant::U32("SAME_FUNCTION", same_function.into()));
     let traced = trace(
         &[latency.entry, latency.exit],
         &constants,
@@ -168,9 +170,16 @@ fn read_summary(traced: &Traced, latency: &Latency, unit: Unit) -> Result<Latenc
             began_before_tracing: stat(STAT_UNMATCHED_RETURNS),
             in_flight_map_full: stat(STAT_LOST_START_MAP_FULL),
             bucket_map_full: stat(STAT_LOST_BUCKET_MAP_FULL),
-            missed_by_kernel: 0,
+            missed_by_kernel: missed_by_kernel(traced, latency, stat(STAT_RETURNS_MISSED)),
         },
     })
+}
+
+/// Hits the kernel skipped (program recursion), or the returns the programs saw go missing,
+/// whichever is larger: a skipped return program shows up in both.
+fn missed_by_kernel(traced: &Traced, latency: &Latency, returns_missed: u64) -> u64 {
+    let reported = traced.tracer.missed(&latency.entry) + traced.tracer.missed(&latency.exit);
+    reported.max(returns_missed)
 }
 
 #[cfg(test)]
