@@ -6,7 +6,7 @@ use std::{num::ParseIntError, time::Duration};
 use clap::{Args, Parser, Subcommand};
 use rcutrace_common::hist::Linear;
 
-use crate::{model::Unit, probes::AttachChoice};
+use crate::{model::Unit, probes::AttachChoice, render::Format};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -26,6 +26,9 @@ use crate::{model::Unit, probes::AttachChoice};
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
+    /// Output as bpftrace prints it (text) or as its JSON lines (-f json), one object a line.
+    #[arg(long, short = 'f', global = true, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
 }
 
 #[derive(Debug, Subcommand)]

@@ -45,16 +45,18 @@ fn main() -> ExitCode {
 }
 
 fn run(cli: &Cli) -> anyhow::Result<String> {
+    let format = cli.format;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    runtime.block_on(async {
+    let report = runtime.block_on(async {
         match &cli.command {
-            Command::Count(args) => commands::count::run(args).await,
-            Command::Gplat(args) => commands::latency::gplat(args).await,
-            Command::Srlat(args) => commands::latency::srlat(args).await,
+            Command::Count(args) => commands::count::run(args, format).await,
+            Command::Gplat(args) => commands::latency::gplat(args, format).await,
+            Command::Srlat(args) => commands::latency::srlat(args, format).await,
         }
-    })
+    })?;
+    Ok(render::report(format, &report))
 }
 
 /// Runtime failures: the error and its causes, one per line, and exit status 1.

@@ -1,6 +1,8 @@
 //! The one data model every command produces and every renderer consumes: counter maps,
 //! histograms with their slots, latency statistics and what was lost.
 
+use std::time::Duration;
+
 use rcutrace_common::hist::Linear;
 
 /// A bpftrace-style map of counts, `@name[key]: count`.
@@ -99,4 +101,53 @@ pub struct Losses {
     pub bucket_map_full: u64,
     /// Probe hits the kernel skipped (kprobe/kretprobe "missed", trampoline recursion).
     pub missed_by_kernel: u64,
+}
+
+/// What `count` adds to its map: the ratios the bpftrace scripts leave to a calculator.
+/// A count is `None` where its function was not traced.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CountSummary {
+    pub elapsed: Duration,
+    pub readers: Option<u64>,
+    pub call_rcu: Option<u64>,
+    /// call_rcu, call_rcu_hurry and kvfree_call_rcu: every way a callback is queued.
+    pub callbacks: Option<u64>,
+    pub grace_periods: Option<u64>,
+    /// Hits of the updater and grace-period probes that the kernel skipped.
+    pub missed: u64,
+}
+
+/// A count divided by the number of grace periods.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum PerGracePeriod {
+    NotTraced,
+    NoGracePeriod,
+    Ratio(f64),
+}
+
+impl CountSummary {
+    pub fn per_grace_period(&self, count: Option<u64>) -> PerGracePeriod {
+        match (count, self.grace_periods) {
+            (None, _) | (_, None) => PerGracePeriod::NotTraced,
+            (Some(_), Some(0)) => PerGracePeriod::NoGracePeriod,
+            (Some(n), Some(gps)) => PerGracePeriod::Ratio(n as f64 / gps as f64),
+        }
+    }
+
+    pub fn per_second(&self, count: Option<u64>) -> Option<f64> {
+        count.map(|n| n as f64 / self.elapsed.as_secs_f64().max(1e-9))
+    }
+}
+
+/// A command's whole result, as the renderers take it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Report {
+    pub maps: Vec<Map>,
+    pub summary: Summary,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Summary {
+    Count(CountSummary),
+    Latency(LatencySummary),
 }

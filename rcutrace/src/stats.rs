@@ -5,6 +5,12 @@ use rcutrace_common::hist::{FINE_BITS, fine_slot_range};
 /// The quantiles rcutrace reports.
 pub const QUANTILES: [f64; 4] = [0.5, 0.9, 0.99, 0.999];
 
+/// How a quantile is named in the output: `0.5` -> `p50`, `0.999` -> `p99.9`.
+pub fn quantile_name(q: f64) -> String {
+    let percent = format!("{:.3}", q * 100.0);
+    format!("p{}", percent.trim_end_matches('0').trim_end_matches('.'))
+}
+
 /// Largest relative error of an estimate: half a bucket, and a bucket is at most
 /// 1/2^FINE_BITS of its lower bound.
 pub const PERCENTILE_ERROR: f64 = 1.0 / (2u64 << FINE_BITS) as f64;
@@ -70,6 +76,12 @@ mod tests {
             assert!(error <= PERCENTILE_ERROR, "q {q}: {estimate} vs {exact}");
         }
         const { assert!(PERCENTILE_ERROR < 0.008) };
+    }
+
+    #[test]
+    fn quantile_names() {
+        let names: Vec<String> = QUANTILES.iter().map(|&q| quantile_name(q)).collect();
+        assert_eq!(names, ["p50", "p90", "p99", "p99.9"]);
     }
 
     #[test]

@@ -9,24 +9,24 @@ use rcutrace_common::{
 use super::{Need, Traced, trace};
 use crate::{
     cli::{LatencyArgs, SrlatArgs},
-    model::{Buckets, HistMap, LatencySummary, Losses, Map, Unit},
+    model::{Buckets, HistMap, LatencySummary, Losses, Map, Report, Summary, Unit},
     probes::{self, Latency},
-    render,
+    render::Format,
     stats::{PERCENTILE_ERROR, QUANTILES, percentile},
     tracer::Constant,
 };
 
-pub async fn gplat(args: &LatencyArgs) -> Result<String> {
-    run(&probes::GP_LATENCY, args, Unit::Ms, None).await
+pub async fn gplat(args: &LatencyArgs, format: Format) -> Result<Report> {
+    run(&probes::GP_LATENCY, args, Unit::Ms, None, format).await
 }
 
-pub async fn srlat(args: &SrlatArgs) -> Result<String> {
+pub async fn srlat(args: &SrlatArgs, format: Format) -> Result<Report> {
     let (latency, default_unit) = if args.expedited {
         (&probes::SYNCHRONIZE_RCU_EXPEDITED_LATENCY, Unit::Us)
     } else {
         (&probes::SYNCHRONIZE_RCU_LATENCY, Unit::Ms)
     };
-    run(latency, &args.latency, default_unit, args.pid).await
+    run(latency, &args.latency, default_unit, args.pid, format).await
 }
 
 /// The display histogram's layout, as chosen on the command line.
@@ -80,7 +80,8 @@ async fn run(
     args: &LatencyArgs,
     default_unit: Unit,
     pid: Option<u32>,
-) -> Result<String> {
+    format: Format,
+) -> Result<Report> {
     let unit = args.unit.unwrap_or(default_unit);
     let layout = Layout::of(args);
     let mut constants = layout.constants().to_vec();
@@ -94,17 +95,19 @@ async fn run(
         args.common.attach,
         Need::All,
         args.common.duration(),
+        format,
     )
     .await?;
 
     let buckets = read_buckets(&traced, layout)?;
     let summary = read_summary(&traced, latency, unit)?;
-    let mut out = render::maps(&[Map::Hist(HistMap {
-        name: latency.map_name.into(),
-        buckets,
-    })]);
-    out.push_str(&render::latency_summary(&summary));
-    Ok(out)
+    Ok(Report {
+        maps: vec![Map::Hist(HistMap {
+            name: latency.map_name.into(),
+            buckets,
+        })],
+        summary: Summary::Latency(summary),
+    })
 }
 
 fn read_buckets(traced: &Traced, layout: Layout) -> Result<Buckets> {

@@ -11,7 +11,7 @@ use anyhow::{Context as _, Result, anyhow};
 use crate::{
     kernel,
     probes::{AttachChoice, Method, Probe},
-    render,
+    render::{self, Format},
     session::{self, Interrupts, Window},
     tracer::{Attachment, Constant, Tracer},
 };
@@ -41,6 +41,7 @@ pub async fn trace(
     choice: AttachChoice,
     need: Need,
     duration: Option<Duration>,
+    format: Format,
 ) -> Result<Traced> {
     kernel::check_privileges()?;
     let mut interrupts = Interrupts::catch()?;
@@ -69,7 +70,7 @@ pub async fn trace(
 
     let mut stdout = std::io::stdout();
     stdout
-        .write_all(render::banner(attached.len()).as_bytes())
+        .write_all(render::banner(format, attached.len()).as_bytes())
         .and_then(|()| stdout.flush())
         .context("writing to stdout")?;
     let logger = tracer.take_logger();

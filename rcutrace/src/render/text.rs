@@ -1,11 +1,26 @@
 //! Text output exactly as bpftrace 0.17 prints maps and histograms, plus rcutrace's own
-//! summary lines. Nothing else in rcutrace formats results.
+//! summary lines.
 
 use std::fmt::Write as _;
 
 use rcutrace_common::hist::Linear;
 
-use crate::model::{Buckets, CountMap, HistMap, LatencySummary, Map, Unit};
+use crate::{
+    model::{
+        Buckets, CountMap, CountSummary, HistMap, LatencySummary, Map, PerGracePeriod, Report,
+        Summary, Unit,
+    },
+    stats,
+};
+
+pub fn report(report: &Report) -> String {
+    let mut out = maps(&report.maps);
+    match &report.summary {
+        Summary::Count(summary) => out.push_str(&count_summary(summary)),
+        Summary::Latency(summary) => out.push_str(&latency_summary(summary)),
+    }
+    out
+}
 
 const BAR_WIDTH: f32 = 52.0;
 
@@ -16,7 +31,7 @@ pub fn banner(probes: usize) -> String {
 }
 
 /// All maps, ordered by name as bytes (`@` included), after bpftrace's two newlines.
-pub fn maps(maps: &[Map]) -> String {
+fn maps(maps: &[Map]) -> String {
     let mut sorted: Vec<&Map> = maps.iter().collect();
     sorted.sort_by(|a, b| a.name().as_bytes().cmp(b.name().as_bytes()));
     let mut out = String::from("\n\n");
@@ -89,7 +104,7 @@ fn power_of_two(power: u32) -> String {
     )
 }
 
-pub fn log2_label(slot: usize) -> String {
+fn log2_label(slot: usize) -> String {
     match slot {
         0 => "(..., 0)".to_string(),
         1 => "[0]".to_string(),
@@ -114,7 +129,7 @@ fn linear_number(value: u64, step: u64) -> String {
     value.to_string()
 }
 
-pub fn linear_label(linear: &Linear, slot: usize) -> String {
+fn linear_label(linear: &Linear, slot: usize) -> String {
     let number = |v| linear_number(v, linear.step);
     let slot = slot as u64;
     if slot == 0 {
@@ -127,8 +142,54 @@ pub fn linear_label(linear: &Linear, slot: usize) -> String {
     }
 }
 
+/// The ratios after `count`'s map.
+fn count_summary(summary: &CountSummary) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "\nOver {:.2} s:", summary.elapsed.as_secs_f64());
+    match summary.grace_periods {
+        None => {
+            let _ = writeln!(
+                out,
+                "  grace periods: not traced (rcu_gp_fqs_loop unavailable)"
+            );
+        }
+        Some(gps) => {
+            let per_sec = summary.per_second(Some(gps)).unwrap_or(0.0);
+            let _ = writeln!(
+                out,
+                "  grace periods:                {gps} ({per_sec:.1}/s)"
+            );
+            for (label, count, note) in [
+                ("RCU readers per grace period: ", summary.readers, ""),
+                ("call_rcu() per grace period:  ", summary.call_rcu, ""),
+                (
+                    "callbacks per grace period:   ",
+                    summary.callbacks,
+                    " (call_rcu, call_rcu_hurry, kvfree_call_rcu)",
+                ),
+            ] {
+                let ratio = match summary.per_grace_period(count) {
+                    PerGracePeriod::NotTraced => "not traced".to_string(),
+                    PerGracePeriod::NoGracePeriod => "n/a (no grace period completed)".to_string(),
+                    PerGracePeriod::Ratio(r) => format!("{r:.1}"),
+                };
+                let rate = summary
+                    .per_second(count)
+                    .map_or(String::new(), |r| format!(" ({r:.1}/s)"));
+                let _ = writeln!(out, "  {label}{ratio}{rate}{note}");
+            }
+        }
+    }
+    let _ = writeln!(
+        out,
+        "  updater and grace-period calls missed by the kernel: {}",
+        summary.missed
+    );
+    out
+}
+
 /// rcutrace's lines after a latency histogram: exact statistics, percentiles, losses.
-pub fn latency_summary(summary: &LatencySummary) -> String {
+fn latency_summary(summary: &LatencySummary) -> String {
     let unit = summary.unit;
     let mut out = String::new();
     let name = &summary.map_name;
@@ -145,7 +206,7 @@ pub fn latency_summary(summary: &LatencySummary) -> String {
             let percentiles: Vec<String> = summary
                 .percentiles
                 .iter()
-                .map(|&(q, ns)| format!("p{} {}", quantile_name(q), in_unit(ns, unit)))
+                .map(|&(q, ns)| format!("{} {}", stats::quantile_name(q), in_unit(ns, unit)))
                 .collect();
             let _ = writeln!(
                 out,
@@ -168,15 +229,6 @@ pub fn latency_summary(summary: &LatencySummary) -> String {
         losses.in_flight_map_full + losses.bucket_map_full,
     );
     out
-}
-
-/// `0.5` -> `50`, `0.999` -> `99.9`.
-fn quantile_name(q: f64) -> String {
-    let percent = format!("{:.3}", q * 100.0);
-    percent
-        .trim_end_matches('0')
-        .trim_end_matches('.')
-        .to_string()
 }
 
 /// A nanosecond value in the display unit, with three decimals where the unit is coarser.
@@ -405,6 +457,52 @@ mod tests {
     #[test]
     fn an_empty_histogram_prints_only_its_header() {
         assert_eq!(hist("@x", Buckets::Log2(vec![0; 65])), "@x: \n\n");
+    }
+
+    fn count_summary_of(pairs: [Option<u64>; 4], secs: u64) -> String {
+        count_summary(&CountSummary {
+            elapsed: std::time::Duration::from_secs(secs),
+            readers: pairs[0],
+            call_rcu: pairs[1],
+            callbacks: pairs[2],
+            grace_periods: pairs[3],
+            missed: 0,
+        })
+    }
+
+    #[test]
+    fn ratios_per_grace_period_and_second() {
+        let text = count_summary_of([Some(100_000), Some(30), Some(40), Some(20)], 10);
+        assert!(
+            text.contains("grace periods:                20 (2.0/s)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("RCU readers per grace period: 5000.0 (10000.0/s)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("call_rcu() per grace period:  1.5 (3.0/s)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("callbacks per grace period:   2.0 (4.0/s)"),
+            "{text}"
+        );
+        assert!(text.contains("missed by the kernel: 0"), "{text}");
+    }
+
+    #[test]
+    fn no_grace_period_is_not_a_division_by_zero() {
+        let text = count_summary_of([Some(5), None, None, Some(0)], 1);
+        assert!(text.contains("RCU readers per grace period: n/a"), "{text}");
+        assert!(
+            text.contains("call_rcu() per grace period:  not traced"),
+            "{text}"
+        );
+        let text = count_summary_of([None, Some(1), None, None], 0);
+        assert!(text.contains("grace periods: not traced"), "{text}");
+        assert!(text.contains("missed by the kernel: 0"), "{text}");
     }
 
     #[test]

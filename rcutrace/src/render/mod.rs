@@ -1,0 +1,31 @@
+//! The only place that formats results: bpftrace's text (`text`) or its JSON lines (`json`),
+//! both from the same `model::Report`.
+
+mod json;
+mod text;
+
+use crate::model::Report;
+
+/// Output format, as bpftrace's `-f`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    #[default]
+    Text,
+    Json,
+}
+
+/// What is printed as soon as the probes are attached.
+pub fn banner(format: Format, probes: usize) -> String {
+    match format {
+        Format::Text => text::banner(probes),
+        Format::Json => json::banner(probes),
+    }
+}
+
+/// Everything printed when tracing ends.
+pub fn report(format: Format, report: &Report) -> String {
+    match format {
+        Format::Text => text::report(report),
+        Format::Json => json::report(report),
+    }
+}
