@@ -12,7 +12,8 @@ fn counts_ground_truth(series: &str) {
         "traced readers 'count --secs 0' '/bin/rcu-workload getppid {READERS}'\n\
          traced syncs 'count --secs 0 --attach kprobe' '/bin/rcu-workload membarrier {SYNCS}'\n\
          traced fentry 'count --secs 0 --attach fentry' '/bin/rcu-workload membarrier {SYNCS}'\n\
-         traced timed 'count --secs 2' 'sleep 4'\n"
+         traced timed 'count --secs 2' 'sleep 4'\n\
+         traced json 'count --secs 0 -f json' '/bin/rcu-workload getppid {READERS}'\n"
     );
     let guest = boot(series, &script);
     let sections = sections(&guest.stdout);
@@ -63,6 +64,35 @@ fn counts_ground_truth(series: &str) {
             assert!(run.out.contains("Attaching 7 probes..."), "{}", run.out);
         }
     }
+
+    // The same figures as bpftrace's JSON lines, with the summary as a record of its own.
+    let json = run_named(&sections, "json");
+    json.assert_ok("json");
+    let lines: Vec<&str> = json.out.lines().collect();
+    let probes = if series == "6.1" { 6 } else { 7 };
+    assert_eq!(
+        lines[0],
+        format!("{{\"type\": \"attached_probes\", \"data\": {{\"probes\": {probes}}}}}")
+    );
+    let map = lines
+        .iter()
+        .find(|l| l.starts_with("{\"type\": \"map\", \"data\": {\"@\": {"))
+        .unwrap_or_else(|| panic!("no map record: {}", json.out));
+    let readers: u64 = map
+        .split("\"__rcu_read_lock\": ")
+        .nth(1)
+        .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no reader count in {map}"));
+    assert!(readers >= READERS, "{readers}");
+    assert!(
+        lines
+            .last()
+            .unwrap()
+            .starts_with("{\"type\": \"rcutrace_count_summary\", \"data\": {\"elapsed_s\": "),
+        "{}",
+        json.out
+    );
 
     // --secs ends the window by itself: the run exits 0 before the interrupt arrives.
     let timed = run_named(&sections, "timed");
