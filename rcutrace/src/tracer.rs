@@ -57,6 +57,9 @@ impl Tracer {
             );
         }
         let mut loader = EbpfLoader::new();
+        // The programs need no CO-RE relocations: free the kernel BTF the loader parsed (it is
+        // large); fentry/fexit parse it again only if they are tried.
+        loader.btf(None);
         for constant in constants {
             match constant {
                 Constant::U32(name, value) => loader.override_global(name, value, true),
@@ -92,16 +95,10 @@ impl Tracer {
         self.logger.take()
     }
 
-    /// Attaches `probe` with the first planned method that works.
-    pub fn attach(
-        &mut self,
-        probe: &Probe,
-        choice: AttachChoice,
-        present: &std::collections::HashSet<String>,
-    ) -> Attachment {
-        if !present.contains(probe.function) {
-            return Attachment::Missing;
-        }
+    /// Attaches `probe` with the first planned method that works. `Failed` may still mean the
+    /// function does not exist: the caller checks /proc/kallsyms only then, since producing it
+    /// is slow.
+    pub fn attach(&mut self, probe: &Probe, choice: AttachChoice) -> Attachment {
         let mut failures = Vec::new();
         for (method, program) in plan(probe, choice) {
             match self.attach_one(method, program, probe.function) {

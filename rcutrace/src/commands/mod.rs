@@ -46,15 +46,24 @@ pub async fn trace(
     kernel::check_privileges()?;
     let mut interrupts = Interrupts::catch()?;
     let mut tracer = Tracer::load(constants)?;
-    let functions: Vec<&str> = probes.iter().map(|p| p.function).collect();
-    let present = kernel::functions_present(&functions)?;
-
     let mut attached = Vec::new();
     let mut problems = Vec::new();
     for probe in probes {
-        match tracer.attach(probe, choice, &present) {
+        match tracer.attach(probe, choice) {
             Attachment::Attached(method) => attached.push((*probe, method)),
             other => problems.push((*probe, other)),
+        }
+    }
+    // A function that failed every method may simply not exist on this kernel: say so.
+    let failed: Vec<&str> = problems.iter().map(|(p, _)| p.function).collect();
+    let present = if failed.is_empty() {
+        HashSet::new()
+    } else {
+        kernel::functions_present(&failed)?
+    };
+    for (probe, problem) in &mut problems {
+        if !present.contains(probe.function) {
+            *problem = Attachment::Missing;
         }
     }
     if attached.is_empty() || (need == Need::All && !problems.is_empty()) {
@@ -125,7 +134,7 @@ fn attach_failure(
              is missing: built without CONFIG_KPROBES), so no kprobe can be used here.",
         );
     }
-    if present.is_empty() {
+    if !problems.is_empty() && present.is_empty() {
         message.push_str("\nNone of the functions appear in /proc/kallsyms.");
     }
     message.push_str(
