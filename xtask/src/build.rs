@@ -11,6 +11,8 @@ use crate::workspace;
 pub const WORKLOAD_BIN: &str = "rcu-workload";
 /// The tracer itself.
 pub const RCUTRACE_BIN: &str = "rcutrace";
+/// The guest-side benchmark driver (`xtask/src/bin/rcu-bench.rs`).
+pub const BENCH_BIN: &str = "rcu-bench";
 
 fn cargo() -> Command {
     // Under cargo (xtask runs, tests) CARGO names the toolchain's own cargo.
@@ -41,6 +43,13 @@ pub fn build_workload() -> Result<PathBuf> {
     cargo_build_release(&["-p", "xtask", "--bin", WORKLOAD_BIN])
         .context("building the guest workload failed")?;
     existing(workspace::release_binary(WORKLOAD_BIN))
+}
+
+/// Builds the benchmark driver in release mode and returns its path.
+pub fn build_bench() -> Result<PathBuf> {
+    cargo_build_release(&["-p", "xtask", "--bin", BENCH_BIN])
+        .context("building the benchmark driver failed")?;
+    existing(workspace::release_binary(BENCH_BIN))
 }
 
 /// Builds rcutrace in release mode and returns its path.

@@ -1,0 +1,825 @@
+//! Guest-side driver for `cargo xtask bench`: times RCU-heavy system calls with no tracer, under
+//! rcutrace and under bpftrace, in one boot, and prints raw samples for the host to summarise.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio, exit};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use xtask::bench::{BPFTRACE_COUNT, BPFTRACE_SRLAT};
+
+const USAGE: &str = "\
+rcu-bench: measures rcutrace against bpftrace and against no tracer (run as root in the guest)
+
+USAGE:
+    rcu-bench [--reps R] [--calls N] [--membarriers M] [--window SECS]
+              [--rcutrace PATH] [--bpftrace PATH]
+
+Each repetition runs, for no tracer, `rcutrace count` and bpftrace's reader count (the order
+rotates from one repetition to the next):
+    N getppid() calls (readers), timed;
+then, for no tracer, `rcutrace srlat` and bpftrace's synchronize_rcu() latency script:
+    M membarrier(MEMBARRIER_CMD_GLOBAL) calls, timed by the clock and by the caller's CPU time;
+then each tracer's count for SECS seconds under a getppid() load, for its CPU time.
+A last pass with /proc/sys/kernel/bpf_stats_enabled set reads each tracer's BPF program time.
+
+Every tracer launch is timed until attached (its banner, and for a kprobe its entry in
+/sys/kernel/debug/kprobes/list), then stopped with SIGINT and reaped with wait4() for its peak
+RSS and CPU time. Output: `sample METRIC CONFIG VALUE` and `info KEY VALUE...` lines on stdout,
+progress on stderr.
+
+Defaults: --reps 5 --calls 1000000 --membarriers 100 --window 10
+          --rcutrace /bin/rcutrace --bpftrace /usr/bin/bpftrace
+";
+
+// From include/uapi/linux/membarrier.h.
+const MEMBARRIER_CMD_GLOBAL: libc::c_int = 1;
+/// Pause before launching a tracer (the kernel may still be freeing the last one's probes) and
+/// between attaching and the timed work (so a tracer's own start-up tail is not timed).
+const SETTLE: Duration = Duration::from_millis(300);
+/// How long a tracer may take to print its banner and attach.
+const ATTACH_TIMEOUT: Duration = Duration::from_secs(120);
+/// How long a tracer may take to exit after SIGINT (it is asked again every few seconds).
+const EXIT_TIMEOUT: Duration = Duration::from_secs(60);
+const KPROBE_LIST: &str = "/sys/kernel/debug/kprobes/list";
+const BPF_STATS: &str = "/proc/sys/kernel/bpf_stats_enabled";
+
+struct Options {
+    reps: u32,
+    calls: u64,
+    membarriers: u64,
+    window: Duration,
+    rcutrace: String,
+    bpftrace: String,
+}
+
+fn main() {
+    let opts = parse_args();
+    if let Err(e) = bench(&opts) {
+        eprintln!("rcu-bench: error: {e}");
+        exit(1);
+    }
+}
+
+fn usage_error(msg: &str) -> ! {
+    eprintln!("rcu-bench: {msg}\n(rcu-bench --help for usage)");
+    exit(2)
+}
+
+fn parse_args() -> Options {
+    let mut opts = Options {
+        reps: 5,
+        calls: 1_000_000,
+        membarriers: 100,
+        window: Duration::from_secs(10),
+        rcutrace: "/bin/rcutrace".into(),
+        bpftrace: "/usr/bin/bpftrace".into(),
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(flag) = args.next() {
+        if flag == "-h" || flag == "--help" {
+            print!("{USAGE}");
+            exit(0);
+        }
+        let Some(value) = args.next() else {
+            usage_error(&format!("`{flag}` needs a value"))
+        };
+        let number = |v: &str| -> u64 {
+            v.parse()
+                .ok()
+                .filter(|n| *n > 0)
+                .unwrap_or_else(|| usage_error(&format!("{flag} needs a positive integer")))
+        };
+        match flag.as_str() {
+            "--reps" => {
+                opts.reps = u32::try_from(number(&value))
+                    .unwrap_or_else(|_| usage_error("--reps is too large"))
+            }
+            "--calls" => opts.calls = number(&value),
+            "--membarriers" => opts.membarriers = number(&value),
+            "--window" => opts.window = Duration::from_secs(number(&value)),
+            "--rcutrace" => opts.rcutrace = value,
+            "--bpftrace" => opts.bpftrace = value,
+            _ => usage_error(&format!("unknown option `{flag}`")),
+        }
+    }
+    opts
+}
+
+/// Who traces during a measurement.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Tracer {
+    None,
+    Rcutrace,
+    Bpftrace,
+}
+
+impl Tracer {
+    const ALL: [Tracer; 3] = [Tracer::None, Tracer::Rcutrace, Tracer::Bpftrace];
+
+    fn name(self) -> &'static str {
+        match self {
+            Tracer::None => "none",
+            Tracer::Rcutrace => "rcutrace",
+            Tracer::Bpftrace => "bpftrace",
+        }
+    }
+}
+
+/// What the tracer traces.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Job {
+    /// Every `__rcu_read_lock()` (rcutrace also counts its updater and grace-period functions).
+    Count,
+    /// synchronize_rcu() latency.
+    Srlat,
+}
+
+impl Job {
+    fn name(self) -> &'static str {
+        match self {
+            Job::Count => "count",
+            Job::Srlat => "srlat",
+        }
+    }
+}
+
+/// `tracer` in the order of repetition `rep`: rotating spreads drift and order effects evenly.
+fn rotated<T: Copy>(items: &[T], rep: u32) -> Vec<T> {
+    let mut items = items.to_vec();
+    let len = items.len();
+    if len > 0 {
+        items.rotate_left(rep as usize % len);
+    }
+    items
+}
+
+fn sample(metric: &str, config: &str, value: f64) {
+    println!("sample {metric} {config} {value:.3}");
+}
+
+fn progress(msg: &str) {
+    eprintln!("rcu-bench: {msg}");
+}
+
+fn bench(opts: &Options) -> Result<(), String> {
+    if online_cpus() < 2 {
+        return Err("needs 2 or more CPUs: membarrier skips synchronize_rcu() on one".into());
+    }
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map_err(|e| format!("reading the kernel release: {e}"))?;
+    println!("info kernel {}", release.trim());
+    println!("info cpus {}", online_cpus());
+    println!(
+        "info sizes reps={} calls={} membarriers={} window={}",
+        opts.reps,
+        opts.calls,
+        opts.membarriers,
+        opts.window.as_secs()
+    );
+    println!(
+        "info bpftrace {}",
+        first_line_of(&opts.bpftrace, "--version")
+    );
+    println!(
+        "info rcutrace {}",
+        first_line_of(&opts.rcutrace, "--version")
+    );
+    std::fs::read_to_string(KPROBE_LIST)
+        .map_err(|e| format!("reading {KPROBE_LIST} (is debugfs mounted?): {e}"))?;
+
+    for rep in 0..opts.reps {
+        let tag = format!("[{}/{}]", rep + 1, opts.reps);
+        kernel_facts();
+        for tracer in rotated(&Tracer::ALL, rep) {
+            reader_path(opts, tracer, &tag)?;
+        }
+        for tracer in rotated(&Tracer::ALL, rep) {
+            latency_path(opts, tracer, &tag)?;
+        }
+        for tracer in rotated(&[Tracer::Rcutrace, Tracer::Bpftrace], rep) {
+            cpu_window(opts, tracer, &tag)?;
+        }
+    }
+    set_bpf_stats(true)?;
+    let result = program_times(opts);
+    set_bpf_stats(false)?;
+    result
+}
+
+/// N getppid() calls, each one `rcu_read_lock()`.
+fn reader_path(opts: &Options, tracer: Tracer, tag: &str) -> Result<(), String> {
+    let running = start(opts, tracer, Job::Count)?;
+    thread::sleep(SETTLE);
+    let ns = getppid_loop(opts.calls);
+    sample("getppid_ns", tracer.name(), ns);
+    progress(&format!(
+        "{tag} reader path, {}: {ns:.1} ns per getppid()",
+        tracer.name()
+    ));
+    if let Some(running) = running {
+        let done = running.stop()?;
+        let events = reader_count(tracer, &done.stdout).ok_or_else(|| {
+            format!(
+                "no __rcu_read_lock count in {}'s output:\n{}{}",
+                tracer.name(),
+                done.stdout,
+                done.stderr
+            )
+        })?;
+        sample(
+            "events_per_call",
+            tracer.name(),
+            events as f64 / opts.calls as f64,
+        );
+        done.record_rss(tracer, Job::Count);
+    }
+    Ok(())
+}
+
+/// M membarrier(MEMBARRIER_CMD_GLOBAL) calls, each one synchronize_rcu().
+fn latency_path(opts: &Options, tracer: Tracer, tag: &str) -> Result<(), String> {
+    let running = start(opts, tracer, Job::Srlat)?;
+    thread::sleep(SETTLE);
+    let (wall, cpu) = membarrier_loop(opts.membarriers)?;
+    sample("membarrier_wall_ns", tracer.name(), wall);
+    sample("membarrier_cpu_ns", tracer.name(), cpu);
+    progress(&format!(
+        "{tag} latency path, {}: {:.1} us per membarrier(), {:.2} us of it on the CPU",
+        tracer.name(),
+        wall / 1e3,
+        cpu / 1e3
+    ));
+    if let Some(running) = running {
+        running.stop()?.record_rss(tracer, Job::Srlat);
+    }
+    Ok(())
+}
+
+/// A tracer's CPU time while it counts for the window under a steady getppid() load.
+fn cpu_window(opts: &Options, tracer: Tracer, tag: &str) -> Result<(), String> {
+    let running = start(opts, tracer, Job::Count)?.expect("a tracer");
+    thread::sleep(SETTLE);
+    let stop = Arc::new(AtomicBool::new(false));
+    let load = {
+        let stop = Arc::clone(&stop);
+        thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                getppid_loop(1_000);
+            }
+        })
+    };
+    let before = cpu_now(running.pid);
+    let window_started = Instant::now();
+    thread::sleep(opts.window);
+    let after = cpu_now(running.pid);
+    let window = window_started.elapsed();
+    stop.store(true, Ordering::Relaxed);
+    let _ = load.join();
+    let done = running.stop()?;
+    let name = tracer.name();
+    if let (Some(before), Some(after)) = (before, after) {
+        sample(
+            "window_cpu_ms",
+            name,
+            after.exec_ns.saturating_sub(before.exec_ns) as f64 / 1e6,
+        );
+        sample(
+            "window_utime_ms",
+            name,
+            after.utime_ticks.saturating_sub(before.utime_ticks) as f64 * 1e3 / ticks_per_sec(),
+        );
+    }
+    sample("window_s", name, window.as_secs_f64());
+    sample("run_utime_ms", name, done.utime.as_secs_f64() * 1e3);
+    sample("run_stime_ms", name, done.stime.as_secs_f64() * 1e3);
+    sample("run_s", name, done.lifetime.as_secs_f64());
+    progress(&format!(
+        "{tag} {}-s count under load, {name}: {:.1} ms user CPU over its whole run of {:.1} s",
+        opts.window.as_secs(),
+        done.utime.as_secs_f64() * 1e3,
+        done.lifetime.as_secs_f64()
+    ));
+    Ok(())
+}
+
+/// With bpf_stats on, the time each tracer's programs run per event, from their fdinfo, over
+/// the timed work only (after a warm-up).
+fn program_times(opts: &Options) -> Result<(), String> {
+    for tracer in [Tracer::Rcutrace, Tracer::Bpftrace] {
+        for job in [Job::Count, Job::Srlat] {
+            // rcutrace logs how it attached each probe at info level.
+            let env: &[(&str, &str)] = if tracer == Tracer::Rcutrace {
+                &[("RUST_LOG", "info")]
+            } else {
+                &[]
+            };
+            let running = launch(opts, tracer, job, env, false)?.expect("a tracer");
+            thread::sleep(SETTLE);
+            let before = match job {
+                Job::Count => {
+                    getppid_loop(1_000);
+                    let before = bpf_programs(running.pid);
+                    getppid_loop(opts.calls);
+                    before
+                }
+                Job::Srlat => {
+                    for _ in 0..MEMBARRIER_WARMUP {
+                        sys_membarrier_global()?;
+                    }
+                    let before = bpf_programs(running.pid);
+                    for _ in 0..opts.membarriers {
+                        sys_membarrier_global()?;
+                    }
+                    before
+                }
+            };
+            let after = bpf_programs(running.pid);
+            let done = running.stop()?;
+            let config = format!("{}-{}", tracer.name(), job.name());
+            let mut busiest = 0;
+            let mut total_ns = 0;
+            for p in &after {
+                let (runs, run_ns) =
+                    before
+                        .iter()
+                        .find(|b| b.id == p.id)
+                        .map_or((p.runs, p.run_ns), |b| {
+                            (
+                                p.runs - b.runs.min(p.runs),
+                                p.run_ns - b.run_ns.min(p.run_ns),
+                            )
+                        });
+                println!(
+                    "info program {config} id={} type={} runs={runs} ns={run_ns} ns/run={:.1}",
+                    p.id,
+                    p.kind,
+                    run_ns as f64 / runs.max(1) as f64
+                );
+                busiest = busiest.max(runs);
+                total_ns += run_ns;
+            }
+            // Per event of the busiest program: the reader probe, or synchronize_rcu()'s
+            // entry, whose return program runs as often.
+            if busiest == 0 {
+                return Err(format!(
+                    "bpf_stats: no program of {config} ran (programs: {})",
+                    after.len()
+                ));
+            }
+            sample("program_ns", &config, total_ns as f64 / busiest as f64);
+            let attached: Vec<&(Duration, String)> = done
+                .stderr_lines
+                .iter()
+                .filter(|(_, l)| l.contains("attached by"))
+                .collect();
+            if let Some((first, _)) = attached.first() {
+                // Everything before the first probe is attached is loading.
+                sample("first_attach_ms", &config, first.as_secs_f64() * 1e3);
+            }
+            for (_, line) in attached {
+                println!("info attach {config} {}", line.trim());
+            }
+        }
+    }
+    progress("BPF program times read");
+    Ok(())
+}
+
+/// Facts about the kernel that bear on a tracer's start-up: reading /proc/kallsyms in full
+/// (the kernel formats every symbol), and the size of the kernel's BTF.
+fn kernel_facts() {
+    let started = Instant::now();
+    if let Ok(text) = std::fs::read_to_string("/proc/kallsyms") {
+        sample(
+            "kallsyms_read_ms",
+            "kernel",
+            started.elapsed().as_secs_f64() * 1e3,
+        );
+        sample("kallsyms_lines", "kernel", text.lines().count() as f64);
+    }
+    if let Ok(meta) = std::fs::metadata("/sys/kernel/btf/vmlinux") {
+        sample("btf_kib", "kernel", meta.len() as f64 / 1024.0);
+    }
+}
+
+/// A tracer that has attached.
+struct Running {
+    child: Child,
+    pid: libc::pid_t,
+    launched: Instant,
+    stdout: JoinHandle<String>,
+    /// Each line with the time since launch it was read at.
+    stderr: JoinHandle<Vec<(Duration, String)>>,
+}
+
+/// A tracer that has exited, with what it cost.
+struct Finished {
+    stdout: String,
+    stderr: String,
+    /// stderr's lines with the time since launch each was read at.
+    stderr_lines: Vec<(Duration, String)>,
+    maxrss_kib: u64,
+    utime: Duration,
+    stime: Duration,
+    lifetime: Duration,
+}
+
+fn tracer_command(opts: &Options, tracer: Tracer, job: Job) -> Option<Command> {
+    let (program, args): (&str, &[&str]) = match (tracer, job) {
+        (Tracer::None, _) => return None,
+        (Tracer::Rcutrace, Job::Count) => (&opts.rcutrace, &["count", "--secs", "0"]),
+        (Tracer::Rcutrace, Job::Srlat) => (&opts.rcutrace, &["srlat", "--secs", "0"]),
+        (Tracer::Bpftrace, Job::Count) => (&opts.bpftrace, &["-e", BPFTRACE_COUNT]),
+        (Tracer::Bpftrace, Job::Srlat) => (&opts.bpftrace, &["-e", BPFTRACE_SRLAT]),
+    };
+    let mut cmd = Command::new(program);
+    cmd.args(args);
+    Some(cmd)
+}
+
+/// The kprobes a tracer registers that show it has attached: bpftrace prints its banner before
+/// it attaches, rcutrace after. Trampolines (rcutrace's srlat) are not listed; its banner is.
+fn kprobes_when_attached(tracer: Tracer, job: Job) -> Option<(&'static str, usize)> {
+    match (tracer, job) {
+        (Tracer::None, _) | (Tracer::Rcutrace, Job::Srlat) => None,
+        (_, Job::Count) => Some(("__rcu_read_lock", 1)),
+        (Tracer::Bpftrace, Job::Srlat) => Some(("synchronize_rcu", 2)),
+    }
+}
+
+/// Launches the tracer and waits until it has attached, sampling the time that took.
+fn start(opts: &Options, tracer: Tracer, job: Job) -> Result<Option<Running>, String> {
+    launch(opts, tracer, job, &[], true)
+}
+
+/// Launches the tracer with extra environment and waits until it has attached; with `record`,
+/// samples the time that took and the user CPU it used.
+fn launch(
+    opts: &Options,
+    tracer: Tracer,
+    job: Job,
+    env: &[(&str, &str)],
+    record: bool,
+) -> Result<Option<Running>, String> {
+    thread::sleep(SETTLE);
+    let Some(mut cmd) = tracer_command(opts, tracer, job) else {
+        return Ok(None);
+    };
+    let config = format!("{}-{}", tracer.name(), job.name());
+    let kprobes = kprobes_when_attached(tracer, job);
+    let baseline = kprobes.map_or(0, |(function, _)| enabled_kprobes(function));
+    cmd.envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let launched = Instant::now();
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| format!("could not start {config}: {e}"))?;
+    let pid = child.id() as libc::pid_t;
+
+    let (banner_tx, banner_rx) = mpsc::channel();
+    let stdout = child.stdout.take().expect("piped");
+    let stdout = thread::spawn(move || {
+        let mut text = String::new();
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if line.starts_with("Attaching ") {
+                let _ = banner_tx.send(Instant::now());
+            }
+            text.push_str(&line);
+            text.push('\n');
+        }
+        text
+    });
+    let stderr = child.stderr.take().expect("piped");
+    let stderr = thread::spawn(move || {
+        BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+            .map(|line| (launched.elapsed(), line))
+            .collect()
+    });
+    let running = Running {
+        child,
+        pid,
+        launched,
+        stdout,
+        stderr,
+    };
+
+    let banner = match banner_rx.recv_timeout(ATTACH_TIMEOUT) {
+        Ok(at) => at,
+        Err(_) => {
+            let done = running.stop()?;
+            return Err(format!(
+                "{config} printed no banner:\n{}{}",
+                done.stdout, done.stderr
+            ));
+        }
+    };
+    if let Some((function, count)) = kprobes {
+        while enabled_kprobes(function) < baseline + count {
+            if launched.elapsed() > ATTACH_TIMEOUT {
+                let done = running.stop()?;
+                return Err(format!(
+                    "{config}: no enabled kprobe on {function} in {KPROBE_LIST} after {:?}:\n{}{}",
+                    ATTACH_TIMEOUT, done.stdout, done.stderr
+                ));
+            }
+            thread::sleep(Duration::from_millis(1));
+        }
+    }
+    let attached = Instant::now();
+    if !record {
+        return Ok(Some(running));
+    }
+    if let Some(cpu) = cpu_now(pid) {
+        sample(
+            "startup_utime_ms",
+            &config,
+            cpu.utime_ticks as f64 * 1e3 / ticks_per_sec(),
+        );
+    }
+    sample(
+        "banner_ms",
+        &config,
+        (banner - launched).as_secs_f64() * 1e3,
+    );
+    sample(
+        "startup_ms",
+        &config,
+        (attached.max(banner) - launched).as_secs_f64() * 1e3,
+    );
+    Ok(Some(running))
+}
+
+impl Running {
+    /// SIGINT (as Ctrl-C would), then reaps the tracer with its resource usage.
+    fn stop(self) -> Result<Finished, String> {
+        let started = Instant::now();
+        let mut last_signal: Option<Instant> = None;
+        let mut status = 0;
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        loop {
+            // bpftrace 0.17 misses a SIGINT that lands while it is still setting up: ask again.
+            if last_signal.is_none_or(|t| t.elapsed() > Duration::from_secs(5)) {
+                let signal = if started.elapsed() > EXIT_TIMEOUT {
+                    libc::SIGKILL
+                } else {
+                    libc::SIGINT
+                };
+                unsafe { libc::kill(self.pid, signal) };
+                last_signal = Some(Instant::now());
+            }
+            let reaped = unsafe { libc::wait4(self.pid, &mut status, libc::WNOHANG, &mut usage) };
+            if reaped == self.pid {
+                break;
+            }
+            if reaped < 0 {
+                return Err(format!(
+                    "wait4({}): {}",
+                    self.pid,
+                    std::io::Error::last_os_error()
+                ));
+            }
+            thread::sleep(Duration::from_millis(5));
+        }
+        let lifetime = self.launched.elapsed();
+        // Reaped by wait4, so the Child must not be waited for again.
+        drop(self.child);
+        let stdout = self.stdout.join().unwrap_or_default();
+        let stderr_lines = self.stderr.join().unwrap_or_default();
+        let stderr: String = stderr_lines
+            .iter()
+            .map(|(_, line)| format!("{line}\n"))
+            .collect();
+        let exited_cleanly = libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0;
+        if !exited_cleanly {
+            return Err(format!(
+                "tracer pid {} ended badly (wait status {status:#x}):\n{stdout}{stderr}",
+                self.pid
+            ));
+        }
+        let time = |t: libc::timeval| {
+            Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64)
+        };
+        Ok(Finished {
+            stdout,
+            stderr,
+            stderr_lines,
+            maxrss_kib: usage.ru_maxrss as u64,
+            utime: time(usage.ru_utime),
+            stime: time(usage.ru_stime),
+            lifetime,
+        })
+    }
+}
+
+impl Finished {
+    fn record_rss(&self, tracer: Tracer, job: Job) {
+        let config = format!("{}-{}", tracer.name(), job.name());
+        sample("rss_kib", &config, self.maxrss_kib as f64);
+    }
+}
+
+/// The reader count in a tracer's output: rcutrace's `@[__rcu_read_lock]: N`, bpftrace's `@: N`.
+fn reader_count(tracer: Tracer, output: &str) -> Option<u64> {
+    let prefix = match tracer {
+        Tracer::Rcutrace => "@[__rcu_read_lock]: ",
+        Tracer::Bpftrace => "@: ",
+        Tracer::None => return None,
+    };
+    output
+        .lines()
+        .find_map(|l| l.strip_prefix(prefix))
+        .and_then(|n| n.trim().parse().ok())
+}
+
+/// Enabled kprobes (entry or return) on `function` in the kernel's list of registered kprobes.
+fn enabled_kprobes(function: &str) -> usize {
+    let list = std::fs::read_to_string(KPROBE_LIST).unwrap_or_default();
+    let at = format!("{function}+0x");
+    list.lines()
+        .filter(|l| {
+            l.split_whitespace()
+                .nth(2)
+                .is_some_and(|s| s.starts_with(&at))
+                && !l.contains("[DISABLED]")
+                && !l.contains("[GONE]")
+        })
+        .count()
+}
+
+fn sys_getppid() {
+    // The raw syscall: a libc wrapper could cache the result and skip the kernel.
+    unsafe { libc::syscall(libc::SYS_getppid) };
+}
+
+/// Wall-clock ns per getppid() call.
+fn getppid_loop(calls: u64) -> f64 {
+    let started = Instant::now();
+    for _ in 0..calls {
+        sys_getppid();
+    }
+    started.elapsed().as_nanos() as f64 / calls as f64
+}
+
+/// Untimed calls before a timed membarrier loop: the first calls after a probe is patched in
+/// pay for emulating freshly changed code, which is the emulator's cost, not the probe's.
+const MEMBARRIER_WARMUP: u64 = 3;
+
+/// One membarrier(MEMBARRIER_CMD_GLOBAL) call.
+fn sys_membarrier_global() -> Result<(), String> {
+    let ret = unsafe { libc::syscall(libc::SYS_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0) };
+    if ret == 0 {
+        Ok(())
+    } else {
+        Err(format!(
+            "membarrier(MEMBARRIER_CMD_GLOBAL) failed: {}",
+            std::io::Error::last_os_error()
+        ))
+    }
+}
+
+/// After a few untimed calls: the mean wall-clock ns per membarrier(MEMBARRIER_CMD_GLOBAL)
+/// call, and the median of this thread's CPU ns per call. The CPU time leaves out the sleep in
+/// synchronize_rcu(), so it shows the probes' cost on the caller; the median leaves out the
+/// calls during which the emulator ran the other CPU.
+fn membarrier_loop(calls: u64) -> Result<(f64, f64), String> {
+    for _ in 0..MEMBARRIER_WARMUP {
+        sys_membarrier_global()?;
+    }
+    let mut cpu = Vec::with_capacity(calls as usize);
+    let started = Instant::now();
+    for _ in 0..calls {
+        let before = thread_cpu_ns();
+        sys_membarrier_global()?;
+        cpu.push(thread_cpu_ns().saturating_sub(before));
+    }
+    let wall = started.elapsed().as_nanos() as f64;
+    cpu.sort_unstable();
+    let mid = cpu.len() / 2;
+    let median = if cpu.len().is_multiple_of(2) {
+        (cpu[mid - 1] + cpu[mid]) as f64 / 2.0
+    } else {
+        cpu[mid] as f64
+    };
+    Ok((wall / calls as f64, median))
+}
+
+fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+fn online_cpus() -> i64 {
+    unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }
+}
+
+fn ticks_per_sec() -> f64 {
+    (unsafe { libc::sysconf(libc::_SC_CLK_TCK) }).max(1) as f64
+}
+
+/// A process's CPU time so far: all its threads' time on a CPU (ns), and its user time.
+#[derive(Clone, Copy)]
+struct Cpu {
+    exec_ns: u64,
+    utime_ticks: u64,
+}
+
+fn cpu_now(pid: libc::pid_t) -> Option<Cpu> {
+    let mut exec_ns = 0;
+    for task in std::fs::read_dir(format!("/proc/{pid}/task"))
+        .ok()?
+        .flatten()
+    {
+        let schedstat = std::fs::read_to_string(task.path().join("schedstat")).ok()?;
+        exec_ns += schedstat.split_whitespace().next()?.parse::<u64>().ok()?;
+    }
+    // Fields after the parenthesised command name: state is field 3, utime field 14.
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after_name = stat.rsplit_once(')')?.1;
+    let utime_ticks = after_name.split_whitespace().nth(11)?.parse().ok()?;
+    Some(Cpu {
+        exec_ns,
+        utime_ticks,
+    })
+}
+
+fn set_bpf_stats(on: bool) -> Result<(), String> {
+    std::fs::write(BPF_STATS, if on { "1" } else { "0" })
+        .map_err(|e| format!("writing {BPF_STATS}: {e}"))
+}
+
+/// One loaded BPF program, as its owner's fdinfo shows it.
+struct Program {
+    id: u64,
+    kind: u64,
+    runs: u64,
+    run_ns: u64,
+}
+
+/// The BPF programs a process holds, each once, from /proc/PID/fdinfo.
+fn bpf_programs(pid: libc::pid_t) -> Vec<Program> {
+    let mut programs: HashMap<u64, Program> = HashMap::new();
+    let Ok(entries) = std::fs::read_dir(format!("/proc/{pid}/fdinfo")) else {
+        return Vec::new();
+    };
+    for entry in entries.flatten() {
+        let Ok(info) = std::fs::read_to_string(entry.path()) else {
+            continue;
+        };
+        let field = |name: &str| -> Option<u64> {
+            info.lines()
+                .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+                .and_then(|v| v.trim().parse().ok())
+        };
+        // Links name their program with prog_id too; only program fds have prog_type.
+        let (Some(kind), Some(id), Some(runs), Some(run_ns)) = (
+            field("prog_type"),
+            field("prog_id"),
+            field("run_cnt"),
+            field("run_time_ns"),
+        ) else {
+            continue;
+        };
+        programs.insert(
+            id,
+            Program {
+                id,
+                kind,
+                runs,
+                run_ns,
+            },
+        );
+    }
+    let mut programs: Vec<Program> = programs.into_values().collect();
+    programs.sort_by_key(|p| p.id);
+    programs
+}
+
+/// The first line `PROGRAM ARG` prints, or why there is none.
+fn first_line_of(program: &str, arg: &str) -> String {
+    match Command::new(program).arg(arg).output() {
+        Ok(out) => {
+            let text = String::from_utf8_lossy(&out.stdout).into_owned()
+                + &String::from_utf8_lossy(&out.stderr);
+            text.lines()
+                .next()
+                .unwrap_or("(no output)")
+                .trim()
+                .to_string()
+        }
+        Err(e) => format!("(could not run {program}: {e})"),
+    }
+}
