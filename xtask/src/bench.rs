@@ -733,25 +733,26 @@ fn gap_notes(summary: &Summary) -> String {
         let budget = get("startup_ms", "bpftrace-count").map(|b| b / 10.0);
         notes.push(format!(
             "Start-up: rcutrace count was attached after {} ms and srlat after {} ms, against \
-             bpftrace's {} ms and {} ms; a tenth of bpftrace's count would be {} ms. Reading \
-             `/proc/kallsyms` in full, which rcutrace does at every start to check which \
-             functions exist, alone took this guest {} ms ({} symbols formatted by the \
-             kernel). rcutrace's first probe was attached {} ms after launch (count, with \
-             `RUST_LOG=info`): before that it also parses the kernel's whole BTF ({} MiB here) \
-             through aya and has the kernel verify its programs; attaching the count probes \
-             (all but the reader's by BPF trampoline, each patched into kernel text) takes the \
-             rest. It used \
-             {} ms of user CPU until attached, bpftrace {} ms (compiling its script with LLVM); \
-             under emulation the first run of any code also pays for its translation.",
+             bpftrace's {} ms and {} ms; a tenth of bpftrace's count would be {} ms. \
+             rcutrace's first probe was attached {} ms after launch (count, with \
+             `RUST_LOG=info`). Before that, aya 0.14's loader parses the kernel's whole BTF \
+             ({} MiB here) when it is created, whether or not the programs need it, and the \
+             kernel verifies the programs; fentry and fexit then need the BTF parsed once more \
+             (aya's `FEntry::load` takes a parsed `Btf`). Attaching the count probes (all but \
+             the reader's by BPF trampoline, each patched into kernel text) takes the rest. \
+             rcutrace reads `/proc/kallsyms` ({} ms for {} symbols in this guest) only to \
+             explain an attach that failed. It used {} ms of user CPU until attached, bpftrace \
+             {} ms (compiling its script with LLVM); under emulation the first run of any code \
+             also pays for its translation.",
             num(get("startup_ms", "rcutrace-count"), 0),
             num(get("startup_ms", "rcutrace-srlat"), 0),
             num(get("startup_ms", "bpftrace-count"), 0),
             num(get("startup_ms", "bpftrace-srlat"), 0),
             num(budget, 0),
-            num(get("kallsyms_read_ms", "kernel"), 0),
-            num(get("kallsyms_lines", "kernel"), 0),
             num(get("first_attach_ms", "rcutrace-count"), 0),
             num(get("btf_kib", "kernel").map(|k| k / 1024.0), 1),
+            num(get("kallsyms_read_ms", "kernel"), 0),
+            num(get("kallsyms_lines", "kernel"), 0),
             num(get("startup_utime_ms", "rcutrace-count"), 0),
             num(get("startup_utime_ms", "bpftrace-count"), 0),
         ));
