@@ -13,6 +13,15 @@ pub struct CountMap {
     pub entries: Vec<(String, u64)>,
 }
 
+impl CountMap {
+    /// bpftrace's order: ascending by count, ties by key.
+    pub fn entries_in_order(&self) -> Vec<&(String, u64)> {
+        let mut entries: Vec<&(String, u64)> = self.entries.iter().collect();
+        entries.sort_by(|(ka, va), (kb, vb)| va.cmp(vb).then_with(|| ka.cmp(kb)));
+        entries
+    }
+}
+
 /// How a histogram's slots are laid out.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Buckets {
@@ -22,6 +31,23 @@ pub enum Buckets {
     Linear(Linear, Vec<u64>),
     /// Exact buckets of width `step`, only the non-empty ones: `(value / step, count)`.
     Sparse { step: u64, buckets: Vec<(u64, u64)> },
+}
+
+/// The slots bpftrace shows: `(slot, count)` from the first to the last non-empty one.
+pub fn shown_slots(counts: &[u64]) -> impl Iterator<Item = (usize, u64)> + '_ {
+    let first = counts.iter().position(|&c| c != 0).unwrap_or(counts.len());
+    let end = counts
+        .iter()
+        .rposition(|&c| c != 0)
+        .map_or(0, |last| last + 1);
+    counts.iter().copied().enumerate().take(end).skip(first)
+}
+
+/// Sparse buckets in ascending order.
+pub fn sparse_in_order(buckets: &[(u64, u64)]) -> Vec<(u64, u64)> {
+    let mut sorted = buckets.to_vec();
+    sorted.sort();
+    sorted
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -43,6 +69,13 @@ impl Map {
             Map::Hist(h) => &h.name,
         }
     }
+}
+
+/// bpftrace's order of maps: by full name as bytes, `@` included.
+pub fn maps_in_order(maps: &[Map]) -> Vec<&Map> {
+    let mut sorted: Vec<&Map> = maps.iter().collect();
+    sorted.sort_by(|a, b| a.name().as_bytes().cmp(b.name().as_bytes()));
+    sorted
 }
 
 /// Time unit of a latency histogram.
@@ -99,7 +132,8 @@ pub struct Losses {
     pub in_flight_map_full: u64,
     /// Samples missing from `--buckets` output because the bucket map was full.
     pub bucket_map_full: u64,
-    /// Probe hits the kernel skipped (kprobe/kretprobe "missed", trampoline recursion).
+    /// Probe hits the kernel skipped (program recursion) or returns it dropped (kretprobe
+    /// instances exhausted), whichever count is larger.
     pub missed_by_kernel: u64,
 }
 

@@ -154,12 +154,12 @@ impl Tracer {
         info.map(|info| info.id()).ok()
     }
 
-    /// Probe hits the kernel skipped for `probe`'s program (see `kernel_misses`).
-    pub fn missed(&self, probe: &Probe) -> u64 {
+    /// Probe hits the kernel skipped for the programs serving `probes` (see `kernel_misses`).
+    pub fn missed(&self, probes: &[Probe]) -> u64 {
         let missed = kernel_misses::missed_by_program_id();
         self.program_ids
             .iter()
-            .filter(|(p, _)| p == probe)
+            .filter(|(p, _)| probes.contains(p))
             .filter_map(|(_, id)| missed.get(id))
             .sum()
     }

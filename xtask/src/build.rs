@@ -14,7 +14,8 @@ pub const RCUTRACE_BIN: &str = "rcutrace";
 /// The guest-side benchmark driver (`xtask/src/bin/rcu-bench.rs`).
 pub const BENCH_BIN: &str = "rcu-bench";
 
-fn cargo() -> Command {
+/// `cargo`, run in the workspace root.
+pub fn cargo() -> Command {
     // Under cargo (xtask runs, tests) CARGO names the toolchain's own cargo.
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut cmd = Command::new(cargo);
@@ -22,20 +23,18 @@ fn cargo() -> Command {
     cmd
 }
 
-/// Runs `cargo build --release` with the given extra arguments.
-pub fn cargo_build_release(args: &[&str]) -> Result<()> {
-    let mut cmd = cargo();
-    cmd.args(["build", "--release"]).args(args);
-    let status = cmd
-        .status()
-        .with_context(|| format!("could not run {cmd:?}"))?;
+/// Runs `cargo ARGS...` in the workspace root; fails unless it succeeds.
+pub fn run_cargo(args: &[&str]) -> Result<()> {
+    let status = cargo().args(args).status().context("could not run cargo")?;
     if !status.success() {
-        bail!(
-            "`cargo build --release {}` failed ({status})",
-            args.join(" ")
-        );
+        bail!("`cargo {}` failed ({status})", args.join(" "));
     }
     Ok(())
+}
+
+/// Runs `cargo build --release` with the given extra arguments.
+pub fn cargo_build_release(args: &[&str]) -> Result<()> {
+    run_cargo(&[&["build", "--release"], args].concat())
 }
 
 /// Builds rcu-workload in release mode (a no-op when fresh) and returns its path.

@@ -1,5 +1,5 @@
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode};
+use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
@@ -233,10 +233,8 @@ fn test_command() -> Result<ExitCode> {
 /// `cargo test --all-targets`, its output passed through, with the totals of every test binary.
 fn cargo_test() -> Result<(u64, u64)> {
     eprintln!("xtask: cargo test --all-targets");
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let mut child = Command::new(cargo)
+    let mut child = build::cargo()
         .args(["test", "--all-targets"])
-        .current_dir(workspace::root())
         .stdout(std::process::Stdio::piped())
         .spawn()
         .context("could not run cargo test")?;
@@ -274,16 +272,7 @@ fn test_totals(line: &str) -> Option<(u64, u64)> {
 
 fn cargo(args: &[&str]) -> Result<()> {
     eprintln!("xtask: cargo {}", args.join(" "));
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let status = Command::new(cargo)
-        .args(args)
-        .current_dir(workspace::root())
-        .status()
-        .context("could not run cargo")?;
-    if !status.success() {
-        bail!("`cargo {}` failed ({status})", args.join(" "));
-    }
-    Ok(())
+    build::run_cargo(args)
 }
 
 fn file_name(path: &Path) -> String {

@@ -9,7 +9,7 @@ use super::{Need, trace};
 use crate::{
     cli::Common,
     model::{CountMap, CountSummary, Map, Report, Summary},
-    probes::{COUNTED, Probe},
+    probes::{COUNTED, Counted, Probe},
     render::Format,
 };
 
@@ -25,27 +25,26 @@ pub async fn run(args: &Common, format: Format) -> Result<Report> {
     )
     .await?;
     let sums = traced.tracer.per_cpu_sums("COUNTS")?;
-    let entries: Vec<(String, u64)> = traced
-        .attached
+    let counts: Vec<(&Counted, u64)> = COUNTED
         .iter()
-        .filter_map(|(probe, _)| {
-            let counted = COUNTED
-                .iter()
-                .find(|c| c.probe.function == probe.function)?;
-            Some((
-                probe.function.to_string(),
-                sums.get(counted.slot as usize).copied()?,
-            ))
-        })
+        .filter(|c| traced.attached.iter().any(|(probe, _)| *probe == c.probe))
+        .map(|c| (c, sums.get(c.slot as usize).copied().unwrap_or(0)))
         .collect();
     // Reader kprobe skips are the tracer's own nested rcu_read_lock(), not lost readers.
-    let missed = traced
-        .attached
+    let not_readers: Vec<Probe> = counts
         .iter()
-        .filter(|(probe, _)| probe.function != "__rcu_read_lock")
-        .map(|(probe, _)| traced.tracer.missed(probe))
-        .sum();
-    let summary = summarize(&entries, traced.window.elapsed, missed);
+        .filter(|(c, _)| c.slot != counters::READ_LOCK)
+        .map(|(c, _)| c.probe)
+        .collect();
+    let summary = summarize(
+        &counts,
+        traced.window.elapsed,
+        traced.tracer.missed(&not_readers),
+    );
+    let entries = counts
+        .iter()
+        .map(|(c, n)| (c.probe.function.to_string(), *n))
+        .collect();
     Ok(Report {
         maps: vec![Map::Count(CountMap {
             name: "@".into(),
@@ -55,15 +54,9 @@ pub async fn run(args: &Common, format: Format) -> Result<Report> {
     })
 }
 
-/// The counts the ratios are made of, from `(function, count)` entries.
-fn summarize(entries: &[(String, u64)], elapsed: Duration, missed: u64) -> CountSummary {
-    let count = |slot: CounterSlot| {
-        let counted = COUNTED.iter().find(|c| c.slot == slot)?;
-        entries
-            .iter()
-            .find(|(name, _)| name == counted.probe.function)
-            .map(|(_, n)| *n)
-    };
+/// The counts the ratios are made of, from the traced functions' counts.
+fn summarize(counts: &[(&Counted, u64)], elapsed: Duration, missed: u64) -> CountSummary {
+    let count = |slot: CounterSlot| counts.iter().find(|(c, _)| c.slot == slot).map(|(_, n)| *n);
     let callbacks = [
         counters::CALL_RCU,
         counters::CALL_RCU_HURRY,
@@ -89,7 +82,7 @@ mod tests {
 
     #[test]
     fn summary_takes_each_count_from_its_function() {
-        let entries: Vec<(String, u64)> = [
+        let counts: Vec<(&Counted, u64)> = [
             ("__rcu_read_lock", 100_000),
             ("call_rcu", 30),
             ("kvfree_call_rcu", 10),
@@ -97,9 +90,12 @@ mod tests {
             ("synchronize_rcu", 4),
         ]
         .iter()
-        .map(|(k, v)| (k.to_string(), *v))
+        .map(|(name, n)| {
+            let counted = COUNTED.iter().find(|c| c.probe.function == *name).unwrap();
+            (counted, *n)
+        })
         .collect();
-        let summary = summarize(&entries, Duration::from_secs(10), 3);
+        let summary = summarize(&counts, Duration::from_secs(10), 3);
         assert_eq!(
             summary,
             CountSummary {

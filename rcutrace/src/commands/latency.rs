@@ -181,7 +181,7 @@ fn read_summary(traced: &Traced, latency: &Latency, unit: Unit) -> Result<Latenc
 /// Hits the kernel skipped (program recursion), or the returns the programs saw go missing,
 /// whichever is larger: a skipped return program shows up in both.
 fn missed_by_kernel(traced: &Traced, latency: &Latency, returns_missed: u64) -> u64 {
-    let reported = traced.tracer.missed(&latency.entry) + traced.tracer.missed(&latency.exit);
+    let reported = traced.tracer.missed(&[latency.entry, latency.exit]);
     reported.max(returns_missed)
 }
 

@@ -9,7 +9,7 @@ use rcutrace_common::hist::Linear;
 use crate::{
     model::{
         Buckets, CountMap, CountSummary, HistMap, LatencySummary, Map, PerGracePeriod, Report,
-        Summary,
+        Summary, maps_in_order, shown_slots, sparse_in_order,
     },
     stats,
 };
@@ -19,10 +19,8 @@ pub fn banner(probes: usize) -> String {
 }
 
 pub fn report(report: &Report) -> String {
-    let mut maps: Vec<&Map> = report.maps.iter().collect();
-    maps.sort_by(|a, b| a.name().as_bytes().cmp(b.name().as_bytes()));
     let mut out = String::new();
-    for map in maps {
+    for map in maps_in_order(&report.maps) {
         match map {
             Map::Count(m) => record(&mut out, "map", &count_map(m)),
             Map::Hist(h) => record(&mut out, "hist", &hist_map(h)),
@@ -76,9 +74,11 @@ fn integer(value: Option<u64>) -> String {
 }
 
 fn count_map(map: &CountMap) -> String {
-    let mut entries: Vec<&(String, u64)> = map.entries.iter().collect();
-    entries.sort_by(|(ka, va), (kb, vb)| va.cmp(vb).then_with(|| ka.cmp(kb)));
-    let inner = object(entries.iter().map(|(k, v)| (k.as_str(), v.to_string())));
+    let inner = object(
+        map.entries_in_order()
+            .into_iter()
+            .map(|(k, v)| (k.as_str(), v.to_string())),
+    );
     object([(map.name.as_str(), inner)])
 }
 
@@ -123,38 +123,27 @@ fn linear_bounds(linear: &Linear, slot: usize) -> (Option<i128>, Option<i128>) {
 
 fn hist_map(map: &HistMap) -> String {
     let rows: Vec<String> = match &map.buckets {
-        Buckets::Log2(counts) => trimmed(counts)
+        Buckets::Log2(counts) => shown_slots(counts)
             .map(|(slot, count)| {
                 let (min, max) = log2_bounds(slot);
                 bucket(min, max, count)
             })
             .collect(),
-        Buckets::Linear(linear, counts) => trimmed(counts)
+        Buckets::Linear(linear, counts) => shown_slots(counts)
             .map(|(slot, count)| {
                 let (min, max) = linear_bounds(linear, slot);
                 bucket(min, max, count)
             })
             .collect(),
-        Buckets::Sparse { step, buckets } => {
-            let mut sorted = buckets.clone();
-            sorted.sort();
-            sorted
-                .into_iter()
-                .map(|(b, count)| {
-                    let low = b as i128 * *step as i128;
-                    bucket(Some(low), Some(low + *step as i128 - 1), count)
-                })
-                .collect()
-        }
+        Buckets::Sparse { step, buckets } => sparse_in_order(buckets)
+            .into_iter()
+            .map(|(b, count)| {
+                let low = b as i128 * *step as i128;
+                bucket(Some(low), Some(low + *step as i128 - 1), count)
+            })
+            .collect(),
     };
     object([(map.name.as_str(), format!("[{}]", rows.join(", ")))])
-}
-
-/// `(slot, count)` from the first to the last non-empty slot, as the text rows.
-fn trimmed(counts: &[u64]) -> impl Iterator<Item = (usize, u64)> + '_ {
-    let first = counts.iter().position(|&c| c != 0).unwrap_or(counts.len());
-    let last = counts.iter().rposition(|&c| c != 0).map_or(0, |l| l + 1);
-    counts.iter().copied().enumerate().take(last).skip(first)
 }
 
 fn count_summary(summary: &CountSummary) -> String {

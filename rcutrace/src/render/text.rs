@@ -8,7 +8,7 @@ use rcutrace_common::hist::Linear;
 use crate::{
     model::{
         Buckets, CountMap, CountSummary, HistMap, LatencySummary, Map, PerGracePeriod, Report,
-        Summary, Unit,
+        Summary, Unit, maps_in_order, shown_slots, sparse_in_order,
     },
     stats,
 };
@@ -32,10 +32,8 @@ pub fn banner(probes: usize) -> String {
 
 /// All maps, ordered by name as bytes (`@` included), after bpftrace's two newlines.
 fn maps(maps: &[Map]) -> String {
-    let mut sorted: Vec<&Map> = maps.iter().collect();
-    sorted.sort_by(|a, b| a.name().as_bytes().cmp(b.name().as_bytes()));
     let mut out = String::from("\n\n");
-    for map in sorted {
+    for map in maps_in_order(maps) {
         match map {
             Map::Count(m) => count_map(&mut out, m),
             Map::Hist(h) => hist_map(&mut out, h),
@@ -45,9 +43,7 @@ fn maps(maps: &[Map]) -> String {
 }
 
 fn count_map(out: &mut String, map: &CountMap) {
-    let mut entries: Vec<&(String, u64)> = map.entries.iter().collect();
-    entries.sort_by(|(ka, va), (kb, vb)| va.cmp(vb).then_with(|| ka.cmp(kb)));
-    for (key, value) in entries {
+    for (key, value) in map.entries_in_order() {
         let _ = writeln!(out, "{}[{key}]: {value}", map.name);
     }
 }
@@ -58,9 +54,7 @@ fn hist_map(out: &mut String, map: &HistMap) {
         Buckets::Log2(counts) => rows(out, counts, log2_label),
         Buckets::Linear(linear, counts) => rows(out, counts, |slot| linear_label(linear, slot)),
         Buckets::Sparse { step, buckets } => {
-            let mut sorted = buckets.clone();
-            sorted.sort();
-            for (bucket, count) in sorted {
+            for (bucket, count) in sparse_in_order(buckets) {
                 let _ = writeln!(out, "{}: {count}", bucket.saturating_mul(*step));
             }
         }
@@ -68,14 +62,10 @@ fn hist_map(out: &mut String, map: &HistMap) {
     out.push('\n');
 }
 
-/// Rows from the first to the last non-empty slot.
+/// Rows from the first to the last non-empty slot; bars relative to the largest count.
 fn rows(out: &mut String, counts: &[u64], label: impl Fn(usize) -> String) {
-    let Some(first) = counts.iter().position(|&c| c != 0) else {
-        return;
-    };
-    let last = counts.iter().rposition(|&c| c != 0).unwrap_or(first);
-    let max = counts[first..=last].iter().copied().max().unwrap_or(0);
-    for (slot, &count) in counts.iter().enumerate().take(last + 1).skip(first) {
+    let max = counts.iter().copied().max().unwrap_or(0);
+    for (slot, count) in shown_slots(counts) {
         let _ = writeln!(
             out,
             "{:<16}{:>8} |{:<52}|",
