@@ -1,16 +1,19 @@
 //! rcutrace's eBPF programs.
 //!
 //! Two families, one module each: `counters` (one program per counted function, for
-//! `rcutrace count`) and `latency` (an entry/return pair, for `rcutrace gplat` and `srlat`).
-//! Both aggregate in per-CPU arrays; user space sums the CPUs when tracing ends.
+//! `rcutrace count`) and `latency` (entry/return pairs per timed function, for `rcutrace gplat`
+//! and `srlat`). `window` (is tracing on, is this rcutrace itself) and `attribution` (the
+//! `--by` key) serve both.
 #![no_std]
 #![no_main]
 #![feature(core_intrinsics)]
 #![allow(internal_features)]
 
 mod atomic;
+mod attribution;
 mod counters;
 mod latency;
+mod window;
 
 #[cfg(not(test))]
 #[panic_handler]
