@@ -6,7 +6,7 @@
 use std::io;
 
 use rcutrace_common::{
-    hist::Linear,
+    hist::{SlotBounds, log2_bounds, sparse_bounds},
     records::{self, Bucket, HistValue, MapValue, Members, NotMeasured, Record},
 };
 use serde::Serialize as _;
@@ -117,57 +117,27 @@ fn count_map(map: &CountMap) -> Record {
     )]))
 }
 
-/// One bucket, bounds inclusive; a missing bound is open.
-fn bucket(min: Option<i128>, max: Option<i128>, count: u64) -> Bucket {
+/// One bucket with bpftrace's inclusive bounds; a missing bound is open.
+fn bucket(bounds: SlotBounds, count: u64) -> Bucket {
+    let (min, max) = match bounds {
+        SlotBounds::Below(bound) => (None, Some(bound as i128 - 1)),
+        SlotBounds::Range { low, high } => (Some(low as i128), Some(high as i128 - 1)),
+        SlotBounds::From(bound) => (Some(bound as i128), None),
+    };
     Bucket { min, max, count }
-}
-
-fn log2_bounds(slot: usize) -> (Option<i128>, Option<i128>) {
-    match slot {
-        0 => (None, Some(-1)),
-        1 => (Some(0), Some(0)),
-        _ => {
-            let low = 1i128 << (slot - 2);
-            (
-                Some(low),
-                Some(low * 2 - 1).filter(|_| slot > 2).or(Some(1)),
-            )
-        }
-    }
-}
-
-fn linear_bounds(linear: &Linear, slot: usize) -> (Option<i128>, Option<i128>) {
-    let slot = slot as u64;
-    if slot == 0 {
-        (None, Some(linear.min as i128 - 1))
-    } else if slot == linear.buckets() + 1 {
-        (Some(linear.max as i128), None)
-    } else {
-        let low = (linear.min + (slot - 1) * linear.step) as i128;
-        (Some(low), Some(low + linear.step as i128 - 1))
-    }
 }
 
 fn hist_map(map: &HistMap) -> Record {
     let buckets: Vec<Bucket> = match &map.buckets {
         Buckets::Log2(counts) => shown_slots(counts)
-            .map(|(slot, count)| {
-                let (min, max) = log2_bounds(slot);
-                bucket(min, max, count)
-            })
+            .map(|(slot, count)| bucket(log2_bounds(slot as u32), count))
             .collect(),
         Buckets::Linear(linear, counts) => shown_slots(counts)
-            .map(|(slot, count)| {
-                let (min, max) = linear_bounds(linear, slot);
-                bucket(min, max, count)
-            })
+            .map(|(slot, count)| bucket(linear.bounds(slot as u64), count))
             .collect(),
         Buckets::Sparse { step, buckets } => sparse_in_order(buckets)
             .into_iter()
-            .map(|(b, count)| {
-                let low = b as i128 * *step as i128;
-                bucket(Some(low), Some(low + *step as i128 - 1), count)
-            })
+            .map(|(b, count)| bucket(sparse_bounds(b, *step), count))
             .collect(),
     };
     Record::Hist(Members(vec![(
@@ -222,7 +192,7 @@ fn latency_summary(summary: &LatencySummary) -> records::LatencySummary {
 mod tests {
     use super::*;
     use crate::model::{Losses, Unit};
-    use rcutrace_common::hist::{LOG2_SLOTS, log2_slot};
+    use rcutrace_common::hist::{LOG2_SLOTS, Linear, log2_slot};
 
     fn hist_record(buckets: Buckets) -> String {
         line(&hist_map(&HistMap {
