@@ -1,10 +1,16 @@
-//! bpftrace's JSON lines (`-f json`): one object per line, `{"type": ..., "data": ...}`.
-//! rcutrace's extra figures go in records of their own types, so that a consumer of
-//! bpftrace's JSON keeps working.
+//! bpftrace's JSON lines (`-f json`): one record a line, `{"type": ..., "data": ...}`, written
+//! from the typed records in `rcutrace_common::records` with bpftrace's spacing. rcutrace's
+//! extra figures go in records of their own types, so that a consumer of bpftrace's JSON keeps
+//! working.
 
-use std::fmt::Write as _;
+use std::io;
 
-use rcutrace_common::hist::Linear;
+use rcutrace_common::{
+    hist::{SlotBounds, log2_bounds, sparse_bounds},
+    records::{self, Bucket, HistValue, MapValue, Members, NotMeasured, Record},
+};
+use serde::Serialize as _;
+use serde_json::ser::{CharEscape, Formatter, Serializer};
 
 use crate::{
     model::{
@@ -15,208 +21,184 @@ use crate::{
 };
 
 pub fn banner(probes: usize) -> String {
-    format!("{{\"type\": \"attached_probes\", \"data\": {{\"probes\": {probes}}}}}\n")
+    line(&Record::AttachedProbes {
+        probes: probes as u64,
+    })
 }
 
 pub fn report(report: &Report) -> String {
-    let mut out = String::new();
-    for map in maps_in_order(&report.maps) {
-        match map {
-            Map::Count(m) => record(&mut out, "map", &count_map(m)),
-            Map::Hist(h) => record(&mut out, "hist", &hist_map(h)),
-        }
-    }
-    match &report.summary {
-        Summary::Count(s) => record(&mut out, "rcutrace_count_summary", &count_summary(s)),
-        Summary::Latency(s) => record(&mut out, "rcutrace_latency_summary", &latency_summary(s)),
-    }
-    out
+    records(report).iter().map(line).collect()
 }
 
-fn record(out: &mut String, kind: &str, data: &str) {
-    let _ = writeln!(out, "{{\"type\": \"{kind}\", \"data\": {data}}}");
-}
-
-fn string(text: &str) -> String {
-    let mut quoted = String::from("\"");
-    for c in text.chars() {
-        match c {
-            '"' => quoted.push_str("\\\""),
-            '\\' => quoted.push_str("\\\\"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(quoted, "\\u{:04x}", c as u32);
-            }
-            c => quoted.push(c),
-        }
-    }
-    quoted.push('"');
-    quoted
-}
-
-/// `{"KEY": VALUE, ...}` from already-rendered values.
-fn object<'a>(fields: impl IntoIterator<Item = (&'a str, String)>) -> String {
-    let fields: Vec<String> = fields
+/// The records of a whole report, in output order.
+fn records(report: &Report) -> Vec<Record> {
+    let mut records: Vec<Record> = maps_in_order(&report.maps)
         .into_iter()
-        .map(|(key, value)| format!("{}: {value}", string(key)))
+        .map(|map| match map {
+            Map::Count(m) => count_map(m),
+            Map::Hist(h) => hist_map(h),
+        })
         .collect();
-    format!("{{{}}}", fields.join(", "))
+    records.push(match &report.summary {
+        Summary::Count(s) => Record::CountSummary(count_summary(s)),
+        Summary::Latency(s) => Record::LatencySummary(latency_summary(s)),
+    });
+    records
 }
 
-fn number(value: Option<f64>) -> String {
-    match value {
-        Some(v) if v.is_finite() => format!("{v}"),
-        _ => "null".into(),
+/// One record and its newline, spaced as bpftrace spaces it: `{"a": 1, "b": [2, 3]}`.
+fn line(record: &Record) -> String {
+    let mut out = Vec::new();
+    let mut serializer = Serializer::with_formatter(&mut out, BpftraceStyle);
+    // Serializing these types into memory cannot fail: no map key is a non-string.
+    let _ = record.serialize(&mut serializer);
+    out.push(b'\n');
+    String::from_utf8(out).unwrap_or_default()
+}
+
+/// serde_json's compact output with bpftrace's separators (`", "`, `": "`), its escapes
+/// (`\n`, `\r`, `\t` short, other control characters as `\u00XX`), and numbers as Rust
+/// prints them (`7`, not `7.0`).
+struct BpftraceStyle;
+
+impl Formatter for BpftraceStyle {
+    fn begin_array_value<W: ?Sized + io::Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> io::Result<()> {
+        if first { Ok(()) } else { w.write_all(b", ") }
     }
-}
 
-fn integer(value: Option<u64>) -> String {
-    value.map_or_else(|| "null".into(), |v| v.to_string())
-}
-
-fn count_map(map: &CountMap) -> String {
-    let inner = object(
-        map.entries_in_order()
-            .into_iter()
-            .map(|(k, v)| (k.as_str(), v.to_string())),
-    );
-    object([(map.name.as_str(), inner)])
-}
-
-/// One bucket, bounds inclusive; a missing bound is open.
-fn bucket(min: Option<i128>, max: Option<i128>, count: u64) -> String {
-    let mut fields = Vec::new();
-    if let Some(min) = min {
-        fields.push(("min", min.to_string()));
+    fn begin_object_key<W: ?Sized + io::Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> io::Result<()> {
+        if first { Ok(()) } else { w.write_all(b", ") }
     }
-    if let Some(max) = max {
-        fields.push(("max", max.to_string()));
-    }
-    fields.push(("count", count.to_string()));
-    object(fields)
-}
 
-fn log2_bounds(slot: usize) -> (Option<i128>, Option<i128>) {
-    match slot {
-        0 => (None, Some(-1)),
-        1 => (Some(0), Some(0)),
-        _ => {
-            let low = 1i128 << (slot - 2);
-            (
-                Some(low),
-                Some(low * 2 - 1).filter(|_| slot > 2).or(Some(1)),
-            )
+    fn begin_object_value<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
+        w.write_all(b": ")
+    }
+
+    fn write_f64<W: ?Sized + io::Write>(&mut self, w: &mut W, value: f64) -> io::Result<()> {
+        write!(w, "{value}")
+    }
+
+    fn write_char_escape<W: ?Sized + io::Write>(
+        &mut self,
+        w: &mut W,
+        escape: CharEscape,
+    ) -> io::Result<()> {
+        match escape {
+            CharEscape::Quote => w.write_all(b"\\\""),
+            CharEscape::ReverseSolidus => w.write_all(b"\\\\"),
+            CharEscape::Solidus => w.write_all(b"/"),
+            CharEscape::LineFeed => w.write_all(b"\\n"),
+            CharEscape::CarriageReturn => w.write_all(b"\\r"),
+            CharEscape::Tab => w.write_all(b"\\t"),
+            CharEscape::Backspace => w.write_all(b"\\u0008"),
+            CharEscape::FormFeed => w.write_all(b"\\u000c"),
+            CharEscape::AsciiControl(byte) => write!(w, "\\u{byte:04x}"),
         }
     }
 }
 
-fn linear_bounds(linear: &Linear, slot: usize) -> (Option<i128>, Option<i128>) {
-    let slot = slot as u64;
-    if slot == 0 {
-        (None, Some(linear.min as i128 - 1))
-    } else if slot == linear.buckets() + 1 {
-        (Some(linear.max as i128), None)
-    } else {
-        let low = (linear.min + (slot - 1) * linear.step) as i128;
-        (Some(low), Some(low + linear.step as i128 - 1))
-    }
+fn count_map(map: &CountMap) -> Record {
+    let entries = map
+        .entries_in_order()
+        .into_iter()
+        .map(|(key, value)| (key.clone(), *value))
+        .collect();
+    Record::Map(Members(vec![(
+        map.name.clone(),
+        MapValue::Keyed(Members(entries)),
+    )]))
 }
 
-fn hist_map(map: &HistMap) -> String {
-    let rows: Vec<String> = match &map.buckets {
+/// One bucket with bpftrace's inclusive bounds; a missing bound is open.
+fn bucket(bounds: SlotBounds, count: u64) -> Bucket {
+    let (min, max) = match bounds {
+        SlotBounds::Below(bound) => (None, Some(bound as i128 - 1)),
+        SlotBounds::Range { low, high } => (Some(low as i128), Some(high as i128 - 1)),
+        SlotBounds::From(bound) => (Some(bound as i128), None),
+    };
+    Bucket { min, max, count }
+}
+
+fn hist_map(map: &HistMap) -> Record {
+    let buckets: Vec<Bucket> = match &map.buckets {
         Buckets::Log2(counts) => shown_slots(counts)
-            .map(|(slot, count)| {
-                let (min, max) = log2_bounds(slot);
-                bucket(min, max, count)
-            })
+            .map(|(slot, count)| bucket(log2_bounds(slot as u32), count))
             .collect(),
         Buckets::Linear(linear, counts) => shown_slots(counts)
-            .map(|(slot, count)| {
-                let (min, max) = linear_bounds(linear, slot);
-                bucket(min, max, count)
-            })
+            .map(|(slot, count)| bucket(linear.bounds(slot as u64), count))
             .collect(),
         Buckets::Sparse { step, buckets } => sparse_in_order(buckets)
             .into_iter()
-            .map(|(b, count)| {
-                let low = b as i128 * *step as i128;
-                bucket(Some(low), Some(low + *step as i128 - 1), count)
-            })
+            .map(|(b, count)| bucket(sparse_bounds(b, *step), count))
             .collect(),
     };
-    object([(map.name.as_str(), format!("[{}]", rows.join(", ")))])
+    Record::Hist(Members(vec![(
+        map.name.clone(),
+        HistValue::Buckets(buckets),
+    )]))
 }
 
-fn count_summary(summary: &CountSummary) -> String {
+fn count_summary(summary: &CountSummary) -> records::CountSummary {
     let ratio = |count| match summary.per_grace_period(count) {
-        PerGracePeriod::Ratio(r) => number(Some(r)),
-        _ => "null".into(),
+        PerGracePeriod::Ratio(r) => Some(r),
+        _ => None,
     };
-    object([
-        ("elapsed_s", number(Some(summary.elapsed.as_secs_f64()))),
-        ("grace_periods", integer(summary.grace_periods)),
-        ("readers_per_grace_period", ratio(summary.readers)),
-        ("call_rcu_per_grace_period", ratio(summary.call_rcu)),
-        ("callbacks_per_grace_period", ratio(summary.callbacks)),
-        (
-            "call_rcu_per_second",
-            number(summary.per_second(summary.call_rcu)),
-        ),
-        ("missed_by_kernel", summary.missed.to_string()),
-    ])
+    records::CountSummary {
+        elapsed_s: summary.elapsed.as_secs_f64(),
+        grace_periods: summary.grace_periods,
+        readers_per_grace_period: ratio(summary.readers),
+        call_rcu_per_grace_period: ratio(summary.call_rcu),
+        callbacks_per_grace_period: ratio(summary.callbacks),
+        call_rcu_per_second: summary.per_second(summary.call_rcu),
+        missed_by_kernel: summary.missed,
+    }
 }
 
-fn latency_summary(summary: &LatencySummary) -> String {
-    let names: Vec<String> = summary
-        .percentiles
-        .iter()
-        .map(|&(q, _)| stats::quantile_name(q))
-        .collect();
-    let percentiles = object(
-        names
-            .iter()
-            .zip(&summary.percentiles)
-            .map(|(name, &(_, ns))| (name.as_str(), number(Some(ns)))),
-    );
+fn latency_summary(summary: &LatencySummary) -> records::LatencySummary {
     let losses = &summary.losses;
-    let not_measured = object([
-        ("in_flight_at_exit", losses.in_flight_at_exit.to_string()),
-        (
-            "begun_before_tracing",
-            losses.began_before_tracing.to_string(),
+    records::LatencySummary {
+        map: summary.map_name.clone(),
+        unit: summary.unit.suffix().into(),
+        count: summary.count,
+        min_ns: summary.min_ns,
+        mean_ns: summary.mean_ns,
+        max_ns: summary.max_ns,
+        percentiles_ns: Members(
+            summary
+                .percentiles
+                .iter()
+                .map(|&(q, ns)| (stats::quantile_name(q), ns))
+                .collect(),
         ),
-        ("missed_by_kernel", losses.missed_by_kernel.to_string()),
-        (
-            "lost_to_full_map",
-            (losses.in_flight_map_full + losses.bucket_map_full).to_string(),
-        ),
-    ]);
-    object([
-        ("map", string(&summary.map_name)),
-        ("unit", string(summary.unit.suffix())),
-        ("count", summary.count.to_string()),
-        ("min_ns", integer(summary.min_ns)),
-        ("mean_ns", number(summary.mean_ns)),
-        ("max_ns", integer(summary.max_ns)),
-        ("percentiles_ns", percentiles),
-        ("percentile_error", number(Some(summary.percentile_error))),
-        ("not_measured", not_measured),
-    ])
+        percentile_error: summary.percentile_error,
+        not_measured: NotMeasured {
+            in_flight_at_exit: losses.in_flight_at_exit,
+            begun_before_tracing: losses.began_before_tracing,
+            missed_by_kernel: losses.missed_by_kernel,
+            lost_to_full_map: losses.in_flight_map_full + losses.bucket_map_full,
+        },
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::model::{Losses, Unit};
-    use rcutrace_common::hist::{LOG2_SLOTS, log2_slot};
+    use rcutrace_common::hist::{LOG2_SLOTS, Linear, log2_slot};
 
     fn hist_record(buckets: Buckets) -> String {
-        let mut out = String::new();
-        let data = hist_map(&HistMap {
+        line(&hist_map(&HistMap {
             name: "@h".into(),
             buckets,
-        });
-        record(&mut out, "hist", &data);
-        out
+        }))
     }
 
     #[test]
@@ -225,15 +207,10 @@ mod tests {
             banner(3),
             "{\"type\": \"attached_probes\", \"data\": {\"probes\": 3}}\n"
         );
-        let mut out = String::new();
-        record(
-            &mut out,
-            "map",
-            &count_map(&CountMap {
-                name: "@c".into(),
-                entries: vec![("7".into(), 2), ("1".into(), 1)],
-            }),
-        );
+        let out = line(&count_map(&CountMap {
+            name: "@c".into(),
+            entries: vec![("7".into(), 2), ("1".into(), 1)],
+        }));
         assert_eq!(
             out,
             "{\"type\": \"map\", \"data\": {\"@c\": {\"1\": 1, \"7\": 2}}}\n"
@@ -312,11 +289,11 @@ mod tests {
              \"not_measured\": {\"in_flight_at_exit\": 1, \"begun_before_tracing\": 0, \
              \"missed_by_kernel\": 0, \"lost_to_full_map\": 0}}}\n"
         );
-        let count = count_summary(&CountSummary {
+        let count = line(&Record::CountSummary(count_summary(&CountSummary {
             grace_periods: Some(0),
             readers: Some(3),
             ..CountSummary::default()
-        });
+        })));
         assert!(
             count.contains("\"readers_per_grace_period\": null"),
             "{count}"
@@ -325,7 +302,60 @@ mod tests {
     }
 
     #[test]
-    fn strings_are_escaped() {
-        assert_eq!(string("a\"b\\c\n"), "\"a\\\"b\\\\c\\u000a\"");
+    fn strings_are_escaped_as_bpftrace_escapes_them() {
+        let out = line(&count_map(&CountMap {
+            name: "@".into(),
+            entries: vec![("a\"b\\c\n\t\u{1}\u{8}/".into(), 1)],
+        }));
+        assert_eq!(
+            out,
+            "{\"type\": \"map\", \"data\": {\"@\": {\"a\\\"b\\\\c\\n\\t\\u0001\\u0008/\": 1}}}\n"
+        );
+    }
+
+    #[test]
+    fn numbers_print_as_before() {
+        let out = line(&Record::CountSummary(count_summary(&CountSummary {
+            elapsed: std::time::Duration::from_millis(5010),
+            grace_periods: Some(462),
+            readers: Some(1_400_220),
+            call_rcu: Some(6697),
+            callbacks: Some(8777),
+            missed: 0,
+        })));
+        assert_eq!(
+            out,
+            "{\"type\": \"rcutrace_count_summary\", \"data\": {\"elapsed_s\": 5.01, \
+             \"grace_periods\": 462, \"readers_per_grace_period\": 3030.779220779221, \
+             \"call_rcu_per_grace_period\": 14.495670995670995, \
+             \"callbacks_per_grace_period\": 18.9978354978355, \
+             \"call_rcu_per_second\": 1336.7265469061877, \"missed_by_kernel\": 0}}\n"
+        );
+    }
+
+    /// What the renderer writes, a reader of the records gets back.
+    #[test]
+    fn lines_decode_into_the_same_records() {
+        let mut counts = vec![0; LOG2_SLOTS as usize];
+        counts[log2_slot(-3) as usize] = 1;
+        counts[64] = 2;
+        let report = Report {
+            maps: vec![
+                Map::Hist(HistMap {
+                    name: "@h".into(),
+                    buckets: Buckets::Log2(counts),
+                }),
+                Map::Count(CountMap {
+                    name: "@".into(),
+                    entries: vec![("call_rcu".into(), 3)],
+                }),
+            ],
+            summary: Summary::Count(CountSummary::default()),
+        };
+        let decoded: Vec<Record> = super::report(&report)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(decoded, records(&report));
     }
 }

@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use rcutrace_common::hist::Linear;
+use rcutrace_common::hist::{Linear, SlotBounds, log2_bounds, sparse_bounds};
 
 use crate::{
     model::{
@@ -55,7 +55,9 @@ fn hist_map(out: &mut String, map: &HistMap) {
         Buckets::Linear(linear, counts) => rows(out, counts, |slot| linear_label(linear, slot)),
         Buckets::Sparse { step, buckets } => {
             for (bucket, count) in sparse_in_order(buckets) {
-                let _ = writeln!(out, "{}: {count}", bucket.saturating_mul(*step));
+                if let SlotBounds::Range { low, .. } = sparse_bounds(bucket, *step) {
+                    let _ = writeln!(out, "{low}: {count}");
+                }
             }
         }
     }
@@ -84,9 +86,10 @@ fn bar_width(count: u64, max: u64) -> usize {
     (count as f32 / max as f32 * BAR_WIDTH) as usize
 }
 
-/// `2^power` with bpftrace's binary suffixes: 1K, 512K, 4G, 8E.
-fn power_of_two(power: u32) -> String {
+/// A power of two with bpftrace's binary suffixes: 1K, 512K, 4G, 8E.
+fn power_of_two(value: u64) -> String {
     const SUFFIXES: [&str; 7] = ["", "K", "M", "G", "T", "P", "E"];
+    let power = value.max(1).ilog2();
     format!(
         "{}{}",
         1u64 << (power % 10),
@@ -95,14 +98,14 @@ fn power_of_two(power: u32) -> String {
 }
 
 fn log2_label(slot: usize) -> String {
-    match slot {
-        0 => "(..., 0)".to_string(),
-        1 => "[0]".to_string(),
-        2 => "[1]".to_string(),
-        _ => {
-            let power = slot as u32 - 2;
-            format!("[{}, {})", power_of_two(power), power_of_two(power + 1))
+    match log2_bounds(slot as u32) {
+        SlotBounds::Below(bound) => format!("(..., {bound})"),
+        // 0 and 1 have a slot each.
+        SlotBounds::Range { low, high } if high == low + 1 => format!("[{low}]"),
+        SlotBounds::Range { low, high } => {
+            format!("[{}, {})", power_of_two(low), power_of_two(high))
         }
+        SlotBounds::From(bound) => format!("[{}, ...)", power_of_two(bound)),
     }
 }
 
@@ -121,14 +124,10 @@ fn linear_number(value: u64, step: u64) -> String {
 
 fn linear_label(linear: &Linear, slot: usize) -> String {
     let number = |v| linear_number(v, linear.step);
-    let slot = slot as u64;
-    if slot == 0 {
-        format!("(..., {})", number(linear.min))
-    } else if slot == linear.buckets() + 1 {
-        format!("[{}, ...)", number(linear.max))
-    } else {
-        let low = linear.min + (slot - 1) * linear.step;
-        format!("[{}, {})", number(low), number(low + linear.step))
+    match linear.bounds(slot as u64) {
+        SlotBounds::Below(bound) => format!("(..., {})", number(bound)),
+        SlotBounds::Range { low, high } => format!("[{}, {})", number(low), number(high)),
+        SlotBounds::From(bound) => format!("[{}, ...)", number(bound)),
     }
 }
 
