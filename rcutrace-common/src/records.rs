@@ -33,6 +33,8 @@ pub enum Record {
     CountSummary(CountSummary),
     #[serde(rename = "rcutrace_latency_summary")]
     LatencySummary(LatencySummary),
+    #[serde(rename = "rcutrace_not_measured")]
+    NotMeasured(NotMeasured),
 }
 
 /// A JSON object whose members keep their order: bpftrace orders a map's entries by value,
@@ -86,13 +88,23 @@ pub struct CountSummary {
     pub call_rcu_per_second: Option<f64>,
     /// Updater and grace-period probe hits the kernel skipped.
     pub missed_by_kernel: u64,
+    /// With `--by`: events lost because the keyed map was full.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keys_lost_to_full_map: Option<u64>,
+    /// With `--by`: events whose kernel stack could not be kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stacks_lost: Option<u64>,
 }
 
-/// What a latency histogram hides: exact extremes and mean, percentiles, and losses.
+/// What a latency histogram hides: exact extremes and mean, and percentiles. One record per
+/// histogram: per key of a keyed map.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct LatencySummary {
     /// The histogram map this summary belongs to, e.g. `@srlat`.
     pub map: String,
+    /// The key, for a keyed map (`--by`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
     /// The histogram's unit: `ms`, `us` or `ns`.
     pub unit: String,
     pub count: u64,
@@ -102,15 +114,22 @@ pub struct LatencySummary {
     /// Estimates by name (`p50`, `p99.9`), each within `percentile_error` of the true value.
     pub percentiles_ns: Members<f64>,
     pub percentile_error: f64,
-    pub not_measured: NotMeasured,
 }
 
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// The calls of one timed function that were seen but not measured, by cause.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NotMeasured {
+    pub map: String,
+    /// Still inside the function when tracing stopped.
     pub in_flight_at_exit: u64,
+    /// Returned, but the kernel did not report the return (kretprobe instances exhausted).
+    pub returns_lost: u64,
     pub begun_before_tracing: u64,
+    /// Entry or return hits the kernel skipped (a BPF program already running on that CPU).
     pub missed_by_kernel: u64,
     pub lost_to_full_map: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stacks_lost: Option<u64>,
 }
 
 impl<V: Serialize> Serialize for Members<V> {

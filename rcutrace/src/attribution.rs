@@ -4,12 +4,8 @@
 use rcutrace_common::attribution::{self as common, Attribution, NO_STACK};
 
 /// What `--by` keys maps with.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum By {
-    /// No attribution.
-    #[default]
-    #[value(skip)]
-    Nothing,
     /// The caller's command name.
     Comm,
     /// The caller's process id (with its command name).
@@ -20,16 +16,14 @@ pub enum By {
     Stack,
 }
 
-impl By {
-    /// The programs' `BY_MODE` constant.
-    pub fn mode(self) -> u32 {
-        match self {
-            By::Nothing => common::BY_NONE,
-            By::Comm => common::BY_COMM,
-            By::Pid => common::BY_PID,
-            By::Cpu => common::BY_CPU,
-            By::Stack => common::BY_STACK,
-        }
+/// The programs' `BY_MODE` constant for an optional `--by`.
+pub fn mode(by: Option<By>) -> u32 {
+    match by {
+        None => common::BY_NONE,
+        Some(By::Comm) => common::BY_COMM,
+        Some(By::Pid) => common::BY_PID,
+        Some(By::Cpu) => common::BY_CPU,
+        Some(By::Stack) => common::BY_STACK,
     }
 }
 
@@ -37,7 +31,6 @@ impl By {
 /// (`\n    frame+off` per frame, deepest first, then `\n`). `frames` symbolizes a stack id.
 pub fn key_text(by: By, key: &Attribution, frames: &mut dyn FnMut(u32) -> Vec<String>) -> String {
     match by {
-        By::Nothing => String::new(),
         By::Comm => comm(&key.comm),
         By::Pid => format!("{}, {}", key.tgid, comm(&key.comm)),
         By::Cpu => key.cpu.to_string(),

@@ -97,8 +97,8 @@ pub struct CountArgs {
 #[derive(Debug, Default, Args)]
 pub struct ByArgs {
     /// Key every map by the caller's command name, process id, CPU or kernel stack.
-    #[arg(long, value_enum, value_name = "KEY", default_value_t = By::Nothing, hide_default_value = true)]
-    pub by: By,
+    #[arg(long, value_enum, value_name = "KEY")]
+    pub by: Option<By>,
     /// With --by: keep the N largest keys of each map and fold the rest into one
     /// "[other: K keys]" entry, so totals stay exact (0: keep every key).
     #[arg(long, default_value_t = 20, value_name = "N", requires = "by")]
@@ -225,7 +225,7 @@ mod tests {
         assert_eq!(count.common.attach, AttachChoice::Auto);
         assert_eq!(count.common.duration(), Some(Duration::from_secs(10)));
         assert!(!count.all);
-        assert_eq!((count.by.by, count.by.top), (By::Nothing, 20));
+        assert_eq!((count.by.by, count.by.top), (None, 20));
         let Command::Count(count) = parse(&["count", "--secs", "0", "--all", "--by", "stack"])
             .unwrap()
             .command
@@ -234,7 +234,7 @@ mod tests {
         };
         assert_eq!(count.common.duration(), None);
         assert!(count.all);
-        assert_eq!(count.by.by, By::Stack);
+        assert_eq!(count.by.by, Some(By::Stack));
     }
 
     #[test]
@@ -285,7 +285,7 @@ mod tests {
             panic!("not srlat");
         };
         assert_eq!(args.func, ["rcu_barrier", "synchronize_srcu"]);
-        assert_eq!((args.latency.by.by, args.latency.by.top), (By::Comm, 3));
+        assert_eq!((args.latency.by.by, args.latency.by.top), (Some(By::Comm), 3));
         let err = parse(&["srlat", "--func", "call_rcu"]).unwrap_err();
         assert_eq!(err.exit_code(), 2);
         assert!(err.to_string().contains("accepted: "), "{err}");

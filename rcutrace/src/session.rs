@@ -51,7 +51,10 @@ pub struct Samples {
 
 impl Samples {
     pub fn new(ring: RingBuf<MapData>) -> Result<Self> {
-        let ring = AsyncFd::with_interest(ring, Interest::READABLE)
+        // SAFETY: the ring buffer owns its fd and keeps it open until it is dropped, which
+        // happens only when this AsyncFd is dropped.
+        let ring = unsafe { AsyncFd::register_with_interest(ring, Interest::READABLE) }
+            .map_err(|e| e.into_parts().1)
             .context("watching the sample ring buffer")?;
         Ok(Samples { ring })
     }

@@ -24,7 +24,6 @@ static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/rc
 #[derive(Clone, Copy, Debug)]
 pub enum Constant {
     U32(&'static str, u32),
-    U64(&'static str, u64),
 }
 
 /// How one probe ended up.
@@ -62,7 +61,6 @@ impl Tracer {
         for constant in constants {
             match constant {
                 Constant::U32(name, value) => loader.override_global(name, value, true),
-                Constant::U64(name, value) => loader.override_global(name, value, true),
             };
         }
         let mut ebpf = loader
@@ -222,16 +220,6 @@ impl Tracer {
                 Ok(values.iter().fold(0u64, |sum, v| sum.wrapping_add(*v)))
             })
             .collect()
-    }
-
-    /// Every slot of a per-CPU u64 array, one vector per slot with a value per CPU.
-    pub fn per_cpu_values(&self, name: &str, index: u32) -> Result<Vec<u64>> {
-        let array: PerCpuArray<&MapData, u64> =
-            PerCpuArray::try_from(self.map(name)?).with_context(|| format!("opening {name}"))?;
-        let values = array
-            .get(&index, 0)
-            .with_context(|| format!("reading {name}[{index}]"))?;
-        Ok(values.iter().copied().collect())
     }
 
     /// The calls still in flight: `(thread id, timed function index)`.

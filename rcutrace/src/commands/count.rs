@@ -34,14 +34,15 @@ pub async fn run(args: &CountArgs, format: Format) -> Result<Report> {
         .filter(|c| traced.attached.iter().any(|(probe, _)| *probe == c.probe))
         .map(|c| (c, traced.counts.get(c.slot() as usize).copied().unwrap_or(0)))
         .collect();
-    let (counts, entries, keyed_losses) = if args.by.by == By::Nothing {
-        let entries = counts
-            .iter()
-            .map(|(c, n)| (c.function().to_string(), *n))
-            .collect();
-        (counts, entries, None)
-    } else {
-        keyed(&traced, counts, args.by.by, args.by.top)?
+    let (counts, entries, keyed_losses) = match args.by.by {
+        None => {
+            let entries = counts
+                .iter()
+                .map(|(c, n)| (c.function().to_string(), *n))
+                .collect();
+            (counts, entries, None)
+        }
+        Some(by) => keyed(&traced, counts, by, args.by.top)?,
     };
     // Reader kprobe skips are the tracer's own nested rcu_read_lock(), not lost readers.
     let not_readers: Vec<Probe> = counts

@@ -181,17 +181,17 @@ fn keyed(
     by: &ByArgs,
     symbolizer: &mut Option<Symbolizer>,
 ) -> Result<Vec<(Option<String>, Series)>> {
-    if by.by == By::Nothing {
+    let Some(key_by) = by.by else {
         let all = series.into_iter().map(|(_, s)| s).reduce(|mut a, b| {
             a.merge(b);
             a
         });
         return Ok(vec![(None, all.unwrap_or_else(|| Series::new(layout)))]);
-    }
+    };
     let mut frames = super::stack_frames(traced, symbolizer);
     let texts: Vec<(String, Series)> = series
         .into_iter()
-        .map(|(key, s)| (key_text(by.by, &key, &mut frames), s))
+        .map(|(key, s)| (key_text(key_by, &key, &mut frames), s))
         .collect();
     Ok(fold_top(texts, by.top, Series::count, Series::merge)
         .into_iter()
@@ -200,7 +200,7 @@ fn keyed(
 }
 
 /// What could not be measured for one timed function.
-fn losses(traced: &Traced, timing: &Timing, by: By) -> Result<Losses> {
+fn losses(traced: &Traced, timing: &Timing, by: Option<By>) -> Result<Losses> {
     let tracer = &traced.tracer;
     let stats = tracer.per_cpu_sums("STATS")?;
     let index = timing.timed.index();
@@ -241,7 +241,7 @@ fn losses(traced: &Traced, timing: &Timing, by: By) -> Result<Losses> {
         began_before_tracing: stat(STAT_UNMATCHED_RETURNS).saturating_sub(entries_skipped),
         missed_by_kernel: entries_skipped + returns_skipped,
         lost_to_full_map: stat(STAT_LOST_START_MAP_FULL) + stat(STAT_LOST_RING_FULL),
-        stacks_lost: (by == By::Stack).then(|| stat(STAT_LOST_STACK)),
+        stacks_lost: (by == Some(By::Stack)).then(|| stat(STAT_LOST_STACK)),
     })
 }
 

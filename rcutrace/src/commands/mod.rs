@@ -9,7 +9,7 @@ use std::{collections::HashSet, fmt::Write as _, io::Write as _, time::Duration}
 use anyhow::{Context as _, Result, anyhow};
 
 use crate::{
-    attribution::By,
+    attribution::{self, By},
     kernel,
     probes::{AttachChoice, Keys, Method, Probe},
     render::{self, Format},
@@ -33,7 +33,7 @@ pub struct Request<'a> {
     /// Load-time constants of the programs, beside the ones `trace` sets itself.
     pub constants: Vec<Constant>,
     pub choice: AttachChoice,
-    pub by: By,
+    pub by: Option<By>,
     pub need: Need,
     pub duration: Option<Duration>,
     pub format: Format,
@@ -61,9 +61,9 @@ pub async fn trace(
     let mut interrupts = Interrupts::catch()?;
     let mut constants = request.constants;
     constants.push(Constant::U32("SELF_TGID", std::process::id()));
-    constants.push(Constant::U32("BY_MODE", request.by.mode()));
+    constants.push(Constant::U32("BY_MODE", attribution::mode(request.by)));
     let mut tracer = Tracer::load(&constants)?;
-    let keys = if request.by == By::Stack {
+    let keys = if request.by == Some(By::Stack) {
         Keys::Stacks
     } else {
         Keys::Plain

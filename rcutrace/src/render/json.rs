@@ -32,17 +32,33 @@ pub fn report(report: &Report) -> String {
 
 /// The records of a whole report, in output order.
 fn records(report: &Report) -> Vec<Record> {
-    let mut records: Vec<Record> = maps_in_order(&report.maps)
-        .into_iter()
-        .map(|map| match map {
-            Map::Count(m) => count_map(m),
-            Map::Hist(h) => hist_map(h),
-        })
-        .collect();
-    records.push(match &report.summary {
-        Summary::Count(s) => Record::CountSummary(count_summary(s)),
-        Summary::Latency(s) => Record::LatencySummary(latency_summary(s)),
-    });
+    let mut records: Vec<Record> = Vec::new();
+    let mut keyed_hists: Vec<&HistMap> = Vec::new();
+    for map in maps_in_order(&report.maps) {
+        // The keys of one histogram map, in order, make one record.
+        if let Some(first) = keyed_hists.first()
+            && map.name() != first.name
+        {
+            records.push(keyed_hist_map(&keyed_hists));
+            keyed_hists.clear();
+        }
+        match map {
+            Map::Count(m) => records.push(count_map(m)),
+            Map::Hist(h) if h.key.is_some() => keyed_hists.push(h),
+            Map::Hist(h) => records.push(hist_map(h)),
+        }
+    }
+    if !keyed_hists.is_empty() {
+        records.push(keyed_hist_map(&keyed_hists));
+    }
+    match &report.summary {
+        Summary::Count(s) => records.push(Record::CountSummary(count_summary(s))),
+        Summary::Latency(summaries) => {
+            for summary in summaries {
+                records.extend(latency_summary(summary));
+            }
+        }
+    }
     records
 }
 
@@ -128,7 +144,26 @@ fn bucket(bounds: SlotBounds, count: u64) -> Bucket {
 }
 
 fn hist_map(map: &HistMap) -> Record {
-    let buckets: Vec<Bucket> = match &map.buckets {
+    Record::Hist(Members(vec![(
+        map.name.clone(),
+        HistValue::Buckets(buckets(map)),
+    )]))
+}
+
+/// The histograms of one keyed map (all with the same name), as one record.
+fn keyed_hist_map(keys: &[&HistMap]) -> Record {
+    let members = keys
+        .iter()
+        .map(|h| (h.key.clone().unwrap_or_default(), buckets(h)))
+        .collect();
+    Record::Hist(Members(vec![(
+        keys[0].name.clone(),
+        HistValue::Keyed(Members(members)),
+    )]))
+}
+
+fn buckets(map: &HistMap) -> Vec<Bucket> {
+    match &map.buckets {
         Buckets::Log2(counts) => shown_slots(counts)
             .map(|(slot, count)| bucket(log2_bounds(slot as u32), count))
             .collect(),
@@ -139,11 +174,7 @@ fn hist_map(map: &HistMap) -> Record {
             .into_iter()
             .map(|(b, count)| bucket(sparse_bounds(b, *step), count))
             .collect(),
-    };
-    Record::Hist(Members(vec![(
-        map.name.clone(),
-        HistValue::Buckets(buckets),
-    )]))
+    }
 }
 
 fn count_summary(summary: &CountSummary) -> records::CountSummary {
@@ -159,44 +190,59 @@ fn count_summary(summary: &CountSummary) -> records::CountSummary {
         callbacks_per_grace_period: ratio(summary.callbacks),
         call_rcu_per_second: summary.per_second(summary.call_rcu),
         missed_by_kernel: summary.missed,
+        keys_lost_to_full_map: summary.keyed_losses.map(|l| l.map_full),
+        stacks_lost: summary.keyed_losses.map(|l| l.stacks_lost),
     }
 }
 
-fn latency_summary(summary: &LatencySummary) -> records::LatencySummary {
+/// One record per histogram (per key), then the function's losses.
+fn latency_summary(summary: &LatencySummary) -> Vec<Record> {
+    let mut records: Vec<Record> = summary
+        .series
+        .iter()
+        .map(|series| {
+            Record::LatencySummary(records::LatencySummary {
+                map: summary.map_name.clone(),
+                key: series.key.clone(),
+                unit: summary.unit.suffix().into(),
+                count: series.count,
+                min_ns: series.min_ns,
+                mean_ns: series.mean_ns,
+                max_ns: series.max_ns,
+                percentiles_ns: Members(
+                    series
+                        .percentiles
+                        .iter()
+                        .map(|&(q, ns)| (stats::quantile_name(q), ns))
+                        .collect(),
+                ),
+                percentile_error: summary.percentile_error,
+            })
+        })
+        .collect();
     let losses = &summary.losses;
-    records::LatencySummary {
+    records.push(Record::NotMeasured(NotMeasured {
         map: summary.map_name.clone(),
-        unit: summary.unit.suffix().into(),
-        count: summary.count,
-        min_ns: summary.min_ns,
-        mean_ns: summary.mean_ns,
-        max_ns: summary.max_ns,
-        percentiles_ns: Members(
-            summary
-                .percentiles
-                .iter()
-                .map(|&(q, ns)| (stats::quantile_name(q), ns))
-                .collect(),
-        ),
-        percentile_error: summary.percentile_error,
-        not_measured: NotMeasured {
-            in_flight_at_exit: losses.in_flight_at_exit,
-            begun_before_tracing: losses.began_before_tracing,
-            missed_by_kernel: losses.missed_by_kernel,
-            lost_to_full_map: losses.in_flight_map_full + losses.bucket_map_full,
-        },
-    }
+        in_flight_at_exit: losses.in_flight_at_exit,
+        returns_lost: losses.returns_lost,
+        begun_before_tracing: losses.began_before_tracing,
+        missed_by_kernel: losses.missed_by_kernel,
+        lost_to_full_map: losses.lost_to_full_map,
+        stacks_lost: losses.stacks_lost,
+    }));
+    records
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{Losses, Unit};
+    use crate::model::{Losses, SeriesStats, Unit};
     use rcutrace_common::hist::{LOG2_SLOTS, Linear, log2_slot};
 
     fn hist_record(buckets: Buckets) -> String {
         line(&hist_map(&HistMap {
             name: "@h".into(),
+            key: None,
             buckets,
         }))
     }
@@ -263,31 +309,55 @@ mod tests {
     }
 
     #[test]
+    fn a_keyed_histogram_is_one_record_with_a_member_per_key() {
+        let hist = |key: &str, counts: Vec<u64>| {
+            Map::Hist(HistMap {
+                name: "@h".into(),
+                key: Some(key.into()),
+                buckets: Buckets::Log2(counts),
+            })
+        };
+        let report = Report {
+            maps: vec![hist("big", vec![0, 0, 0, 5]), hist("small", vec![0, 0, 0, 1])],
+            summary: Summary::Latency(Vec::new()),
+        };
+        assert_eq!(
+            super::report(&report),
+            "{\"type\": \"hist\", \"data\": {\"@h\": {\"small\": [{\"min\": 2, \"max\": 3, \
+             \"count\": 1}], \"big\": [{\"min\": 2, \"max\": 3, \"count\": 5}]}}}\n"
+        );
+    }
+
+    #[test]
     fn summaries_are_records_of_their_own() {
         let report = Report {
             maps: vec![],
-            summary: Summary::Latency(LatencySummary {
+            summary: Summary::Latency(vec![LatencySummary {
                 map_name: "@srlat".into(),
                 unit: Unit::Ms,
-                count: 2,
-                min_ns: Some(5),
-                max_ns: Some(9),
-                mean_ns: Some(7.0),
-                percentiles: vec![(0.5, 5.0), (0.999, 9.0)],
+                series: vec![SeriesStats {
+                    key: None,
+                    count: 2,
+                    min_ns: Some(5),
+                    max_ns: Some(9),
+                    mean_ns: Some(7.0),
+                    percentiles: vec![(0.5, 5.0), (0.999, 9.0)],
+                }],
                 percentile_error: 0.0078125,
                 losses: Losses {
                     in_flight_at_exit: 1,
                     ..Losses::default()
                 },
-            }),
+            }]),
         };
         assert_eq!(
             super::report(&report),
             "{\"type\": \"rcutrace_latency_summary\", \"data\": {\"map\": \"@srlat\", \
              \"unit\": \"ms\", \"count\": 2, \"min_ns\": 5, \"mean_ns\": 7, \"max_ns\": 9, \
-             \"percentiles_ns\": {\"p50\": 5, \"p99.9\": 9}, \"percentile_error\": 0.0078125, \
-             \"not_measured\": {\"in_flight_at_exit\": 1, \"begun_before_tracing\": 0, \
-             \"missed_by_kernel\": 0, \"lost_to_full_map\": 0}}}\n"
+             \"percentiles_ns\": {\"p50\": 5, \"p99.9\": 9}, \"percentile_error\": 0.0078125}}\n\
+             {\"type\": \"rcutrace_not_measured\", \"data\": {\"map\": \"@srlat\", \
+             \"in_flight_at_exit\": 1, \"returns_lost\": 0, \"begun_before_tracing\": 0, \
+             \"missed_by_kernel\": 0, \"lost_to_full_map\": 0}}\n"
         );
         let count = line(&Record::CountSummary(count_summary(&CountSummary {
             grace_periods: Some(0),
@@ -322,6 +392,7 @@ mod tests {
             call_rcu: Some(6697),
             callbacks: Some(8777),
             missed: 0,
+            keyed_losses: None,
         })));
         assert_eq!(
             out,
@@ -343,6 +414,7 @@ mod tests {
             maps: vec![
                 Map::Hist(HistMap {
                     name: "@h".into(),
+                    key: None,
                     buckets: Buckets::Log2(counts),
                 }),
                 Map::Count(CountMap {

@@ -17,7 +17,11 @@ pub fn report(report: &Report) -> String {
     let mut out = maps(&report.maps);
     match &report.summary {
         Summary::Count(summary) => out.push_str(&count_summary(summary)),
-        Summary::Latency(summary) => out.push_str(&latency_summary(summary)),
+        Summary::Latency(summaries) => {
+            for summary in summaries {
+                out.push_str(&latency_summary(summary));
+            }
+        }
     }
     out
 }
@@ -49,7 +53,14 @@ fn count_map(out: &mut String, map: &CountMap) {
 }
 
 fn hist_map(out: &mut String, map: &HistMap) {
-    let _ = writeln!(out, "{}: ", map.name);
+    match &map.key {
+        Some(key) => {
+            let _ = writeln!(out, "{}[{key}]: ", map.name);
+        }
+        None => {
+            let _ = writeln!(out, "{}: ", map.name);
+        }
+    }
     match &map.buckets {
         Buckets::Log2(counts) => rows(out, counts, log2_label),
         Buckets::Linear(linear, counts) => rows(out, counts, |slot| linear_label(linear, slot)),
@@ -174,48 +185,67 @@ fn count_summary(summary: &CountSummary) -> String {
         "  updater and grace-period calls missed by the kernel: {}",
         summary.missed
     );
+    if let Some(losses) = summary.keyed_losses {
+        let _ = writeln!(
+            out,
+            "  calls lost to a full key map: {}, kernel stacks lost: {}",
+            losses.map_full, losses.stacks_lost
+        );
+    }
     out
 }
 
-/// rcutrace's lines after a latency histogram: exact statistics, percentiles, losses.
+/// rcutrace's lines after a function's latency histograms: exact statistics and percentiles
+/// per histogram (per key), then what could not be measured.
 fn latency_summary(summary: &LatencySummary) -> String {
     let unit = summary.unit;
     let mut out = String::new();
-    let name = &summary.map_name;
-    match (summary.min_ns, summary.mean_ns, summary.max_ns) {
-        (Some(min), Some(mean), Some(max)) => {
-            let _ = writeln!(
-                out,
-                "{name} count {}, min {}, mean {}, max {}",
-                summary.count,
-                in_unit(min as f64, unit),
-                in_unit(mean, unit),
-                in_unit(max as f64, unit),
-            );
-            let percentiles: Vec<String> = summary
-                .percentiles
-                .iter()
-                .map(|&(q, ns)| format!("{} {}", stats::quantile_name(q), in_unit(ns, unit)))
-                .collect();
-            let _ = writeln!(
-                out,
-                "{name} {} (each within {:.1}%)",
-                percentiles.join(", "),
-                summary.percentile_error * 100.0
-            );
-        }
-        _ => {
-            let _ = writeln!(out, "{name} count 0");
+    for series in &summary.series {
+        let name = match &series.key {
+            Some(key) => format!("{}[{key}]", summary.map_name),
+            None => summary.map_name.clone(),
+        };
+        match (series.min_ns, series.mean_ns, series.max_ns) {
+            (Some(min), Some(mean), Some(max)) => {
+                let _ = writeln!(
+                    out,
+                    "{name} count {}, min {}, mean {}, max {}",
+                    series.count,
+                    in_unit(min as f64, unit),
+                    in_unit(mean, unit),
+                    in_unit(max as f64, unit),
+                );
+                let percentiles: Vec<String> = series
+                    .percentiles
+                    .iter()
+                    .map(|&(q, ns)| format!("{} {}", stats::quantile_name(q), in_unit(ns, unit)))
+                    .collect();
+                let _ = writeln!(
+                    out,
+                    "{name} {} (each within {:.1}%)",
+                    percentiles.join(", "),
+                    summary.percentile_error * 100.0
+                );
+            }
+            _ => {
+                let _ = writeln!(out, "{name} count 0");
+            }
         }
     }
     let losses = &summary.losses;
+    let stacks = losses
+        .stacks_lost
+        .map_or(String::new(), |n| format!(", {n} stacks lost"));
     let _ = writeln!(
         out,
-        "{name} not measured: {} in flight at exit, {} begun before tracing, {} missed by the kernel, {} lost to a full map",
+        "{} not measured: {} in flight at exit, {} returns lost, {} begun before tracing, \
+         {} missed by the kernel, {} lost to a full map{stacks}",
+        summary.map_name,
         losses.in_flight_at_exit,
+        losses.returns_lost,
         losses.began_before_tracing,
         losses.missed_by_kernel,
-        losses.in_flight_map_full + losses.bucket_map_full,
+        losses.lost_to_full_map,
     );
     out
 }
@@ -231,7 +261,7 @@ fn in_unit(nanos: f64, unit: Unit) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::Losses;
+    use crate::model::{Losses, SeriesStats};
     use rcutrace_common::hist::{LOG2_SLOTS, log2_slot};
 
     fn log2_of(values: &[i64]) -> Vec<u64> {
@@ -248,6 +278,7 @@ mod tests {
             &mut out,
             &HistMap {
                 name: name.into(),
+                key: None,
                 buckets,
             },
         );
@@ -330,7 +361,8 @@ mod tests {
         hk2[log2_slot(200) as usize] = 1;
         let all = vec![
             Map::Hist(HistMap {
-                name: "@hk[2]".into(),
+                name: "@hk".into(),
+                key: Some("2".into()),
                 buckets: Buckets::Log2(hk2),
             }),
             Map::Count(CountMap {
@@ -339,10 +371,12 @@ mod tests {
             }),
             Map::Hist(HistMap {
                 name: "@h".into(),
+                key: None,
                 buckets: Buckets::Log2(h),
             }),
             Map::Hist(HistMap {
-                name: "@hk[1]".into(),
+                name: "@hk".into(),
+                key: Some("1".into()),
                 buckets: Buckets::Log2(hk1),
             }),
             Map::Count(CountMap {
@@ -456,6 +490,7 @@ mod tests {
             callbacks: pairs[2],
             grace_periods: pairs[3],
             missed: 0,
+            keyed_losses: None,
         })
     }
 
@@ -499,11 +534,14 @@ mod tests {
         let summary = LatencySummary {
             map_name: "@srlat".into(),
             unit: Unit::Ms,
-            count: 3,
-            min_ns: Some(4_000_000),
-            max_ns: Some(28_777_000),
-            mean_ns: Some(10_500_000.0),
-            percentiles: vec![(0.5, 9_900_000.0), (0.999, 28_777_000.0)],
+            series: vec![SeriesStats {
+                key: None,
+                count: 3,
+                min_ns: Some(4_000_000),
+                max_ns: Some(28_777_000),
+                mean_ns: Some(10_500_000.0),
+                percentiles: vec![(0.5, 9_900_000.0), (0.999, 28_777_000.0)],
+            }],
             percentile_error: 0.0078,
             losses: Losses {
                 in_flight_at_exit: 1,
@@ -514,7 +552,7 @@ mod tests {
             latency_summary(&summary),
             "@srlat count 3, min 4.000 ms, mean 10.500 ms, max 28.777 ms\n\
              @srlat p50 9.900 ms, p99.9 28.777 ms (each within 0.8%)\n\
-             @srlat not measured: 1 in flight at exit, 0 begun before tracing, 0 missed by the kernel, 0 lost to a full map\n"
+             @srlat not measured: 1 in flight at exit, 0 returns lost, 0 begun before tracing, 0 missed by the kernel, 0 lost to a full map\n"
         );
     }
 }
