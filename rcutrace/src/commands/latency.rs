@@ -166,6 +166,8 @@ async fn run(
             losses: losses(&traced, timing, args.by.by)?,
         });
     }
+    // In bpftrace's order of maps, as the histograms print.
+    summaries.sort_by(|a, b| a.map_name.as_bytes().cmp(b.map_name.as_bytes()));
     Ok(Report {
         maps,
         summary: Summary::Latency(summaries),

@@ -200,6 +200,9 @@ fn count_summary(summary: &CountSummary) -> String {
 fn latency_summary(summary: &LatencySummary) -> String {
     let unit = summary.unit;
     let mut out = String::new();
+    if summary.series.is_empty() {
+        let _ = writeln!(out, "{} count 0", summary.map_name);
+    }
     for series in &summary.series {
         let name = match &series.key {
             Some(key) => format!("{}[{key}]", summary.map_name),
