@@ -37,8 +37,9 @@
  *                                fresh cookie per unit from get_state_synchronize_rcu(_full)()
  *                                and so really wait for a grace period: one extra call per unit.
  *   call_rcu_delayed N MS        inside one rcu_read_lock() section: N call_rcu() with callback
- *                                rcutrace_test_delayed_cb, then mdelay(MS) (MS <= 100), then
- *                                rcu_read_unlock(): every one of those callbacks waits >= MS ms.
+ *                                rcutrace_test_delayed_cb, then a busy-wait of MS ms (MS <= 100)
+ *                                on ktime_get_ns(), then rcu_read_unlock(): every one of those
+ *                                callbacks waits >= MS ms.
  *   flood N                      N call_rcu() with callback rcutrace_test_flood_cb, split evenly
  *                                across the online CPUs and queued by a work item bound to each
  *                                (so from kworkers, not the writer); returns when all are queued.
@@ -53,6 +54,8 @@
  *   invoked CALLBACK: N            callbacks of that function invoked
  *   wait_min_ns CALLBACK: N        shortest queue-to-invocation time seen by the callback (0: none)
  *   wait_max_ns CALLBACK: N        longest one
+ *   reader_held_ns call_rcu_delayed: N  how long the last call_rcu_delayed held its reader
+ *                                  after its last call_rcu() (a lower bound of every wait)
  * FUNC and CALLBACK lines appear for what this kernel supports. Callbacks are static functions
  * of the module, listed in /proc/kallsyms as "t rcutrace_test_cb [rcutrace_test]" and so on.
  *
@@ -62,7 +65,6 @@
 
 #include <linux/atomic.h>
 #include <linux/cpu.h>
-#include <linux/delay.h>
 #include <linux/kernel.h>
 #include <linux/ktime.h>
 #include <linux/module.h>
@@ -519,6 +521,9 @@ COND_FULL_OP(cond_synchronize_rcu_expedited_full)
 
 /* call_rcu_delayed N MS: a reader that outlives its own N callbacks' queueing by MS ms. */
 #if HAVE(call_rcu)
+/* How long the last such reader was held after its last call_rcu(), as ktime measured it. */
+static atomic64_t delayed_reader_held_ns;
+
 static int op_call_rcu_delayed(unsigned long n, unsigned long ms)
 {
 	struct test_callback **objs;
@@ -540,9 +545,18 @@ static int op_call_rcu_delayed(unsigned long n, unsigned long ms)
 	}
 	if (!err) {
 		rcu_read_lock();
+		u64 held_from;
+
 		for (i = 0; i < n; i++)
 			CALL(call_rcu, stamp(objs[i], CB_delayed_cb), rcutrace_test_delayed_cb);
-		mdelay(ms);
+		/*
+		 * Busy-wait on the clock the callbacks measure with, not mdelay(): under emulation
+		 * the TSC loops behind mdelay(20) have returned after 0.1 ms.
+		 */
+		held_from = ktime_get_ns();
+		while (ktime_get_ns() - held_from < ms * NSEC_PER_MSEC)
+			cpu_relax();
+		atomic64_set(&delayed_reader_held_ns, ktime_get_ns() - held_from);
 		rcu_read_unlock();
 	} else {
 		while (i--)
@@ -741,6 +755,10 @@ static int rcutrace_test_show(struct seq_file *m, void *v)
 		seq_printf(m, "wait_max_ns %s: %llu\n", callback_names[i],
 			   (u64)atomic64_read(&s->wait_max_ns));
 	}
+#if HAVE(call_rcu)
+	seq_printf(m, "reader_held_ns call_rcu_delayed: %llu\n",
+		   (u64)atomic64_read(&delayed_reader_held_ns));
+#endif
 	return 0;
 }
 
