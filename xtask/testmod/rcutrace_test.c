@@ -699,21 +699,42 @@ static const struct test_op test_ops[] = {
 
 /* ---- /proc/rcutrace_test ----------------------------------------------------------------- */
 
+/* "OP N" or "OP N ARG", decimal, separated by blanks: 0 or -EINVAL. */
+static int parse_request(char *line, char **name, unsigned long *n, unsigned long *arg)
+{
+	char *words[3], *word;
+	int count = 0;
+
+	while ((word = strsep(&line, " \t\n")) != NULL) {
+		if (!*word)
+			continue;
+		if (count == ARRAY_SIZE(words))
+			return -EINVAL;
+		words[count++] = word;
+	}
+	if (count < 2)
+		return -EINVAL;
+	*name = words[0];
+	*arg = 0;
+	if (kstrtoul(words[1], 10, n) || (count == 3 && kstrtoul(words[2], 10, arg)))
+		return -EINVAL;
+	return 0;
+}
+
 static ssize_t rcutrace_test_write(struct file *file, const char __user *ubuf, size_t len,
 				   loff_t *ppos)
 {
-	char line[128], name[64], extra;
-	unsigned long n, arg = 0;
+	char line[128], *name;
+	unsigned long n, arg;
 	const struct test_op *op = NULL;
-	int fields, i, err;
+	int i, err;
 
 	if (len >= sizeof(line))
 		return -EINVAL;
 	if (copy_from_user(line, ubuf, len))
 		return -EFAULT;
 	line[len] = '\0';
-	fields = sscanf(line, "%63s %lu %lu %c", name, &n, &arg, &extra);
-	if (fields < 2 || fields > 3 || n > MAX_UNITS)
+	if (parse_request(line, &name, &n, &arg) || n > MAX_UNITS)
 		return -EINVAL;
 	for (i = 0; i < ARRAY_SIZE(test_ops); i++)
 		if (!strcmp(test_ops[i].name, name))

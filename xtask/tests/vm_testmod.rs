@@ -215,7 +215,8 @@ fn module_ground_truth(series: &str) {
 
     let mut script = String::from(
         "insmod /lib/rcutrace_test.ko || exit 1\n\
-         echo '=== kallsyms'; grep '\\[rcutrace_test\\]' /proc/kallsyms\n",
+         echo '=== kallsyms'; grep '\\[rcutrace_test\\]' /proc/kallsyms\n\
+         echo '=== btf'; ls /sys/kernel/btf/rcutrace_test 2>&1\n",
     );
     for request in &requests {
         script.push_str(&format!(
@@ -236,6 +237,9 @@ fn module_ground_truth(series: &str) {
         ("too_long", "call_rcu_delayed 1 101".to_string()),
         ("arg", "synchronize_rcu 1 1".to_string()),
         ("no_count", "call_rcu".to_string()),
+        ("negative", "call_rcu -1".to_string()),
+        ("trailing", "call_rcu 1 x".to_string()),
+        ("too_many", "call_rcu_delayed 1 1 1".to_string()),
     ] {
         script.push_str(&format!(
             "echo '=== refused.{name}'; (echo '{line}' > /proc/rcutrace_test) 2>&1; echo \"status $?\"\n"
@@ -269,6 +273,15 @@ fn module_ground_truth(series: &str) {
             "{queue}: no {callback} in kallsyms:\n{kallsyms}"
         );
     }
+
+    // Debian's 6.12 headers carry the kernel's BTF (a vmlinux of BTF only), so the module gets
+    // its own; 6.1's do not, and kbuild skips it.
+    let btf = &sections["btf"];
+    assert_eq!(
+        !btf.contains("No such file"),
+        series != "6.1",
+        "module BTF on {series}: {btf}"
+    );
 
     let readout = parse_readout(&sections["readout"]);
     let listed: Vec<&str> = readout["ops"].split(' ').collect();
@@ -330,6 +343,9 @@ fn module_ground_truth(series: &str) {
         ("too_long", "Invalid argument"),
         ("arg", "Invalid argument"),
         ("no_count", "Invalid argument"),
+        ("negative", "Invalid argument"),
+        ("trailing", "Invalid argument"),
+        ("too_many", "Invalid argument"),
     ] {
         let out = &sections[&format!("refused.{name}")];
         assert!(
