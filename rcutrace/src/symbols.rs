@@ -93,11 +93,15 @@ impl Symbolizer {
         }
     }
 
-    /// A stack frame as bpftrace's `kstack` prints it: `name+offset` (decimal), or `0x...`.
+    /// A stack frame as bpftrace's `kstack` prints it, `name+offset` (decimal), with
+    /// ` [module]` for a module's function; `0x...` if unknown.
     pub fn frame(&self, addr: u64) -> String {
-        match self.symbol(addr) {
-            Some((name, offset)) => format!("{name}+{offset}"),
-            None => format!("{addr:#x}"),
+        let Some((name, offset)) = self.symbol(addr) else {
+            return format!("{addr:#x}");
+        };
+        match self.module(addr) {
+            Some(module) => format!("{name}+{offset} [{module}]"),
+            None => format!("{name}+{offset}"),
         }
     }
 }
@@ -165,7 +169,10 @@ hidden 4096 0 - Live 0x0000000000000000
         let s = symbolizer();
         assert_eq!(s.frame(0xffffffff81100005), "call_rcu+5");
         assert_eq!(s.frame(0xffffffff81100150), "kvfree_call_rcu+80");
-        assert_eq!(s.frame(0xffffffffc0400010), "rcutrace_test_cb+16");
+        assert_eq!(
+            s.frame(0xffffffffc0400010),
+            "rcutrace_test_cb+16 [rcutrace_test]"
+        );
     }
 
     #[test]

@@ -3,7 +3,10 @@
 use std::time::Duration;
 
 use anyhow::Result;
-use rcutrace_common::counters::{self, CounterSlot};
+use rcutrace_common::{
+    attribution::NO_STACK,
+    counters::{self, CounterSlot},
+};
 
 use super::{Need, Request, Traced, stack_frames, trace};
 use crate::{
@@ -87,7 +90,7 @@ fn keyed<'a>(
         let function = total.0.function();
         let text = match by {
             // The stack's first frame is the function itself.
-            By::Stack => key_text(by, &key, &mut frames),
+            By::Stack if key.stack != NO_STACK => key_text(by, &key, &mut frames),
             _ => format!("{}, {function}", key_text(by, &key, &mut frames)),
         };
         entries.push((text, n));

@@ -139,9 +139,9 @@ pub async fn trace(
 pub fn stack_frames<'a>(
     traced: &'a Traced,
     symbolizer: &'a mut Option<Symbolizer>,
-) -> impl FnMut(u32) -> Vec<String> + 'a {
-    move |stack_id| {
-        let addresses = match traced.tracer.stack(stack_id) {
+) -> impl FnMut(u64) -> Vec<String> + 'a {
+    move |stack| {
+        let addresses = match traced.tracer.stack(stack) {
             Ok(addresses) => addresses,
             Err(e) => return vec![format!("[stack unreadable: {e:#}]")],
         };
