@@ -187,7 +187,7 @@ static void record_max(atomic64_t *slot, u64 value)
 	}
 }
 
-static void invoked(struct rcu_head *head, enum callback_kind kind)
+static void record_invocation(struct rcu_head *head, enum callback_kind kind)
 {
 	struct test_callback *cb = container_of(head, struct test_callback, head);
 	u64 waited = ktime_get_ns() - cb->queued_ns;
@@ -201,7 +201,7 @@ static void invoked(struct rcu_head *head, enum callback_kind kind)
 #define DEFINE_CALLBACK(cb, f)                                                              \
 	static noinline void __maybe_unused rcutrace_test_##cb(struct rcu_head *head)      \
 	{                                                                                  \
-		invoked(head, CB_##cb);                                                    \
+		record_invocation(head, CB_##cb);                                          \
 	}
 CALLBACKS(DEFINE_CALLBACK)
 
