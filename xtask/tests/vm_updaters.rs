@@ -64,14 +64,17 @@ const WAITING_OPS: [&[&str]; 2] = [
 ];
 
 /// Guest commands that write /tmp/NAME.sh, a script that runs every op in `ops` N times, one
-/// process each (`ARG` 1 makes the cond_* ops really wait for a grace period).
-fn each_op(name: &str, ops: &[&str], arg: &str) -> String {
-    let ops = ops.join(" ");
-    format!(
-        "cat > /tmp/{name}.sh <<'EOF'\n\
-         for op in {ops}; do /bin/rcu-workload module $op {N} {arg} || exit 1; done\n\
-         EOF\n"
-    )
+/// process each; with `wait`, the cond_* ops get ARG 1, which makes them really wait for a
+/// grace period.
+fn each_op(name: &str, ops: &[&str], wait: bool) -> String {
+    let lines: Vec<String> = ops
+        .iter()
+        .map(|op| {
+            let arg = if wait && op.starts_with("cond_") { " 1" } else { "" };
+            format!("/bin/rcu-workload module {op} {N}{arg} || exit 1\n")
+        })
+        .collect();
+    format!("cat > /tmp/{name}.sh <<'EOF'\n{}EOF\n", lines.concat())
 }
 
 /// The `pid: P` each op's process printed, in the order of `ops`.
@@ -106,11 +109,11 @@ fn updaters_ground_truth(series: &str) {
          traced nested 'srlat --secs 0 --pid WPID --func synchronize_rcu --expedited' '/bin/rcu-workload module synchronize_rcu {N}'\n\
          echo 0 > /sys/kernel/rcu_expedited\n\
          echo '=== ops'; grep '^ops:' /proc/rcutrace_test\n",
-        count_ops = each_op("count", COUNTED_OPS, ""),
+        count_ops = each_op("count", COUNTED_OPS, false),
         funcs0 = funcs(WAITING_OPS[0]),
         funcs1 = funcs(WAITING_OPS[1]),
-        wait_ops0 = each_op("wait0", WAITING_OPS[0], "1"),
-        wait_ops1 = each_op("wait1", WAITING_OPS[1], "1"),
+        wait_ops0 = each_op("wait0", WAITING_OPS[0], true),
+        wait_ops1 = each_op("wait1", WAITING_OPS[1], true),
     );
     let guest = boot_with_module(series, &script);
     let sections = sections(&guest.stdout);
