@@ -90,8 +90,8 @@ pub struct SrlatArgs {
     /// Time synchronize_rcu_expedited() instead of synchronize_rcu().
     #[arg(long)]
     pub expedited: bool,
-    /// Only calls made by this process.
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..), value_name = "PID")]
+    /// Only calls made by this process (it must be running).
+    #[arg(long, value_parser = parse_pid, value_name = "PID")]
     pub pid: Option<u32>,
 }
 
@@ -135,6 +135,20 @@ pub fn parse_linear(text: &str) -> Result<Linear, String> {
         ));
     }
     Ok(linear)
+}
+
+/// A process id of a running process: tracing one that does not exist would print an empty
+/// histogram after the whole window, with no word of why.
+fn parse_pid(text: &str) -> Result<u32, String> {
+    let pid = match text.trim().parse::<u32>() {
+        Ok(0) => return Err("PID must be at least 1".into()),
+        Ok(pid) => pid,
+        Err(e) => return Err(format!("PID {text:?} is not a positive integer: {e}")),
+    };
+    if !std::path::Path::new("/proc").join(pid.to_string()).exists() {
+        return Err(format!("no process {pid} is running"));
+    }
+    Ok(pid)
 }
 
 fn parse_step(text: &str) -> Result<u64, String> {
@@ -181,7 +195,7 @@ mod tests {
             "--linear",
             "0,1000,100",
             "--pid",
-            "42",
+            &std::process::id().to_string(),
             "--unit",
             "ns",
         ])
@@ -190,7 +204,7 @@ mod tests {
             panic!("not srlat");
         };
         assert!(args.expedited);
-        assert_eq!(args.pid, Some(42));
+        assert_eq!(args.pid, Some(std::process::id()));
         assert_eq!(args.latency.unit, Some(Unit::Ns));
         assert_eq!(
             args.latency.linear,
@@ -228,6 +242,8 @@ mod tests {
             &["srlat", "--buckets", "0"],
             &["srlat", "--linear", "0,10,1", "--buckets", "5"],
             &["srlat", "--pid", "0"],
+            // Above the kernel's largest pid_max (2^22): never a running process.
+            &["srlat", "--pid", "4194305"],
             &["count", "--secs", "-1"],
             &["count", "--attach", "uprobe"],
             &["gplat", "--unit", "s"],

@@ -56,6 +56,16 @@ pub struct HistMap {
     pub buckets: Buckets,
 }
 
+impl HistMap {
+    /// No sample: bpftrace would never have written the map, and prints it as such.
+    pub fn is_empty(&self) -> bool {
+        match &self.buckets {
+            Buckets::Log2(counts) | Buckets::Linear(_, counts) => counts.iter().all(|&c| c == 0),
+            Buckets::Sparse { buckets, .. } => buckets.iter().all(|&(_, c)| c == 0),
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub enum Map {
     Count(CountMap),

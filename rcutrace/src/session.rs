@@ -1,8 +1,10 @@
 //! The tracing window: runs until the duration ends or the user interrupts, while eBPF
-//! diagnostics flow to the logger.
+//! diagnostics flow to the logger and the exit of a traced process is reported.
 
 use std::{
     convert::Infallible,
+    os::fd::{FromRawFd as _, OwnedFd},
+    pin::pin,
     time::{Duration, Instant},
 };
 
@@ -48,29 +50,106 @@ pub struct Window {
 
 type Logger = aya_log::EbpfLogger<&'static dyn log::Log>;
 
-/// Waits for `duration` (forever if `None`) or an interrupt.
+/// Waits for `duration` (forever if `None`) or an interrupt. If `traced_process` exits
+/// meanwhile, says so once on stderr (its calls can no longer be traced) and keeps waiting.
 pub async fn run(
     duration: Option<Duration>,
     interrupts: &mut Interrupts,
     logger: Option<Logger>,
+    traced_process: Option<u32>,
 ) -> Result<Window> {
     let started = Instant::now();
-    let deadline = async {
+    let mut deadline = pin!(async {
         match duration {
             Some(d) => tokio::time::sleep(d).await,
             None => std::future::pending().await,
         }
+    });
+    let mut logs = pin!(drain(logger));
+    let mut process = traced_process.and_then(Process::watch);
+    let interrupted = loop {
+        tokio::select! {
+            _ = &mut deadline => break false,
+            _ = interrupts.any() => break true,
+            result = &mut logs => match result? {},
+            () = exit_of(&process) => {
+                report_exit(&process, started);
+                process = None;
+            }
+        }
     };
-    let logs = drain(logger);
-    let interrupted = tokio::select! {
-        _ = deadline => false,
-        _ = interrupts.any() => true,
-        result = logs => match result? {},
-    };
+    // An exit that raced with the end of the window is still worth its word.
+    if process.as_ref().is_some_and(Process::has_exited) {
+        report_exit(&process, started);
+    }
     Ok(Window {
         elapsed: started.elapsed(),
         interrupted,
     })
+}
+
+/// A running process whose exit the window watches, through a pidfd (readable once it exits).
+struct Process {
+    pid: u32,
+    pidfd: AsyncFd<OwnedFd>,
+}
+
+impl Process {
+    /// `None` where the kernel has no pidfd (before 5.3): the exit then goes unreported.
+    fn watch(pid: u32) -> Option<Self> {
+        // SAFETY: pidfd_open takes a pid and flags and returns a new fd or -1.
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
+        if fd < 0 {
+            log::info!(
+                "cannot watch process {pid}: {}",
+                std::io::Error::last_os_error()
+            );
+            return None;
+        }
+        // SAFETY: the fd was just opened and nothing else owns it.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
+        // SAFETY: the AsyncFd owns the fd, so it stays open for as long as it is registered.
+        match unsafe { AsyncFd::register_with_interest(fd, Interest::READABLE) } {
+            Ok(pidfd) => Some(Process { pid, pidfd }),
+            Err(e) => {
+                log::info!("cannot watch process {pid}: {}", e.into_parts().1);
+                None
+            }
+        }
+    }
+
+    fn has_exited(&self) -> bool {
+        let mut poll = libc::pollfd {
+            fd: std::os::fd::AsRawFd::as_raw_fd(self.pidfd.get_ref()),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd, no waiting.
+        unsafe { libc::poll(&mut poll, 1, 0) == 1 }
+    }
+}
+
+/// Completes when the watched process exits; never without one.
+async fn exit_of(process: &Option<Process>) {
+    match process {
+        Some(p) => {
+            // An error here leaves the exit unreported; the window goes on either way.
+            if p.pidfd.readable().await.is_err() {
+                std::future::pending::<()>().await
+            }
+        }
+        None => std::future::pending().await,
+    }
+}
+
+fn report_exit(process: &Option<Process>, started: Instant) {
+    if let Some(p) = process {
+        eprintln!(
+            "rcutrace: process {} exited {:.1} s into the window; nothing more of it can be traced",
+            p.pid,
+            started.elapsed().as_secs_f64()
+        );
+    }
 }
 
 /// Forwards eBPF log records to the logger as they arrive; returns only if reading fails.

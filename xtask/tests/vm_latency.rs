@@ -49,6 +49,7 @@ fn latency_ground_truth(series: &str) {
          traced srlat_kprobe 'srlat --secs 0 --pid WPID --attach kprobe' '/bin/rcu-workload membarrier {CALLS}'\n\
          traced overflow 'srlat --secs 0 --pid WPID --unit ns --linear 0,1,1' '/bin/rcu-workload membarrier 20'\n\
          traced buckets 'srlat --secs 0 --pid WPID --unit us --buckets 2000' '/bin/rcu-workload membarrier 20'\n\
+         traced idle 'srlat --secs 0 --pid WPID' 'sleep 1'\n\
          echo 1 > /sys/kernel/rcu_expedited\n\
          traced srelat 'srlat --expedited --secs 0 --pid WPID' '/bin/rcu-workload membarrier {CALLS}'\n\
          traced srelat_kprobe 'srlat --expedited --secs 0 --pid WPID --attach kprobe' '/bin/rcu-workload membarrier {CALLS}'\n\
@@ -74,7 +75,24 @@ fn latency_ground_truth(series: &str) {
         run.assert_ok(name);
         assert_exact_samples(&run, map, CALLS);
         assert!(run.out.contains(&format!("{map} p50 ")), "{}", run.out);
+        // The workload exits before the window ends: said once.
+        assert_eq!(
+            run.err.matches(" exited ").count(),
+            1,
+            "{name}: {}",
+            run.err
+        );
     }
+
+    // A process that makes no call: bpftrace's never-written map is one empty line.
+    let idle = run_named(&sections, "idle");
+    idle.assert_ok("idle");
+    assert_eq!(
+        idle.out,
+        "Attaching 2 probes...\n\n\n\n\
+         @srlat count 0\n\
+         @srlat not measured: 0 in flight at exit, 0 begun before tracing, 0 missed by the kernel, 0 lost to a full map\n"
+    );
     let expedited = run_named(&sections, "srelat");
     assert!(
         expedited.out.contains(" us, mean "),

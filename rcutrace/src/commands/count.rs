@@ -21,6 +21,7 @@ pub async fn run(args: &Common, format: Format) -> Result<Report> {
         args.attach,
         Need::Any,
         args.duration(),
+        None,
         format,
     )
     .await?;

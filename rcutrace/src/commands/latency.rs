@@ -95,6 +95,7 @@ async fn run(
         args.common.attach,
         Need::All,
         args.common.duration(),
+        pid,
         format,
     )
     .await?;

@@ -34,13 +34,15 @@ pub struct Traced {
     pub attached: Vec<(Probe, Method)>,
 }
 
-/// Loads, attaches `probes`, prints bpftrace's banner, and traces for the window.
+/// Loads, attaches `probes`, prints bpftrace's banner, and traces for the window
+/// (`traced_process`: the process a pid filter selects, whose exit is reported).
 pub async fn trace(
     probes: &[Probe],
     constants: &[Constant],
     choice: AttachChoice,
     need: Need,
     duration: Option<Duration>,
+    traced_process: Option<u32>,
     format: Format,
 ) -> Result<Traced> {
     kernel::check_privileges()?;
@@ -83,7 +85,7 @@ pub async fn trace(
         .and_then(|()| stdout.flush())
         .context("writing to stdout")?;
     let logger = tracer.take_logger();
-    let window = session::run(duration, &mut interrupts, logger).await?;
+    let window = session::run(duration, &mut interrupts, logger, traced_process).await?;
     tracer.stop()?;
     if window.interrupted {
         eprintln!(

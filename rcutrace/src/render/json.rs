@@ -32,11 +32,14 @@ pub fn report(report: &Report) -> String {
 
 /// The records of a whole report, in output order.
 fn records(report: &Report) -> Vec<Record> {
+    // bpftrace prints no record for a map it never wrote.
     let mut records: Vec<Record> = maps_in_order(&report.maps)
         .into_iter()
-        .map(|map| match map {
-            Map::Count(m) => count_map(m),
-            Map::Hist(h) => hist_map(h),
+        .filter_map(|map| match map {
+            Map::Count(m) if m.entries.is_empty() => None,
+            Map::Hist(h) if h.is_empty() => None,
+            Map::Count(m) => Some(count_map(m)),
+            Map::Hist(h) => Some(hist_map(h)),
         })
         .collect();
     records.push(match &report.summary {
@@ -330,6 +333,23 @@ mod tests {
              \"call_rcu_per_grace_period\": 14.495670995670995, \
              \"callbacks_per_grace_period\": 18.9978354978355, \
              \"call_rcu_per_second\": 1336.7265469061877, \"missed_by_kernel\": 0}}\n"
+        );
+    }
+
+    #[test]
+    fn an_empty_map_has_no_record() {
+        let report = Report {
+            maps: vec![Map::Hist(HistMap {
+                name: "@gplat".into(),
+                buckets: Buckets::Log2(vec![0; LOG2_SLOTS as usize]),
+            })],
+            summary: Summary::Count(CountSummary::default()),
+        };
+        let out = super::report(&report);
+        assert_eq!(out.lines().count(), 1, "{out}");
+        assert!(
+            out.starts_with("{\"type\": \"rcutrace_count_summary\""),
+            "{out}"
         );
     }
 
