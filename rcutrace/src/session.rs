@@ -73,14 +73,17 @@ pub async fn run(
             _ = interrupts.any() => break true,
             result = &mut logs => match result? {},
             () = exit_of(&process) => {
-                report_exit(&process, started);
-                process = None;
+                if let Some(p) = process.take() {
+                    report_exit(p.pid, started);
+                }
             }
         }
     };
     // An exit that raced with the end of the window is still worth its word.
-    if process.as_ref().is_some_and(Process::has_exited) {
-        report_exit(&process, started);
+    if let Some(p) = &process
+        && p.has_exited()
+    {
+        report_exit(p.pid, started);
     }
     Ok(Window {
         elapsed: started.elapsed(),
@@ -95,15 +98,18 @@ struct Process {
 }
 
 impl Process {
-    /// `None` where the kernel has no pidfd (before 5.3): the exit then goes unreported.
+    /// `None` where the process is already gone (said at once) or the kernel has no pidfd
+    /// (before 5.3: the exit then goes unreported).
     fn watch(pid: u32) -> Option<Self> {
         // SAFETY: pidfd_open takes a pid and flags and returns a new fd or -1.
         let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
         if fd < 0 {
-            log::info!(
-                "cannot watch process {pid}: {}",
-                std::io::Error::last_os_error()
-            );
+            let error = std::io::Error::last_os_error();
+            if error.raw_os_error() == Some(libc::ESRCH) {
+                eprintln!("rcutrace: process {pid} exited before tracing started");
+            } else {
+                log::info!("cannot watch process {pid}: {error}");
+            }
             return None;
         }
         // SAFETY: the fd was just opened and nothing else owns it.
@@ -142,14 +148,11 @@ async fn exit_of(process: &Option<Process>) {
     }
 }
 
-fn report_exit(process: &Option<Process>, started: Instant) {
-    if let Some(p) = process {
-        eprintln!(
-            "rcutrace: process {} exited {:.1} s into the window; nothing more of it can be traced",
-            p.pid,
-            started.elapsed().as_secs_f64()
-        );
-    }
+fn report_exit(pid: u32, started: Instant) {
+    eprintln!(
+        "rcutrace: process {pid} exited {:.1} s into the window; nothing more of it can be traced",
+        started.elapsed().as_secs_f64()
+    );
 }
 
 /// Forwards eBPF log records to the logger as they arrive; returns only if reading fails.
