@@ -152,21 +152,19 @@ impl Config {
         }
     }
 
-    fn from_name(name: &str) -> Option<Config> {
-        if name == "kernel" {
-            return Some(Config::Kernel);
-        }
+    /// Every configuration a sample can have.
+    pub fn all() -> Vec<Config> {
+        let mut all = vec![Config::Kernel];
         for tracer in Tracer::ALL {
-            if name == tracer.name() {
-                return Some(Config::Under(tracer));
-            }
-            for job in [Job::Count, Job::Srlat] {
-                if name == Config::Running(tracer, job).name() {
-                    return Some(Config::Running(tracer, job));
-                }
-            }
+            all.push(Config::Under(tracer));
+            all.push(Config::Running(tracer, Job::Count));
+            all.push(Config::Running(tracer, Job::Srlat));
         }
-        None
+        all
+    }
+
+    fn from_name(name: &str) -> Option<Config> {
+        Config::all().into_iter().find(|c| c.name() == name)
     }
 }
 
@@ -237,17 +235,11 @@ mod tests {
 
     #[test]
     fn every_metric_and_config_survives_a_line() {
-        let mut configs = vec![Config::Kernel];
-        for tracer in Tracer::ALL {
-            configs.push(Config::Under(tracer));
-            configs.push(Config::Running(tracer, Job::Count));
-            configs.push(Config::Running(tracer, Job::Srlat));
-        }
         for metric in Metric::ALL {
-            for config in &configs {
+            for config in Config::all() {
                 let sample = Sample {
                     metric,
-                    config: *config,
+                    config,
                     value: 1.5,
                 };
                 assert_eq!(
