@@ -268,14 +268,19 @@ mod tests {
             max_ns: Some(10),
             percentiles_ns: Members(vec![("p99.9".into(), 10.0), ("p50".into(), 5.0)]),
             percentile_error: 0.0078125,
-            not_measured: NotMeasured {
-                in_flight_at_exit: 1,
-                ..NotMeasured::default()
-            },
+            key: Some("kworker/0:1".into()),
         });
         let line = serde_json::to_string(&latency).unwrap();
         assert!(line.starts_with(r#"{"type":"rcutrace_latency_summary","data":{"map":"#));
         assert_eq!(decode(&line), latency);
+        let losses = Record::NotMeasured(NotMeasured {
+            map: "@srlat".into(),
+            in_flight_at_exit: 1,
+            stacks_lost: Some(2),
+            ..NotMeasured::default()
+        });
+        let line = serde_json::to_string(&losses).unwrap();
+        assert_eq!(decode(&line), losses);
         let count = Record::CountSummary(CountSummary {
             elapsed_s: 1.5,
             grace_periods: None,
@@ -284,6 +289,8 @@ mod tests {
             callbacks_per_grace_period: None,
             call_rcu_per_second: Some(4.0),
             missed_by_kernel: 0,
+            keys_lost_to_full_map: Some(3),
+            stacks_lost: None,
         });
         let line = serde_json::to_string(&count).unwrap();
         assert!(line.contains(r#""grace_periods":null"#), "{line}");

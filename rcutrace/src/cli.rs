@@ -134,8 +134,8 @@ pub struct SrlatArgs {
     /// one histogram per function, in one run (at most 8).
     #[arg(long, value_parser = parse_waiting_function, value_name = "NAME")]
     pub func: Vec<&'static str>,
-    /// Only calls made by this process.
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..), value_name = "PID")]
+    /// Only calls made by this process (it must be running).
+    #[arg(long, value_parser = parse_pid, value_name = "PID")]
     pub pid: Option<u32>,
 }
 
@@ -194,6 +194,20 @@ fn parse_waiting_function(text: &str) -> Result<&'static str, String> {
         })
 }
 
+/// A process id of a running process: tracing one that does not exist would print an empty
+/// histogram after the whole window, with no word of why.
+fn parse_pid(text: &str) -> Result<u32, String> {
+    let pid = match text.trim().parse::<u32>() {
+        Ok(0) => return Err("PID must be at least 1".into()),
+        Ok(pid) => pid,
+        Err(e) => return Err(format!("PID {text:?} is not a positive integer: {e}")),
+    };
+    if !std::path::Path::new("/proc").join(pid.to_string()).exists() {
+        return Err(format!("no process {pid} is running"));
+    }
+    Ok(pid)
+}
+
 fn parse_step(text: &str) -> Result<u64, String> {
     match text.trim().parse::<u64>() {
         Ok(0) => Err("STEP must be at least 1".into()),
@@ -245,7 +259,7 @@ mod tests {
             "--linear",
             "0,1000,100",
             "--pid",
-            "42",
+            &std::process::id().to_string(),
             "--unit",
             "ns",
         ])
@@ -255,7 +269,7 @@ mod tests {
         };
         assert!(args.expedited);
         assert!(args.func.is_empty());
-        assert_eq!(args.pid, Some(42));
+        assert_eq!(args.pid, Some(std::process::id()));
         assert_eq!(args.latency.unit, Some(Unit::Ns));
         assert_eq!(
             args.latency.linear,
@@ -321,6 +335,8 @@ mod tests {
             &["srlat", "--func", "__rcu_read_lock"],
             &["count", "--by", "nothing"],
             &["count", "--top", "5"],
+            // Above the kernel's largest pid_max (2^22): never a running process.
+            &["srlat", "--pid", "4194305"],
             &["count", "--secs", "-1"],
             &["count", "--attach", "uprobe"],
             &["gplat", "--unit", "s"],

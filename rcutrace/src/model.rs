@@ -67,6 +67,11 @@ impl HistMap {
             Buckets::Sparse { buckets, .. } => buckets.iter().map(|(_, n)| n).sum(),
         }
     }
+
+    /// No sample: bpftrace would never have written the map, and prints it as such.
+    pub fn is_empty(&self) -> bool {
+        self.total() == 0
+    }
 }
 
 #[derive(Clone, Debug, PartialEq)]

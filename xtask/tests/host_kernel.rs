@@ -79,6 +79,11 @@ fn usage_errors_exit_2_and_say_what_is_accepted() {
             "possible values: auto, kprobe, fentry",
         ),
         (&["count", "--secs", "soon"], "invalid value"),
+        // Above the kernel's largest pid_max (2^22): no such process, said before loading.
+        (
+            &["srlat", "--pid", "4194305"],
+            "no process 4194305 is running",
+        ),
     ] {
         let out = rcutrace(args);
         let stderr = text(&out.stderr);

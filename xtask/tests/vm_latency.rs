@@ -4,6 +4,7 @@
 
 mod support;
 
+use rcutrace_common::records::{HistValue, Record};
 use support::{Run, boot, run_named, sections, workload_value};
 
 const CALLS: u64 = 30;
@@ -49,6 +50,8 @@ fn latency_ground_truth(series: &str) {
          traced srlat_kprobe 'srlat --secs 0 --pid WPID --attach kprobe' '/bin/rcu-workload membarrier {CALLS}'\n\
          traced overflow 'srlat --secs 0 --pid WPID --unit ns --linear 0,1,1' '/bin/rcu-workload membarrier 20'\n\
          traced buckets 'srlat --secs 0 --pid WPID --unit us --buckets 2000' '/bin/rcu-workload membarrier 20'\n\
+         traced idle 'srlat --secs 0 --pid WPID' 'sleep 1'\n\
+         traced json 'srlat --secs 0 --pid WPID -f json' '/bin/rcu-workload membarrier {CALLS}'\n\
          echo 1 > /sys/kernel/rcu_expedited\n\
          traced srelat 'srlat --expedited --secs 0 --pid WPID' '/bin/rcu-workload membarrier {CALLS}'\n\
          traced srelat_kprobe 'srlat --expedited --secs 0 --pid WPID --attach kprobe' '/bin/rcu-workload membarrier {CALLS}'\n\
@@ -74,13 +77,68 @@ fn latency_ground_truth(series: &str) {
         run.assert_ok(name);
         assert_exact_samples(&run, map, CALLS);
         assert!(run.out.contains(&format!("{map} p50 ")), "{}", run.out);
+        // The workload exits before the window ends: said once.
+        assert_eq!(
+            run.err.matches(" exited ").count(),
+            1,
+            "{name}: {}",
+            run.err
+        );
     }
+
+    // A process that makes no call: bpftrace's never-written map is one empty line.
+    let idle = run_named(&sections, "idle");
+    idle.assert_ok("idle");
+    assert_eq!(
+        idle.out,
+        "Attaching 2 probes...\n\n\n\n\
+         @srlat count 0\n\
+         @srlat not measured: 0 in flight at exit, 0 begun before tracing, 0 missed by the kernel, 0 lost to a full map\n"
+    );
     let expedited = run_named(&sections, "srelat");
     assert!(
         expedited.out.contains(" us, mean "),
         "default unit us: {}",
         expedited.out
     );
+
+    // The same run as JSON lines, decoded into the records the renderer writes.
+    let json = run_named(&sections, "json");
+    json.assert_ok("json");
+    let records: Vec<Record> = json
+        .out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    let [
+        Record::AttachedProbes { probes: 2 },
+        Record::Hist(hists),
+        Record::LatencySummary(summary),
+    ] = records.as_slice()
+    else {
+        panic!("not attached_probes, hist, summary: {}", json.out);
+    };
+    let Some(HistValue::Buckets(buckets)) = hists.get("@srlat") else {
+        panic!("no @srlat buckets: {}", json.out);
+    };
+    assert_eq!(buckets.iter().map(|b| b.count).sum::<u64>(), CALLS);
+    assert!(
+        buckets.windows(2).all(|w| w[0].max < w[1].min),
+        "{}",
+        json.out
+    );
+    assert_eq!((summary.map.as_str(), summary.count), ("@srlat", CALLS));
+    assert_eq!(
+        (
+            summary.not_measured.in_flight_at_exit,
+            summary.not_measured.begun_before_tracing
+        ),
+        (0, 0),
+        "{}",
+        json.out
+    );
+    let (min, max) = (summary.min_ns.unwrap(), summary.max_ns.unwrap());
+    assert!(min <= max && summary.percentiles_ns.get("p50").is_some());
 
     // Every sample is >= 1 ns, so `--linear 0,1,1` folds them all into the overflow bucket,
     // yet the exact maximum survives, bounded by what user space timed around each call.

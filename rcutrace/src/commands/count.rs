@@ -27,6 +27,7 @@ pub async fn run(args: &CountArgs, format: Format) -> Result<Report> {
             by: args.by.by,
             need: Need::Any,
             duration: args.common.duration(),
+            traced_process: None,
             format,
         },
         None,

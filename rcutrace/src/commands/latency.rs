@@ -51,11 +51,6 @@ pub async fn srlat(args: &SrlatArgs, format: Format) -> Result<Report> {
             unit: args.latency.unit.unwrap_or_else(|| default_unit(function)),
         })
         .collect();
-    if let Some(pid) = args.pid
-        && !kernel::task_exists(pid)
-    {
-        bail!("no process with pid {pid}");
-    }
     run(&timings, &args.latency, args.pid, format).await
 }
 
@@ -129,6 +124,7 @@ async fn run(
             by: args.by.by,
             need: Need::All,
             duration: args.common.duration(),
+            traced_process: pid,
             format,
         },
         Some(&mut consume),

@@ -36,6 +36,8 @@ pub struct Request<'a> {
     pub by: Option<By>,
     pub need: Need,
     pub duration: Option<Duration>,
+    /// The process a pid filter selects, whose exit is reported.
+    pub traced_process: Option<u32>,
     pub format: Format,
 }
 
@@ -108,7 +110,13 @@ pub async fn trace(
         (Some(samples), Some(consume)) => Some((samples, &mut **consume as &mut dyn FnMut(&[u8]))),
         _ => None,
     };
-    let window = session::run(request.duration, &mut interrupts, following).await?;
+    let window = session::run(
+        request.duration,
+        &mut interrupts,
+        following,
+        request.traced_process,
+    )
+    .await?;
     tracer.set_running(false)?;
     let counts_at_close = tracer.per_cpu_sums("COUNTS")?;
     kernel::wait_for_programs()?;

@@ -34,7 +34,14 @@ pub fn report(report: &Report) -> String {
 fn records(report: &Report) -> Vec<Record> {
     let mut records: Vec<Record> = Vec::new();
     let mut keyed_hists: Vec<&HistMap> = Vec::new();
-    for map in maps_in_order(&report.maps) {
+    // bpftrace prints no record for a map it never wrote.
+    let written = maps_in_order(&report.maps)
+        .into_iter()
+        .filter(|map| match map {
+            Map::Count(m) => !m.entries.is_empty(),
+            Map::Hist(h) => !h.is_empty(),
+        });
+    for map in written {
         // The keys of one histogram map, in order, make one record.
         if let Some(first) = keyed_hists.first()
             && map.name() != first.name
@@ -401,6 +408,24 @@ mod tests {
              \"call_rcu_per_grace_period\": 14.495670995670995, \
              \"callbacks_per_grace_period\": 18.9978354978355, \
              \"call_rcu_per_second\": 1336.7265469061877, \"missed_by_kernel\": 0}}\n"
+        );
+    }
+
+    #[test]
+    fn an_empty_map_has_no_record() {
+        let report = Report {
+            maps: vec![Map::Hist(HistMap {
+                name: "@gplat".into(),
+                key: None,
+                buckets: Buckets::Log2(vec![0; LOG2_SLOTS as usize]),
+            })],
+            summary: Summary::Count(CountSummary::default()),
+        };
+        let out = super::report(&report);
+        assert_eq!(out.lines().count(), 1, "{out}");
+        assert!(
+            out.starts_with("{\"type\": \"rcutrace_count_summary\""),
+            "{out}"
         );
     }
 

@@ -1,6 +1,7 @@
 //! The only place that formats results: bpftrace's text (`text`) or its JSON lines (`json`),
 //! both from the same `model::Report`.
 
+mod figure;
 mod json;
 mod text;
 

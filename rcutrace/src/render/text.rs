@@ -8,8 +8,9 @@ use rcutrace_common::hist::{Linear, SlotBounds, log2_bounds, sparse_bounds};
 use crate::{
     model::{
         Buckets, CountMap, CountSummary, HistMap, LatencySummary, Map, PerGracePeriod, Report,
-        Summary, Unit, maps_in_order, shown_slots, sparse_in_order,
+        Summary, maps_in_order, shown_slots, sparse_in_order,
     },
+    render::figure,
     stats,
 };
 
@@ -46,13 +47,23 @@ fn maps(maps: &[Map]) -> String {
     out
 }
 
+/// bpftrace prints a map that was never written as one empty line.
+const EMPTY_MAP: &str = "\n";
+
 fn count_map(out: &mut String, map: &CountMap) {
+    if map.entries.is_empty() {
+        out.push_str(EMPTY_MAP);
+    }
     for (key, value) in map.entries_in_order() {
         let _ = writeln!(out, "{}[{key}]: {value}", map.name);
     }
 }
 
 fn hist_map(out: &mut String, map: &HistMap) {
+    if map.is_empty() {
+        out.push_str(EMPTY_MAP);
+        return;
+    }
     match &map.key {
         Some(key) => {
             let _ = writeln!(out, "{}[{key}]: ", map.name);
@@ -214,20 +225,22 @@ fn latency_summary(summary: &LatencySummary) -> String {
                     out,
                     "{name} count {}, min {}, mean {}, max {}",
                     series.count,
-                    in_unit(min as f64, unit),
-                    in_unit(mean, unit),
-                    in_unit(max as f64, unit),
+                    figure::exact(min, unit),
+                    figure::estimate(mean, unit),
+                    figure::exact(max, unit),
                 );
                 let percentiles: Vec<String> = series
                     .percentiles
                     .iter()
-                    .map(|&(q, ns)| format!("{} {}", stats::quantile_name(q), in_unit(ns, unit)))
+                    .map(|&(q, ns)| {
+                        format!("{} {}", stats::quantile_name(q), figure::estimate(ns, unit))
+                    })
                     .collect();
                 let _ = writeln!(
                     out,
-                    "{name} {} (each within {:.1}%)",
+                    "{name} {} (each within {}%)",
                     percentiles.join(", "),
-                    summary.percentile_error * 100.0
+                    figure::percent_bound(summary.percentile_error + figure::ROUNDING_ERROR)
                 );
             }
             _ => {
@@ -253,18 +266,10 @@ fn latency_summary(summary: &LatencySummary) -> String {
     out
 }
 
-/// A nanosecond value in the display unit, with three decimals where the unit is coarser.
-fn in_unit(nanos: f64, unit: Unit) -> String {
-    match unit {
-        Unit::Ns => format!("{nanos:.0} ns"),
-        _ => format!("{:.3} {}", nanos / unit.nanos() as f64, unit.suffix()),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{Losses, SeriesStats};
+    use crate::model::{Losses, SeriesStats, Unit};
     use rcutrace_common::hist::{LOG2_SLOTS, log2_slot};
 
     fn log2_of(values: &[i64]) -> Vec<u64> {
@@ -382,10 +387,6 @@ mod tests {
                 key: Some("1".into()),
                 buckets: Buckets::Log2(hk1),
             }),
-            Map::Count(CountMap {
-                name: "@b".into(),
-                entries: vec![],
-            }),
         ];
         let out = banner(1) + &maps(&all);
         let expected = format!(
@@ -480,9 +481,30 @@ mod tests {
         assert_eq!(out, "@srlat: \n100: 20\n200: 4\n7000: 1\n\n");
     }
 
+    /// bpftrace 0.17 prints a map it never wrote as an empty line: no header, no rows.
     #[test]
-    fn an_empty_histogram_prints_only_its_header() {
-        assert_eq!(hist("@x", Buckets::Log2(vec![0; 65])), "@x: \n\n");
+    fn empty_maps_print_as_bpftrace_prints_them() {
+        assert_eq!(hist("@x", Buckets::Log2(vec![0; 65])), "\n");
+        let linear = Linear {
+            min: 0,
+            max: 10,
+            step: 5,
+        };
+        assert_eq!(hist("@x", Buckets::Linear(linear, vec![0; 4])), "\n");
+        let sparse = Buckets::Sparse {
+            step: 10,
+            buckets: vec![],
+        };
+        assert_eq!(hist("@x", sparse), "\n");
+        let mut out = String::new();
+        count_map(
+            &mut out,
+            &CountMap {
+                name: "@".into(),
+                entries: vec![],
+            },
+        );
+        assert_eq!(out, "\n");
     }
 
     fn count_summary_of(pairs: [Option<u64>; 4], secs: u64) -> String {
@@ -541,9 +563,9 @@ mod tests {
                 key: None,
                 count: 3,
                 min_ns: Some(4_000_000),
-                max_ns: Some(28_777_000),
+                max_ns: Some(28_777_001),
                 mean_ns: Some(10_500_000.0),
-                percentiles: vec![(0.5, 9_900_000.0), (0.999, 28_777_000.0)],
+                percentiles: vec![(0.5, 9_900_000.0), (0.999, 28_777_001.0)],
             }],
             percentile_error: 0.0078,
             losses: Losses {
@@ -553,8 +575,8 @@ mod tests {
         };
         assert_eq!(
             latency_summary(&summary),
-            "@srlat count 3, min 4.000 ms, mean 10.500 ms, max 28.777 ms\n\
-             @srlat p50 9.900 ms, p99.9 28.777 ms (each within 0.8%)\n\
+            "@srlat count 3, min 4.000 ms, mean 10.500 ms, max 28.777001 ms\n\
+             @srlat p50 9.9000 ms, p99.9 28.777 ms (each within 0.8%)\n\
              @srlat not measured: 1 in flight at exit, 0 returns lost, 0 begun before tracing, 0 missed by the kernel, 0 lost to a full map\n"
         );
     }

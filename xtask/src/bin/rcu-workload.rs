@@ -4,6 +4,8 @@ use std::io;
 use std::process::exit;
 use std::time::{Duration, Instant};
 
+use xtask::guest::{online_cpus, sys_getppid, sys_membarrier_global};
+
 const USAGE: &str = "\
 rcu-workload: drives known amounts of RCU activity in the running kernel
 
@@ -36,9 +38,6 @@ EXAMPLES:
     rcu-workload background & pid=$!; sleep 5; kill $pid
 ";
 
-// From include/uapi/linux/membarrier.h.
-const MEMBARRIER_CMD_GLOBAL: libc::c_int = 1;
-
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -70,20 +69,6 @@ fn usage_error(msg: &str) -> ! {
 fn count(arg: &str) -> u64 {
     arg.parse()
         .unwrap_or_else(|_| usage_error(&format!("N must be a non-negative integer, not `{arg}`")))
-}
-
-fn sys_getppid() {
-    // The raw syscall: a libc wrapper could cache the result and skip the kernel.
-    unsafe { libc::syscall(libc::SYS_getppid) };
-}
-
-fn sys_membarrier_global() -> io::Result<()> {
-    let ret = unsafe { libc::syscall(libc::SYS_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0) };
-    if ret == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
 }
 
 fn getppid(n: u64) {
@@ -171,10 +156,6 @@ fn module(op: &str, n: u64, arg: Option<u64>) {
     }
     println!("done: {n}");
     println!("elapsed_ns: {}", started.elapsed().as_nanos());
-}
-
-fn online_cpus() -> i64 {
-    unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }
 }
 
 fn background() -> ! {
