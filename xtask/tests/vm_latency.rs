@@ -13,8 +13,9 @@ const CALLS: u64 = 30;
 const THREADS: u64 = 40;
 const PER_THREAD: u64 = 5;
 
-/// `(in flight at exit, begun before tracing, missed by the kernel, lost to a full map)`.
-fn not_measured(run: &Run, map: &str) -> [u64; 4] {
+/// `(in flight at exit, returns lost, begun before tracing, missed by the kernel, lost to a
+/// full map)`.
+fn not_measured(run: &Run, map: &str) -> [u64; 5] {
     let line = run
         .out
         .lines()
@@ -37,7 +38,7 @@ fn assert_exact_samples(run: &Run, map: &str, expected: u64) {
     assert_eq!(rows, expected, "{}", run.out);
     assert!(
         run.out.contains(&format!(
-            "{map} not measured: 0 in flight at exit, 0 begun before tracing"
+            "{map} not measured: 0 in flight at exit, 0 returns lost, 0 begun before tracing"
         )),
         "{}",
         run.out
@@ -93,7 +94,7 @@ fn latency_ground_truth(series: &str) {
         idle.out,
         "Attaching 2 probes...\n\n\n\n\
          @srlat count 0\n\
-         @srlat not measured: 0 in flight at exit, 0 begun before tracing, 0 missed by the kernel, 0 lost to a full map\n"
+         @srlat not measured: 0 in flight at exit, 0 returns lost, 0 begun before tracing, 0 missed by the kernel, 0 lost to a full map\n"
     );
     let expedited = run_named(&sections, "srelat");
     assert!(
@@ -114,9 +115,10 @@ fn latency_ground_truth(series: &str) {
         Record::AttachedProbes { probes: 2 },
         Record::Hist(hists),
         Record::LatencySummary(summary),
+        Record::NotMeasured(losses),
     ] = records.as_slice()
     else {
-        panic!("not attached_probes, hist, summary: {}", json.out);
+        panic!("not attached_probes, hist, summary, not measured: {}", json.out);
     };
     let Some(HistValue::Buckets(buckets)) = hists.get("@srlat") else {
         panic!("no @srlat buckets: {}", json.out);
@@ -130,10 +132,12 @@ fn latency_ground_truth(series: &str) {
     assert_eq!((summary.map.as_str(), summary.count), ("@srlat", CALLS));
     assert_eq!(
         (
-            summary.not_measured.in_flight_at_exit,
-            summary.not_measured.begun_before_tracing
+            losses.map.as_str(),
+            losses.in_flight_at_exit,
+            losses.returns_lost,
+            losses.begun_before_tracing
         ),
-        (0, 0),
+        ("@srlat", 0, 0, 0),
         "{}",
         json.out
     );
@@ -180,17 +184,19 @@ fn latency_ground_truth(series: &str) {
     assert!(lines.windows(2).all(|w| w[0].0 < w[1].0), "{}", buckets.out);
     assert!(lines.iter().all(|(b, _)| b % 2000 == 0), "{}", buckets.out);
 
-    // Returns the kernel drops are counted, not lost: kretprobes run out of instances with
-    // 40 threads asleep in synchronize_rcu(). fexit has no such limit, but a program
+    // Returns the kernel drops are counted as such, not lost and not "in flight": kretprobes
+    // run out of instances with 40 threads asleep in synchronize_rcu(), and every thread has
+    // returned (and exited) before the window ends. fexit has no such limit, but a program
     // preempted on one CPU makes the kernel skip it for another thread there: also counted.
     let calls = THREADS * PER_THREAD;
     let kretprobe = run_named(&sections, "many_kretprobe");
     kretprobe.assert_ok("many_kretprobe");
     let samples = kretprobe.number_after("@srlat count", "count").unwrap() as u64;
-    let [in_flight, _, missed, full] = not_measured(&kretprobe, "@srlat");
-    assert!(missed > 0, "no dropped return reported: {}", kretprobe.out);
+    let [in_flight, returns_lost, _, missed, full] = not_measured(&kretprobe, "@srlat");
+    assert!(returns_lost > 0, "no dropped return reported: {}", kretprobe.out);
+    assert_eq!(in_flight, 0, "every call had returned: {}", kretprobe.out);
     assert!(
-        samples + missed + in_flight >= calls,
+        samples + returns_lost + missed >= calls,
         "{} calls unaccounted for: {}",
         calls,
         kretprobe.out
@@ -199,7 +205,8 @@ fn latency_ground_truth(series: &str) {
     let fexit = run_named(&sections, "many_fexit");
     fexit.assert_ok("many_fexit");
     let samples = fexit.number_after("@srlat count", "count").unwrap() as u64;
-    let [in_flight, _, missed, _] = not_measured(&fexit, "@srlat");
+    let [in_flight, returns_lost, _, missed, _] = not_measured(&fexit, "@srlat");
+    assert_eq!(returns_lost, 0, "fexit drops no return: {}", fexit.out);
     assert!(samples + missed + in_flight >= calls, "{}", fexit.out);
 
     // gplat sees the grace periods that count counts, over a comparable window.
