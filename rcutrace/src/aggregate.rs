@@ -112,7 +112,9 @@ impl Series {
 
     pub fn buckets(&self, layout: Layout) -> Buckets {
         match (&self.display, layout) {
-            (Display::Slots(slots), Layout::Linear(linear)) => Buckets::Linear(linear, slots.clone()),
+            (Display::Slots(slots), Layout::Linear(linear)) => {
+                Buckets::Linear(linear, slots.clone())
+            }
             (Display::Slots(slots), _) => Buckets::Log2(slots.clone()),
             (Display::Sparse(buckets), Layout::Sparse(step)) => Buckets::Sparse {
                 step,
@@ -256,7 +258,10 @@ mod tests {
         };
         assert_eq!((slots[3], slots[4], slots[6]), (2, 1, 1));
         let stats = s.stats(None);
-        assert_eq!((stats.count, stats.min_ns, stats.max_ns), (4, Some(2_500), Some(20_000)));
+        assert_eq!(
+            (stats.count, stats.min_ns, stats.max_ns),
+            (4, Some(2_500), Some(20_000))
+        );
         assert_eq!(stats.mean_ns, Some(8_374.75));
         assert_eq!(aggregate.take(1)[0].1.count(), 1);
         assert!(aggregate.take(0).is_empty());

@@ -96,7 +96,8 @@ mod tests {
 
     #[test]
     fn keys_print_as_bpftrace_prints_them() {
-        let mut frames = |id: u64| vec![format!("synchronize_rcu+{id}"), "do_syscall_64+135".into()];
+        let mut frames =
+            |id: u64| vec![format!("synchronize_rcu+{id}"), "do_syscall_64+135".into()];
         let k = key("kworker/u4:1");
         assert_eq!(key_text(By::Comm, &k, &mut frames), "kworker/u4:1");
         assert_eq!(key_text(By::Pid, &k, &mut frames), "152, kworker/u4:1");
@@ -131,7 +132,13 @@ mod tests {
         );
         let total: u64 = folded.iter().map(|(_, v)| v).sum();
         assert_eq!(total, 22);
-        assert_eq!(fold_top(entries.clone(), 0, |v| *v, |a, b| *a += b), entries);
-        assert_eq!(fold_top(entries.clone(), 5, |v| *v, |a, b| *a += b), entries);
+        assert_eq!(
+            fold_top(entries.clone(), 0, |v| *v, |a, b| *a += b),
+            entries
+        );
+        assert_eq!(
+            fold_top(entries.clone(), 5, |v| *v, |a, b| *a += b),
+            entries
+        );
     }
 }

@@ -299,7 +299,10 @@ mod tests {
             panic!("not srlat");
         };
         assert_eq!(args.func, ["rcu_barrier", "synchronize_srcu"]);
-        assert_eq!((args.latency.by.by, args.latency.by.top), (Some(By::Comm), 3));
+        assert_eq!(
+            (args.latency.by.by, args.latency.by.top),
+            (Some(By::Comm), 3)
+        );
         let err = parse(&["srlat", "--func", "call_rcu"]).unwrap_err();
         assert_eq!(err.exit_code(), 2);
         assert!(err.to_string().contains("accepted: "), "{err}");

@@ -65,6 +65,11 @@ pub struct Probe {
     pub function: &'static str,
     pub side: Side,
     pub programs: Programs,
+    /// Under `--attach auto`, try a kprobe before a trampoline: the entry of a function whose
+    /// return is hooked too. A second program on one trampoline makes the kernel replace the
+    /// trampoline's image, and freeing the old one runs a tasks-RCU grace period, whose
+    /// kthread calls synchronize_rcu(): rcutrace's own doing, which would land in its window.
+    pub prefer_kprobe: bool,
 }
 
 /// Functions that a BPF trampoline must never hook: the trampoline itself takes
@@ -133,6 +138,9 @@ pub fn plan(probe: &Probe, choice: AttachChoice, keys: Keys) -> Vec<(Method, Str
     let order = match (choice, trampoline) {
         (AttachChoice::Kprobe, _) | (_, None) => vec![kprobe],
         (AttachChoice::Fentry, Some(trampoline)) => vec![Some(trampoline)],
+        (AttachChoice::Auto, Some(trampoline)) if probe.prefer_kprobe => {
+            vec![kprobe, Some(trampoline)]
+        }
         (AttachChoice::Auto, Some(trampoline)) => vec![Some(trampoline), kprobe],
     };
     order.into_iter().flatten().collect()
@@ -175,7 +183,12 @@ impl Counted {
     }
 }
 
-const fn counted(function: &'static str, slot: CounterSlot, role: Role, by_default: bool) -> Counted {
+const fn counted(
+    function: &'static str,
+    slot: CounterSlot,
+    role: Role,
+    by_default: bool,
+) -> Counted {
     Counted {
         role,
         by_default,
@@ -183,6 +196,7 @@ const fn counted(function: &'static str, slot: CounterSlot, role: Role, by_defau
             function,
             side: Side::Entry,
             programs: Programs::Counter(slot),
+            prefer_kprobe: false,
         },
     }
 }
@@ -197,7 +211,12 @@ pub const COUNTED: &[Counted] = &[
     counted("call_rcu_hurry", counters::CALL_RCU_HURRY, Queues, true),
     counted("kvfree_call_rcu", counters::KVFREE_CALL_RCU, Queues, true),
     counted("synchronize_rcu", counters::SYNCHRONIZE_RCU, Waits, true),
-    counted("synchronize_rcu_expedited", counters::SYNCHRONIZE_RCU_EXPEDITED, Waits, true),
+    counted(
+        "synchronize_rcu_expedited",
+        counters::SYNCHRONIZE_RCU_EXPEDITED,
+        Waits,
+        true,
+    ),
     counted("rcu_gp_fqs_loop", counters::GP_FQS_LOOP, GracePeriod, true),
     counted("rcu_gp_init", 7, GracePeriod, false),
     counted("call_rcu_tasks", 8, Queues, false),
@@ -219,7 +238,12 @@ pub const COUNTED: &[Counted] = &[
     counted("start_poll_synchronize_rcu", 24, Polls, false),
     counted("start_poll_synchronize_rcu_full", 25, Polls, false),
     counted("start_poll_synchronize_rcu_expedited", 26, Polls, false),
-    counted("start_poll_synchronize_rcu_expedited_full", 27, Polls, false),
+    counted(
+        "start_poll_synchronize_rcu_expedited_full",
+        27,
+        Polls,
+        false,
+    ),
     counted("poll_state_synchronize_rcu", 28, Polls, false),
     counted("poll_state_synchronize_rcu_full", 29, Polls, false),
     counted("cond_synchronize_rcu", 30, Waits, false),
@@ -274,13 +298,23 @@ pub const fn timed(index: u32, entry: &'static str, exit: &'static str) -> Timed
             function: entry,
             side: Side::Entry,
             programs,
+            prefer_kprobe: false,
         },
         exit: Probe {
             function: exit,
             side: Side::Return,
             programs,
+            prefer_kprobe: false,
         },
     }
+}
+
+/// Times each call of `function`, from its entry to its return, with the programs of timed
+/// function `index`; the entry prefers a kprobe so the function gets one trampoline only.
+pub const fn timed_call(index: u32, function: &'static str) -> Timed {
+    let mut timed = timed(index, function, function);
+    timed.entry.prefer_kprobe = true;
+    timed
 }
 
 /// Internal grace-period latency: `rcu_gp_init()` entry to `rcu_gp_cleanup()` return.
@@ -326,11 +360,45 @@ mod tests {
     #[test]
     fn forced_methods_are_the_only_ones_tried() {
         let probe = counted_probe("synchronize_rcu");
-        assert_eq!(plan_methods(&probe, AttachChoice::Kprobe), vec![Method::Kprobe]);
-        assert_eq!(plan_methods(&probe, AttachChoice::Fentry), vec![Method::Fentry]);
-        let exit = timed(3, "rcu_barrier", "rcu_barrier").exit;
-        assert_eq!(plan_methods(&exit, AttachChoice::Kprobe), vec![Method::Kretprobe]);
-        assert_eq!(plan_methods(&exit, AttachChoice::Fentry), vec![Method::Fexit]);
+        assert_eq!(
+            plan_methods(&probe, AttachChoice::Kprobe),
+            vec![Method::Kprobe]
+        );
+        assert_eq!(
+            plan_methods(&probe, AttachChoice::Fentry),
+            vec![Method::Fentry]
+        );
+        let exit = timed_call(3, "rcu_barrier").exit;
+        assert_eq!(
+            plan_methods(&exit, AttachChoice::Kprobe),
+            vec![Method::Kretprobe]
+        );
+        assert_eq!(
+            plan_methods(&exit, AttachChoice::Fentry),
+            vec![Method::Fexit]
+        );
+    }
+
+    #[test]
+    fn a_timed_call_takes_one_trampoline_only() {
+        let call = timed_call(2, "synchronize_rcu");
+        assert_eq!(
+            plan_methods(&call.entry, AttachChoice::Auto),
+            [Method::Kprobe, Method::Fentry]
+        );
+        assert_eq!(
+            plan_methods(&call.exit, AttachChoice::Auto),
+            [Method::Fexit, Method::Kretprobe]
+        );
+        assert_eq!(
+            plan_methods(&call.entry, AttachChoice::Fentry),
+            [Method::Fentry]
+        );
+        // Different functions have a trampoline each.
+        assert_eq!(
+            plan_methods(&GP_LATENCY.entry, AttachChoice::Auto),
+            [Method::Fentry, Method::Kprobe]
+        );
     }
 
     #[test]
@@ -345,7 +413,11 @@ mod tests {
     #[test]
     fn readers_never_get_a_trampoline_whatever_is_asked() {
         let reader = counted_probe("__rcu_read_lock");
-        for choice in [AttachChoice::Auto, AttachChoice::Fentry, AttachChoice::Kprobe] {
+        for choice in [
+            AttachChoice::Auto,
+            AttachChoice::Fentry,
+            AttachChoice::Kprobe,
+        ] {
             assert_eq!(plan_methods(&reader, choice), vec![Method::Kprobe]);
         }
         // Even a table entry that gave the reader an ordinary counter slot would be refused.
@@ -353,7 +425,10 @@ mod tests {
             programs: Programs::Counter(5),
             ..reader
         };
-        assert_eq!(plan_methods(&careless, AttachChoice::Fentry), vec![Method::Kprobe]);
+        assert_eq!(
+            plan_methods(&careless, AttachChoice::Fentry),
+            vec![Method::Kprobe]
+        );
         assert_eq!(careless.program(Method::Fentry), None);
     }
 
@@ -388,7 +463,12 @@ mod tests {
         assert_eq!(default.len(), 7);
         assert!(counted_functions(true).count() > 30);
         let waiting: Vec<_> = waiting_functions().collect();
-        for f in ["synchronize_rcu", "rcu_barrier", "srcu_barrier", "cond_synchronize_rcu"] {
+        for f in [
+            "synchronize_rcu",
+            "rcu_barrier",
+            "srcu_barrier",
+            "cond_synchronize_rcu",
+        ] {
             assert!(waiting.contains(&f), "{f}");
         }
         assert!(!waiting.contains(&"call_rcu"));

@@ -231,10 +231,7 @@ impl Tracer {
         let map: BpfHashMap<&MapData, InFlightKey, InFlight> =
             BpfHashMap::try_from(self.map("IN_FLIGHT")?).context("opening IN_FLIGHT")?;
         map.keys()
-            .map(|key| {
-                key.map(|k| (k.tid, k.timed))
-                    .context("reading IN_FLIGHT")
-            })
+            .map(|key| key.map(|k| (k.tid, k.timed)).context("reading IN_FLIGHT"))
             .collect()
     }
 }

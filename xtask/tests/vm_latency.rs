@@ -118,7 +118,10 @@ fn latency_ground_truth(series: &str) {
         Record::NotMeasured(losses),
     ] = records.as_slice()
     else {
-        panic!("not attached_probes, hist, summary, not measured: {}", json.out);
+        panic!(
+            "not attached_probes, hist, summary, not measured: {}",
+            json.out
+        );
     };
     let Some(HistValue::Buckets(buckets)) = hists.get("@srlat") else {
         panic!("no @srlat buckets: {}", json.out);
@@ -193,7 +196,11 @@ fn latency_ground_truth(series: &str) {
     kretprobe.assert_ok("many_kretprobe");
     let samples = kretprobe.number_after("@srlat count", "count").unwrap() as u64;
     let [in_flight, returns_lost, _, missed, full] = not_measured(&kretprobe, "@srlat");
-    assert!(returns_lost > 0, "no dropped return reported: {}", kretprobe.out);
+    assert!(
+        returns_lost > 0,
+        "no dropped return reported: {}",
+        kretprobe.out
+    );
     assert_eq!(in_flight, 0, "every call had returned: {}", kretprobe.out);
     assert!(
         samples + returns_lost + missed >= calls,

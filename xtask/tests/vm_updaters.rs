@@ -70,7 +70,11 @@ fn each_op(name: &str, ops: &[&str], wait: bool) -> String {
     let lines: Vec<String> = ops
         .iter()
         .map(|op| {
-            let arg = if wait && op.starts_with("cond_") { " 1" } else { "" };
+            let arg = if wait && op.starts_with("cond_") {
+                " 1"
+            } else {
+                ""
+            };
             format!("/bin/rcu-workload module {op} {N}{arg} || exit 1\n")
         })
         .collect();
@@ -119,8 +123,14 @@ fn updaters_ground_truth(series: &str) {
     let sections = sections(&guest.stdout);
     let supported = sections.get("ops").cloned().unwrap_or_default();
     let supported: Vec<&str> = supported.split_whitespace().skip(1).collect();
-    for op in COUNTED_OPS.iter().chain(WAITING_OPS.iter().flat_map(|o| o.iter())) {
-        assert!(supported.contains(op), "{series}: the module lacks {op}: {supported:?}");
+    for op in COUNTED_OPS
+        .iter()
+        .chain(WAITING_OPS.iter().flat_map(|o| o.iter()))
+    {
+        assert!(
+            supported.contains(op),
+            "{series}: the module lacks {op}: {supported:?}"
+        );
     }
 
     // count --all --by stack: every call the module made of each function, exactly, as the
@@ -140,7 +150,9 @@ fn updaters_ground_truth(series: &str) {
             .iter()
             .filter(|(frames, _)| {
                 frames[0].starts_with(&format!("{function}+"))
-                    && frames.get(1).is_some_and(|f| f.ends_with(" [rcutrace_test]"))
+                    && frames
+                        .get(1)
+                        .is_some_and(|f| f.ends_with(" [rcutrace_test]"))
             })
             .map(|(_, n)| n)
             .sum();
@@ -175,8 +187,17 @@ fn updaters_ground_truth(series: &str) {
     // --by comm: the module's caller by name, exactly N rcu_barrier() waits.
     let comm = run_named(&sections, "comm");
     comm.assert_ok("comm");
-    assert_eq!(samples(&comm, "@rcu_barrier[rcu-workload]"), N, "{}", comm.out);
-    assert!(comm.out.contains("@rcu_barrier[rcu-workload]: \n"), "{}", comm.out);
+    assert_eq!(
+        samples(&comm, "@rcu_barrier[rcu-workload]"),
+        N,
+        "{}",
+        comm.out
+    );
+    assert!(
+        comm.out.contains("@rcu_barrier[rcu-workload]: \n"),
+        "{}",
+        comm.out
+    );
 
     // --by stack: the module's write handler is on the stack of exactly N synchronize_rcu().
     let stack = run_named(&sections, "stack");
@@ -184,7 +205,9 @@ fn updaters_ground_truth(series: &str) {
     let from_module = stack_counts(&stack.out)
         .into_iter()
         .filter(|(frames, _)| {
-            frames.first().is_some_and(|f| f.starts_with("synchronize_rcu+"))
+            frames
+                .first()
+                .is_some_and(|f| f.starts_with("synchronize_rcu+"))
                 && frames.iter().any(|f| f.ends_with(" [rcutrace_test]"))
         })
         .map(|(_, n)| n)
@@ -210,7 +233,10 @@ fn module_calls(readout: &str) -> Vec<(String, u64)> {
 }
 
 fn funcs(ops: &[&str]) -> String {
-    ops.iter().map(|op| format!("--func {op}")).collect::<Vec<_>>().join(" ")
+    ops.iter()
+        .map(|op| format!("--func {op}"))
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// `(frames, count)` of every stack key of `@[...]` in bpftrace's kstack layout.

@@ -36,7 +36,12 @@ pub async fn run(args: &CountArgs, format: Format) -> Result<Report> {
     let counts: Vec<(&Counted, u64)> = COUNTED
         .iter()
         .filter(|c| traced.attached.iter().any(|(probe, _)| *probe == c.probe))
-        .map(|c| (c, traced.counts.get(c.slot() as usize).copied().unwrap_or(0)))
+        .map(|c| {
+            (
+                c,
+                traced.counts.get(c.slot() as usize).copied().unwrap_or(0),
+            )
+        })
         .collect();
     let (counts, entries, keyed_losses) = match args.by.by {
         None => {
@@ -69,7 +74,11 @@ pub async fn run(args: &CountArgs, format: Format) -> Result<Report> {
     })
 }
 
-type Keyed<'a> = (Vec<(&'a Counted, u64)>, Vec<(String, u64)>, Option<KeyedLosses>);
+type Keyed<'a> = (
+    Vec<(&'a Counted, u64)>,
+    Vec<(String, u64)>,
+    Option<KeyedLosses>,
+);
 
 /// With `--by`: the map's entries are `KEY, function`, the largest `top` kept; the totals per
 /// function (for the summary) are the sums over every key.

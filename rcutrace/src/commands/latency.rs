@@ -46,7 +46,7 @@ pub async fn srlat(args: &SrlatArgs, format: Format) -> Result<Report> {
         .iter()
         .zip(0..)
         .map(|(&function, index)| Timing {
-            timed: probes::timed(index, function, function),
+            timed: probes::timed_call(index, function),
             map_name: map_name(function),
             unit: args.latency.unit.unwrap_or_else(|| default_unit(function)),
         })

@@ -325,7 +325,10 @@ mod tests {
             })
         };
         let report = Report {
-            maps: vec![hist("big", vec![0, 0, 0, 5]), hist("small", vec![0, 0, 0, 1])],
+            maps: vec![
+                hist("big", vec![0, 0, 0, 5]),
+                hist("small", vec![0, 0, 0, 1]),
+            ],
             summary: Summary::Latency(Vec::new()),
         };
         assert_eq!(
