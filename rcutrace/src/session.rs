@@ -49,6 +49,9 @@ pub struct Window {
     pub interrupted: bool,
 }
 
+/// What takes each sample record as it arrives.
+pub type Consume<'a> = &'a mut dyn FnMut(&[u8]);
+
 /// The kernel's ring buffer of samples, read as it fills.
 pub struct Samples {
     ring: AsyncFd<RingBuf<MapData>>,
@@ -65,7 +68,7 @@ impl Samples {
     }
 
     /// Hands every sample waiting in the buffer to `consume`.
-    pub fn drain(&mut self, consume: &mut dyn FnMut(&[u8])) {
+    pub fn drain(&mut self, consume: Consume<'_>) {
         let ring = self.ring.get_mut();
         while let Some(item) = ring.next() {
             consume(&item);
@@ -73,7 +76,7 @@ impl Samples {
     }
 
     /// Waits for samples and hands them to `consume`, forever; returns only if waiting fails.
-    async fn follow(&mut self, consume: &mut dyn FnMut(&[u8])) -> Result<()> {
+    async fn follow(&mut self, consume: Consume<'_>) -> Result<()> {
         loop {
             let mut ready = self
                 .ring
@@ -95,7 +98,7 @@ impl Samples {
 pub async fn run(
     duration: Option<Duration>,
     interrupts: &mut Interrupts,
-    samples: Option<(&mut Samples, &mut dyn FnMut(&[u8]))>,
+    samples: Option<(&mut Samples, Consume<'_>)>,
     traced_process: Option<u32>,
 ) -> Result<Window> {
     let started = Instant::now();

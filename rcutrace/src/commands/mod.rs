@@ -13,7 +13,7 @@ use crate::{
     kernel,
     probes::{AttachChoice, Keys, Method, Probe},
     render::{self, Format},
-    session::{self, Interrupts, Samples, Window},
+    session::{self, Consume, Interrupts, Samples, Window},
     symbols::Symbolizer,
     tracer::{Attachment, Constant, Tracer},
 };
@@ -55,10 +55,7 @@ pub struct Traced {
 /// Loads, attaches the probes, prints bpftrace's banner, and traces for the window. Counting
 /// starts once the last probe is attached and stops before anything is detached; latency
 /// samples go to `consume` as they arrive, the last ones after every program has finished.
-pub async fn trace(
-    request: Request<'_>,
-    mut consume: Option<&mut dyn FnMut(&[u8])>,
-) -> Result<Traced> {
+pub async fn trace(request: Request<'_>, mut consume: Option<Consume<'_>>) -> Result<Traced> {
     kernel::check_privileges()?;
     let mut interrupts = Interrupts::catch()?;
     let mut constants = request.constants;
@@ -107,7 +104,7 @@ pub async fn trace(
         .and_then(|()| stdout.flush())
         .context("writing to stdout")?;
     let following = match (samples.as_mut(), consume.as_mut()) {
-        (Some(samples), Some(consume)) => Some((samples, &mut **consume as &mut dyn FnMut(&[u8]))),
+        (Some(samples), Some(consume)) => Some((samples, &mut **consume as Consume<'_>)),
         _ => None,
     };
     let window = session::run(

@@ -26,8 +26,10 @@ prints `slowest_ns: T`, the longest single call as user space timed it. `module`
 `pid: P` before it starts, then `done: N` and `elapsed_ns: T` (the whole request).
 `background` mixes bursts of getppid (readers), short-lived child processes, socket, pipe and
 epoll open/close (call_rcu and kvfree_call_rcu updaters), a few membarrier calls per second
-(synchronize_rcu, grace periods) and as many down/up bounces of `lo` (synchronize_net() under
-RTNL: synchronize_rcu_expedited). It sleeps between bursts, leaving most of the CPUs free.
+(synchronize_rcu, grace periods), as many down/up bounces of `lo` (synchronize_net() under
+RTNL: synchronize_rcu_expedited) and as many short-lived network namespaces (their teardown
+in the kernel's cleanup_net worker waits in rcu_barrier() and synchronize_rcu()). It sleeps
+between bursts, leaving most of the CPUs free.
 Meant for a throwaway VM: it takes the loopback interface down and up.
 
 EXAMPLES:
@@ -168,6 +170,7 @@ fn background() -> ! {
     let mut last_membarrier = Instant::now();
     let mut membarrier_ok = true;
     let mut loopback_ok = true;
+    let mut namespaces_ok = true;
     loop {
         for _ in 0..READERS_PER_BURST {
             sys_getppid();
@@ -183,6 +186,10 @@ fn background() -> ! {
             if loopback_ok && let Err(e) = bounce_loopback() {
                 eprintln!("rcu-workload: cannot bounce lo, continuing without it: {e}");
                 loopback_ok = false;
+            }
+            if namespaces_ok && let Err(e) = short_lived_network_namespace() {
+                eprintln!("rcu-workload: cannot make network namespaces, continuing without: {e}");
+                namespaces_ok = false;
             }
             if let Err(e) = sys_membarrier_global() {
                 eprintln!("rcu-workload: membarrier failed, continuing without it: {e}");
@@ -233,6 +240,32 @@ fn fork_and_reap() {
                 libc::waitpid(pid, std::ptr::null_mut(), 0);
             }
             _ => {}
+        }
+    }
+}
+
+/// A child enters a network namespace of its own and exits; the kernel tears the namespace
+/// down later, in its cleanup_net worker.
+fn short_lived_network_namespace() -> io::Result<()> {
+    unsafe {
+        match libc::fork() {
+            0 => libc::_exit(if libc::unshare(libc::CLONE_NEWNET) == 0 {
+                0
+            } else {
+                1
+            }),
+            pid if pid > 0 => {
+                let mut status = 0;
+                libc::waitpid(pid, &mut status, 0);
+                if libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0 {
+                    Ok(())
+                } else {
+                    Err(io::Error::other(
+                        "unshare(CLONE_NEWNET) failed in the child",
+                    ))
+                }
+            }
+            _ => Err(io::Error::last_os_error()),
         }
     }
 }
