@@ -54,15 +54,16 @@ fn comm(bytes: &[u8; 16]) -> String {
 }
 
 /// Keeps the `top` entries with the largest weight and merges the rest into one entry keyed
-/// `[other: N keys]`; `top == 0` keeps everything. Ties are broken by key, so the result does
-/// not depend on the input order.
+/// `[other: N keys]`; `top == 0` keeps everything, and so does a single key beyond `top`
+/// (folding it would hide its name and save nothing). Ties are broken by key, so the result
+/// does not depend on the input order.
 pub fn fold_top<T>(
     entries: Vec<(String, T)>,
     top: usize,
     weight: impl Fn(&T) -> u64,
     merge: impl Fn(&mut T, T),
 ) -> Vec<(String, T)> {
-    if top == 0 || entries.len() <= top {
+    if top == 0 || entries.len() <= top + 1 {
         return entries;
     }
     let mut entries = entries;

@@ -206,6 +206,13 @@ fn count_summary(summary: &CountSummary) -> String {
     out
 }
 
+/// A key on one line, for rcutrace's own summary lines: a kernel stack's frames (one per
+/// line in bpftrace's key) joined by `; `.
+fn one_line(key: &str) -> String {
+    let lines: Vec<&str> = key.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+    lines.join("; ")
+}
+
 /// rcutrace's lines after a function's latency histograms: exact statistics and percentiles
 /// per histogram (per key), then what could not be measured.
 fn latency_summary(summary: &LatencySummary) -> String {
@@ -216,7 +223,7 @@ fn latency_summary(summary: &LatencySummary) -> String {
     }
     for series in &summary.series {
         let name = match &series.key {
-            Some(key) => format!("{}[{key}]", summary.map_name),
+            Some(key) => format!("{}[{}]", summary.map_name, one_line(key)),
             None => summary.map_name.clone(),
         };
         match (series.min_ns, series.mean_ns, series.max_ns) {
@@ -552,6 +559,15 @@ mod tests {
         let text = count_summary_of([None, Some(1), None, None], 0);
         assert!(text.contains("grace periods: not traced"), "{text}");
         assert!(text.contains("missed by the kernel: 0"), "{text}");
+    }
+
+    #[test]
+    fn stack_keys_fit_one_summary_line() {
+        assert_eq!(
+            one_line("\n    rcu_barrier+5\n    cleanup_net+463\n"),
+            "rcu_barrier+5; cleanup_net+463"
+        );
+        assert_eq!(one_line("kworker/1:1"), "kworker/1:1");
     }
 
     #[test]
