@@ -25,6 +25,9 @@ use serde::{
 pub enum Record {
     /// Printed once the probes are attached: `{"probes": 3}`.
     AttachedProbes { probes: u64 },
+    /// bpftrace's `time()`: the wall-clock time as it formats it by default, `"HH:MM:SS\n"`.
+    /// With `--interval`, each interval's records follow one.
+    Time(String),
     /// One map of values, by map name (bpftrace prints one map per record).
     Map(Members<MapValue>),
     /// One histogram map, by map name.

@@ -197,7 +197,16 @@ impl Aggregate {
             .record(sample.nanos, unit_ns, layout);
     }
 
-    /// The series of timed function `index`, by raw key.
+    /// The series of timed function `index`, by raw key, kept for later.
+    pub fn copy(&self, index: u32) -> Vec<(Attribution, Series)> {
+        self.series
+            .iter()
+            .filter(|(k, _)| k.event == index)
+            .map(|(k, s)| (*k, s.clone()))
+            .collect()
+    }
+
+    /// The series of timed function `index`, by raw key, taken out.
     pub fn take(&mut self, index: u32) -> Vec<(Attribution, Series)> {
         let keys: Vec<Attribution> = self
             .series

@@ -8,6 +8,7 @@ use rcutrace_common::hist::Linear;
 
 use crate::{
     attribution::By,
+    commands::Interval,
     model::Unit,
     probes::{self, AttachChoice},
     render::Format,
@@ -73,11 +74,36 @@ pub struct Common {
     /// How to hook kernel functions. Readers (__rcu_read_lock) are always kprobes.
     #[arg(long, value_enum, default_value_t = AttachChoice::Auto, value_name = "METHOD")]
     pub attach: AttachChoice,
+    /// Print every N seconds, each time the time (HH:MM:SS) and what happened since the last
+    /// print, as bpftrace's `interval:s:N { time(); print(@); clear(@); }`. The end of the
+    /// window (--secs, or Ctrl-C) prints the last, possibly partial, interval.
+    #[arg(long, value_parser = parse_interval, value_name = "N")]
+    pub interval: Option<u64>,
+    /// With --interval: print the totals since tracing started each time, not the interval's.
+    #[arg(long, requires = "interval")]
+    pub cumulative: bool,
 }
 
 impl Common {
     pub fn duration(&self) -> Option<Duration> {
         (self.secs > 0).then(|| Duration::from_secs(self.secs))
+    }
+
+    pub fn interval(&self) -> Option<Interval> {
+        self.interval.map(|secs| Interval {
+            every: Duration::from_secs(secs),
+            cumulative: self.cumulative,
+        })
+    }
+}
+
+fn parse_interval(text: &str) -> Result<u64, String> {
+    match text.trim().parse::<u64>() {
+        Ok(0) => Err("N must be at least 1 (seconds)".into()),
+        Ok(secs) => Ok(secs),
+        Err(e) => Err(format!(
+            "N {text:?} is not a positive number of seconds: {e}"
+        )),
     }
 }
 
@@ -310,6 +336,27 @@ mod tests {
     }
 
     #[test]
+    fn interval_options() {
+        let Command::Gplat(args) = parse(&["gplat", "--interval", "5", "--cumulative"])
+            .unwrap()
+            .command
+        else {
+            panic!("not gplat");
+        };
+        assert_eq!(
+            args.common.interval(),
+            Some(Interval {
+                every: Duration::from_secs(5),
+                cumulative: true
+            })
+        );
+        let Command::Count(args) = parse(&["count"]).unwrap().command else {
+            panic!("not count");
+        };
+        assert_eq!(args.common.interval(), None);
+    }
+
+    #[test]
     fn linear_rules_follow_bpftrace() {
         assert!(parse_linear("0,1,1").is_ok());
         assert!(parse_linear("5, 1005, 1").is_ok());
@@ -342,6 +389,9 @@ mod tests {
             &["srlat", "--pid", "4194305"],
             &["count", "--secs", "-1"],
             &["count", "--attach", "uprobe"],
+            &["count", "--interval", "0"],
+            &["count", "--interval", "1.5"],
+            &["count", "--cumulative"],
             &["gplat", "--unit", "s"],
             &["frobnicate"],
         ] {

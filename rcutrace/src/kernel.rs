@@ -50,6 +50,25 @@ pub fn wait_for_programs() -> Result<()> {
     Ok(())
 }
 
+/// The local time now as bpftrace's `time()` prints it by default (`%H:%M:%S`).
+pub fn local_time() -> String {
+    // SAFETY: time() with a null pointer only returns the time; localtime_r fills the tm we
+    // own, or returns null and leaves it alone.
+    let now = unsafe { libc::time(std::ptr::null_mut()) };
+    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+    if unsafe { libc::localtime_r(&now, &mut tm) }.is_null() {
+        // No usable time zone: UTC.
+        let of_day = now.rem_euclid(86_400);
+        return format!(
+            "{:02}:{:02}:{:02}",
+            of_day / 3600,
+            of_day / 60 % 60,
+            of_day % 60
+        );
+    }
+    format!("{:02}:{:02}:{:02}", tm.tm_hour, tm.tm_min, tm.tm_sec)
+}
+
 /// Whether process or thread `pid` exists now (/proc/TID works for any thread).
 pub fn task_exists(pid: u32) -> bool {
     std::path::Path::new(&format!("/proc/{pid}")).exists()

@@ -14,6 +14,7 @@ mod kernel;
 mod kernel_misses;
 mod model;
 mod probes;
+mod readings;
 mod render;
 mod session;
 mod stats;

@@ -230,6 +230,9 @@ impl CountSummary {
 /// A command's whole result, as the renderers take it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Report {
+    /// With `--interval`: the local time the interval ended, `HH:MM:SS`, printed before the
+    /// maps as bpftrace's `time()` prints it.
+    pub time: Option<String>,
     pub maps: Vec<Map>,
     pub summary: Summary,
 }

@@ -1,6 +1,6 @@
 //! The tracing window: runs until the duration ends or the user interrupts, while latency
-//! samples flow from the kernel's ring buffer to their consumer and the exit of a traced
-//! process is reported.
+//! samples flow from the kernel's ring buffer to their consumer, the exit of a traced
+//! process is reported, and with `--interval` a report of the window so far is made on time.
 
 use std::{
     os::fd::{FromRawFd as _, OwnedFd},
@@ -75,31 +75,40 @@ impl Samples {
         }
     }
 
-    /// Waits for samples and hands them to `consume`, forever; returns only if waiting fails.
-    async fn follow(&mut self, consume: Consume<'_>) -> Result<()> {
-        loop {
-            let mut ready = self
-                .ring
-                .readable_mut()
-                .await
-                .context("waiting for samples")?;
-            let ring = ready.get_inner_mut();
-            while let Some(item) = ring.next() {
-                consume(&item);
-            }
-            ready.clear_ready();
+    /// Waits for samples, then hands every one waiting to `consume`. Cancelling it while it
+    /// waits loses nothing: the samples stay in the buffer.
+    async fn next_batch(&mut self, consume: Consume<'_>) -> Result<()> {
+        let mut ready = self
+            .ring
+            .readable_mut()
+            .await
+            .context("waiting for samples")?;
+        let ring = ready.get_inner_mut();
+        while let Some(item) = ring.next() {
+            consume(&item);
         }
+        ready.clear_ready();
+        Ok(())
     }
 }
 
-/// Waits for `duration` (forever if `None`) or an interrupt, feeding samples to `consume`.
-/// If `traced_process` exits meanwhile, says so once on stderr (its calls can no longer be
-/// traced) and keeps waiting.
+/// Reports made during the window, every `every` from its start; the end of the window is
+/// not one of them (what follows the last tick is reported when the window closes).
+pub struct Ticks<'a> {
+    pub every: Duration,
+    /// Runs once the samples that arrived so far have been consumed.
+    pub report: &'a mut dyn FnMut() -> Result<()>,
+}
+
+/// Waits for `duration` (forever if `None`) or an interrupt, feeding samples to `consume`
+/// and reporting on every tick. If `traced_process` exits meanwhile, says so once on stderr
+/// (its calls can no longer be traced) and keeps waiting.
 pub async fn run(
     duration: Option<Duration>,
     interrupts: &mut Interrupts,
-    samples: Option<(&mut Samples, Consume<'_>)>,
+    mut samples: Option<(&mut Samples, Consume<'_>)>,
     traced_process: Option<u32>,
+    mut ticks: Option<Ticks<'_>>,
 ) -> Result<Window> {
     let started = Instant::now();
     let mut deadline = pin!(async {
@@ -108,18 +117,26 @@ pub async fn run(
             None => std::future::pending().await,
         }
     });
-    let mut follow = pin!(async {
-        match samples {
-            Some((samples, consume)) => samples.follow(consume).await,
-            None => std::future::pending().await,
-        }
-    });
+    let mut ticks_done: u32 = 0;
     let mut process = traced_process.and_then(Process::watch);
     let interrupted = loop {
+        let next_tick = ticks
+            .as_ref()
+            .and_then(|t| t.every.checked_mul(ticks_done + 1))
+            .filter(|at| duration.is_none_or(|d| *at < d));
         tokio::select! {
             _ = &mut deadline => break false,
             _ = interrupts.any() => break true,
-            result = &mut follow => { result?; break false }
+            result = next_batch(&mut samples) => result?,
+            () = tick_at(next_tick.map(|at| started + at)) => {
+                ticks_done += 1;
+                if let Some((samples, consume)) = samples.as_mut() {
+                    samples.drain(&mut **consume);
+                }
+                if let Some(ticks) = ticks.as_mut() {
+                    (ticks.report)()?;
+                }
+            }
             () = exit_of(&process) => {
                 if let Some(p) = process.take() {
                     report_exit(p.pid, started);
@@ -137,6 +154,22 @@ pub async fn run(
         elapsed: started.elapsed(),
         interrupted,
     })
+}
+
+/// The next batch of samples; never without a sample buffer.
+async fn next_batch(samples: &mut Option<(&mut Samples, Consume<'_>)>) -> Result<()> {
+    match samples {
+        Some((samples, consume)) => samples.next_batch(&mut **consume).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Completes at `at`; never without one.
+async fn tick_at(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at.into()).await,
+        None => std::future::pending().await,
+    }
 }
 
 /// A running process whose exit the window watches, through a pidfd (readable once it exits).

@@ -15,10 +15,7 @@ use rcutrace_common::{
     latency::CONTROL_RUNNING,
 };
 
-use crate::{
-    kernel_misses,
-    probes::{AttachChoice, Keys, Method, Probe, plan},
-};
+use crate::probes::{AttachChoice, Keys, Method, Probe, plan};
 
 /// The eBPF object built by build.rs (empty when the toolchain was missing at build time).
 static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/rcutrace"));
@@ -141,14 +138,12 @@ impl Tracer {
         info.map(|info| info.id()).ok()
     }
 
-    /// Probe hits the kernel skipped for the programs serving `probes` (see `kernel_misses`).
-    pub fn missed(&self, probes: &[Probe]) -> u64 {
-        let missed = kernel_misses::missed_by_program_id();
+    /// Kernel ids of the programs serving `probes` (their skipped hits are counted by id).
+    pub fn program_ids<'a>(&'a self, probes: &'a [Probe]) -> impl Iterator<Item = u32> + 'a {
         self.program_ids
             .iter()
             .filter(|(p, _)| probes.contains(p))
-            .filter_map(|(_, id)| missed.get(id))
-            .sum()
+            .map(|(_, id)| *id)
     }
 
     /// Reads the kernel's BTF once; fentry/fexit need it to find the function's type.

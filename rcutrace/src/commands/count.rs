@@ -8,10 +8,10 @@ use rcutrace_common::{
     counters::{self, CounterSlot},
 };
 
-use super::{Need, Request, Traced, stack_frames, trace};
+use super::{Need, Period, Request, stack_frames, trace};
 use crate::{
     attribution::{By, fold_top, key_text},
-    cli::CountArgs,
+    cli::{ByArgs, CountArgs},
     model::{CountMap, CountSummary, KeyedLosses, Map, Report, Summary},
     probes::{COUNTED, Counted, Probe, counted_functions},
     render::Format,
@@ -19,7 +19,7 @@ use crate::{
 
 pub async fn run(args: &CountArgs, format: Format) -> Result<Report> {
     let probes: Vec<Probe> = counted_functions(args.all).map(|c| c.probe).collect();
-    let traced = trace(
+    trace(
         Request {
             probes: &probes,
             constants: Vec::new(),
@@ -27,23 +27,25 @@ pub async fn run(args: &CountArgs, format: Format) -> Result<Report> {
             by: args.by.by,
             need: Need::Any,
             duration: args.common.duration(),
+            interval: args.common.interval(),
             traced_process: None,
             format,
         },
         None,
+        &mut |period| report(period, &args.by),
     )
-    .await?;
+    .await
+}
+
+/// The counts of one period, as a map and their ratios.
+fn report(period: &Period<'_>, by: &ByArgs) -> Result<Report> {
+    let totals = period.counters.array("COUNTS");
     let counts: Vec<(&Counted, u64)> = COUNTED
         .iter()
-        .filter(|c| traced.attached.iter().any(|(probe, _)| *probe == c.probe))
-        .map(|c| {
-            (
-                c,
-                traced.counts.get(c.slot() as usize).copied().unwrap_or(0),
-            )
-        })
+        .filter(|c| period.attached.iter().any(|(probe, _)| *probe == c.probe))
+        .map(|c| (c, totals.get(c.slot() as usize).copied().unwrap_or(0)))
         .collect();
-    let (counts, entries, keyed_losses) = match args.by.by {
+    let (counts, entries, keyed_losses) = match by.by {
         None => {
             let entries = counts
                 .iter()
@@ -51,7 +53,7 @@ pub async fn run(args: &CountArgs, format: Format) -> Result<Report> {
                 .collect();
             (counts, entries, None)
         }
-        Some(by) => keyed(&traced, counts, by, args.by.top)?,
+        Some(key_by) => keyed(period, counts, key_by, by.top),
     };
     // Reader kprobe skips are the tracer's own nested rcu_read_lock(), not lost readers.
     let not_readers: Vec<Probe> = counts
@@ -61,11 +63,12 @@ pub async fn run(args: &CountArgs, format: Format) -> Result<Report> {
         .collect();
     let mut summary = summarize(
         &counts,
-        traced.window.elapsed,
-        traced.tracer.missed(&not_readers),
+        period.elapsed,
+        period.counters.missed(period.tracer, &not_readers),
     );
     summary.keyed_losses = keyed_losses;
     Ok(Report {
+        time: None,
         maps: vec![Map::Count(CountMap {
             name: "@".into(),
             entries,
@@ -83,16 +86,16 @@ type Keyed<'a> = (
 /// With `--by`: the map's entries are `KEY, function`, the largest `top` kept; the totals per
 /// function (for the summary) are the sums over every key.
 fn keyed<'a>(
-    traced: &Traced,
+    period: &Period<'_>,
     counts: Vec<(&'a Counted, u64)>,
     by: By,
     top: usize,
-) -> Result<Keyed<'a>> {
+) -> Keyed<'a> {
     let mut symbolizer = None;
-    let mut frames = stack_frames(traced, &mut symbolizer);
+    let mut frames = stack_frames(period.tracer, &mut symbolizer);
     let mut totals: Vec<(&Counted, u64)> = counts.iter().map(|(c, _)| (*c, 0)).collect();
     let mut entries = Vec::new();
-    for (key, n) in traced.tracer.keyed_counts()? {
+    for (key, n) in period.counters.keyed_counts() {
         let Some(total) = totals.iter_mut().find(|(c, _)| c.slot() == key.event) else {
             continue;
         };
@@ -100,19 +103,19 @@ fn keyed<'a>(
         let function = total.0.function();
         let text = match by {
             // The stack's first frame is the function itself.
-            By::Stack if key.stack != NO_STACK => key_text(by, &key, &mut frames),
-            _ => format!("{}, {function}", key_text(by, &key, &mut frames)),
+            By::Stack if key.stack != NO_STACK => key_text(by, key, &mut frames),
+            _ => format!("{}, {function}", key_text(by, key, &mut frames)),
         };
         entries.push((text, n));
     }
     let entries = fold_top(entries, top, |n| *n, |a, b| *a += b);
-    let losses = traced.tracer.per_cpu_sums("COUNT_LOSSES")?;
+    let losses = period.counters.array("COUNT_LOSSES");
     let loss = |slot: u32| losses.get(slot as usize).copied().unwrap_or(0);
     let keyed_losses = KeyedLosses {
         map_full: loss(counters::LOST_KEYED_MAP_FULL),
         stacks_lost: loss(counters::LOST_STACK),
     };
-    Ok((totals, entries, Some(keyed_losses)))
+    (totals, entries, Some(keyed_losses))
 }
 
 /// The counts the ratios are made of, from the traced functions' counts.

@@ -1,9 +1,11 @@
 //! `rcutrace gplat` and `rcutrace srlat`: one latency pipeline, different choices of functions.
 
+use std::cell::RefCell;
+
 use anyhow::{Result, bail};
 use rcutrace_common::latency::*;
 
-use super::{Need, Request, Traced, trace};
+use super::{Need, Period, Request, trace};
 use crate::{
     aggregate::{Aggregate, Layout, Series},
     attribution::{By, fold_top, key_text},
@@ -14,7 +16,7 @@ use crate::{
     render::Format,
     stats::PERCENTILE_ERROR,
     symbols::Symbolizer,
-    tracer::Constant,
+    tracer::{Constant, Tracer},
 };
 
 /// One timed function of a run: what is timed, the map it prints as, and its unit.
@@ -111,9 +113,11 @@ async fn run(
         .flat_map(|t| [t.timed.entry, t.timed.exit])
         .collect();
     let units = timings.iter().map(|t| t.unit.nanos()).collect();
-    let mut aggregate = Aggregate::new(layout(args), units);
-    let mut consume = |record: &[u8]| aggregate.add(record);
-    let traced = trace(
+    // Filled by the samples as they arrive, emptied by each report.
+    let aggregate = RefCell::new(Aggregate::new(layout(args), units));
+    let mut consume = |record: &[u8]| aggregate.borrow_mut().add(record);
+    let mut symbolizer = None;
+    trace(
         Request {
             probes: &probes,
             constants: vec![
@@ -124,25 +128,50 @@ async fn run(
             by: args.by.by,
             need: Need::All,
             duration: args.common.duration(),
+            interval: args.common.interval(),
             traced_process: pid,
             format,
         },
         Some(&mut consume),
+        &mut |period| {
+            report(
+                period,
+                timings,
+                &args.by,
+                &mut aggregate.borrow_mut(),
+                &mut symbolizer,
+            )
+        },
     )
-    .await?;
+    .await
+}
+
+/// The histograms and statistics of the samples that arrived in one period.
+fn report(
+    period: &Period<'_>,
+    timings: &[Timing],
+    by: &ByArgs,
+    aggregate: &mut Aggregate,
+    symbolizer: &mut Option<Symbolizer>,
+) -> Result<Report> {
     if aggregate.malformed > 0 {
         bail!(
             "{} records in the sample buffer were not samples (rcutrace's eBPF object and loader disagree)",
             aggregate.malformed
         );
     }
-    let mut symbolizer = None;
     let mut maps = Vec::new();
     let mut summaries = Vec::new();
     for timing in timings {
-        let series = aggregate.take(timing.timed.index());
+        let index = timing.timed.index();
+        // A period from the opening (--cumulative) keeps the samples for the next report.
+        let series = if period.from_open {
+            aggregate.copy(index)
+        } else {
+            aggregate.take(index)
+        };
         let layout = aggregate.layout();
-        let series = keyed(series, layout, &traced, &args.by, &mut symbolizer)?;
+        let series = keyed(series, layout, period.tracer, by, symbolizer);
         let mut stats = Vec::new();
         for (key, s) in &series {
             maps.push(Map::Hist(HistMap {
@@ -159,12 +188,13 @@ async fn run(
             unit: timing.unit,
             series: stats,
             percentile_error: PERCENTILE_ERROR,
-            losses: losses(&traced, timing, args.by.by)?,
+            losses: losses(period, timing, by.by)?,
         });
     }
     // In bpftrace's order of maps, as the histograms print.
     summaries.sort_by(|a, b| a.map_name.as_bytes().cmp(b.map_name.as_bytes()));
     Ok(Report {
+        time: None,
         maps,
         summary: Summary::Latency(summaries),
     })
@@ -175,32 +205,32 @@ async fn run(
 fn keyed(
     series: Vec<(rcutrace_common::attribution::Attribution, Series)>,
     layout: Layout,
-    traced: &Traced,
+    tracer: &Tracer,
     by: &ByArgs,
     symbolizer: &mut Option<Symbolizer>,
-) -> Result<Vec<(Option<String>, Series)>> {
+) -> Vec<(Option<String>, Series)> {
     let Some(key_by) = by.by else {
         let all = series.into_iter().map(|(_, s)| s).reduce(|mut a, b| {
             a.merge(b);
             a
         });
-        return Ok(vec![(None, all.unwrap_or_else(|| Series::new(layout)))]);
+        return vec![(None, all.unwrap_or_else(|| Series::new(layout)))];
     };
-    let mut frames = super::stack_frames(traced, symbolizer);
+    let mut frames = super::stack_frames(tracer, symbolizer);
     let texts: Vec<(String, Series)> = series
         .into_iter()
         .map(|(key, s)| (key_text(key_by, &key, &mut frames), s))
         .collect();
-    Ok(fold_top(texts, by.top, Series::count, Series::merge)
+    fold_top(texts, by.top, Series::count, Series::merge)
         .into_iter()
         .map(|(k, s)| (Some(k), s))
-        .collect())
+        .collect()
 }
 
-/// What could not be measured for one timed function.
-fn losses(traced: &Traced, timing: &Timing, by: Option<By>) -> Result<Losses> {
-    let tracer = &traced.tracer;
-    let stats = tracer.per_cpu_sums("STATS")?;
+/// What could not be measured for one timed function in the period.
+fn losses(period: &Period<'_>, timing: &Timing, by: Option<By>) -> Result<Losses> {
+    let tracer = period.tracer;
+    let stats = period.counters.array("STATS");
     let index = timing.timed.index();
     let stat = |stat: u32| {
         stats
@@ -208,13 +238,13 @@ fn losses(traced: &Traced, timing: &Timing, by: Option<By>) -> Result<Losses> {
             .copied()
             .unwrap_or(0)
     };
-    let entries_skipped = tracer.missed(&[timing.timed.entry]);
-    let returns_skipped = tracer.missed(&[timing.timed.exit]);
+    let entries_skipped = period.counters.missed(tracer, &[timing.timed.entry]);
+    let returns_skipped = period.counters.missed(tracer, &[timing.timed.exit]);
     // Calls left in the in-flight map: still inside the function, or returned with the return
     // dropped by the kernel. Only a kretprobe drops returns, and a thread that has gone has
     // certainly returned; a live thread is taken to be still inside (its kernel stack cannot
     // tell: the function may have tail-called its way off the stack).
-    let returns_droppable = traced
+    let returns_droppable = period
         .attached
         .iter()
         .any(|(probe, method)| *probe == timing.timed.exit && *method == Method::Kretprobe);
@@ -259,6 +289,8 @@ mod tests {
             common: crate::cli::Common {
                 secs: 1,
                 attach: Default::default(),
+                interval: None,
+                cumulative: false,
             },
             unit: None,
             linear,
@@ -277,6 +309,8 @@ mod tests {
                 common: crate::cli::Common {
                     secs: 1,
                     attach: Default::default(),
+                    interval: None,
+                    cumulative: false,
                 },
                 unit: None,
                 linear: None,

@@ -4,16 +4,23 @@
 pub mod count;
 pub mod latency;
 
-use std::{collections::HashSet, fmt::Write as _, io::Write as _, time::Duration};
+use std::{
+    collections::HashSet,
+    fmt::Write as _,
+    io::Write as _,
+    time::{Duration, Instant},
+};
 
 use anyhow::{Context as _, Result, anyhow};
 
 use crate::{
     attribution::{self, By},
     kernel,
+    model::Report,
     probes::{AttachChoice, Keys, Method, Probe},
+    readings::Reading,
     render::{self, Format},
-    session::{self, Consume, Interrupts, Samples, Window},
+    session::{self, Consume, Interrupts, Samples, Ticks},
     symbols::Symbolizer,
     tracer::{Attachment, Constant, Tracer},
 };
@@ -36,26 +43,48 @@ pub struct Request<'a> {
     pub by: Option<By>,
     pub need: Need,
     pub duration: Option<Duration>,
+    /// Report every so often during the window, not only at its end.
+    pub interval: Option<Interval>,
     /// The process a pid filter selects, whose exit is reported.
     pub traced_process: Option<u32>,
     pub format: Format,
 }
 
-/// A finished tracing window: programs quiet, maps ready to read. The programs detach when
-/// this is dropped.
-pub struct Traced {
-    pub tracer: Tracer,
-    pub window: Window,
-    /// How each probe that attached was attached, in the order given.
-    pub attached: Vec<(Probe, Method)>,
-    /// Per-slot counts of `count`'s programs over exactly the window.
-    pub counts: Vec<u64>,
+/// `--interval N [--cumulative]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Interval {
+    pub every: Duration,
+    /// Each report covers the window so far, not only what happened since the last one.
+    pub cumulative: bool,
 }
 
-/// Loads, attaches the probes, prints bpftrace's banner, and traces for the window. Counting
-/// starts once the last probe is attached and stops before anything is detached; latency
-/// samples go to `consume` as they arrive, the last ones after every program has finished.
-pub async fn trace(request: Request<'_>, mut consume: Option<Consume<'_>>) -> Result<Traced> {
+/// One stretch of the window that a report covers: the whole window, one interval, or with
+/// `--cumulative` the window so far. The probes may still be running.
+pub struct Period<'a> {
+    pub tracer: &'a Tracer,
+    /// How each probe that attached was attached, in the order given.
+    pub attached: &'a [(Probe, Method)],
+    /// What the programs' counters added over the period.
+    pub counters: Reading,
+    pub elapsed: Duration,
+    /// The period began when the window opened (samples consumed so far must be kept for
+    /// later reports, not taken).
+    pub from_open: bool,
+}
+
+/// Makes a command's report of one period.
+pub type MakeReport<'a> = &'a mut dyn FnMut(&Period<'_>) -> Result<Report>;
+
+/// Loads, attaches the probes, prints bpftrace's banner, traces for the window, and returns
+/// the report `make_report` makes of it. Counting starts once the last probe is attached and
+/// stops before anything is detached; latency samples go to `consume` as they arrive, the
+/// last ones after every program has finished. With an interval, the reports of the periods
+/// before the last one are printed as they are made; the last one is returned.
+pub async fn trace(
+    request: Request<'_>,
+    mut consume: Option<Consume<'_>>,
+    make_report: MakeReport<'_>,
+) -> Result<Report> {
     kernel::check_privileges()?;
     let mut interrupts = Interrupts::catch()?;
     let mut constants = request.constants;
@@ -96,26 +125,40 @@ pub async fn trace(request: Request<'_>, mut consume: Option<Consume<'_>>) -> Re
         Some(_) => Some(Samples::new(tracer.take_samples()?)?),
         None => None,
     };
-    let counts_at_open = tracer.per_cpu_sums("COUNTS")?;
+    let keyed = request.by.is_some();
+    let at_open = Reading::take(&tracer, keyed)?;
     tracer.set_running(true)?;
-    let mut stdout = std::io::stdout();
-    stdout
-        .write_all(render::banner(request.format, attached.len()).as_bytes())
-        .and_then(|()| stdout.flush())
-        .context("writing to stdout")?;
+    let opened = Instant::now();
+    print(&render::banner(request.format, attached.len()))?;
     let following = match (samples.as_mut(), consume.as_mut()) {
         (Some(samples), Some(consume)) => Some((samples, &mut **consume as Consume<'_>)),
         _ => None,
     };
+    let mut periods = Periods {
+        attached: &attached,
+        interval: request.interval,
+        start: at_open,
+        started: opened,
+        opened,
+    };
+    let mut report_interval = || {
+        let now = Reading::take(&tracer, keyed)?;
+        let report = periods.report(&tracer, now, &mut *make_report)?;
+        print(&render::report(request.format, &report))
+    };
+    let ticks = request.interval.map(|interval| Ticks {
+        every: interval.every,
+        report: &mut report_interval,
+    });
     let window = session::run(
         request.duration,
         &mut interrupts,
         following,
         request.traced_process,
+        ticks,
     )
     .await?;
     tracer.set_running(false)?;
-    let counts_at_close = tracer.per_cpu_sums("COUNTS")?;
     kernel::wait_for_programs()?;
     if let (Some(samples), Some(consume)) = (samples.as_mut(), consume.as_mut()) {
         samples.drain(&mut **consume);
@@ -126,27 +169,66 @@ pub async fn trace(request: Request<'_>, mut consume: Option<Consume<'_>>) -> Re
             window.elapsed.as_secs_f64()
         );
     }
-    let counts = counts_at_close
-        .iter()
-        .zip(&counts_at_open)
-        .map(|(close, open)| close.wrapping_sub(*open))
-        .collect();
-    Ok(Traced {
-        tracer,
-        window,
-        attached,
-        counts,
-    })
+    let at_close = Reading::take(&tracer, keyed)?;
+    periods.report(&tracer, at_close, make_report)
+}
+
+/// The periods of one window, one after another: where the current one started.
+struct Periods<'a> {
+    attached: &'a [(Probe, Method)],
+    interval: Option<Interval>,
+    /// The counters when the current period started, and when that was.
+    start: Reading,
+    started: Instant,
+    opened: Instant,
+}
+
+impl Periods<'_> {
+    /// The report of the period ending with reading `now`; the next period starts here
+    /// (unless every period starts at the opening).
+    fn report(
+        &mut self,
+        tracer: &Tracer,
+        now: Reading,
+        make_report: MakeReport<'_>,
+    ) -> Result<Report> {
+        let ended = Instant::now();
+        let from_open = self.started == self.opened;
+        let period = Period {
+            tracer,
+            attached: self.attached,
+            counters: now.since(&self.start),
+            elapsed: ended - self.started,
+            from_open,
+        };
+        let mut report = make_report(&period)?;
+        if let Some(interval) = self.interval {
+            report.time = Some(kernel::local_time());
+            if !interval.cumulative {
+                self.start.advance(now);
+                self.started = ended;
+            }
+        }
+        Ok(report)
+    }
+}
+
+fn print(text: &str) -> Result<()> {
+    let mut stdout = std::io::stdout();
+    stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+        .context("writing to stdout")
 }
 
 /// Symbolized frames of the kernel stacks the programs kept, by stack id, `name+offset`
 /// deepest first; the symbolizer is made on first use, so runs without stacks never pay for it.
 pub fn stack_frames<'a>(
-    traced: &'a Traced,
+    tracer: &'a Tracer,
     symbolizer: &'a mut Option<Symbolizer>,
 ) -> impl FnMut(u64) -> Vec<String> + 'a {
     move |stack| {
-        let addresses = match traced.tracer.stack(stack) {
+        let addresses = match tracer.stack(stack) {
             Ok(addresses) => addresses,
             Err(e) => return vec![format!("[stack unreadable: {e:#}]")],
         };

@@ -33,6 +33,9 @@ pub fn report(report: &Report) -> String {
 /// The records of a whole report, in output order.
 fn records(report: &Report) -> Vec<Record> {
     let mut records: Vec<Record> = Vec::new();
+    if let Some(time) = &report.time {
+        records.push(Record::Time(format!("{time}\n")));
+    }
     let mut keyed_hists: Vec<&HistMap> = Vec::new();
     // bpftrace prints no record for a map it never wrote.
     let written = maps_in_order(&report.maps)
@@ -325,6 +328,7 @@ mod tests {
             })
         };
         let report = Report {
+            time: None,
             maps: vec![
                 hist("big", vec![0, 0, 0, 5]),
                 hist("small", vec![0, 0, 0, 1]),
@@ -341,6 +345,7 @@ mod tests {
     #[test]
     fn summaries_are_records_of_their_own() {
         let report = Report {
+            time: None,
             maps: vec![],
             summary: Summary::Latency(vec![LatencySummary {
                 map_name: "@srlat".into(),
@@ -381,6 +386,24 @@ mod tests {
         assert!(count.contains("\"grace_periods\": 0"), "{count}");
     }
 
+    /// bpftrace -f json prints `time()` as `{"type": "time", "data": "HH:MM:SS\n"}`.
+    #[test]
+    fn an_interval_starts_with_a_time_record() {
+        let report = Report {
+            time: Some("12:00:05".into()),
+            maps: vec![Map::Count(CountMap {
+                name: "@".into(),
+                entries: vec![("call_rcu".into(), 3)],
+            })],
+            summary: Summary::Latency(Vec::new()),
+        };
+        assert_eq!(
+            super::report(&report),
+            "{\"type\": \"time\", \"data\": \"12:00:05\\n\"}\n\
+             {\"type\": \"map\", \"data\": {\"@\": {\"call_rcu\": 3}}}\n"
+        );
+    }
+
     #[test]
     fn strings_are_escaped_as_bpftrace_escapes_them() {
         let out = line(&count_map(&CountMap {
@@ -417,6 +440,7 @@ mod tests {
     #[test]
     fn an_empty_map_has_no_record() {
         let report = Report {
+            time: None,
             maps: vec![Map::Hist(HistMap {
                 name: "@gplat".into(),
                 key: None,
@@ -439,6 +463,7 @@ mod tests {
         counts[log2_slot(-3) as usize] = 1;
         counts[64] = 2;
         let report = Report {
+            time: None,
             maps: vec![
                 Map::Hist(HistMap {
                     name: "@h".into(),

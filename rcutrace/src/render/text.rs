@@ -15,7 +15,13 @@ use crate::{
 };
 
 pub fn report(report: &Report) -> String {
-    let mut out = maps(&report.maps);
+    // At the end of a run bpftrace prints two newlines, then every map; an interval's
+    // `time(); print(@)` prints the time, then the maps.
+    let mut out = match &report.time {
+        Some(time) => format!("{time}\n"),
+        None => String::from("\n\n"),
+    };
+    out.push_str(&maps(&report.maps));
     match &report.summary {
         Summary::Count(summary) => out.push_str(&count_summary(summary)),
         Summary::Latency(summaries) => {
@@ -35,9 +41,9 @@ pub fn banner(probes: usize) -> String {
     format!("Attaching {probes} {plural}...\n")
 }
 
-/// All maps, ordered by name as bytes (`@` included), after bpftrace's two newlines.
+/// All maps, ordered by name as bytes (`@` included).
 fn maps(maps: &[Map]) -> String {
-    let mut out = String::from("\n\n");
+    let mut out = String::new();
     for map in maps_in_order(maps) {
         match map {
             Map::Count(m) => count_map(&mut out, m),
@@ -209,7 +215,11 @@ fn count_summary(summary: &CountSummary) -> String {
 /// A key on one line, for rcutrace's own summary lines: a kernel stack's frames (one per
 /// line in bpftrace's key) joined by `; `.
 fn one_line(key: &str) -> String {
-    let lines: Vec<&str> = key.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+    let lines: Vec<&str> = key
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
     lines.join("; ")
 }
 
@@ -395,7 +405,7 @@ mod tests {
                 buckets: Buckets::Log2(hk1),
             }),
         ];
-        let out = banner(1) + &maps(&all);
+        let out = banner(1) + "\n\n" + &maps(&all);
         let expected = format!(
             "Attaching 1 probe...\n\
              \n\
@@ -414,6 +424,26 @@ mod tests {
              \n"
         );
         assert_eq!(out, expected);
+    }
+
+    /// bpftrace's `interval:s:1 { time(); print(@); }`: the time, then the map, with no
+    /// blank lines before it.
+    #[test]
+    fn an_interval_starts_with_its_time() {
+        let interval = Report {
+            time: Some("12:00:05".into()),
+            maps: vec![Map::Count(CountMap {
+                name: "@".into(),
+                entries: vec![("call_rcu".into(), 3)],
+            })],
+            summary: Summary::Latency(Vec::new()),
+        };
+        assert_eq!(report(&interval), "12:00:05\n@[call_rcu]: 3\n");
+        let end = Report {
+            time: None,
+            ..interval
+        };
+        assert_eq!(report(&end), "\n\n@[call_rcu]: 3\n");
     }
 
     #[test]

@@ -1,0 +1,169 @@
+//! The programs' cumulative counters, read from the live maps without stopping the probes,
+//! and what was added between two readings. Every counter only ever grows (per-CPU slots,
+//! atomically added hash-map values, the kernel's skipped-hit counts), so differences of
+//! successive readings count each event in exactly one period: nothing lost, nothing twice.
+
+use std::collections::HashMap;
+
+use anyhow::Result;
+use rcutrace_common::attribution::Attribution;
+
+use crate::{probes::Probe, tracer::Tracer};
+
+/// The per-CPU arrays of counters: `count`'s per-function counts and its losses, and the
+/// latency programs' per-function statistics.
+const ARRAYS: [&str; 3] = ["COUNTS", "COUNT_LOSSES", "STATS"];
+
+/// Counters as read at one moment, or the differences between two such readings.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Reading {
+    /// Each array's slots, summed over the CPUs.
+    arrays: HashMap<&'static str, Vec<u64>>,
+    /// The `--by` count map, when it is in use.
+    keyed: HashMap<Attribution, u64>,
+    /// Hits the kernel skipped, by program id.
+    missed: HashMap<u32, u64>,
+}
+
+impl Reading {
+    /// Reads every counter now; the keyed map only when `keyed` (walking it is not free).
+    pub fn take(tracer: &Tracer, keyed: bool) -> Result<Self> {
+        let mut arrays = HashMap::new();
+        for name in ARRAYS {
+            arrays.insert(name, tracer.per_cpu_sums(name)?);
+        }
+        let keyed = if keyed {
+            tracer.keyed_counts()?.into_iter().collect()
+        } else {
+            HashMap::new()
+        };
+        Ok(Reading {
+            arrays,
+            keyed,
+            missed: crate::kernel_misses::missed_by_program_id(),
+        })
+    }
+
+    /// What was added from `earlier` to this reading. A key this reading did not see (a walk
+    /// of a hash map that is being written can miss one) counts nothing now and its events
+    /// land in the next period, since `advance` keeps its earlier value.
+    pub fn since(&self, earlier: &Reading) -> Reading {
+        let arrays = self
+            .arrays
+            .iter()
+            .map(|(name, now)| {
+                let before = earlier.arrays.get(name);
+                let slots = now
+                    .iter()
+                    .enumerate()
+                    .map(|(i, n)| {
+                        n.wrapping_sub(before.and_then(|b| b.get(i)).copied().unwrap_or(0))
+                    })
+                    .collect();
+                (*name, slots)
+            })
+            .collect();
+        let difference =
+            |now: &u64, before: Option<&u64>| now.wrapping_sub(before.copied().unwrap_or(0));
+        let keyed = self
+            .keyed
+            .iter()
+            .map(|(key, n)| (*key, difference(n, earlier.keyed.get(key))))
+            .filter(|(_, n)| *n != 0)
+            .collect();
+        let missed = self
+            .missed
+            .iter()
+            .map(|(id, n)| (*id, difference(n, earlier.missed.get(id))))
+            .collect();
+        Reading {
+            arrays,
+            keyed,
+            missed,
+        }
+    }
+
+    /// Moves this reading forward to `now`, keeping the values of keys `now` did not see.
+    pub fn advance(&mut self, now: Reading) {
+        self.arrays = now.arrays;
+        self.keyed.extend(now.keyed);
+        self.missed.extend(now.missed);
+    }
+
+    /// The slots of per-CPU array `name` (empty if it was not read).
+    pub fn array(&self, name: &str) -> &[u64] {
+        self.arrays.get(name).map_or(&[], Vec::as_slice)
+    }
+
+    /// The entries of the `--by` count map.
+    pub fn keyed_counts(&self) -> impl Iterator<Item = (&Attribution, u64)> {
+        self.keyed.iter().map(|(k, n)| (k, *n))
+    }
+
+    /// Hits the kernel skipped for the programs serving `probes`.
+    pub fn missed(&self, tracer: &Tracer, probes: &[Probe]) -> u64 {
+        tracer
+            .program_ids(probes)
+            .filter_map(|id| self.missed.get(&id))
+            .sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reading(counts: &[u64], keyed: &[(u32, u64)], missed: &[(u32, u64)]) -> Reading {
+        Reading {
+            arrays: [("COUNTS", counts.to_vec())].into_iter().collect(),
+            keyed: keyed
+                .iter()
+                .map(|&(event, n)| {
+                    (
+                        Attribution {
+                            event,
+                            ..Default::default()
+                        },
+                        n,
+                    )
+                })
+                .collect(),
+            missed: missed.iter().copied().collect(),
+        }
+    }
+
+    /// Three periods of a run add up to the whole run, even when one walk of the hash map
+    /// missed a key.
+    #[test]
+    fn periods_add_up_to_the_whole() {
+        let open = reading(&[10, 0], &[], &[(7, 1)]);
+        let readings = [
+            reading(&[15, 2], &[(1, 4)], &[(7, 1)]),
+            // Key 1 grew to 9, but this walk did not see it.
+            reading(&[15, 3], &[(2, 1)], &[(7, 3)]),
+            reading(&[20, u64::MAX], &[(1, 10), (2, 2)], &[(7, 4)]),
+        ];
+        let whole = readings[2].since(&open);
+        let mut baseline = open;
+        let mut sums = reading(&[0, 0], &[], &[]);
+        for now in readings {
+            let period = now.since(&baseline);
+            for (i, n) in period.array("COUNTS").iter().enumerate() {
+                sums.arrays.get_mut("COUNTS").unwrap()[i] =
+                    sums.array("COUNTS")[i].wrapping_add(*n);
+            }
+            for (k, n) in period.keyed_counts() {
+                *sums.keyed.entry(*k).or_default() += n;
+            }
+            for (id, n) in &period.missed {
+                *sums.missed.entry(*id).or_default() += n;
+            }
+            baseline.advance(now);
+        }
+        assert_eq!(sums.array("COUNTS"), whole.array("COUNTS"));
+        assert_eq!(sums.array("COUNTS"), [10, u64::MAX]);
+        assert_eq!(sums.keyed, whole.keyed);
+        assert_eq!(sums.missed, whole.missed);
+        assert_eq!(sums.missed[&7], 3);
+    }
+}
