@@ -164,8 +164,7 @@ fn report(
     let mut summaries = Vec::new();
     for timing in timings {
         let index = timing.timed.index();
-        // A period from the opening (--cumulative) keeps the samples for the next report.
-        let series = if period.from_open {
+        let series = if period.cumulative {
             aggregate.copy(index)
         } else {
             aggregate.take(index)

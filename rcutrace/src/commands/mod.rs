@@ -67,9 +67,9 @@ pub struct Period<'a> {
     /// What the programs' counters added over the period.
     pub counters: Reading,
     pub elapsed: Duration,
-    /// The period began when the window opened (samples consumed so far must be kept for
-    /// later reports, not taken).
-    pub from_open: bool,
+    /// Later reports cover this period too (`--cumulative`): samples consumed so far must
+    /// be kept, not taken.
+    pub cumulative: bool,
 }
 
 /// Makes a command's report of one period.
@@ -139,7 +139,6 @@ pub async fn trace(
         interval: request.interval,
         start: at_open,
         started: opened,
-        opened,
     };
     let mut report_interval = || {
         let now = Reading::take(&tracer, keyed)?;
@@ -180,7 +179,6 @@ struct Periods<'a> {
     /// The counters when the current period started, and when that was.
     start: Reading,
     started: Instant,
-    opened: Instant,
 }
 
 impl Periods<'_> {
@@ -193,13 +191,12 @@ impl Periods<'_> {
         make_report: MakeReport<'_>,
     ) -> Result<Report> {
         let ended = Instant::now();
-        let from_open = self.started == self.opened;
         let period = Period {
             tracer,
             attached: self.attached,
             counters: now.since(&self.start),
             elapsed: ended - self.started,
-            from_open,
+            cumulative: self.interval.is_some_and(|i| i.cumulative),
         };
         let mut report = make_report(&period)?;
         if let Some(interval) = self.interval {

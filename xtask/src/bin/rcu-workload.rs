@@ -14,6 +14,8 @@ USAGE:
                                  on Debian 6.1 and 6.12 that is two __rcu_read_lock() calls)
     rcu-workload membarrier N    make exactly N membarrier(MEMBARRIER_CMD_GLOBAL) syscalls
                                  (one synchronize_rcu() each when more than one CPU is online)
+    rcu-workload bursts B N MS   B bursts of N membarrier calls each, MS milliseconds apart, in
+                                 this one process (known counts spread over time)
     rcu-workload background      run a mixed RCU load until killed
     rcu-workload module OP N [ARG]
                                  have the test module (rcutrace_test.ko, loaded) perform OP N
@@ -46,12 +48,14 @@ fn main() {
     match args.as_slice() {
         ["-h" | "--help" | "help"] => print!("{USAGE}"),
         ["getppid", n] => getppid(count(n)),
-        ["membarrier", n] => membarrier(count(n)),
+        ["membarrier", n] => membarrier(1, count(n), Duration::ZERO),
+        ["bursts", b, n, ms] => membarrier(count(b), count(n), Duration::from_millis(count(ms))),
         ["background"] => background(),
         ["module", op, n] => module(op, count(n), None),
         ["module", op, n, arg] => module(op, count(n), Some(count(arg))),
         [] => usage_error("missing subcommand"),
         [cmd @ ("getppid" | "membarrier")] => usage_error(&format!("`{cmd}` needs a count N")),
+        ["bursts", ..] => usage_error("`bursts` needs B, N and MS"),
         ["module", ..] => usage_error("`module` needs an op and a count N, then an optional ARG"),
         [cmd, ..] if ["getppid", "membarrier", "background"].contains(cmd) => {
             usage_error(&format!("too many arguments for `{cmd}`"))
@@ -63,7 +67,7 @@ fn main() {
 fn usage_error(msg: &str) -> ! {
     eprintln!(
         "rcu-workload: {msg}\n\
-         accepted: `getppid N`, `membarrier N`, `background`, `module OP N [ARG]`, `--help`"
+         accepted: `getppid N`, `membarrier N`, `bursts B N MS`, `background`, `module OP N [ARG]`, `--help`"
     );
     exit(2)
 }
@@ -80,7 +84,8 @@ fn getppid(n: u64) {
     println!("getppid: {n}");
 }
 
-fn membarrier(n: u64) {
+/// `bursts` bursts of `n` calls, `pause` apart; prints the total as `membarrier: N`.
+fn membarrier(bursts: u64, n: u64, pause: Duration) {
     if online_cpus() < 2 {
         eprintln!(
             "rcu-workload: note: only one CPU is online, so membarrier does not call synchronize_rcu()"
@@ -88,18 +93,25 @@ fn membarrier(n: u64) {
     }
     // The slowest call as user space saw it: an upper bound for the kernel-side latency.
     let mut slowest = Duration::ZERO;
-    for done in 0..n {
-        let started = Instant::now();
-        let result = sys_membarrier_global();
-        slowest = slowest.max(started.elapsed());
-        if let Err(e) = result {
-            eprintln!(
-                "rcu-workload: membarrier(MEMBARRIER_CMD_GLOBAL) failed after {done} of {n} calls: {e}"
-            );
-            exit(1);
+    let total = bursts * n;
+    for burst in 0..bursts {
+        if burst > 0 {
+            std::thread::sleep(pause);
+        }
+        for call in 0..n {
+            let started = Instant::now();
+            let result = sys_membarrier_global();
+            slowest = slowest.max(started.elapsed());
+            if let Err(e) = result {
+                let done = burst * n + call;
+                eprintln!(
+                    "rcu-workload: membarrier(MEMBARRIER_CMD_GLOBAL) failed after {done} of {total} calls: {e}"
+                );
+                exit(1);
+            }
         }
     }
-    println!("membarrier: {n}");
+    println!("membarrier: {total}");
     println!("slowest_ns: {}", slowest.as_nanos());
 }
 
