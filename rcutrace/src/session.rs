@@ -12,6 +12,7 @@ use anyhow::{Context as _, Result};
 use aya::maps::{MapData, RingBuf};
 use tokio::{
     io::{Interest, unix::AsyncFd},
+    net::{TcpListener, TcpStream},
     signal::unix::{Signal, SignalKind, signal},
 };
 
@@ -92,23 +93,36 @@ impl Samples {
     }
 }
 
-/// Reports made during the window, every `every` from its start; the end of the window is
-/// not one of them (what follows the last tick is reported when the window closes).
-pub struct Ticks<'a> {
-    pub every: Duration,
+/// When reports are made during the window (the end of the window always makes one).
+pub enum Trigger<'a> {
+    /// Every so often from the start; the end of the window is not one of these ticks.
+    Every(Duration),
+    /// Whenever a client connects (a scrape).
+    Connection(&'a TcpListener),
+}
+
+/// What a report during the window is due for.
+pub enum Due {
+    Tick,
+    Connection(TcpStream),
+}
+
+/// Reports made during the window.
+pub struct Reports<'a> {
+    pub trigger: Trigger<'a>,
     /// Runs once the samples that arrived so far have been consumed.
-    pub report: &'a mut dyn FnMut() -> Result<()>,
+    pub report: &'a mut dyn FnMut(Due) -> Result<()>,
 }
 
 /// Waits for `duration` (forever if `None`) or an interrupt, feeding samples to `consume`
-/// and reporting on every tick. If `traced_process` exits meanwhile, says so once on stderr
+/// and reporting when `reports` are due. If `traced_process` exits meanwhile, says so once on stderr
 /// (its calls can no longer be traced) and keeps waiting.
 pub async fn run(
     duration: Option<Duration>,
     interrupts: &mut Interrupts,
     mut samples: Option<(&mut Samples, Consume<'_>)>,
     traced_process: Option<u32>,
-    mut ticks: Option<Ticks<'_>>,
+    mut reports: Option<Reports<'_>>,
 ) -> Result<Window> {
     let started = Instant::now();
     let mut deadline = pin!(async {
@@ -120,21 +134,27 @@ pub async fn run(
     let mut ticks_done: u32 = 0;
     let mut process = traced_process.and_then(Process::watch);
     let interrupted = loop {
-        let next_tick = ticks
-            .as_ref()
-            .and_then(|t| t.every.checked_mul(ticks_done + 1))
+        let (every, listener) = match reports.as_ref().map(|r| &r.trigger) {
+            Some(Trigger::Every(every)) => (Some(*every), None),
+            Some(Trigger::Connection(listener)) => (None, Some(*listener)),
+            None => (None, None),
+        };
+        let next_tick = every
+            .and_then(|every| every.checked_mul(ticks_done + 1))
             .filter(|at| duration.is_none_or(|d| *at < d));
         tokio::select! {
             _ = &mut deadline => break false,
             _ = interrupts.any() => break true,
             result = next_batch(&mut samples) => result?,
-            () = tick_at(next_tick.map(|at| started + at)) => {
-                ticks_done += 1;
+            due = next_due(next_tick.map(|at| started + at), listener) => {
+                if matches!(due, Due::Tick) {
+                    ticks_done += 1;
+                }
                 if let Some((samples, consume)) = samples.as_mut() {
                     samples.drain(&mut **consume);
                 }
-                if let Some(ticks) = ticks.as_mut() {
-                    (ticks.report)()?;
+                if let Some(reports) = reports.as_mut() {
+                    (reports.report)(due)?;
                 }
             }
             () = exit_of(&process) => {
@@ -164,11 +184,24 @@ async fn next_batch(samples: &mut Option<(&mut Samples, Consume<'_>)>) -> Result
     }
 }
 
-/// Completes at `at`; never without one.
-async fn tick_at(at: Option<Instant>) {
-    match at {
-        Some(at) => tokio::time::sleep_until(at.into()).await,
-        None => std::future::pending().await,
+/// The next tick at `at`, or the next connection to `listener`; never without either.
+async fn next_due(at: Option<Instant>, listener: Option<&TcpListener>) -> Due {
+    match (at, listener) {
+        (Some(at), _) => {
+            tokio::time::sleep_until(at.into()).await;
+            Due::Tick
+        }
+        (None, Some(listener)) => loop {
+            match listener.accept().await {
+                Ok((stream, _)) => break Due::Connection(stream),
+                // Out of file descriptors and the like: the exporter keeps going.
+                Err(e) => {
+                    log::warn!("accepting a connection: {e}");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            }
+        },
+        (None, None) => std::future::pending().await,
     }
 }
 

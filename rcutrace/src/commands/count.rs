@@ -28,6 +28,7 @@ pub async fn run(args: &CountArgs, format: Format) -> Result<Report> {
             need: Need::Any,
             duration: args.common.duration(),
             interval: args.common.interval(),
+            listener: None,
             traced_process: None,
             format,
         },

@@ -129,6 +129,7 @@ async fn run(
             need: Need::All,
             duration: args.common.duration(),
             interval: args.common.interval(),
+            listener: None,
             traced_process: pid,
             format,
         },

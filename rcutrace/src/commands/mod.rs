@@ -12,6 +12,7 @@ use std::{
 };
 
 use anyhow::{Context as _, Result, anyhow};
+use tokio::net::TcpListener;
 
 use crate::{
     attribution::{self, By},
@@ -20,7 +21,7 @@ use crate::{
     probes::{AttachChoice, Keys, Method, Probe},
     readings::Reading,
     render::{self, Format},
-    session::{self, Consume, Interrupts, Samples, Ticks},
+    session::{self, Consume, Due, Interrupts, Reports, Samples, Trigger},
     symbols::Symbolizer,
     tracer::{Attachment, Constant, Tracer},
 };
@@ -45,6 +46,9 @@ pub struct Request<'a> {
     pub duration: Option<Duration>,
     /// Report every so often during the window, not only at its end.
     pub interval: Option<Interval>,
+    /// Report to each client that connects here during the window (`serve`); every report
+    /// covers the window so far.
+    pub listener: Option<&'a TcpListener>,
     /// The process a pid filter selects, whose exit is reported.
     pub traced_process: Option<u32>,
     pub format: Format,
@@ -67,24 +71,48 @@ pub struct Period<'a> {
     /// What the programs' counters added over the period.
     pub counters: Reading,
     pub elapsed: Duration,
-    /// Later reports cover this period too (`--cumulative`): samples consumed so far must
-    /// be kept, not taken.
+    /// Later reports cover this period too (`--cumulative`, `serve`): samples consumed so
+    /// far must be kept, not taken.
     pub cumulative: bool,
 }
 
 /// Makes a command's report of one period.
-pub type MakeReport<'a> = &'a mut dyn FnMut(&Period<'_>) -> Result<Report>;
+pub type MakeReport<'a, R = Report> = &'a mut dyn FnMut(&Period<'_>) -> Result<R>;
+
+/// Hands a report made during the window to where it is due.
+pub type Publish<'a, R> = &'a mut dyn FnMut(R, Due) -> Result<()>;
 
 /// Loads, attaches the probes, prints bpftrace's banner, traces for the window, and returns
-/// the report `make_report` makes of it. Counting starts once the last probe is attached and
-/// stops before anything is detached; latency samples go to `consume` as they arrive, the
-/// last ones after every program has finished. With an interval, the reports of the periods
-/// before the last one are printed as they are made; the last one is returned.
+/// the report `make_report` makes of it. With an interval, the reports of the intervals
+/// before the last one are printed as they are made, each after its time.
 pub async fn trace(
     request: Request<'_>,
-    mut consume: Option<Consume<'_>>,
+    consume: Option<Consume<'_>>,
     make_report: MakeReport<'_>,
 ) -> Result<Report> {
+    let format = request.format;
+    let stamped = request.interval.is_some();
+    let mut make_stamped = |period: &Period<'_>| {
+        let mut report = make_report(period)?;
+        if stamped {
+            report.time = Some(kernel::local_time());
+        }
+        Ok(report)
+    };
+    let mut print_report = |report: Report, _: Due| print(&render::report(format, &report));
+    trace_with(request, consume, &mut make_stamped, &mut print_report).await
+}
+
+/// `trace` for any kind of report: counting starts once the last probe is attached and
+/// stops before anything is detached; latency samples go to `consume` as they arrive, the
+/// last ones after every program has finished. Reports due during the window (intervals,
+/// connections) go to `publish`; the report of the end of the window is returned.
+pub async fn trace_with<R>(
+    request: Request<'_>,
+    mut consume: Option<Consume<'_>>,
+    make_report: MakeReport<'_, R>,
+    publish: Publish<'_, R>,
+) -> Result<R> {
     kernel::check_privileges()?;
     let mut interrupts = Interrupts::catch()?;
     let mut constants = request.constants;
@@ -136,25 +164,31 @@ pub async fn trace(
     };
     let mut periods = Periods {
         attached: &attached,
-        interval: request.interval,
+        // A server's every report covers the whole window so far.
+        cumulative: request.listener.is_some() || request.interval.is_some_and(|i| i.cumulative),
         start: at_open,
         started: opened,
     };
-    let mut report_interval = || {
+    let mut report_due = |due: Due| {
         let now = Reading::take(&tracer, keyed)?;
         let report = periods.report(&tracer, now, &mut *make_report)?;
-        print(&render::report(request.format, &report))
+        publish(report, due)
     };
-    let ticks = request.interval.map(|interval| Ticks {
-        every: interval.every,
-        report: &mut report_interval,
+    let trigger = match (request.interval, request.listener) {
+        (Some(interval), _) => Some(Trigger::Every(interval.every)),
+        (None, Some(listener)) => Some(Trigger::Connection(listener)),
+        (None, None) => None,
+    };
+    let reports = trigger.map(|trigger| Reports {
+        trigger,
+        report: &mut report_due,
     });
     let window = session::run(
         request.duration,
         &mut interrupts,
         following,
         request.traced_process,
-        ticks,
+        reports,
     )
     .await?;
     tracer.set_running(false)?;
@@ -175,7 +209,8 @@ pub async fn trace(
 /// The periods of one window, one after another: where the current one started.
 struct Periods<'a> {
     attached: &'a [(Probe, Method)],
-    interval: Option<Interval>,
+    /// Every period starts at the opening.
+    cumulative: bool,
     /// The counters when the current period started, and when that was.
     start: Reading,
     started: Instant,
@@ -184,27 +219,24 @@ struct Periods<'a> {
 impl Periods<'_> {
     /// The report of the period ending with reading `now`; the next period starts here
     /// (unless every period starts at the opening).
-    fn report(
+    fn report<R>(
         &mut self,
         tracer: &Tracer,
         now: Reading,
-        make_report: MakeReport<'_>,
-    ) -> Result<Report> {
+        make_report: MakeReport<'_, R>,
+    ) -> Result<R> {
         let ended = Instant::now();
         let period = Period {
             tracer,
             attached: self.attached,
             counters: now.since(&self.start),
             elapsed: ended - self.started,
-            cumulative: self.interval.is_some_and(|i| i.cumulative),
+            cumulative: self.cumulative,
         };
-        let mut report = make_report(&period)?;
-        if let Some(interval) = self.interval {
-            report.time = Some(kernel::local_time());
-            if !interval.cumulative {
-                self.start.advance(now);
-                self.started = ended;
-            }
+        let report = make_report(&period)?;
+        if !self.cumulative {
+            self.start.advance(now);
+            self.started = ended;
         }
         Ok(report)
     }
