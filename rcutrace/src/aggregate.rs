@@ -110,6 +110,11 @@ impl Series {
         self.count
     }
 
+    /// Every call's nanoseconds added up, exactly.
+    pub fn sum_ns(&self) -> u128 {
+        self.sum_ns
+    }
+
     pub fn buckets(&self, layout: Layout) -> Buckets {
         match (&self.display, layout) {
             (Display::Slots(slots), Layout::Linear(linear)) => {

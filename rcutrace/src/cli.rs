@@ -64,6 +64,41 @@ pub enum Command {
         sudo rcutrace srlat --func synchronize_srcu --by stack --top 5\n  \
         sudo rcutrace srlat --pid 1234 --buckets 5")]
     Srlat(SrlatArgs),
+    /// Export RCU metrics for Prometheus: attach once, then serve /metrics in the OpenMetrics
+    /// text format, from the live maps on every scrape, until SIGTERM or Ctrl-C.
+    #[command(after_help = "Metrics (totals since rcutrace started):\n  \
+        rcutrace_calls_total{function}                   every function of `count --all`\n  \
+        rcutrace_grace_periods_total, rcutrace_readers_total\n  \
+        rcutrace_grace_period_latency_nanoseconds        histogram, rcu_gp_init() to rcu_gp_cleanup()\n  \
+        rcutrace_synchronize_latency_nanoseconds{function}\n                                                   \
+        histogram, synchronize_rcu() and synchronize_rcu_expedited()\n  \
+        rcutrace_probe_info{function,side,method}, rcutrace_kernel_skipped_total{function},\n  \
+        rcutrace_lost_total{cause}, rcutrace_start_time_seconds\n\
+        Histogram buckets are log2 bounds in nanoseconds: le=\"2^(k+1)-1\" holds every latency\n\
+        below 2^(k+1) ns, as bpftrace's hist() bucket [2^k, 2^(k+1)) does.\n\n\
+        Examples:\n  \
+        sudo rcutrace serve                              # on 127.0.0.1:9750\n  \
+        sudo rcutrace serve --listen 127.0.0.1:9750 --by cpu")]
+    Serve(ServeArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address and port to serve /metrics on.
+    #[arg(long, default_value = "127.0.0.1:9750", value_name = "ADDR:PORT")]
+    pub listen: std::net::SocketAddr,
+    /// Add a `cpu` label to every metric: the CPU each call was made on.
+    #[arg(long, value_enum, value_name = "KEY")]
+    pub by: Option<ServeBy>,
+    /// How to hook kernel functions. Readers (__rcu_read_lock) are always kprobes.
+    #[arg(long, value_enum, default_value_t = AttachChoice::Auto, value_name = "METHOD")]
+    pub attach: AttachChoice,
+}
+
+/// What `serve` can key its metrics by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ServeBy {
+    Cpu,
 }
 
 #[derive(Debug, Args)]
@@ -393,6 +428,8 @@ mod tests {
             &["count", "--interval", "1.5"],
             &["count", "--cumulative"],
             &["gplat", "--unit", "s"],
+            &["serve", "--listen", "localhost"],
+            &["serve", "--by", "comm"],
             &["frobnicate"],
         ] {
             let err = parse(args).unwrap_err();

@@ -16,6 +16,7 @@ mod model;
 mod probes;
 mod readings;
 mod render;
+mod server;
 mod session;
 mod stats;
 mod symbols;
@@ -57,12 +58,13 @@ fn run(cli: &Cli) -> anyhow::Result<String> {
         .build()?;
     let report = runtime.block_on(async {
         match &cli.command {
-            Command::Count(args) => commands::count::run(args, format).await,
-            Command::Gplat(args) => commands::latency::gplat(args, format).await,
-            Command::Srlat(args) => commands::latency::srlat(args, format).await,
+            Command::Count(args) => commands::count::run(args, format).await.map(Some),
+            Command::Gplat(args) => commands::latency::gplat(args, format).await.map(Some),
+            Command::Srlat(args) => commands::latency::srlat(args, format).await.map(Some),
+            Command::Serve(args) => commands::serve::run(args).await.map(|()| None),
         }
     })?;
-    Ok(render::report(format, &report))
+    Ok(report.map_or_else(String::new, |r| render::report(format, &r)))
 }
 
 /// Runtime failures: the error and its causes, one per line, and exit status 1.

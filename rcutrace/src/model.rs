@@ -242,3 +242,43 @@ pub enum Summary {
     Count(CountSummary),
     Latency(Vec<LatencySummary>),
 }
+
+/// What `serve` exposes on each scrape: totals since its window opened. `cpu` is set only
+/// with `--by cpu`.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Metrics {
+    /// Calls of each traced function, `count --all`'s table.
+    pub calls: Vec<Labelled<u64>>,
+    /// rcu_gp_fqs_loop() calls: one per grace period.
+    pub grace_periods: Vec<Labelled<u64>>,
+    /// __rcu_read_lock() calls.
+    pub readers: Vec<Labelled<u64>>,
+    /// Internal grace-period latency, rcu_gp_init() entry to rcu_gp_cleanup() return.
+    pub grace_period_latency: Vec<Labelled<LatencyHistogram>>,
+    /// Time callers waited in each synchronize function.
+    pub synchronize_latency: Vec<Labelled<LatencyHistogram>>,
+    /// Every probe attached: function, side (`entry` or `return`) and method.
+    pub probes: Vec<(String, &'static str, String)>,
+    /// Hits the kernel skipped, by function.
+    pub kernel_skipped: Vec<(String, u64)>,
+    /// Events that could not be kept, by cause.
+    pub lost: Vec<(&'static str, u64)>,
+    /// When the window opened, in seconds since the Unix epoch.
+    pub start_time_s: f64,
+}
+
+/// A value with its optional `function` and `cpu` labels.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Labelled<V> {
+    pub function: Option<String>,
+    pub cpu: Option<u32>,
+    pub value: V,
+}
+
+/// Latencies in nanoseconds, in bpftrace's log2 slots (`rcutrace_common::hist::log2_slot`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct LatencyHistogram {
+    pub log2_slots: Vec<u64>,
+    pub count: u64,
+    pub sum_ns: u128,
+}

@@ -3,6 +3,7 @@
 
 pub mod count;
 pub mod latency;
+pub mod serve;
 
 use std::{
     collections::HashSet,

@@ -3,9 +3,10 @@
 
 mod figure;
 mod json;
+mod openmetrics;
 mod text;
 
-use crate::model::Report;
+use crate::model::{Metrics, Report};
 
 /// Output format, as bpftrace's `-f`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -29,4 +30,9 @@ pub fn report(format: Format, report: &Report) -> String {
         Format::Text => text::report(report),
         Format::Json => json::report(report),
     }
+}
+
+/// `serve`'s metrics, in the OpenMetrics text format.
+pub fn openmetrics(metrics: &Metrics) -> String {
+    openmetrics::exposition(metrics)
 }

@@ -1,0 +1,252 @@
+//! `serve`'s metrics in the OpenMetrics text format, written by the Prometheus project's own
+//! client library from `model::Metrics`: counters end in `_total`, histograms have
+//! cumulative `le` buckets, `_sum` and `_count`, and the exposition ends with `# EOF`.
+
+use std::{borrow::Cow, fmt};
+
+use prometheus_client::{
+    collector::Collector,
+    encoding::{DescriptorEncoder, EncodeMetric as _, NoLabelSet},
+    metrics::{MetricType, gauge::ConstGauge},
+    registry::{Registry, Unit},
+};
+use rcutrace_common::hist::{SlotBounds, log2_bounds};
+
+use crate::model::{Labelled, LatencyHistogram, Metrics};
+
+/// The log2 slots shown as buckets of their own: from `[512, 1024)` ns (every faster call
+/// is counted in it too, `le` being cumulative) to `[2^39, 2^40)` ns, about 18 minutes.
+/// Slower calls are in `+Inf` only.
+const FIRST_BUCKET_SLOT: usize = 11;
+const LAST_BUCKET_SLOT: usize = 41;
+
+pub fn exposition(metrics: &Metrics) -> String {
+    let mut registry = Registry::default();
+    registry.register_collector(Box::new(Exposition(metrics.clone())));
+    let mut out = String::new();
+    // Writing into a String cannot fail.
+    let _ = prometheus_client::encoding::text::encode(&mut out, &registry);
+    out
+}
+
+#[derive(Debug)]
+struct Exposition(Metrics);
+
+impl Collector for Exposition {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> fmt::Result {
+        let m = &self.0;
+        counters(
+            &mut encoder,
+            "rcutrace_calls",
+            "Calls of each traced RCU function",
+            &m.calls,
+        )?;
+        counters(
+            &mut encoder,
+            "rcutrace_grace_periods",
+            "Grace periods (calls of rcu_gp_fqs_loop)",
+            &m.grace_periods,
+        )?;
+        counters(
+            &mut encoder,
+            "rcutrace_readers",
+            "RCU read-side critical sections entered (calls of __rcu_read_lock)",
+            &m.readers,
+        )?;
+        histograms(
+            &mut encoder,
+            "rcutrace_grace_period_latency",
+            "Grace-period latency, rcu_gp_init() entry to rcu_gp_cleanup() return",
+            &m.grace_period_latency,
+        )?;
+        histograms(
+            &mut encoder,
+            "rcutrace_synchronize_latency",
+            "Time a caller waited in a synchronize function",
+            &m.synchronize_latency,
+        )?;
+
+        let mut probes = encoder.encode_descriptor(
+            "rcutrace_probe",
+            "A probe attached: the function, its side, and how",
+            None,
+            MetricType::Info,
+        )?;
+        for (function, side, method) in &m.probes {
+            let labels = vec![
+                ("function", function.clone()),
+                ("side", side.to_string()),
+                ("method", method.clone()),
+            ];
+            probes.encode_info(&labels)?;
+        }
+        let mut skipped = encoder.encode_descriptor(
+            "rcutrace_kernel_skipped",
+            "Probe hits the kernel skipped (a BPF program was already running on that CPU); \
+             for __rcu_read_lock these are the tracer's own nested readers, not lost readers",
+            None,
+            MetricType::Counter,
+        )?;
+        for (function, n) in &m.kernel_skipped {
+            skipped
+                .encode_family(&vec![("function", function.clone())])?
+                .encode_counter::<NoLabelSet, _, u64>(n, None)?;
+        }
+        let mut lost = encoder.encode_descriptor(
+            "rcutrace_lost",
+            "Events seen but not kept, by cause",
+            None,
+            MetricType::Counter,
+        )?;
+        for (cause, n) in &m.lost {
+            lost.encode_family(&vec![("cause", *cause)])?
+                .encode_counter::<NoLabelSet, _, u64>(n, None)?;
+        }
+        let start = encoder.encode_descriptor(
+            "rcutrace_start_time",
+            "When rcutrace started counting, since the Unix epoch",
+            Some(&Unit::Seconds),
+            MetricType::Gauge,
+        )?;
+        ConstGauge::new(m.start_time_s).encode(start)
+    }
+}
+
+fn labels<V>(labelled: &Labelled<V>) -> Vec<(&'static str, Cow<'static, str>)> {
+    let mut labels = Vec::new();
+    if let Some(function) = &labelled.function {
+        labels.push(("function", Cow::Owned(function.clone())));
+    }
+    if let Some(cpu) = labelled.cpu {
+        labels.push(("cpu", Cow::Owned(cpu.to_string())));
+    }
+    labels
+}
+
+fn counters(
+    encoder: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    values: &[Labelled<u64>],
+) -> fmt::Result {
+    let mut metric = encoder.encode_descriptor(name, help, None, MetricType::Counter)?;
+    for value in values {
+        metric
+            .encode_family(&labels(value))?
+            .encode_counter::<NoLabelSet, _, u64>(&value.value, None)?;
+    }
+    Ok(())
+}
+
+fn histograms(
+    encoder: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    values: &[Labelled<LatencyHistogram>],
+) -> fmt::Result {
+    let unit = Unit::Other("nanoseconds".into());
+    let mut metric = encoder.encode_descriptor(name, help, Some(&unit), MetricType::Histogram)?;
+    for value in values {
+        let h = &value.value;
+        metric
+            .encode_family(&labels(value))?
+            .encode_histogram::<NoLabelSet>(h.sum_ns as f64, h.count, &buckets(h), None)?;
+    }
+    Ok(())
+}
+
+/// `(le, count in this bucket alone)`: the library adds them up into cumulative buckets.
+fn buckets(h: &LatencyHistogram) -> Vec<(f64, u64)> {
+    let slot = |s: usize| h.log2_slots.get(s).copied().unwrap_or(0);
+    let mut buckets = Vec::new();
+    let mut below: u64 = (0..FIRST_BUCKET_SLOT).map(slot).sum();
+    for s in FIRST_BUCKET_SLOT..=LAST_BUCKET_SLOT {
+        let le = match log2_bounds(s as u32) {
+            SlotBounds::Range { high, .. } => high - 1,
+            SlotBounds::Below(_) | SlotBounds::From(_) => {
+                unreachable!("log2 slots above 0 are ranges")
+            }
+        };
+        buckets.push((le as f64, slot(s) + below));
+        below = 0;
+    }
+    let above: u64 = (LAST_BUCKET_SLOT + 1..h.log2_slots.len()).map(slot).sum();
+    buckets.push((f64::INFINITY, above));
+    buckets
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rcutrace_common::hist::{LOG2_SLOTS, log2_slot};
+
+    fn histogram(values: &[u64]) -> LatencyHistogram {
+        let mut log2_slots = vec![0; LOG2_SLOTS as usize];
+        for &v in values {
+            log2_slots[log2_slot(v as i64) as usize] += 1;
+        }
+        LatencyHistogram {
+            log2_slots,
+            count: values.len() as u64,
+            sum_ns: values.iter().map(|&v| u128::from(v)).sum(),
+        }
+    }
+
+    #[test]
+    fn buckets_are_exact_log2_bounds() {
+        // 1023 is the largest value of [512, 1024); 1024 the first of [1024, 2048).
+        let h = histogram(&[5, 1023, 1024, 2047, 2048, 1 << 41]);
+        let b = buckets(&h);
+        assert_eq!(b[0], (1023.0, 2));
+        assert_eq!(b[1], (2047.0, 2));
+        assert_eq!(b[2], (4095.0, 1));
+        assert_eq!(b.last(), Some(&(f64::INFINITY, 1)));
+        assert_eq!(b[b.len() - 2].0, ((1u64 << 40) - 1) as f64);
+        assert_eq!(b.iter().map(|(_, n)| n).sum::<u64>(), 6);
+    }
+
+    #[test]
+    fn the_exposition_is_openmetrics() {
+        let metrics = Metrics {
+            calls: vec![Labelled {
+                function: Some("synchronize_rcu".into()),
+                cpu: Some(1),
+                value: 7,
+            }],
+            grace_periods: vec![Labelled {
+                function: None,
+                cpu: None,
+                value: 3,
+            }],
+            synchronize_latency: vec![Labelled {
+                function: Some("synchronize_rcu".into()),
+                cpu: None,
+                value: histogram(&[1500, 3000]),
+            }],
+            probes: vec![("synchronize_rcu".into(), "entry", "fentry".into())],
+            lost: vec![("ring_buffer_full", 0)],
+            start_time_s: 1_700_000_000.0,
+            ..Metrics::default()
+        };
+        let text = exposition(&metrics);
+        for line in [
+            "# TYPE rcutrace_calls counter",
+            "rcutrace_calls_total{function=\"synchronize_rcu\",cpu=\"1\"} 7",
+            "rcutrace_grace_periods_total 3",
+            "# TYPE rcutrace_synchronize_latency_nanoseconds histogram",
+            "# UNIT rcutrace_synchronize_latency_nanoseconds nanoseconds",
+            "rcutrace_synchronize_latency_nanoseconds_sum{function=\"synchronize_rcu\"} 4500.0",
+            "rcutrace_synchronize_latency_nanoseconds_count{function=\"synchronize_rcu\"} 2",
+            "rcutrace_synchronize_latency_nanoseconds_bucket{le=\"1023.0\",function=\"synchronize_rcu\"} 0",
+            "rcutrace_synchronize_latency_nanoseconds_bucket{le=\"2047.0\",function=\"synchronize_rcu\"} 1",
+            "rcutrace_synchronize_latency_nanoseconds_bucket{le=\"4095.0\",function=\"synchronize_rcu\"} 2",
+            "rcutrace_synchronize_latency_nanoseconds_bucket{le=\"+Inf\",function=\"synchronize_rcu\"} 2",
+            "rcutrace_probe_info{function=\"synchronize_rcu\",side=\"entry\",method=\"fentry\"} 1",
+            "rcutrace_lost_total{cause=\"ring_buffer_full\"} 0",
+            "rcutrace_start_time_seconds 1700000000.0",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line}\n{text}");
+        }
+        assert!(text.ends_with("# EOF\n"), "{text}");
+    }
+}
