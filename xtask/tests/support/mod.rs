@@ -55,6 +55,20 @@ pub fn boot_with_module(series: &str, script: &str) -> GuestOutput {
     run_job(job)
 }
 
+/// Like `boot`, with more host files at the given guest paths (dynamic ELF files bring their
+/// libraries).
+pub fn boot_with_files(
+    series: &str,
+    script: &str,
+    files: &[(std::path::PathBuf, &str)],
+) -> GuestOutput {
+    let mut job = guest_job(series, script);
+    for (host, guest) in files {
+        job = job.file(host, *guest);
+    }
+    run_job(job)
+}
+
 fn guest_job(series: &str, script: &str) -> GuestJob {
     let (rcutrace, workload) = binaries();
     let mut job = GuestJob::new(

@@ -1,0 +1,140 @@
+//! `rcutrace serve` scraped by a real Prometheus server (Debian's package: `scripts/setup
+//! --serve-test`), both inside the guest on its loopback interface: nothing else is ever a
+//! target. A known workload (membarrier(MEMBARRIER_CMD_GLOBAL): one synchronize_rcu() per
+//! call) must show up exactly in PromQL answers, and SIGTERM must detach and exit cleanly.
+
+mod support;
+
+use std::path::PathBuf;
+
+use support::{boot_with_files, sections};
+
+const CALLS: u64 = 40;
+
+/// Debian's Prometheus server: unpacked by scripts/setup, or installed system-wide.
+fn prometheus() -> PathBuf {
+    let unpacked =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/prometheus/usr/bin/prometheus");
+    let installed = PathBuf::from("/usr/bin/prometheus");
+    [unpacked, installed]
+        .into_iter()
+        .find(|p| p.exists())
+        .expect("no Prometheus server: run scripts/setup --serve-test")
+}
+
+/// Scrapes every second; the only target is rcutrace on the guest's loopback.
+const PROMETHEUS_CONFIG: &str = "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n\
+scrape_configs:\n  - job_name: rcutrace\n    static_configs:\n      - targets: ['127.0.0.1:9750']\n";
+
+/// `wait_for TEST`: polls a shell test for up to 60 s.
+const SCRIPT: &str = r#"
+wait_for() { i=0; while ! eval "$1" && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done; }
+query() { wget -q -O - "http://127.0.0.1:9090/api/v1/query?query=$1"; echo; }
+ip link set lo up
+printf "$PROMETHEUS_CONFIG" >/tmp/prometheus.yml
+/bin/rcutrace serve --listen 127.0.0.1:9750 >/tmp/serve.out 2>/tmp/serve.err &
+spid=$!
+wait_for "grep -q Attaching /tmp/serve.out"
+echo "=== second.err"
+/bin/rcutrace serve --listen 127.0.0.1:9750 2>&1; status=$?
+echo "=== second.status"; echo $status
+/bin/prometheus --config.file=/tmp/prometheus.yml --storage.tsdb.path=/tmp/tsdb \
+    --web.listen-address=127.0.0.1:9090 >/tmp/prometheus.log 2>&1 &
+ppid=$!
+wait_for "wget -q -O /dev/null http://127.0.0.1:9090/-/ready"
+# A scrape before the workload, then the workload, then two more scrapes.
+wait_for "query 'up' | grep -q '\"1\"'"
+echo "=== before"; query 'rcutrace_calls_total{function="synchronize_rcu"}'
+/bin/rcu-workload membarrier CALLS >/tmp/work.out
+sleep 3
+echo "=== calls"; query 'rcutrace_calls_total{function="synchronize_rcu"}'
+echo "=== latency_count"; query 'rcutrace_synchronize_latency_nanoseconds_count{function="synchronize_rcu"}'
+echo "=== latency_inf"; query 'rcutrace_synchronize_latency_nanoseconds_bucket{function="synchronize_rcu",le="%2BInf"}'
+echo "=== up"; query 'up{job="rcutrace"}'
+echo "=== metrics"; wget -q -O - http://127.0.0.1:9750/metrics
+echo "=== not_found"; wget -q -O - http://127.0.0.1:9750/ 2>&1; echo "status $?"
+kill -TERM $ppid; wait $ppid
+kill -TERM $spid; wait $spid; status=$?
+echo "=== serve.status"; echo $status
+echo "=== serve.err"; cat /tmp/serve.err
+echo "=== work"; cat /tmp/work.out
+echo "=== prometheus.log"; tail -5 /tmp/prometheus.log
+"#;
+
+/// The single value of an instant-vector PromQL answer.
+fn value(answer: &str) -> Option<f64> {
+    let json: serde_json::Value = serde_json::from_str(answer.trim()).ok()?;
+    assert_eq!(json["status"], "success", "{answer}");
+    let result = json["data"]["result"].as_array()?;
+    assert!(result.len() <= 1, "{answer}");
+    result.first()?["value"][1].as_str()?.parse().ok()
+}
+
+fn scraped_by_prometheus(series: &str) {
+    let script = SCRIPT
+        .replace(
+            "$PROMETHEUS_CONFIG",
+            &PROMETHEUS_CONFIG.replace('\n', "\\n"),
+        )
+        .replace("CALLS", &CALLS.to_string());
+    let guest = boot_with_files(series, &script, &[(prometheus(), "/bin/prometheus")]);
+    let sections = sections(&guest.stdout);
+    let section = |name: &str| {
+        sections
+            .get(name)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {name}: {}", guest.stdout))
+    };
+
+    // A second exporter on the same port: exit 1, saying why, before loading anything.
+    assert_eq!(section("second.status").trim(), "1", "{}", guest.stdout);
+    assert!(
+        section("second.err").contains("cannot listen on 127.0.0.1:9750")
+            && section("second.err").contains("already in use"),
+        "{}",
+        section("second.err")
+    );
+
+    // Prometheus scraped rcutrace, and its answers hold the workload exactly: rcutrace's
+    // counters count from its start, and nothing else in the idle guest calls
+    // synchronize_rcu() (vm_window.rs), so the difference is the workload.
+    assert_eq!(value(&section("up")), Some(1.0), "{}", guest.stdout);
+    let before = value(&section("before")).unwrap_or_else(|| panic!("{}", guest.stdout));
+    let calls = value(&section("calls")).unwrap_or_else(|| panic!("{}", guest.stdout));
+    assert_eq!(calls - before, CALLS as f64, "{series}: {}", guest.stdout);
+    let timed = value(&section("latency_count")).unwrap();
+    let inf = value(&section("latency_inf")).unwrap();
+    assert_eq!(timed, inf, "{}", guest.stdout);
+    assert!(timed >= CALLS as f64, "{series}: {timed}\n{}", guest.stdout);
+
+    // The exposition itself: OpenMetrics, ending with # EOF.
+    let metrics = section("metrics");
+    assert!(metrics.ends_with("# EOF\n"), "{metrics}");
+    assert!(
+        metrics.contains("# TYPE rcutrace_synchronize_latency_nanoseconds histogram"),
+        "{metrics}"
+    );
+    assert!(
+        section("not_found").contains("status 1"),
+        "{}",
+        section("not_found")
+    );
+
+    // SIGTERM: probes detached, exit 0.
+    assert_eq!(section("serve.status").trim(), "0", "{}", guest.stdout);
+    assert!(
+        section("serve.err").contains("stopped serving"),
+        "{}",
+        section("serve.err")
+    );
+}
+
+#[test]
+fn scraped_by_prometheus_on_6_12() {
+    scraped_by_prometheus("6.12");
+}
+
+#[test]
+fn scraped_by_prometheus_on_6_1() {
+    scraped_by_prometheus("6.1");
+}
