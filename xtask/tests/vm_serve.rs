@@ -57,9 +57,26 @@ kill -TERM $ppid; wait $ppid
 kill -TERM $spid; wait $spid; status=$?
 echo "=== serve.status"; echo $status
 echo "=== serve.err"; cat /tmp/serve.err
+/bin/rcutrace serve --by cpu --listen 127.0.0.1:9751 >/tmp/cpu.out 2>/tmp/cpu.err &
+cpid=$!
+wait_for "grep -q Attaching /tmp/cpu.out"
+wget -q -O /tmp/cpu.before http://127.0.0.1:9751/metrics
+/bin/rcu-workload membarrier CALLS >/dev/null
+echo "=== cpu.before"; cat /tmp/cpu.before
+echo "=== cpu.after"; wget -q -O - http://127.0.0.1:9751/metrics
+kill -TERM $cpid; wait $cpid
 echo "=== work"; cat /tmp/work.out
 echo "=== prometheus.log"; tail -5 /tmp/prometheus.log
 "#;
+
+/// The sum of the samples of an exposition whose line starts with `prefix`.
+fn sum_of(exposition: &str, prefix: &str) -> u64 {
+    exposition
+        .lines()
+        .filter(|l| l.starts_with(prefix))
+        .map(|l| l.rsplit(' ').next().unwrap().parse::<u64>().unwrap())
+        .sum()
+}
 
 /// The single value of an instant-vector PromQL answer.
 fn value(answer: &str) -> Option<f64> {
@@ -119,6 +136,27 @@ fn scraped_by_prometheus(series: &str) {
         "{}",
         section("not_found")
     );
+
+    // --by cpu: every sample has a cpu label, and over the CPUs the workload is exact.
+    let (before, after) = (section("cpu.before"), section("cpu.after"));
+    for name in [
+        "rcutrace_calls_total{",
+        "rcutrace_synchronize_latency_nanoseconds_count{",
+    ] {
+        assert!(
+            after
+                .lines()
+                .filter(|l| l.starts_with(name))
+                .all(|l| l.contains(",cpu=\"") || l.contains("{cpu=\"")),
+            "{after}"
+        );
+        let prefix = format!("{name}function=\"synchronize_rcu\",cpu=");
+        assert_eq!(
+            sum_of(&after, &prefix) - sum_of(&before, &prefix),
+            CALLS,
+            "{series} {name}: {before}\n{after}"
+        );
+    }
 
     // SIGTERM: probes detached, exit 0.
     assert_eq!(section("serve.status").trim(), "0", "{}", guest.stdout);
