@@ -257,14 +257,23 @@ pub struct Metrics {
     pub grace_period_latency: Vec<Labelled<LatencyHistogram>>,
     /// Time callers waited in each synchronize function.
     pub synchronize_latency: Vec<Labelled<LatencyHistogram>>,
-    /// Every probe attached: function, side (`entry` or `return`) and method.
-    pub probes: Vec<(String, &'static str, String)>,
+    /// Every probe attached: function, side (`entry` or `return`), what its program does
+    /// (`count` or `latency`; a function can have one of each) and the method.
+    pub probes: Vec<ProbeInfo>,
     /// Hits the kernel skipped, by function.
     pub kernel_skipped: Vec<(String, u64)>,
     /// Events that could not be kept, by cause.
     pub lost: Vec<(&'static str, u64)>,
     /// When the window opened, in seconds since the Unix epoch.
     pub start_time_s: f64,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct ProbeInfo {
+    pub function: String,
+    pub side: &'static str,
+    pub program: &'static str,
+    pub method: String,
 }
 
 /// A value with its optional `function` and `cpu` labels.

@@ -147,8 +147,11 @@ pub async fn run(
             _ = interrupts.any() => break true,
             result = next_batch(&mut samples) => result?,
             due = next_due(next_tick.map(|at| started + at), listener) => {
-                if matches!(due, Due::Tick) {
-                    ticks_done += 1;
+                // A late tick (a busy machine) skips the ticks it overran rather than
+                // making reports of nearly nothing right after it.
+                if let (Due::Tick, Some(every)) = (&due, every) {
+                    let overran = started.elapsed().as_nanos() / every.as_nanos().max(1);
+                    ticks_done = u32::try_from(overran).unwrap_or(u32::MAX).max(ticks_done + 1);
                 }
                 if let Some((samples, consume)) = samples.as_mut() {
                     samples.drain(&mut **consume);

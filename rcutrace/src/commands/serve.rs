@@ -20,8 +20,8 @@ use crate::{
     aggregate::{Aggregate, Layout, Series},
     attribution::By,
     cli::{ServeArgs, ServeBy},
-    model::{Buckets, Labelled, LatencyHistogram, Metrics},
-    probes::{self, Probe, Side, Timed, counted_functions},
+    model::{Buckets, Labelled, LatencyHistogram, Metrics, ProbeInfo},
+    probes::{self, Probe, Programs, Side, Timed, counted_functions},
     render::{self, Format},
     server,
     session::Due,
@@ -164,12 +164,17 @@ fn metrics(period: &Period<'_>, by: Option<By>, aggregate: &Aggregate) -> Result
         probes: period
             .attached
             .iter()
-            .map(|(probe, method)| {
-                let side = match probe.side {
+            .map(|(probe, method)| ProbeInfo {
+                function: probe.function.to_string(),
+                side: match probe.side {
                     Side::Entry => "entry",
                     Side::Return => "return",
-                };
-                (probe.function.to_string(), side, method.to_string())
+                },
+                program: match probe.programs {
+                    Programs::Counter(_) => "count",
+                    Programs::Timed(_) => "latency",
+                },
+                method: method.to_string(),
             })
             .collect(),
         kernel_skipped: kernel_skipped

@@ -68,15 +68,16 @@ impl Collector for Exposition {
 
         let mut probes = encoder.encode_descriptor(
             "rcutrace_probe",
-            "A probe attached: the function, its side, and how",
+            "A probe attached: the function, its side, what its program does, and how",
             None,
             MetricType::Info,
         )?;
-        for (function, side, method) in &m.probes {
+        for probe in &m.probes {
             let labels = vec![
-                ("function", function.clone()),
-                ("side", side.to_string()),
-                ("method", method.clone()),
+                ("function", probe.function.clone()),
+                ("side", probe.side.to_string()),
+                ("program", probe.program.to_string()),
+                ("method", probe.method.clone()),
             ];
             probes.encode_info(&labels)?;
         }
@@ -178,6 +179,7 @@ fn buckets(h: &LatencyHistogram) -> Vec<(f64, u64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::ProbeInfo;
     use rcutrace_common::hist::{LOG2_SLOTS, log2_slot};
 
     fn histogram(values: &[u64]) -> LatencyHistogram {
@@ -223,7 +225,12 @@ mod tests {
                 cpu: None,
                 value: histogram(&[1500, 3000]),
             }],
-            probes: vec![("synchronize_rcu".into(), "entry", "fentry".into())],
+            probes: vec![ProbeInfo {
+                function: "synchronize_rcu".into(),
+                side: "entry",
+                program: "count",
+                method: "fentry".into(),
+            }],
             lost: vec![("ring_buffer_full", 0)],
             start_time_s: 1_700_000_000.0,
             ..Metrics::default()
@@ -241,7 +248,7 @@ mod tests {
             "rcutrace_synchronize_latency_nanoseconds_bucket{le=\"2047.0\",function=\"synchronize_rcu\"} 1",
             "rcutrace_synchronize_latency_nanoseconds_bucket{le=\"4095.0\",function=\"synchronize_rcu\"} 2",
             "rcutrace_synchronize_latency_nanoseconds_bucket{le=\"+Inf\",function=\"synchronize_rcu\"} 2",
-            "rcutrace_probe_info{function=\"synchronize_rcu\",side=\"entry\",method=\"fentry\"} 1",
+            "rcutrace_probe_info{function=\"synchronize_rcu\",side=\"entry\",program=\"count\",method=\"fentry\"} 1",
             "rcutrace_lost_total{cause=\"ring_buffer_full\"} 0",
             "rcutrace_start_time_seconds 1700000000.0",
         ] {
