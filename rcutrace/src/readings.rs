@@ -90,6 +90,11 @@ impl Reading {
         self.missed.extend(now.missed);
     }
 
+    /// Takes the slots of array `name` from a read of it made at another moment.
+    pub fn set_array(&mut self, name: &'static str, slots: Vec<u64>) {
+        self.arrays.insert(name, slots);
+    }
+
     /// The slots of per-CPU array `name` (empty if it was not read).
     pub fn array(&self, name: &str) -> &[u64] {
         self.arrays.get(name).map_or(&[], Vec::as_slice)

@@ -193,17 +193,21 @@ pub async fn trace_with<R>(
     )
     .await?;
     tracer.set_running(false)?;
+    // `count`'s plain counters do not check the window: read them before the wait, which
+    // itself makes a grace period (and takes readers).
+    let counts_at_close = tracer.per_cpu_sums("COUNTS")?;
     kernel::wait_for_programs()?;
     if let (Some(samples), Some(consume)) = (samples.as_mut(), consume.as_mut()) {
         samples.drain(&mut **consume);
     }
-    if window.interrupted {
+    if window.interrupted && request.listener.is_none() {
         eprintln!(
             "rcutrace: interrupted after {:.1} s; printing what was traced",
             window.elapsed.as_secs_f64()
         );
     }
-    let at_close = Reading::take(&tracer, keyed)?;
+    let mut at_close = Reading::take(&tracer, keyed)?;
+    at_close.set_array("COUNTS", counts_at_close);
     periods.report(&tracer, at_close, make_report)
 }
 
