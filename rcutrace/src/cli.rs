@@ -28,7 +28,9 @@ use crate::{
         sudo rcutrace count --all --by comm\n  \
         sudo rcutrace gplat --secs 30\n  \
         sudo rcutrace srlat --expedited --linear 0,1000,100\n  \
-        sudo rcutrace srlat --func rcu_barrier --by stack\n\n\
+        sudo rcutrace srlat --func rcu_barrier --by stack\n  \
+        sudo rcutrace count --interval 1 --secs 0\n  \
+        sudo rcutrace serve --listen 127.0.0.1:9750\n\n\
         Set RUST_LOG=info to see how each probe was attached."
 )]
 pub struct Cli {
@@ -48,6 +50,7 @@ pub enum Command {
         sudo rcutrace count --all                # every update-side function\n  \
         sudo rcutrace count --all --by comm      # ... and who calls each\n  \
         sudo rcutrace count --by stack --top 5   # the five busiest kernel paths\n  \
+        sudo rcutrace count --interval 1 --secs 0   # every second, until Ctrl-C\n  \
         sudo rcutrace count --attach kprobe")]
     Count(CountArgs),
     /// Histogram of internal grace-period latency (rcu_gp_init() entry to rcu_gp_cleanup() return).

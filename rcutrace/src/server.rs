@@ -131,6 +131,32 @@ mod tests {
         assert!(post.unwrap().starts_with("HTTP/1.1 405"));
     }
 
+    /// A whole exchange over loopback, as a scraper makes it.
+    #[tokio::test]
+    async fn a_scrape_over_loopback() {
+        let listener = listen("127.0.0.1:0".parse().unwrap()).await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let client = tokio::spawn(async move {
+            let mut stream = TcpStream::connect(address).await.unwrap();
+            stream
+                .write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+                .await
+                .unwrap();
+            let mut response = String::new();
+            stream.read_to_string(&mut response).await.unwrap();
+            response
+        });
+        let (stream, _) = listener.accept().await.unwrap();
+        answer(stream, "m_total 1\n# EOF\n".into());
+        let response = client.await.unwrap();
+        assert!(response.starts_with("HTTP/1.1 200 OK\r\n"), "{response}");
+        assert!(response.contains(CONTENT_TYPE), "{response}");
+        assert!(
+            response.ends_with("\r\n\r\nm_total 1\n# EOF\n"),
+            "{response}"
+        );
+    }
+
     #[tokio::test]
     async fn a_port_in_use_is_a_clear_error() {
         let first = listen("127.0.0.1:0".parse().unwrap()).await.unwrap();
