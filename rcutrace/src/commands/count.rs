@@ -15,10 +15,13 @@ use crate::{
     model::{CountMap, CountSummary, KeyedLosses, Map, Report, Summary},
     probes::{COUNTED, Counted, Probe, counted_functions},
     render::Format,
+    symbols::Symbolizer,
 };
 
 pub async fn run(args: &CountArgs, format: Format) -> Result<Report> {
     let probes: Vec<Probe> = counted_functions(args.all).map(|c| c.probe).collect();
+    // Made once, kept for every interval.
+    let mut symbolizer = None;
     trace(
         Request {
             probes: &probes,
@@ -33,13 +36,13 @@ pub async fn run(args: &CountArgs, format: Format) -> Result<Report> {
             format,
         },
         None,
-        &mut |period| report(period, &args.by),
+        &mut |period| report(period, &args.by, &mut symbolizer),
     )
     .await
 }
 
 /// The counts of one period, as a map and their ratios.
-fn report(period: &Period<'_>, by: &ByArgs) -> Result<Report> {
+fn report(period: &Period<'_>, by: &ByArgs, symbolizer: &mut Option<Symbolizer>) -> Result<Report> {
     let totals = period.counters.array("COUNTS");
     let counts: Vec<(&Counted, u64)> = COUNTED
         .iter()
@@ -54,7 +57,7 @@ fn report(period: &Period<'_>, by: &ByArgs) -> Result<Report> {
                 .collect();
             (counts, entries, None)
         }
-        Some(key_by) => keyed(period, counts, key_by, by.top),
+        Some(key_by) => keyed(period, counts, key_by, by.top, symbolizer),
     };
     // Reader kprobe skips are the tracer's own nested rcu_read_lock(), not lost readers.
     let not_readers: Vec<Probe> = counts
@@ -91,9 +94,9 @@ fn keyed<'a>(
     counts: Vec<(&'a Counted, u64)>,
     by: By,
     top: usize,
+    symbolizer: &mut Option<Symbolizer>,
 ) -> Keyed<'a> {
-    let mut symbolizer = None;
-    let mut frames = stack_frames(period.tracer, &mut symbolizer);
+    let mut frames = stack_frames(period.tracer, symbolizer);
     let mut totals: Vec<(&Counted, u64)> = counts.iter().map(|(c, _)| (*c, 0)).collect();
     let mut entries = Vec::new();
     for (key, n) in period.counters.keyed_counts() {
