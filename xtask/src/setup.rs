@@ -1,6 +1,6 @@
 //! Runs scripts/setup, which installs (or confirms, in about a second) everything the builds
 //! and the VM need: the eBPF toolchain, QEMU, busybox and the Debian kernels; with `--bench`,
-//! also bpftrace for `cargo xtask bench`.
+//! also bpftrace for `cargo xtask bench`; with `--serve-test`, Debian's Prometheus server.
 
 use std::process::Command;
 

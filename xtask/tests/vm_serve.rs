@@ -11,15 +11,14 @@ use support::{boot_with_files, sections};
 
 const CALLS: u64 = 40;
 
-/// Debian's Prometheus server: unpacked by scripts/setup, or installed system-wide.
+/// Debian's Prometheus server, unpacked under target/ by scripts/setup --serve-test (run here
+/// if it has not been).
 fn prometheus() -> PathBuf {
-    let unpacked =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/prometheus/usr/bin/prometheus");
-    let installed = PathBuf::from("/usr/bin/prometheus");
-    [unpacked, installed]
-        .into_iter()
-        .find(|p| p.exists())
-        .expect("no Prometheus server: run scripts/setup --serve-test")
+    let unpacked = xtask::workspace::root().join("target/prometheus/usr/bin/prometheus");
+    if !unpacked.exists() {
+        xtask::setup::run_with(&["--serve-test"]).expect("scripts/setup --serve-test");
+    }
+    unpacked
 }
 
 /// Scrapes every second; the only target is rcutrace on the guest's loopback.
