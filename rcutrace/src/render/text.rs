@@ -7,8 +7,8 @@ use rcutrace_common::hist::{Linear, SlotBounds, log2_bounds, sparse_bounds};
 
 use crate::{
     model::{
-        Buckets, CountMap, CountSummary, HistMap, LatencySummary, Map, PerGracePeriod, Report,
-        Summary, maps_in_order, shown_slots, sparse_in_order,
+        Buckets, CountMap, CountSummary, HistMap, LatencySummary, MIN_RATE_WINDOW_SECS, Map,
+        PerGracePeriod, Report, Summary, maps_in_order, shown_slots, sparse_in_order,
     },
     render::figure,
     stats,
@@ -156,7 +156,12 @@ fn linear_label(linear: &Linear, slot: usize) -> String {
 /// The ratios after `count`'s map.
 fn count_summary(summary: &CountSummary) -> String {
     let mut out = String::new();
-    let _ = writeln!(out, "\nOver {:.2} s:", summary.elapsed.as_secs_f64());
+    let secs = summary.elapsed.as_secs_f64();
+    if secs < MIN_RATE_WINDOW_SECS {
+        let _ = writeln!(out, "\nOver {secs:.3} s (too short a window for rates):");
+    } else {
+        let _ = writeln!(out, "\nOver {secs:.2} s:");
+    }
     match summary.grace_periods {
         None => {
             let _ = writeln!(
@@ -165,11 +170,10 @@ fn count_summary(summary: &CountSummary) -> String {
             );
         }
         Some(gps) => {
-            let per_sec = summary.per_second(Some(gps)).unwrap_or(0.0);
-            let _ = writeln!(
-                out,
-                "  grace periods:                {gps} ({per_sec:.1}/s)"
-            );
+            let rate = summary
+                .per_second(Some(gps))
+                .map_or(String::new(), |r| format!(" ({r:.1}/s)"));
+            let _ = writeln!(out, "  grace periods:                {gps}{rate}");
             for (label, count, note) in [
                 ("RCU readers per grace period: ", summary.readers, ""),
                 ("call_rcu() per grace period:  ", summary.call_rcu, ""),
@@ -209,7 +213,11 @@ fn count_summary(summary: &CountSummary) -> String {
 /// A key on one line, for rcutrace's own summary lines: a kernel stack's frames (one per
 /// line in bpftrace's key) joined by `; `.
 fn one_line(key: &str) -> String {
-    let lines: Vec<&str> = key.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+    let lines: Vec<&str> = key
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
     lines.join("; ")
 }
 
@@ -546,6 +554,14 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("missed by the kernel: 0"), "{text}");
+    }
+
+    #[test]
+    fn a_window_too_short_gives_no_rates() {
+        let text = count_summary_of([Some(100), Some(3), Some(4), Some(2)], 0);
+        assert!(text.contains("(too short a window for rates)"), "{text}");
+        assert!(text.contains("grace periods:                2\n"), "{text}");
+        assert!(!text.contains("/s)"), "{text}");
     }
 
     #[test]
