@@ -4,6 +4,7 @@
 //! histogram slots in the kernel and label them in user space.
 #![no_std]
 
+pub mod callbacks;
 pub mod counters;
 pub mod hist;
 pub mod latency;

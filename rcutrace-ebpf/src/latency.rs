@@ -40,7 +40,7 @@ static TARGET_TGID: u32 = 0;
 static CONTROL: Array<u32> = Array::with_max_entries(CONTROL_SLOTS, 0);
 
 #[inline(always)]
-fn stopped() -> bool {
+pub(crate) fn stopped() -> bool {
     CONTROL.get(CONTROL_STOPPED).is_some_and(|&flag| flag != 0)
 }
 

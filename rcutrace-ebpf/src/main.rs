@@ -1,14 +1,16 @@
 //! rcutrace's eBPF programs.
 //!
-//! Two families, one module each: `counters` (one program per counted function, for
-//! `rcutrace count`) and `latency` (an entry/return pair, for `rcutrace gplat` and `srlat`).
-//! Both aggregate in per-CPU arrays; user space sums the CPUs when tracing ends.
+//! One module per family: `counters` (one program per counted function, for
+//! `rcutrace count`), `latency` (an entry/return pair, for `rcutrace gplat` and `srlat`) and
+//! `callbacks` (queueing to invocation of every RCU callback, for `rcutrace callbacks`).
+//! All aggregate in the kernel; user space reads the maps when tracing ends.
 #![no_std]
 #![no_main]
 #![feature(core_intrinsics)]
 #![allow(internal_features)]
 
 mod atomic;
+mod callbacks;
 mod counters;
 mod latency;
 

@@ -17,8 +17,16 @@ impl CountMap {
     /// bpftrace's order: ascending by count, ties by key.
     pub fn entries_in_order(&self) -> Vec<&(String, u64)> {
         let mut entries: Vec<&(String, u64)> = self.entries.iter().collect();
-        entries.sort_by(|(ka, va), (kb, vb)| va.cmp(vb).then_with(|| ka.cmp(kb)));
+        entries.sort_by(|(ka, va), (kb, vb)| va.cmp(vb).then_with(|| key_order(ka, kb)));
         entries
+    }
+}
+
+/// bpftrace's order of two keys: integer keys (a CPU, a pid) by value, others as bytes.
+pub fn key_order(a: &str, b: &str) -> std::cmp::Ordering {
+    match (a.parse::<i64>(), b.parse::<i64>()) {
+        (Ok(a), Ok(b)) => a.cmp(&b),
+        _ => a.as_bytes().cmp(b.as_bytes()),
     }
 }
 
@@ -56,10 +64,38 @@ pub struct HistMap {
     pub buckets: Buckets,
 }
 
+impl Buckets {
+    /// Samples in the histogram.
+    pub fn total(&self) -> u64 {
+        match self {
+            Buckets::Log2(counts) | Buckets::Linear(_, counts) => counts.iter().sum(),
+            Buckets::Sparse { buckets, .. } => buckets.iter().map(|(_, n)| n).sum(),
+        }
+    }
+}
+
+/// A histogram per key, `@name[key]: ` (bpftrace's `@name[key] = hist(v)`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct KeyedHistMap {
+    pub name: String,
+    pub entries: Vec<(String, Buckets)>,
+}
+
+impl KeyedHistMap {
+    /// bpftrace's order: ascending by each key's total count, ties by key.
+    pub fn entries_in_order(&self) -> Vec<&(String, Buckets)> {
+        let mut entries: Vec<&(String, Buckets)> = self.entries.iter().collect();
+        entries
+            .sort_by(|(ka, a), (kb, b)| a.total().cmp(&b.total()).then_with(|| key_order(ka, kb)));
+        entries
+    }
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub enum Map {
     Count(CountMap),
     Hist(HistMap),
+    KeyedHist(KeyedHistMap),
 }
 
 impl Map {
@@ -67,6 +103,7 @@ impl Map {
         match self {
             Map::Count(m) => &m.name,
             Map::Hist(h) => &h.name,
+            Map::KeyedHist(h) => &h.name,
         }
     }
 }
@@ -184,4 +221,73 @@ pub struct Report {
 pub enum Summary {
     Count(CountSummary),
     Latency(LatencySummary),
+    Callbacks(CallbacksSummary),
+}
+
+/// Exact statistics of a set of latency samples, with percentile estimates.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LatencyStats {
+    pub count: u64,
+    pub min_ns: u64,
+    pub mean_ns: f64,
+    pub max_ns: u64,
+    /// `(quantile, estimate in ns)`.
+    pub percentiles: Vec<(f64, f64)>,
+}
+
+/// One callback function queued one way: what `rcutrace callbacks` prints per row.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CallbackRow {
+    /// Symbolized, `name [module]` for a module's function.
+    pub function: String,
+    /// The entry point that queued it (`call_rcu`, `call_rcu_hurry`, ...), `barrier`,
+    /// `other`, or `?` when it was only seen invoked.
+    pub via: String,
+    /// Queued while tracing.
+    pub queued: u64,
+    /// Invoked while tracing, queueing seen: the latency samples.
+    pub invoked: u64,
+    /// Queued while tracing, not invoked when it stopped.
+    pub pending_at_exit: u64,
+    /// Invoked while tracing but queued before it began (no latency).
+    pub queued_before_tracing: u64,
+    /// Queued while tracing, but not recorded (pending map full), so never timed.
+    pub unrecorded: u64,
+    /// Queued again while still pending: the invocation in between was missed.
+    pub requeued: u64,
+    pub latency: Option<LatencyStats>,
+}
+
+/// Totals over all rows, and everything that could not be attributed or timed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CallbackTotals {
+    pub queued: u64,
+    pub invoked: u64,
+    /// Invocations of callbacks queued before tracing began, over all rows.
+    pub queued_before_tracing: u64,
+    /// Heads queued again before their invocation was seen, over all rows.
+    pub requeued: u64,
+    /// Objects given to kvfree_call_rcu() (kfree_rcu() and kvfree_rcu()).
+    pub kvfree_queued: Option<u64>,
+    pub pending_map_full: u64,
+    pub rows_map_full_queued: u64,
+    pub rows_map_full_invoked: u64,
+    /// Probe hits the kernel skipped (a BPF program already running on that CPU).
+    pub missed_by_kernel: u64,
+}
+
+/// What `rcutrace callbacks` adds to its histograms: the rows and the totals.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CallbacksSummary {
+    pub elapsed: Duration,
+    pub unit: Unit,
+    /// Most queued first; at most `--top` of them.
+    pub rows: Vec<CallbackRow>,
+    /// Rows left out by `--top`, and what they queued.
+    pub rows_not_shown: usize,
+    pub queued_not_shown: u64,
+    pub percentile_error: f64,
+    pub totals: CallbackTotals,
+    /// Entry points that could not be traced: their callbacks count as `other`.
+    pub entry_points_not_traced: Vec<String>,
 }

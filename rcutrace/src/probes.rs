@@ -5,7 +5,10 @@
 
 use std::fmt;
 
-use rcutrace_common::counters::{self, CounterSlot};
+use rcutrace_common::{
+    callbacks,
+    counters::{self, CounterSlot},
+};
 
 /// A way of running an eBPF program at a kernel function's entry or return.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -195,6 +198,120 @@ pub const SYNCHRONIZE_RCU_EXPEDITED_LATENCY: Latency = Latency {
     exit: latency_exit("synchronize_rcu_expedited"),
 };
 
+const fn callback_entry(
+    function: &'static str,
+    kprobe_program: &'static str,
+    fentry_program: &'static str,
+) -> Probe {
+    Probe {
+        function,
+        side: Side::Entry,
+        kprobe_program,
+        trampoline_program: Some(fentry_program),
+    }
+}
+
+/// What `rcutrace callbacks` hooks. Only `queue` and `invoke` are indispensable.
+pub struct CallbackProbes {
+    /// Every callback for normal RCU, SRCU and tasks RCU is put on a CPU's list here, with
+    /// its `rcu_head` (function already set); not reached on CPUs whose callbacks are
+    /// offloaded (rcu_nocbs=), where they go to a bypass list first.
+    pub queue: Probe,
+    /// Barrier callbacks (`rcu_barrier()` and its SRCU and tasks cousins) join the lists here.
+    pub barrier: Probe,
+    /// Returns each `rcu_head` just before the invocation loops call its function.
+    pub invoke: Probe,
+    /// `kfree_rcu()` objects: counted only, the kernel frees them in batches.
+    pub kvfree: Probe,
+    /// API entry points, with the `Via` each leaves for the queueing that follows.
+    pub entry_points: [(Probe, callbacks::Via); 6],
+}
+
+pub const CALLBACKS: CallbackProbes = CallbackProbes {
+    queue: callback_entry(
+        "rcu_segcblist_enqueue",
+        "callbacks_enqueue_kprobe",
+        "callbacks_enqueue_fentry",
+    ),
+    barrier: callback_entry(
+        "rcu_segcblist_entrain",
+        "callbacks_entrain_kprobe",
+        "callbacks_entrain_fentry",
+    ),
+    invoke: Probe {
+        function: "rcu_cblist_dequeue",
+        side: Side::Return,
+        kprobe_program: "callbacks_dequeue_kretprobe",
+        trampoline_program: Some("callbacks_dequeue_fexit"),
+    },
+    kvfree: callback_entry(
+        "kvfree_call_rcu",
+        "callbacks_kvfree_kprobe",
+        "callbacks_kvfree_fentry",
+    ),
+    entry_points: [
+        (
+            callback_entry(
+                "call_rcu",
+                "callbacks_call_rcu_kprobe",
+                "callbacks_call_rcu_fentry",
+            ),
+            callbacks::VIA_CALL_RCU,
+        ),
+        (
+            callback_entry(
+                "call_rcu_hurry",
+                "callbacks_call_rcu_hurry_kprobe",
+                "callbacks_call_rcu_hurry_fentry",
+            ),
+            callbacks::VIA_CALL_RCU_HURRY,
+        ),
+        (
+            callback_entry(
+                "call_srcu",
+                "callbacks_call_srcu_kprobe",
+                "callbacks_call_srcu_fentry",
+            ),
+            callbacks::VIA_CALL_SRCU,
+        ),
+        (
+            callback_entry(
+                "call_rcu_tasks",
+                "callbacks_call_rcu_tasks_kprobe",
+                "callbacks_call_rcu_tasks_fentry",
+            ),
+            callbacks::VIA_CALL_RCU_TASKS,
+        ),
+        (
+            callback_entry(
+                "call_rcu_tasks_trace",
+                "callbacks_call_rcu_tasks_trace_kprobe",
+                "callbacks_call_rcu_tasks_trace_fentry",
+            ),
+            callbacks::VIA_CALL_RCU_TASKS_TRACE,
+        ),
+        (
+            callback_entry(
+                "call_rcu_tasks_rude",
+                "callbacks_call_rcu_tasks_rude_kprobe",
+                "callbacks_call_rcu_tasks_rude_fentry",
+            ),
+            callbacks::VIA_CALL_RCU_TASKS_RUDE,
+        ),
+    ],
+};
+
+impl CallbackProbes {
+    /// Attach order: entry points first, so that the queueing probe, attached last, finds
+    /// them in place; the invocation probe before it, so that every queueing it sees has its
+    /// invocation seen too.
+    pub fn in_attach_order(&self) -> Vec<Probe> {
+        let mut probes: Vec<Probe> = self.entry_points.iter().map(|(p, _)| *p).collect();
+        probes.extend([self.kvfree, self.barrier, self.invoke, self.queue]);
+        probes
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -265,6 +382,25 @@ mod tests {
         assert_eq!(
             plan_methods(&careless, AttachChoice::Fentry),
             vec![Method::Kprobe]
+        );
+    }
+
+    #[test]
+    fn callbacks_attach_queueing_last_and_name_each_entry_point_once() {
+        let order = CALLBACKS.in_attach_order();
+        assert_eq!(order.last(), Some(&CALLBACKS.queue));
+        assert_eq!(order[order.len() - 2], CALLBACKS.invoke);
+        let mut vias: Vec<_> = CALLBACKS.entry_points.iter().map(|(_, v)| *v).collect();
+        vias.sort();
+        vias.dedup();
+        assert_eq!(vias.len(), CALLBACKS.entry_points.len());
+        for (probe, via) in CALLBACKS.entry_points {
+            // The entry point's printed name is its function's.
+            assert_eq!(callbacks::VIA_NAMES[via as usize], probe.function);
+        }
+        assert_eq!(
+            plan_methods(&CALLBACKS.invoke, AttachChoice::Auto),
+            vec![Method::Fexit, Method::Kretprobe]
         );
     }
 

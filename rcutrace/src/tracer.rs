@@ -5,8 +5,8 @@ use std::{collections::HashMap, fmt};
 
 use anyhow::{Context as _, Result, anyhow, bail};
 use aya::{
-    Btf, Ebpf, EbpfLoader,
-    maps::{Array, HashMap as BpfHashMap, Map, MapData, PerCpuArray},
+    Btf, Ebpf, EbpfLoader, Pod,
+    maps::{Array, HashMap as BpfHashMap, Map, MapData, PerCpuArray, PerCpuHashMap},
     programs::{FEntry, FExit, KProbe, Program},
 };
 
@@ -177,7 +177,8 @@ impl Tracer {
         btf.as_ref().map(|_| ()).map_err(|e| anyhow!(e.clone()))
     }
 
-    /// Freezes the latency programs' maps (they check `CONTROL`); the counters keep counting.
+    /// Freezes the latency and callback programs' maps (they check `CONTROL`); the counters
+    /// keep counting.
     pub fn stop(&mut self) -> Result<()> {
         let Some(map) = self.maps.get_mut("CONTROL") else {
             return Ok(());
@@ -225,6 +226,27 @@ impl Tracer {
             BpfHashMap::try_from(self.map(name)?).with_context(|| format!("opening {name}"))?;
         map.iter()
             .map(|entry| entry.with_context(|| format!("reading {name}")))
+            .collect()
+    }
+
+    /// All entries of a hash map of plain-data keys and values.
+    pub fn hash_entries_of<K: Pod, V: Pod>(&self, name: &str) -> Result<Vec<(K, V)>> {
+        let map: BpfHashMap<&MapData, K, V> =
+            BpfHashMap::try_from(self.map(name)?).with_context(|| format!("opening {name}"))?;
+        map.iter()
+            .map(|entry| entry.with_context(|| format!("reading {name}")))
+            .collect()
+    }
+
+    /// All entries of a per-CPU hash map, one value per CPU.
+    pub fn per_cpu_hash_entries<K: Pod, V: Pod>(&self, name: &str) -> Result<Vec<(K, Vec<V>)>> {
+        let map: PerCpuHashMap<&MapData, K, V> =
+            PerCpuHashMap::try_from(self.map(name)?).with_context(|| format!("opening {name}"))?;
+        map.iter()
+            .map(|entry| {
+                let (key, values) = entry.with_context(|| format!("reading {name}"))?;
+                Ok((key, values.iter().copied().collect()))
+            })
             .collect()
     }
 

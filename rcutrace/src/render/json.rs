@@ -8,8 +8,9 @@ use rcutrace_common::hist::Linear;
 
 use crate::{
     model::{
-        Buckets, CountMap, CountSummary, HistMap, LatencySummary, Map, PerGracePeriod, Report,
-        Summary, maps_in_order, shown_slots, sparse_in_order,
+        Buckets, CallbacksSummary, CountMap, CountSummary, HistMap, KeyedHistMap, LatencyStats,
+        LatencySummary, Map, PerGracePeriod, Report, Summary, maps_in_order, shown_slots,
+        sparse_in_order,
     },
     stats,
 };
@@ -24,11 +25,17 @@ pub fn report(report: &Report) -> String {
         match map {
             Map::Count(m) => record(&mut out, "map", &count_map(m)),
             Map::Hist(h) => record(&mut out, "hist", &hist_map(h)),
+            Map::KeyedHist(h) => record(&mut out, "hist", &keyed_hist_map(h)),
         }
     }
     match &report.summary {
         Summary::Count(s) => record(&mut out, "rcutrace_count_summary", &count_summary(s)),
         Summary::Latency(s) => record(&mut out, "rcutrace_latency_summary", &latency_summary(s)),
+        Summary::Callbacks(s) => record(
+            &mut out,
+            "rcutrace_callbacks_summary",
+            &callbacks_summary(s),
+        ),
     }
     out
 }
@@ -122,7 +129,22 @@ fn linear_bounds(linear: &Linear, slot: usize) -> (Option<i128>, Option<i128>) {
 }
 
 fn hist_map(map: &HistMap) -> String {
-    let rows: Vec<String> = match &map.buckets {
+    object([(map.name.as_str(), hist_rows(&map.buckets))])
+}
+
+/// `{"@name": {"KEY": [buckets], ...}}`, keys in bpftrace's order.
+fn keyed_hist_map(map: &KeyedHistMap) -> String {
+    let keys = object(
+        map.entries_in_order()
+            .into_iter()
+            .map(|(key, buckets)| (key.as_str(), hist_rows(buckets))),
+    );
+    object([(map.name.as_str(), keys)])
+}
+
+/// A histogram's buckets as a JSON array, trimmed like the text.
+fn hist_rows(buckets: &Buckets) -> String {
+    let rows: Vec<String> = match buckets {
         Buckets::Log2(counts) => shown_slots(counts)
             .map(|(slot, count)| {
                 let (min, max) = log2_bounds(slot);
@@ -143,7 +165,7 @@ fn hist_map(map: &HistMap) -> String {
             })
             .collect(),
     };
-    object([(map.name.as_str(), format!("[{}]", rows.join(", ")))])
+    format!("[{}]", rows.join(", "))
 }
 
 fn count_summary(summary: &CountSummary) -> String {
@@ -200,6 +222,94 @@ fn latency_summary(summary: &LatencySummary) -> String {
         ("percentiles_ns", percentiles),
         ("percentile_error", number(Some(summary.percentile_error))),
         ("not_measured", not_measured),
+    ])
+}
+
+fn latency_stats(stats: Option<&LatencyStats>) -> String {
+    let Some(stats) = stats else {
+        return "null".into();
+    };
+    let names: Vec<String> = stats
+        .percentiles
+        .iter()
+        .map(|&(q, _)| stats::quantile_name(q))
+        .collect();
+    let percentiles = object(
+        names
+            .iter()
+            .zip(&stats.percentiles)
+            .map(|(name, &(_, ns))| (name.as_str(), number(Some(ns)))),
+    );
+    object([
+        ("count", stats.count.to_string()),
+        ("min_ns", stats.min_ns.to_string()),
+        ("mean_ns", number(Some(stats.mean_ns))),
+        ("max_ns", stats.max_ns.to_string()),
+        ("percentiles_ns", percentiles),
+    ])
+}
+
+fn callbacks_summary(summary: &CallbacksSummary) -> String {
+    let rows: Vec<String> = summary
+        .rows
+        .iter()
+        .map(|row| {
+            object([
+                ("function", string(&row.function)),
+                ("via", string(&row.via)),
+                ("queued", row.queued.to_string()),
+                ("invoked", row.invoked.to_string()),
+                ("pending_at_exit", row.pending_at_exit.to_string()),
+                (
+                    "queued_before_tracing",
+                    row.queued_before_tracing.to_string(),
+                ),
+                ("not_recorded", row.unrecorded.to_string()),
+                ("requeued", row.requeued.to_string()),
+                ("latency", latency_stats(row.latency.as_ref())),
+            ])
+        })
+        .collect();
+    let totals = &summary.totals;
+    let not_traced: Vec<String> = summary
+        .entry_points_not_traced
+        .iter()
+        .map(|name| string(name))
+        .collect();
+    object([
+        ("elapsed_s", number(Some(summary.elapsed.as_secs_f64()))),
+        ("unit", string(summary.unit.suffix())),
+        ("percentile_error", number(Some(summary.percentile_error))),
+        ("rows", format!("[{}]", rows.join(", "))),
+        ("rows_not_shown", summary.rows_not_shown.to_string()),
+        ("queued_not_shown", summary.queued_not_shown.to_string()),
+        ("queued", totals.queued.to_string()),
+        ("invoked", totals.invoked.to_string()),
+        ("kvfree_queued", integer(totals.kvfree_queued)),
+        (
+            "not_timed",
+            object([
+                (
+                    "queued_before_tracing",
+                    totals.queued_before_tracing.to_string(),
+                ),
+                ("pending_map_full", totals.pending_map_full.to_string()),
+                ("requeued", totals.requeued.to_string()),
+                ("missed_by_kernel", totals.missed_by_kernel.to_string()),
+                (
+                    "row_map_full_queued",
+                    totals.rows_map_full_queued.to_string(),
+                ),
+                (
+                    "row_map_full_invoked",
+                    totals.rows_map_full_invoked.to_string(),
+                ),
+            ]),
+        ),
+        (
+            "entry_points_not_traced",
+            format!("[{}]", not_traced.join(", ")),
+        ),
     ])
 }
 
@@ -322,6 +432,20 @@ mod tests {
             "{count}"
         );
         assert!(count.contains("\"grace_periods\": 0"), "{count}");
+    }
+
+    #[test]
+    fn keyed_histograms_nest_buckets_under_their_keys() {
+        let mut counts = vec![0; LOG2_SLOTS as usize];
+        counts[log2_slot(5) as usize] = 2;
+        let data = keyed_hist_map(&KeyedHistMap {
+            name: "@h".into(),
+            entries: vec![("loadgen".into(), Buckets::Log2(counts))],
+        });
+        assert_eq!(
+            data,
+            "{\"@h\": {\"loadgen\": [{\"min\": 4, \"max\": 7, \"count\": 2}]}}"
+        );
     }
 
     #[test]

@@ -7,8 +7,8 @@ use rcutrace_common::hist::Linear;
 
 use crate::{
     model::{
-        Buckets, CountMap, CountSummary, HistMap, LatencySummary, Map, PerGracePeriod, Report,
-        Summary, Unit, maps_in_order, shown_slots, sparse_in_order,
+        Buckets, CallbacksSummary, CountMap, CountSummary, HistMap, KeyedHistMap, LatencySummary,
+        Map, PerGracePeriod, Report, Summary, Unit, maps_in_order, shown_slots, sparse_in_order,
     },
     stats,
 };
@@ -18,6 +18,7 @@ pub fn report(report: &Report) -> String {
     match &report.summary {
         Summary::Count(summary) => out.push_str(&count_summary(summary)),
         Summary::Latency(summary) => out.push_str(&latency_summary(summary)),
+        Summary::Callbacks(summary) => out.push_str(&callbacks_summary(summary)),
     }
     out
 }
@@ -37,6 +38,7 @@ fn maps(maps: &[Map]) -> String {
         match map {
             Map::Count(m) => count_map(&mut out, m),
             Map::Hist(h) => hist_map(&mut out, h),
+            Map::KeyedHist(h) => keyed_hist_map(&mut out, h),
         }
     }
     out
@@ -50,7 +52,20 @@ fn count_map(out: &mut String, map: &CountMap) {
 
 fn hist_map(out: &mut String, map: &HistMap) {
     let _ = writeln!(out, "{}: ", map.name);
-    match &map.buckets {
+    hist_body(out, &map.buckets);
+}
+
+/// Each key's histogram under its own `@name[key]: ` header, as bpftrace repeats them.
+fn keyed_hist_map(out: &mut String, map: &KeyedHistMap) {
+    for (key, buckets) in map.entries_in_order() {
+        let _ = writeln!(out, "{}[{key}]: ", map.name);
+        hist_body(out, buckets);
+    }
+}
+
+/// A histogram's rows and the empty line after them.
+fn hist_body(out: &mut String, buckets: &Buckets) {
+    match buckets {
         Buckets::Log2(counts) => rows(out, counts, log2_label),
         Buckets::Linear(linear, counts) => rows(out, counts, |slot| linear_label(linear, slot)),
         Buckets::Sparse { step, buckets } => {
@@ -229,6 +244,111 @@ fn in_unit(nanos: f64, unit: Unit) -> String {
     }
 }
 
+/// `rcutrace callbacks`' table: one row per callback function and entry point, most queued
+/// first, then the totals and everything that could not be timed.
+fn callbacks_summary(summary: &CallbacksSummary) -> String {
+    let unit = summary.unit;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "Callbacks over {:.2} s (latency: queued to invoked, in {}; percentiles within {:.1}%):",
+        summary.elapsed.as_secs_f64(),
+        unit.suffix(),
+        summary.percentile_error * 100.0
+    );
+    let number = |ns: f64| match unit {
+        Unit::Ns => format!("{ns:.0}"),
+        _ => format!("{:.3}", ns / unit.nanos() as f64),
+    };
+    let mut table = vec![
+        [
+            "FUNCTION", "VIA", "QUEUED", "INVOKED", "PENDING", "BEFORE", "MIN", "MEAN", "MAX",
+            "P50", "P90", "P99",
+        ]
+        .map(String::from)
+        .to_vec(),
+    ];
+    for row in &summary.rows {
+        let mut cells = vec![
+            row.function.clone(),
+            row.via.clone(),
+            row.queued.to_string(),
+            row.invoked.to_string(),
+            row.pending_at_exit.to_string(),
+            row.queued_before_tracing.to_string(),
+        ];
+        match &row.latency {
+            Some(latency) => {
+                cells.push(number(latency.min_ns as f64));
+                cells.push(number(latency.mean_ns));
+                cells.push(number(latency.max_ns as f64));
+                for q in [0.5, 0.9, 0.99] {
+                    let estimate = latency.percentiles.iter().find(|(p, _)| *p == q);
+                    cells.push(estimate.map_or("-".into(), |&(_, ns)| number(ns)));
+                }
+            }
+            None => cells.extend(std::iter::repeat_n("-".to_string(), 6)),
+        }
+        table.push(cells);
+    }
+    let widths: Vec<usize> = (0..table[0].len())
+        .map(|column| table.iter().map(|r| r[column].len()).max().unwrap_or(0))
+        .collect();
+    for cells in &table {
+        let mut line = String::from(" ");
+        for (column, cell) in cells.iter().enumerate() {
+            // Names left-aligned, numbers right-aligned.
+            if column < 2 {
+                let _ = write!(line, " {cell:<width$}", width = widths[column]);
+            } else {
+                let _ = write!(line, " {cell:>width$}", width = widths[column]);
+            }
+        }
+        let _ = writeln!(out, "{}", line.trim_end());
+    }
+    if summary.rows_not_shown > 0 {
+        let _ = writeln!(
+            out,
+            "  ... {} more rows ({} queued); --top 0 shows all",
+            summary.rows_not_shown, summary.queued_not_shown
+        );
+    }
+    let totals = &summary.totals;
+    let _ = writeln!(
+        out,
+        "  all callbacks: {} queued, {} invoked",
+        totals.queued, totals.invoked
+    );
+    if let Some(kvfree) = totals.kvfree_queued {
+        let _ = writeln!(
+            out,
+            "  kvfree_call_rcu: {kvfree} objects queued (kfree_rcu()/kvfree_rcu()); the kernel frees \
+             them in batches without a callback per object, so their invocation and latency cannot \
+             be seen (the batches' own callbacks are rows, e.g. rcu_work_rcufn)"
+        );
+    }
+    let _ = writeln!(
+        out,
+        "  not timed: {} queued before tracing began (BEFORE), {} not recorded (pending map full), \
+         {} requeued before their invocation was seen, {} missed by the kernel, {} queued and {} \
+         invoked lost to a full row map",
+        totals.queued_before_tracing,
+        totals.pending_map_full,
+        totals.requeued,
+        totals.missed_by_kernel,
+        totals.rows_map_full_queued,
+        totals.rows_map_full_invoked,
+    );
+    if !summary.entry_points_not_traced.is_empty() {
+        let _ = writeln!(
+            out,
+            "  not traced on this kernel: {} (their callbacks count as VIA other)",
+            summary.entry_points_not_traced.join(", ")
+        );
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -370,6 +490,43 @@ mod tests {
              \n"
         );
         assert_eq!(out, expected);
+    }
+
+    #[test]
+    fn keyed_histograms_repeat_the_header_in_total_order() {
+        let mut one = vec![0; LOG2_SLOTS as usize];
+        one[log2_slot(1) as usize] = 1;
+        let mut two = vec![0; LOG2_SLOTS as usize];
+        two[log2_slot(100) as usize] = 1;
+        two[log2_slot(200) as usize] = 1;
+        let mut out = String::new();
+        keyed_hist_map(
+            &mut out,
+            &KeyedHistMap {
+                name: "@hk".into(),
+                entries: vec![
+                    ("2".into(), Buckets::Log2(two)),
+                    ("10".into(), Buckets::Log2(one.clone())),
+                    ("1".into(), Buckets::Log2(one)),
+                ],
+            },
+        );
+        // Equal totals: integer keys in numeric order (1 before 10).
+        assert_eq!(
+            out,
+            format!(
+                "@hk[1]: \n\
+                 [1]                    1 |{FULL}|\n\
+                 \n\
+                 @hk[10]: \n\
+                 [1]                    1 |{FULL}|\n\
+                 \n\
+                 @hk[2]: \n\
+                 [64, 128)              1 |{FULL}|\n\
+                 [128, 256)             1 |{FULL}|\n\
+                 \n"
+            )
+        );
     }
 
     #[test]
