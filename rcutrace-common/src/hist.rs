@@ -12,6 +12,35 @@ pub fn div(numerator: u64, divisor: u64) -> u64 {
 /// Slots of a bpftrace `hist()`: negatives, 0, 1, then one per power of two up to 2^63.
 pub const LOG2_SLOTS: u32 = 65;
 
+/// The values one histogram slot holds, from which both renderers label it: the text as
+/// `[low, high)`, the JSON with inclusive bounds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SlotBounds {
+    /// Every value below the bound: the underflow slot (`(..., 0)` holds log2's negatives).
+    Below(u64),
+    /// `low..high`, `high` excluded.
+    Range { low: u64, high: u64 },
+    /// The bound and every value above it: a linear histogram's overflow slot.
+    From(u64),
+}
+
+/// The values in `hist()` slot `slot` (see `log2_slot`).
+pub fn log2_bounds(slot: u32) -> SlotBounds {
+    match slot {
+        0 => SlotBounds::Below(0),
+        _ => {
+            // Slot 1 holds 0, slot 2 holds 1, slot k the powers 2^(k-2) up to 2^(k-1).
+            let low = if slot == 1 {
+                0
+            } else {
+                1u64 << (slot - 2).min(63)
+            };
+            let high = if slot <= 2 { low + 1 } else { low << 1 };
+            SlotBounds::Range { low, high }
+        }
+    }
+}
+
 /// Integer base-2 logarithm of `v` (`v` >= 1), by binary search on the bits.
 #[inline(always)]
 pub fn ilog2(mut v: u64) -> u32 {
@@ -82,6 +111,30 @@ impl Linear {
             1 + div(value - self.min, self.step)
         }
     }
+
+    /// The values in slot `slot` (see `slot`).
+    pub fn bounds(&self, slot: u64) -> SlotBounds {
+        if slot == 0 {
+            SlotBounds::Below(self.min)
+        } else if slot > self.buckets() {
+            SlotBounds::From(self.max)
+        } else {
+            let low = self.min + (slot - 1) * self.step;
+            SlotBounds::Range {
+                low,
+                high: low + self.step,
+            }
+        }
+    }
+}
+
+/// The values in bucket `bucket` of `--buckets STEP` (kept in the kernel as `value / step`).
+pub fn sparse_bounds(bucket: u64, step: u64) -> SlotBounds {
+    let low = bucket.saturating_mul(step);
+    SlotBounds::Range {
+        low,
+        high: low.saturating_add(step),
+    }
 }
 
 /// Fine log-linear histogram used for percentiles: values below 2^FINE_BITS have a slot each;
@@ -149,6 +202,81 @@ mod tests {
         assert_eq!(log2_slot((1 << 32) + 5), 34);
         assert_eq!(log2_slot(i64::MAX), 64);
         assert_eq!(LOG2_SLOTS, 65);
+    }
+
+    fn contains(bounds: SlotBounds, value: u64) -> bool {
+        match bounds {
+            SlotBounds::Below(bound) => value < bound,
+            SlotBounds::Range { low, high } => low <= value && value < high,
+            SlotBounds::From(bound) => value >= bound,
+        }
+    }
+
+    /// bpftrace's JSON bounds (inclusive) of the log2 test vector, as half-open ranges.
+    #[test]
+    fn log2_bounds_follow_bpftrace() {
+        use SlotBounds::*;
+        assert_eq!(log2_bounds(0), Below(0));
+        assert_eq!(log2_bounds(1), Range { low: 0, high: 1 });
+        assert_eq!(log2_bounds(2), Range { low: 1, high: 2 });
+        assert_eq!(log2_bounds(3), Range { low: 2, high: 4 });
+        assert_eq!(log2_bounds(4), Range { low: 4, high: 8 });
+        assert_eq!(log2_bounds(6), Range { low: 16, high: 32 });
+        assert_eq!(
+            log2_bounds(12),
+            Range {
+                low: 1024,
+                high: 2048
+            }
+        );
+        assert_eq!(
+            log2_bounds(64),
+            Range {
+                low: 1 << 62,
+                high: 1 << 63
+            }
+        );
+        // Every value lies in the slot that log2_slot gives it.
+        for v in (0..5000i64).chain([i64::MAX, (1 << 62) - 1, 1 << 62, 1 << 40]) {
+            let slot = log2_slot(v);
+            assert!(contains(log2_bounds(slot), v as u64), "{v} in slot {slot}");
+        }
+        assert_eq!(log2_bounds(log2_slot(-5)), Below(0));
+    }
+
+    /// `lhist(v, 0, 10, 2)`: `(..., 0)`, `[0, 2)` .. `[8, 10)`, `[10, ...)`.
+    #[test]
+    fn linear_bounds_follow_bpftrace() {
+        use SlotBounds::*;
+        let l = Linear {
+            min: 0,
+            max: 10,
+            step: 2,
+        };
+        assert_eq!(l.bounds(0), Below(0));
+        assert_eq!(l.bounds(1), Range { low: 0, high: 2 });
+        assert_eq!(l.bounds(5), Range { low: 8, high: 10 });
+        assert_eq!(l.bounds(6), From(10));
+        // lhist(v, 5, 15, 3): a partial last bucket is the overflow slot, which bpftrace
+        // labels from MAX all the same.
+        let l = Linear {
+            min: 5,
+            max: 15,
+            step: 3,
+        };
+        assert_eq!(l.bounds(0), Below(5));
+        assert_eq!(l.bounds(3), Range { low: 11, high: 14 });
+        assert_eq!(l.bounds(4), From(15));
+        for v in 0..40 {
+            assert!(l.slot(v) == 4 || contains(l.bounds(l.slot(v)), v), "{v}");
+        }
+        assert_eq!(
+            sparse_bounds(3, 100),
+            Range {
+                low: 300,
+                high: 400
+            }
+        );
     }
 
     #[test]

@@ -16,11 +16,14 @@ use aya_ebpf::{
 };
 use rcutrace_common::{callbacks::*, hist};
 
-use crate::atomic;
+use crate::{
+    atomic,
+    window::{constant, running},
+};
 
 /// Nanoseconds per display unit of the latency histograms.
 #[unsafe(no_mangle)]
-static CALLBACK_UNIT_NS: u64 = 1_000_000;
+static CALLBACK_UNIT_NS: u32 = 1_000_000;
 
 /// BPF_NOEXIST: insert only if the key is new.
 const NOEXIST: u64 = 1;
@@ -39,12 +42,6 @@ static EXTREMES: PerCpuHashMap<CallbackKey, Extremes> =
 static ZERO_ROW: Array<CallbackStats> = Array::with_max_entries(1, 0);
 #[map]
 static CALLBACK_TOTALS: PerCpuArray<u64> = PerCpuArray::with_max_entries(TOTAL_SLOTS, 0);
-
-#[inline(always)]
-fn constant<T: Copy>(value: &T) -> T {
-    // Read through a volatile pointer so the compiler keeps the load of the patched constant.
-    unsafe { core::ptr::read_volatile(value) }
-}
 
 #[inline(always)]
 fn total(slot: u32) {
@@ -81,7 +78,7 @@ fn note_caller(head: u64, via: Via) {
 
 #[inline(always)]
 fn on_enqueue(head: u64, barrier: bool) {
-    if crate::latency::stopped() || head == 0 {
+    if head == 0 || !running() {
         return;
     }
     let now = unsafe { bpf_ktime_get_ns() };
@@ -127,7 +124,7 @@ fn on_enqueue(head: u64, barrier: bool) {
 #[inline(always)]
 fn on_dequeue(head: u64) {
     // The invocation loops call the dequeue once more to find the list empty.
-    if head == 0 || crate::latency::stopped() {
+    if head == 0 || !running() {
         return;
     }
     let now = unsafe { bpf_ktime_get_ns() };
@@ -155,7 +152,7 @@ fn on_dequeue(head: u64) {
         return;
     };
     let nanos = now.saturating_sub(pending.queued_ns);
-    let value = hist::div(nanos, constant(&CALLBACK_UNIT_NS));
+    let value = hist::div(nanos, u64::from(constant(&CALLBACK_UNIT_NS)));
     let display = hist::log2_slot(value as i64) as usize;
     let fine = hist::fine_slot_bits(nanos, CALLBACK_FINE_BITS) as usize;
     unsafe {
@@ -258,7 +255,7 @@ pub fn callbacks_dequeue_fexit(ctx: FExitContext) -> u32 {
 /// `kvfree_call_rcu()`: objects freed in batches by the kernel, counted on queueing only.
 #[kprobe]
 pub fn callbacks_kvfree_kprobe(_ctx: ProbeContext) -> u32 {
-    if !crate::latency::stopped() {
+    if running() {
         total(TOTAL_KVFREE);
     }
     0
@@ -266,7 +263,7 @@ pub fn callbacks_kvfree_kprobe(_ctx: ProbeContext) -> u32 {
 
 #[fentry]
 pub fn callbacks_kvfree_fentry(_ctx: FEntryContext) -> u32 {
-    if !crate::latency::stopped() {
+    if running() {
         total(TOTAL_KVFREE);
     }
     0

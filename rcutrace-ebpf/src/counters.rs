@@ -1,22 +1,34 @@
-//! `rcutrace count`: one tiny program per counted function and attach method, each adding
-//! one to its own slot of a per-CPU array. The slot is a constant in the program, so the hot
-//! path is a single array lookup and an increment: no hash, no shared cache line.
+//! `rcutrace count`: one tiny program per counter slot and attach method, each adding one to
+//! its own slot of a per-CPU array. The slot is a constant in the program, so the hot path is a
+//! single array lookup and an increment: no hash, no shared cache line. The probe table in
+//! user space says which function each slot's programs are attached to.
+//!
+//! The per-CPU counts are read as a difference (when the window opens, and before the first
+//! probe detaches), which costs the hot path nothing. With `--by`, counts go to a hash map
+//! keyed by the attribution instead, and only while the window is open.
 
 use aya_ebpf::{
+    EbpfContext,
     macros::{fentry, kprobe, map},
-    maps::PerCpuArray,
-    programs::{FEntryContext, ProbeContext},
+    maps::{HashMap, PerCpuArray},
+    programs::{FEntryContext, ProbeContext, tracing::StackIdContext},
 };
-use rcutrace_common::counters::*;
+use rcutrace_common::{attribution::*, counters::*};
+
+use crate::{attribution, window};
 
 #[map]
 static COUNTS: PerCpuArray<u64> = PerCpuArray::with_max_entries(COUNTER_SLOTS, 0);
+#[map]
+static KEYED_COUNTS: HashMap<Attribution, u64> = HashMap::with_max_entries(MAX_KEYED_COUNTS, 0);
+#[map]
+static COUNT_LOSSES: PerCpuArray<u64> = PerCpuArray::with_max_entries(COUNT_LOSS_SLOTS, 0);
 
 /// kprobe handlers run with preemption off, so nothing else on this CPU can touch the slot
 /// between the load and the store.
 #[inline(always)]
-fn bump_preempt_off(slot: CounterSlot) {
-    if let Some(count) = COUNTS.get_ptr_mut(slot) {
+fn bump_preempt_off(map: &PerCpuArray<u64>, slot: u32) {
+    if let Some(count) = map.get_ptr_mut(slot) {
         unsafe { *count += 1 };
     }
 }
@@ -24,41 +36,131 @@ fn bump_preempt_off(slot: CounterSlot) {
 /// fentry programs only disable migration: a preempting task on the same CPU could run the
 /// same program, so the increment must be atomic.
 #[inline(always)]
-fn bump_preemptible(slot: CounterSlot) {
-    if let Some(count) = COUNTS.get_ptr_mut(slot) {
+fn bump_preemptible(map: &PerCpuArray<u64>, slot: u32) {
+    if let Some(count) = map.get_ptr_mut(slot) {
         unsafe { crate::atomic::add(count, 1) };
     }
 }
 
-// RCU readers: kprobe only. An fentry program on __rcu_read_lock recurses through the BPF
-// trampoline's own rcu_read_lock() and hangs some kernels, so no such program exists at all.
+/// One event of `slot`, counted by a program that runs with preemption off (`kprobe`) or not.
+#[inline(always)]
+fn count<C: StackIdContext + EbpfContext>(ctx: &C, slot: u32, kprobe: bool) {
+    let (tgid, _, is_self) = window::current();
+    if is_self {
+        return;
+    }
+    if attribution::mode() == BY_NONE {
+        if kprobe {
+            bump_preempt_off(&COUNTS, slot);
+        } else {
+            bump_preemptible(&COUNTS, slot);
+        }
+        return;
+    }
+    count_keyed(ctx, slot, tgid);
+}
+
+#[inline(always)]
+fn count_keyed<C: StackIdContext>(ctx: &C, slot: u32, tgid: u32) {
+    if !window::running() {
+        return;
+    }
+    let (key, stack_kept) = attribution::attribute(ctx, slot, tgid);
+    if !stack_kept {
+        bump_preemptible(&COUNT_LOSSES, LOST_STACK);
+    }
+    if let Some(value) = KEYED_COUNTS.get_ptr_mut(&key) {
+        unsafe { crate::atomic::add(value, 1) };
+        return;
+    }
+    // BPF_NOEXIST: if another CPU created the key meanwhile, add to it instead.
+    if KEYED_COUNTS.insert(&key, &1, 1).is_ok() {
+        return;
+    }
+    match KEYED_COUNTS.get_ptr_mut(&key) {
+        Some(value) => unsafe { crate::atomic::add(value, 1) },
+        None => bump_preemptible(&COUNT_LOSSES, LOST_KEYED_MAP_FULL),
+    }
+}
+
+// RCU readers: kprobe only, and no self check (the hot path; rcutrace's own few readers while
+// it reads its maps are within the noise of "at least"). An fentry program on __rcu_read_lock
+// recurses through the BPF trampoline's own rcu_read_lock() and hangs some kernels, so no
+// such program exists at all.
 #[kprobe]
-pub fn count_read_lock_kprobe(_ctx: ProbeContext) -> u32 {
-    bump_preempt_off(READ_LOCK);
+pub fn count_read_lock_kprobe(ctx: ProbeContext) -> u32 {
+    if attribution::mode() == BY_NONE {
+        bump_preempt_off(&COUNTS, READ_LOCK);
+    } else {
+        let (tgid, _, _) = window::current();
+        count_keyed(&ctx, READ_LOCK, tgid);
+    }
     0
 }
 
 macro_rules! counter_programs {
-    ($($slot:ident => $kprobe:ident, $fentry:ident;)*) => {$(
+    ($($slot:literal => $kprobe:ident, $fentry:ident;)*) => {$(
         #[kprobe]
-        pub fn $kprobe(_ctx: ProbeContext) -> u32 {
-            bump_preempt_off($slot);
+        pub fn $kprobe(ctx: ProbeContext) -> u32 {
+            count(&ctx, $slot, true);
             0
         }
 
         #[fentry]
-        pub fn $fentry(_ctx: FEntryContext) -> u32 {
-            bump_preemptible($slot);
+        pub fn $fentry(ctx: FEntryContext) -> u32 {
+            count(&ctx, $slot, false);
             0
         }
     )*};
 }
 
+// Slot 0 is the reader's, above. The probe table checks that it names only these programs.
 counter_programs! {
-    CALL_RCU => count_call_rcu_kprobe, count_call_rcu_fentry;
-    CALL_RCU_HURRY => count_call_rcu_hurry_kprobe, count_call_rcu_hurry_fentry;
-    KVFREE_CALL_RCU => count_kvfree_call_rcu_kprobe, count_kvfree_call_rcu_fentry;
-    SYNCHRONIZE_RCU => count_synchronize_rcu_kprobe, count_synchronize_rcu_fentry;
-    SYNCHRONIZE_RCU_EXPEDITED => count_synchronize_rcu_expedited_kprobe, count_synchronize_rcu_expedited_fentry;
-    GP_FQS_LOOP => count_gp_fqs_loop_kprobe, count_gp_fqs_loop_fentry;
+    1 => count_1_kprobe, count_1_fentry;
+    2 => count_2_kprobe, count_2_fentry;
+    3 => count_3_kprobe, count_3_fentry;
+    4 => count_4_kprobe, count_4_fentry;
+    5 => count_5_kprobe, count_5_fentry;
+    6 => count_6_kprobe, count_6_fentry;
+    7 => count_7_kprobe, count_7_fentry;
+    8 => count_8_kprobe, count_8_fentry;
+    9 => count_9_kprobe, count_9_fentry;
+    10 => count_10_kprobe, count_10_fentry;
+    11 => count_11_kprobe, count_11_fentry;
+    12 => count_12_kprobe, count_12_fentry;
+    13 => count_13_kprobe, count_13_fentry;
+    14 => count_14_kprobe, count_14_fentry;
+    15 => count_15_kprobe, count_15_fentry;
+    16 => count_16_kprobe, count_16_fentry;
+    17 => count_17_kprobe, count_17_fentry;
+    18 => count_18_kprobe, count_18_fentry;
+    19 => count_19_kprobe, count_19_fentry;
+    20 => count_20_kprobe, count_20_fentry;
+    21 => count_21_kprobe, count_21_fentry;
+    22 => count_22_kprobe, count_22_fentry;
+    23 => count_23_kprobe, count_23_fentry;
+    24 => count_24_kprobe, count_24_fentry;
+    25 => count_25_kprobe, count_25_fentry;
+    26 => count_26_kprobe, count_26_fentry;
+    27 => count_27_kprobe, count_27_fentry;
+    28 => count_28_kprobe, count_28_fentry;
+    29 => count_29_kprobe, count_29_fentry;
+    30 => count_30_kprobe, count_30_fentry;
+    31 => count_31_kprobe, count_31_fentry;
+    32 => count_32_kprobe, count_32_fentry;
+    33 => count_33_kprobe, count_33_fentry;
+    34 => count_34_kprobe, count_34_fentry;
+    35 => count_35_kprobe, count_35_fentry;
+    36 => count_36_kprobe, count_36_fentry;
+    37 => count_37_kprobe, count_37_fentry;
+    38 => count_38_kprobe, count_38_fentry;
+    39 => count_39_kprobe, count_39_fentry;
+    40 => count_40_kprobe, count_40_fentry;
+    41 => count_41_kprobe, count_41_fentry;
+    42 => count_42_kprobe, count_42_fentry;
+    43 => count_43_kprobe, count_43_fentry;
+    44 => count_44_kprobe, count_44_fentry;
+    45 => count_45_kprobe, count_45_fentry;
+    46 => count_46_kprobe, count_46_fentry;
+    47 => count_47_kprobe, count_47_fentry;
 }

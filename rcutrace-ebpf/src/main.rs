@@ -1,18 +1,21 @@
 //! rcutrace's eBPF programs.
 //!
-//! One module per family: `counters` (one program per counted function, for
-//! `rcutrace count`), `latency` (an entry/return pair, for `rcutrace gplat` and `srlat`) and
-//! `callbacks` (queueing to invocation of every RCU callback, for `rcutrace callbacks`).
-//! All aggregate in the kernel; user space reads the maps when tracing ends.
+//! One module per family: `counters` (one program per counted function, for `rcutrace count`),
+//! `latency` (entry/return pairs per timed function, for `rcutrace gplat` and `srlat`) and
+//! `callbacks` (every RCU callback from queueing to invocation, for `rcutrace callbacks`).
+//! `window` (is tracing on, is this rcutrace itself) serves all; `attribution` (the `--by`
+//! key) the first two.
 #![no_std]
 #![no_main]
 #![feature(core_intrinsics)]
 #![allow(internal_features)]
 
 mod atomic;
+mod attribution;
 mod callbacks;
 mod counters;
 mod latency;
+mod window;
 
 #[cfg(not(test))]
 #[panic_handler]

@@ -6,7 +6,12 @@ use std::{num::ParseIntError, time::Duration};
 use clap::{Args, Parser, Subcommand};
 use rcutrace_common::hist::Linear;
 
-use crate::{model::Unit, probes::AttachChoice, render::Format};
+use crate::{
+    attribution::By,
+    model::Unit,
+    probes::{self, AttachChoice},
+    render::Format,
+};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -19,8 +24,10 @@ use crate::{model::Unit, probes::AttachChoice, render::Format};
         and whatever could not be measured. It needs root (or CAP_BPF and CAP_PERFMON).",
     after_help = "Examples:\n  \
         sudo rcutrace count --secs 10\n  \
+        sudo rcutrace count --all --by comm\n  \
         sudo rcutrace gplat --secs 30\n  \
-        sudo rcutrace srlat --expedited --linear 0,1000,100\n\n\
+        sudo rcutrace srlat --expedited --linear 0,1000,100\n  \
+        sudo rcutrace srlat --func rcu_barrier --by stack\n\n\
         Set RUST_LOG=info to see how each probe was attached."
 )]
 pub struct Cli {
@@ -35,19 +42,25 @@ pub struct Cli {
 pub enum Command {
     /// Count RCU readers, updaters and grace periods, and print their ratios.
     #[command(after_help = "Examples:\n  \
-        sudo rcutrace count              # 10 seconds\n  \
-        sudo rcutrace count --secs 0     # until Ctrl-C\n  \
+        sudo rcutrace count                      # 10 seconds\n  \
+        sudo rcutrace count --secs 0             # until Ctrl-C\n  \
+        sudo rcutrace count --all                # every update-side function\n  \
+        sudo rcutrace count --all --by comm      # ... and who calls each\n  \
+        sudo rcutrace count --by stack --top 5   # the five busiest kernel paths\n  \
         sudo rcutrace count --attach kprobe")]
-    Count(Common),
+    Count(CountArgs),
     /// Histogram of internal grace-period latency (rcu_gp_init() entry to rcu_gp_cleanup() return).
     #[command(after_help = "Examples:\n  \
         sudo rcutrace gplat --secs 30\n  \
         sudo rcutrace gplat --unit us --linear 0,20000,1000")]
     Gplat(LatencyArgs),
-    /// Histogram of synchronize_rcu() (or synchronize_rcu_expedited()) latency per call.
+    /// Histogram of how long callers wait in synchronize_rcu(), rcu_barrier() or any other
+    /// waiting RCU updater, per call.
     #[command(after_help = "Examples:\n  \
         sudo rcutrace srlat\n  \
         sudo rcutrace srlat --expedited --linear 0,1000,100\n  \
+        sudo rcutrace srlat --func rcu_barrier --func synchronize_rcu --by comm\n  \
+        sudo rcutrace srlat --func synchronize_srcu --by stack --top 5\n  \
         sudo rcutrace srlat --pid 1234 --buckets 5")]
     Srlat(SrlatArgs),
     /// Which RCU callbacks are queued, how many are invoked or still pending, and how long
@@ -76,30 +89,27 @@ impl Common {
 }
 
 #[derive(Debug, Args)]
-pub struct LatencyArgs {
+pub struct CountArgs {
     #[command(flatten)]
     pub common: Common,
-    /// Unit of the histogram [default: ms; us for srlat --expedited].
-    #[arg(long, value_enum, value_name = "UNIT")]
-    pub unit: Option<Unit>,
-    /// Linear histogram instead of log2, as bpftrace's lhist(v, MIN, MAX, STEP).
-    #[arg(long, value_parser = parse_linear, value_name = "MIN,MAX,STEP", conflicts_with = "buckets")]
-    pub linear: Option<Linear>,
-    /// Sparse exact buckets of width STEP, one line per non-empty bucket, no overflow bucket.
-    #[arg(long, value_parser = parse_step, value_name = "STEP")]
-    pub buckets: Option<u64>,
+    /// Count every RCU update-side function this kernel has (call_srcu, rcu_barrier,
+    /// synchronize_rcu_tasks, the polling API, ...), not only the default seven.
+    #[arg(long)]
+    pub all: bool,
+    #[command(flatten)]
+    pub by: ByArgs,
 }
 
-#[derive(Debug, Args)]
-pub struct SrlatArgs {
-    #[command(flatten)]
-    pub latency: LatencyArgs,
-    /// Time synchronize_rcu_expedited() instead of synchronize_rcu().
-    #[arg(long)]
-    pub expedited: bool,
-    /// Only calls made by this process.
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..), value_name = "PID")]
-    pub pid: Option<u32>,
+/// Attribution options, shared by every command.
+#[derive(Debug, Default, Args)]
+pub struct ByArgs {
+    /// Key every map by the caller's command name, process id, CPU or kernel stack.
+    #[arg(long, value_enum, value_name = "KEY")]
+    pub by: Option<By>,
+    /// With --by: keep the N largest keys of each map and fold the rest into one
+    /// "[other: K keys]" entry, so totals stay exact (0: keep every key).
+    #[arg(long, default_value_t = 20, value_name = "N", requires = "by")]
+    pub top: usize,
 }
 
 #[derive(Debug, Args)]
@@ -121,6 +131,40 @@ pub struct CallbacksArgs {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum CallbacksBy {
     Cpu,
+}
+
+#[derive(Debug, Args)]
+pub struct LatencyArgs {
+    #[command(flatten)]
+    pub common: Common,
+    /// Unit of the histogram [default: ms; us for srlat --expedited].
+    #[arg(long, value_enum, value_name = "UNIT")]
+    pub unit: Option<Unit>,
+    /// Linear histogram instead of log2, as bpftrace's lhist(v, MIN, MAX, STEP).
+    #[arg(long, value_parser = parse_linear, value_name = "MIN,MAX,STEP", conflicts_with = "buckets")]
+    pub linear: Option<Linear>,
+    /// Sparse exact buckets of width STEP, one line per non-empty bucket, no overflow bucket.
+    #[arg(long, value_parser = parse_step, value_name = "STEP")]
+    pub buckets: Option<u64>,
+    #[command(flatten)]
+    pub by: ByArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct SrlatArgs {
+    #[command(flatten)]
+    pub latency: LatencyArgs,
+    /// Time synchronize_rcu_expedited() (short for --func synchronize_rcu_expedited).
+    #[arg(long)]
+    pub expedited: bool,
+    /// Time this function instead of synchronize_rcu(): any RCU updater that blocks its
+    /// caller (synchronize_*, rcu_barrier*, srcu_barrier, cond_synchronize_*). Repeat it for
+    /// one histogram per function, in one run (at most 8).
+    #[arg(long, value_parser = parse_waiting_function, value_name = "NAME")]
+    pub func: Vec<&'static str>,
+    /// Only calls made by this process.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..), value_name = "PID")]
+    pub pid: Option<u32>,
 }
 
 /// `MIN,MAX,STEP` with bpftrace's rules for lhist().
@@ -165,6 +209,19 @@ pub fn parse_linear(text: &str) -> Result<Linear, String> {
     Ok(linear)
 }
 
+/// A function of the probe table that blocks its caller.
+fn parse_waiting_function(text: &str) -> Result<&'static str, String> {
+    probes::waiting_functions()
+        .find(|f| *f == text.trim())
+        .ok_or_else(|| {
+            let accepted: Vec<&str> = probes::waiting_functions().collect();
+            format!(
+                "{text:?} is not an RCU function that makes its caller wait; accepted: {}",
+                accepted.join(", ")
+            )
+        })
+}
+
 fn parse_step(text: &str) -> Result<u64, String> {
     match text.trim().parse::<u64>() {
         Ok(0) => Err("STEP must be at least 1".into()),
@@ -189,16 +246,23 @@ mod tests {
 
     #[test]
     fn defaults() {
-        let Command::Count(common) = parse(&["count"]).unwrap().command else {
+        let Command::Count(count) = parse(&["count"]).unwrap().command else {
             panic!("not count");
         };
-        assert_eq!(common.secs, 10);
-        assert_eq!(common.attach, AttachChoice::Auto);
-        assert_eq!(common.duration(), Some(Duration::from_secs(10)));
-        let Command::Count(common) = parse(&["count", "--secs", "0"]).unwrap().command else {
+        assert_eq!(count.common.secs, 10);
+        assert_eq!(count.common.attach, AttachChoice::Auto);
+        assert_eq!(count.common.duration(), Some(Duration::from_secs(10)));
+        assert!(!count.all);
+        assert_eq!((count.by.by, count.by.top), (None, 20));
+        let Command::Count(count) = parse(&["count", "--secs", "0", "--all", "--by", "stack"])
+            .unwrap()
+            .command
+        else {
             panic!("not count");
         };
-        assert_eq!(common.duration(), None);
+        assert_eq!(count.common.duration(), None);
+        assert!(count.all);
+        assert_eq!(count.by.by, Some(By::Stack));
     }
 
     #[test]
@@ -218,6 +282,7 @@ mod tests {
             panic!("not srlat");
         };
         assert!(args.expedited);
+        assert!(args.func.is_empty());
         assert_eq!(args.pid, Some(42));
         assert_eq!(args.latency.unit, Some(Unit::Ns));
         assert_eq!(
@@ -228,6 +293,34 @@ mod tests {
                 step: 100
             })
         );
+    }
+
+    #[test]
+    fn func_takes_waiting_updaters_only() {
+        let cli = parse(&[
+            "srlat",
+            "--func",
+            "rcu_barrier",
+            "--func",
+            "synchronize_srcu",
+            "--by",
+            "comm",
+            "--top",
+            "3",
+        ])
+        .unwrap();
+        let Command::Srlat(args) = cli.command else {
+            panic!("not srlat");
+        };
+        assert_eq!(args.func, ["rcu_barrier", "synchronize_srcu"]);
+        assert_eq!(
+            (args.latency.by.by, args.latency.by.top),
+            (Some(By::Comm), 3)
+        );
+        let err = parse(&["srlat", "--func", "call_rcu"]).unwrap_err();
+        assert_eq!(err.exit_code(), 2);
+        assert!(err.to_string().contains("accepted: "), "{err}");
+        assert!(err.to_string().contains("rcu_barrier"), "{err}");
     }
 
     #[test]
@@ -272,6 +365,9 @@ mod tests {
             &["srlat", "--buckets", "0"],
             &["srlat", "--linear", "0,10,1", "--buckets", "5"],
             &["srlat", "--pid", "0"],
+            &["srlat", "--func", "__rcu_read_lock"],
+            &["count", "--by", "nothing"],
+            &["count", "--top", "5"],
             &["count", "--secs", "-1"],
             &["count", "--attach", "uprobe"],
             &["gplat", "--unit", "s"],

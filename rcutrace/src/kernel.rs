@@ -32,6 +32,48 @@ fn text_symbol(line: &str) -> Option<&str> {
     matches!(kind, "t" | "T").then_some(name)
 }
 
+/// Returns once every eBPF program that may have started before now has finished.
+///
+/// rcutrace's programs run inside RCU read-side critical sections (kprobe handlers with
+/// preemption off, trampolines under `rcu_read_lock()`), so one grace period is enough; the
+/// global membarrier command waits for exactly one. Its `synchronize_rcu()` is rcutrace's
+/// own, which the programs ignore.
+pub fn wait_for_programs() -> Result<()> {
+    const MEMBARRIER_CMD_GLOBAL: libc::c_long = 1;
+    // SAFETY: membarrier takes two integers and touches no memory of ours.
+    let result = unsafe { libc::syscall(libc::SYS_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0) };
+    if result != 0 {
+        // Without membarrier (or on one CPU, where it returns at once), give a program that
+        // was preempted mid-way time to finish.
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    Ok(())
+}
+
+/// Whether thread `tid` is inside kernel function `function` now (from /proc/TID/stack);
+/// `None` where the kernel does not show stacks.
+pub fn thread_is_in(tid: u32, function: &str) -> Option<bool> {
+    match std::fs::read_to_string(format!("/proc/{tid}/stack")) {
+        Ok(stack) => Some(stack_has(&stack, function)),
+        // The thread is gone: it is inside nothing.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Some(false),
+        Err(_) => None,
+    }
+}
+
+/// Whether a /proc/TID/stack text (`[<0>] name+0x1a/0x40` lines) has a frame in `function`.
+fn stack_has(stack: &str, function: &str) -> bool {
+    stack.lines().any(|line| {
+        let frame = line.split_whitespace().nth(1).unwrap_or("");
+        frame.split('+').next() == Some(function)
+    })
+}
+
+/// Whether process `pid` exists now.
+pub fn process_exists(pid: u32) -> bool {
+    std::path::Path::new(&format!("/proc/{pid}")).exists()
+}
+
 const CAP_SYS_ADMIN: u32 = 21;
 const CAP_PERFMON: u32 = 38;
 const CAP_BPF: u32 = 39;
@@ -79,6 +121,16 @@ mod tests {
         assert_eq!(text_symbol("ffffffff82000000 D rcu_state"), None);
         assert_eq!(text_symbol("ffffffffc0001000 t foo\t[ext4]"), Some("foo"));
         assert_eq!(text_symbol("garbage"), None);
+    }
+
+    #[test]
+    fn proc_stacks() {
+        let stack = "[<0>] __wait_rcu_gp+0x140/0x170\n[<0>] synchronize_rcu+0x11a/0x130\n\
+                     [<0>] __x64_sys_membarrier+0x1ea/0x3f0\n";
+        assert!(stack_has(stack, "synchronize_rcu"));
+        assert!(!stack_has(stack, "synchronize_rcu_expedited"));
+        assert!(!stack_has(stack, "synchronize"));
+        assert!(!stack_has("", "synchronize_rcu"));
     }
 
     #[test]

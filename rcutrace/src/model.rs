@@ -17,16 +17,8 @@ impl CountMap {
     /// bpftrace's order: ascending by count, ties by key.
     pub fn entries_in_order(&self) -> Vec<&(String, u64)> {
         let mut entries: Vec<&(String, u64)> = self.entries.iter().collect();
-        entries.sort_by(|(ka, va), (kb, vb)| va.cmp(vb).then_with(|| key_order(ka, kb)));
+        entries.sort_by(|(ka, va), (kb, vb)| va.cmp(vb).then_with(|| ka.cmp(kb)));
         entries
-    }
-}
-
-/// bpftrace's order of two keys: integer keys (a CPU, a pid) by value, others as bytes.
-pub fn key_order(a: &str, b: &str) -> std::cmp::Ordering {
-    match (a.parse::<i64>(), b.parse::<i64>()) {
-        (Ok(a), Ok(b)) => a.cmp(&b),
-        _ => a.as_bytes().cmp(b.as_bytes()),
     }
 }
 
@@ -58,36 +50,22 @@ pub fn sparse_in_order(buckets: &[(u64, u64)]) -> Vec<(u64, u64)> {
     sorted
 }
 
+/// One histogram: a whole map (`@name: `), or one key's histogram of a keyed map
+/// (`@name[key]: `), which bpftrace prints one after the other.
 #[derive(Clone, Debug, PartialEq)]
 pub struct HistMap {
     pub name: String,
+    pub key: Option<String>,
     pub buckets: Buckets,
 }
 
-impl Buckets {
-    /// Samples in the histogram.
+impl HistMap {
+    /// All samples in the histogram, by which bpftrace orders the keys of a map.
     pub fn total(&self) -> u64 {
-        match self {
+        match &self.buckets {
             Buckets::Log2(counts) | Buckets::Linear(_, counts) => counts.iter().sum(),
             Buckets::Sparse { buckets, .. } => buckets.iter().map(|(_, n)| n).sum(),
         }
-    }
-}
-
-/// A histogram per key, `@name[key]: ` (bpftrace's `@name[key] = hist(v)`).
-#[derive(Clone, Debug, PartialEq)]
-pub struct KeyedHistMap {
-    pub name: String,
-    pub entries: Vec<(String, Buckets)>,
-}
-
-impl KeyedHistMap {
-    /// bpftrace's order: ascending by each key's total count, ties by key.
-    pub fn entries_in_order(&self) -> Vec<&(String, Buckets)> {
-        let mut entries: Vec<&(String, Buckets)> = self.entries.iter().collect();
-        entries
-            .sort_by(|(ka, a), (kb, b)| a.total().cmp(&b.total()).then_with(|| key_order(ka, kb)));
-        entries
     }
 }
 
@@ -95,7 +73,6 @@ impl KeyedHistMap {
 pub enum Map {
     Count(CountMap),
     Hist(HistMap),
-    KeyedHist(KeyedHistMap),
 }
 
 impl Map {
@@ -103,15 +80,24 @@ impl Map {
         match self {
             Map::Count(m) => &m.name,
             Map::Hist(h) => &h.name,
-            Map::KeyedHist(h) => &h.name,
         }
     }
 }
 
-/// bpftrace's order of maps: by full name as bytes, `@` included.
+/// bpftrace's order of maps: by full name as bytes, `@` included; the keys of a keyed
+/// histogram by their total count, the largest last, ties by key.
 pub fn maps_in_order(maps: &[Map]) -> Vec<&Map> {
     let mut sorted: Vec<&Map> = maps.iter().collect();
-    sorted.sort_by(|a, b| a.name().as_bytes().cmp(b.name().as_bytes()));
+    let key_order = |map: &Map| match map {
+        Map::Hist(h) => (h.total(), h.key.clone()),
+        Map::Count(_) => (0, None),
+    };
+    sorted.sort_by(|a, b| {
+        a.name()
+            .as_bytes()
+            .cmp(b.name().as_bytes())
+            .then_with(|| key_order(a).cmp(&key_order(b)))
+    });
     sorted
 }
 
@@ -141,11 +127,23 @@ impl Unit {
     }
 }
 
-/// What bpftrace's histogram hides: exact extremes and mean, percentiles, and losses.
+/// What bpftrace's histograms hide, for one timed function: exact statistics per key and
+/// what could not be measured.
 #[derive(Clone, Debug, PartialEq)]
 pub struct LatencySummary {
     pub map_name: String,
     pub unit: Unit,
+    /// One per key (a single unkeyed one without `--by`), in the order the histograms print.
+    pub series: Vec<SeriesStats>,
+    /// Largest relative error of a percentile estimate (e.g. 0.0078 for 0.78 %).
+    pub percentile_error: f64,
+    pub losses: Losses,
+}
+
+/// Exact statistics of one histogram.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SeriesStats {
+    pub key: Option<String>,
     pub count: u64,
     /// Exact, in nanoseconds; `None` without samples.
     pub min_ns: Option<u64>,
@@ -153,25 +151,24 @@ pub struct LatencySummary {
     pub mean_ns: Option<f64>,
     /// `(quantile, estimate in ns)`, e.g. `(0.99, 2.5e7)`.
     pub percentiles: Vec<(f64, f64)>,
-    /// Largest relative error of a percentile estimate (e.g. 0.0078 for 0.78 %).
-    pub percentile_error: f64,
-    pub losses: Losses,
 }
 
-/// Events that were seen but could not be measured or kept.
+/// Calls that were seen but could not be measured or kept.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Losses {
-    /// Calls still running when tracing stopped: no end, so no latency.
+    /// Calls still inside the function when tracing stopped: no end, so no latency.
     pub in_flight_at_exit: u64,
+    /// Calls that returned but whose return the kernel did not report (a kretprobe has a
+    /// limited number of instances).
+    pub returns_lost: u64,
     /// Returns whose call began before tracing started.
     pub began_before_tracing: u64,
-    /// Calls whose start could not be recorded because the in-flight map was full.
-    pub in_flight_map_full: u64,
-    /// Samples missing from `--buckets` output because the bucket map was full.
-    pub bucket_map_full: u64,
-    /// Probe hits the kernel skipped (program recursion) or returns it dropped (kretprobe
-    /// instances exhausted), whichever count is larger.
+    /// Entry or return hits the kernel skipped (a BPF program already running on that CPU).
     pub missed_by_kernel: u64,
+    /// Calls lost because the in-flight map or the sample buffer was full.
+    pub lost_to_full_map: u64,
+    /// Calls whose caller's stack could not be kept (`--by stack` only).
+    pub stacks_lost: Option<u64>,
 }
 
 /// What `count` adds to its map: the ratios the bpftrace scripts leave to a calculator.
@@ -186,7 +183,18 @@ pub struct CountSummary {
     pub grace_periods: Option<u64>,
     /// Hits of the updater and grace-period probes that the kernel skipped.
     pub missed: u64,
+    /// With `--by`: events lost because the keyed map was full, and stacks not kept.
+    pub keyed_losses: Option<KeyedLosses>,
 }
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct KeyedLosses {
+    pub map_full: u64,
+    pub stacks_lost: u64,
+}
+
+/// Shorter windows (an interrupt during attaching) give no per-second rates.
+pub const MIN_RATE_WINDOW_SECS: f64 = 0.01;
 
 /// A count divided by the number of grace periods.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -205,8 +213,12 @@ impl CountSummary {
         }
     }
 
+    /// `None` where the count was not traced or the window was too short to give a rate.
     pub fn per_second(&self, count: Option<u64>) -> Option<f64> {
-        count.map(|n| n as f64 / self.elapsed.as_secs_f64().max(1e-9))
+        let secs = self.elapsed.as_secs_f64();
+        count
+            .filter(|_| secs >= MIN_RATE_WINDOW_SECS)
+            .map(|n| n as f64 / secs)
     }
 }
 
@@ -220,19 +232,8 @@ pub struct Report {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Summary {
     Count(CountSummary),
-    Latency(LatencySummary),
+    Latency(Vec<LatencySummary>),
     Callbacks(CallbacksSummary),
-}
-
-/// Exact statistics of a set of latency samples, with percentile estimates.
-#[derive(Clone, Debug, PartialEq)]
-pub struct LatencyStats {
-    pub count: u64,
-    pub min_ns: u64,
-    pub mean_ns: f64,
-    pub max_ns: u64,
-    /// `(quantile, estimate in ns)`.
-    pub percentiles: Vec<(f64, f64)>,
 }
 
 /// One callback function queued one way: what `rcutrace callbacks` prints per row.
@@ -255,7 +256,8 @@ pub struct CallbackRow {
     pub unrecorded: u64,
     /// Queued again while still pending: the invocation in between was missed.
     pub requeued: u64,
-    pub latency: Option<LatencyStats>,
+    /// Queue-to-invoke latency of the `invoked` callbacks.
+    pub latency: SeriesStats,
 }
 
 /// Totals over all rows, and everything that could not be attributed or timed.
@@ -267,7 +269,7 @@ pub struct CallbackTotals {
     pub queued_before_tracing: u64,
     /// Heads queued again before their invocation was seen, over all rows.
     pub requeued: u64,
-    /// Objects given to kvfree_call_rcu() (kfree_rcu() and kvfree_rcu()).
+    /// Objects given to kvfree_call_rcu() (kfree_rcu() and kvfree_rcu()), if traced.
     pub kvfree_queued: Option<u64>,
     pub pending_map_full: u64,
     pub rows_map_full_queued: u64,

@@ -1,5 +1,6 @@
-//! The probe table: every kernel function rcutrace hooks, the eBPF program for each way of
-//! hooking it, and the rules that decide which ways are tried, in which order.
+//! The probe table: every kernel function rcutrace hooks, what it is to RCU, the eBPF programs
+//! that can serve it, and the rules that decide which ways of hooking it are tried, in which
+//! order.
 //!
 //! This is pure data and logic; `tracer` carries the plan out against the kernel.
 
@@ -8,6 +9,7 @@ use std::fmt;
 use rcutrace_common::{
     callbacks,
     counters::{self, CounterSlot},
+    latency::MAX_TIMED,
 };
 
 /// A way of running an eBPF program at a kernel function's entry or return.
@@ -49,165 +51,269 @@ pub enum Side {
     Return,
 }
 
-/// One hook: a kernel function, the side, and the eBPF programs that can serve it.
+/// Which family of eBPF programs serves a probe; the program for a method is named from it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Programs {
+    /// `count`'s programs for one counter slot.
+    Counter(CounterSlot),
+    /// The latency programs of one timed function (`0..MAX_TIMED`).
+    Timed(u32),
+    /// `callbacks`' programs for one hook (`enqueue`, `dequeue`, `call_rcu`, ...).
+    Callbacks(&'static str),
+}
+
+/// One hook: a kernel function, the side, and the programs that can serve it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Probe {
     pub function: &'static str,
     pub side: Side,
-    /// Program for a kprobe (entry) or kretprobe (return).
-    pub kprobe_program: &'static str,
-    /// Program for fentry (entry) or fexit (return); `None` where a trampoline is unsafe.
-    pub trampoline_program: Option<&'static str>,
+    pub programs: Programs,
 }
 
 /// Functions that a BPF trampoline must never hook: the trampoline itself takes
 /// `rcu_read_lock()`, so it recurses; 6.4+ refuse it, Debian's 6.1 hangs outright.
 const TRAMPOLINE_UNSAFE: &[&str] = &["__rcu_read_lock", "__rcu_read_unlock"];
 
+impl Probe {
+    /// The eBPF program that serves this probe by `method`, if there is one.
+    pub fn program(&self, method: Method) -> Option<String> {
+        let side_of = |method| match method {
+            Method::Kprobe | Method::Fentry => Side::Entry,
+            Method::Kretprobe | Method::Fexit => Side::Return,
+        };
+        if side_of(method) != self.side {
+            return None;
+        }
+        let trampoline = matches!(method, Method::Fentry | Method::Fexit);
+        if trampoline && TRAMPOLINE_UNSAFE.contains(&self.function) {
+            return None;
+        }
+        match self.programs {
+            // The reader's only program: no trampoline program exists for it at all.
+            Programs::Counter(counters::READ_LOCK) => {
+                (method == Method::Kprobe).then(|| "count_read_lock_kprobe".to_string())
+            }
+            Programs::Counter(slot) if slot < counters::COUNTER_SLOTS => {
+                Some(format!("count_{slot}_{method}"))
+            }
+            Programs::Timed(index) if index < MAX_TIMED => {
+                let side = if self.side == Side::Entry {
+                    "entry"
+                } else {
+                    "return"
+                };
+                Some(format!("timed_{index}_{side}_{method}"))
+            }
+            Programs::Callbacks(hook) => Some(format!("callbacks_{hook}_{method}")),
+            Programs::Counter(_) | Programs::Timed(_) => None,
+        }
+    }
+}
+
+/// What the attributions need from the attach method.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Keys {
+    #[default]
+    Plain,
+    /// Kernel stacks are keys: entries are hooked by kprobe, whose stack starts at the probed
+    /// function as bpftrace's `kstack` does (a trampoline's starts in the trampoline).
+    Stacks,
+}
+
 /// The `(method, program)` pairs to try for `probe`, in order.
-pub fn plan(probe: &Probe, choice: AttachChoice) -> Vec<(Method, &'static str)> {
+pub fn plan(probe: &Probe, choice: AttachChoice, keys: Keys) -> Vec<(Method, String)> {
     let (probe_method, trampoline_method) = match probe.side {
         Side::Entry => (Method::Kprobe, Method::Fentry),
         Side::Return => (Method::Kretprobe, Method::Fexit),
     };
-    let kprobe = (probe_method, probe.kprobe_program);
+    let kprobe = probe
+        .program(probe_method)
+        .map(|program| (probe_method, program));
+    let stacks_need_kprobe = keys == Keys::Stacks && probe.side == Side::Entry;
     let trampoline = probe
-        .trampoline_program
-        .filter(|_| !TRAMPOLINE_UNSAFE.contains(&probe.function))
+        .program(trampoline_method)
+        .filter(|_| !stacks_need_kprobe)
         .map(|program| (trampoline_method, program));
-    match (choice, trampoline) {
+    let order = match (choice, trampoline) {
         (AttachChoice::Kprobe, _) | (_, None) => vec![kprobe],
-        (AttachChoice::Fentry, Some(trampoline)) => vec![trampoline],
-        (AttachChoice::Auto, Some(trampoline)) => vec![trampoline, kprobe],
-    }
+        (AttachChoice::Fentry, Some(trampoline)) => vec![Some(trampoline)],
+        (AttachChoice::Auto, Some(trampoline)) => vec![Some(trampoline), kprobe],
+    };
+    order.into_iter().flatten().collect()
+}
+
+/// What a function is to RCU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// Enters a read-side critical section.
+    Reader,
+    /// Queues a callback for after a grace period.
+    Queues,
+    /// Blocks its caller until a grace period (or all callbacks) completed.
+    Waits,
+    /// Takes or checks a grace-period cookie without blocking.
+    Polls,
+    /// Runs once per grace period, in the grace-period kthread.
+    GracePeriod,
 }
 
 /// A function `rcutrace count` counts, and the slot its count lands in.
 #[derive(Clone, Copy, Debug)]
 pub struct Counted {
-    pub slot: CounterSlot,
+    pub role: Role,
+    /// Counted by plain `count`; the rest only with `count --all`.
+    pub by_default: bool,
     pub probe: Probe,
+}
+
+impl Counted {
+    pub fn function(&self) -> &'static str {
+        self.probe.function
+    }
+
+    pub fn slot(&self) -> CounterSlot {
+        match self.probe.programs {
+            Programs::Counter(slot) => slot,
+            Programs::Timed(_) | Programs::Callbacks(_) => {
+                unreachable!("counted functions use counter programs")
+            }
+        }
+    }
 }
 
 const fn counted(
     function: &'static str,
     slot: CounterSlot,
-    kprobe_program: &'static str,
-    fentry_program: Option<&'static str>,
+    role: Role,
+    by_default: bool,
 ) -> Counted {
     Counted {
-        slot,
+        role,
+        by_default,
         probe: Probe {
             function,
             side: Side::Entry,
-            kprobe_program,
-            trampoline_program: fentry_program,
+            programs: Programs::Counter(slot),
         },
     }
 }
 
-/// Everything `rcutrace count` counts.
+use Role::*;
+
+/// Everything `rcutrace count` counts: plain `count` the first seven; `count --all` every RCU
+/// update-side function the kernel's own tools/rcu/rcu-updaters.sh counts, and rcu_gp_init.
 pub const COUNTED: &[Counted] = &[
-    counted(
-        "__rcu_read_lock",
-        counters::READ_LOCK,
-        "count_read_lock_kprobe",
-        None,
-    ),
-    counted(
-        "call_rcu",
-        counters::CALL_RCU,
-        "count_call_rcu_kprobe",
-        Some("count_call_rcu_fentry"),
-    ),
-    counted(
-        "call_rcu_hurry",
-        counters::CALL_RCU_HURRY,
-        "count_call_rcu_hurry_kprobe",
-        Some("count_call_rcu_hurry_fentry"),
-    ),
-    counted(
-        "kvfree_call_rcu",
-        counters::KVFREE_CALL_RCU,
-        "count_kvfree_call_rcu_kprobe",
-        Some("count_kvfree_call_rcu_fentry"),
-    ),
-    counted(
-        "synchronize_rcu",
-        counters::SYNCHRONIZE_RCU,
-        "count_synchronize_rcu_kprobe",
-        Some("count_synchronize_rcu_fentry"),
-    ),
+    counted("__rcu_read_lock", counters::READ_LOCK, Reader, true),
+    counted("call_rcu", counters::CALL_RCU, Queues, true),
+    counted("call_rcu_hurry", counters::CALL_RCU_HURRY, Queues, true),
+    counted("kvfree_call_rcu", counters::KVFREE_CALL_RCU, Queues, true),
+    counted("synchronize_rcu", counters::SYNCHRONIZE_RCU, Waits, true),
     counted(
         "synchronize_rcu_expedited",
         counters::SYNCHRONIZE_RCU_EXPEDITED,
-        "count_synchronize_rcu_expedited_kprobe",
-        Some("count_synchronize_rcu_expedited_fentry"),
+        Waits,
+        true,
     ),
+    counted("rcu_gp_fqs_loop", counters::GP_FQS_LOOP, GracePeriod, true),
+    counted("rcu_gp_init", 7, GracePeriod, false),
+    counted("call_rcu_tasks", 8, Queues, false),
+    counted("call_rcu_tasks_rude", 9, Queues, false),
+    counted("call_rcu_tasks_trace", 10, Queues, false),
+    counted("call_srcu", 11, Queues, false),
+    counted("rcu_barrier", 12, Waits, false),
+    counted("rcu_barrier_tasks", 13, Waits, false),
+    counted("rcu_barrier_tasks_rude", 14, Waits, false),
+    counted("rcu_barrier_tasks_trace", 15, Waits, false),
+    counted("srcu_barrier", 16, Waits, false),
+    counted("synchronize_rcu_tasks", 17, Waits, false),
+    counted("synchronize_rcu_tasks_rude", 18, Waits, false),
+    counted("synchronize_rcu_tasks_trace", 19, Waits, false),
+    counted("synchronize_srcu", 20, Waits, false),
+    counted("synchronize_srcu_expedited", 21, Waits, false),
+    counted("get_state_synchronize_rcu", 22, Polls, false),
+    counted("get_state_synchronize_rcu_full", 23, Polls, false),
+    counted("start_poll_synchronize_rcu", 24, Polls, false),
+    counted("start_poll_synchronize_rcu_full", 25, Polls, false),
+    counted("start_poll_synchronize_rcu_expedited", 26, Polls, false),
     counted(
-        "rcu_gp_fqs_loop",
-        counters::GP_FQS_LOOP,
-        "count_gp_fqs_loop_kprobe",
-        Some("count_gp_fqs_loop_fentry"),
+        "start_poll_synchronize_rcu_expedited_full",
+        27,
+        Polls,
+        false,
     ),
+    counted("poll_state_synchronize_rcu", 28, Polls, false),
+    counted("poll_state_synchronize_rcu_full", 29, Polls, false),
+    counted("cond_synchronize_rcu", 30, Waits, false),
+    counted("cond_synchronize_rcu_full", 31, Waits, false),
+    counted("cond_synchronize_rcu_expedited", 32, Waits, false),
+    counted("cond_synchronize_rcu_expedited_full", 33, Waits, false),
+    counted("get_state_synchronize_srcu", 34, Polls, false),
+    counted("start_poll_synchronize_srcu", 35, Polls, false),
+    counted("poll_state_synchronize_srcu", 36, Polls, false),
 ];
 
+/// The functions `count` traces: the default set, or with `all` the whole table.
+pub fn counted_functions(all: bool) -> impl Iterator<Item = &'static Counted> {
+    COUNTED.iter().filter(move |c| all || c.by_default)
+}
+
+/// Functions that block their caller: the ones `srlat --func` accepts.
+pub fn waiting_functions() -> impl Iterator<Item = &'static str> {
+    COUNTED
+        .iter()
+        .filter(|c| c.role == Waits)
+        .map(Counted::function)
+}
+
 /// An interval rcutrace times: from `entry`'s start to `exit`'s return on the same thread.
-#[derive(Clone, Copy, Debug)]
-pub struct Latency {
-    /// Map name in the output, as the bpftrace scripts call it.
-    pub map_name: &'static str,
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Timed {
     pub entry: Probe,
     pub exit: Probe,
 }
 
-const fn latency_entry(function: &'static str) -> Probe {
-    Probe {
-        function,
-        side: Side::Entry,
-        kprobe_program: "latency_entry_kprobe",
-        trampoline_program: Some("latency_entry_fentry"),
+impl Timed {
+    /// The timed-function index both probes' programs share.
+    pub fn index(&self) -> u32 {
+        match self.entry.programs {
+            Programs::Timed(index) => index,
+            Programs::Counter(_) | Programs::Callbacks(_) => {
+                unreachable!("timed probes use timed programs")
+            }
+        }
+    }
+
+    /// Entry and return are one function: a second entry before a return means a lost return.
+    pub fn same_function(&self) -> bool {
+        self.entry.function == self.exit.function
     }
 }
 
-const fn latency_exit(function: &'static str) -> Probe {
-    Probe {
-        function,
-        side: Side::Return,
-        kprobe_program: "latency_return_kretprobe",
-        trampoline_program: Some("latency_return_fexit"),
+/// Times `entry` to `exit` with the programs of timed function `index` (`< MAX_TIMED`).
+pub const fn timed(index: u32, entry: &'static str, exit: &'static str) -> Timed {
+    let programs = Programs::Timed(index);
+    Timed {
+        entry: Probe {
+            function: entry,
+            side: Side::Entry,
+            programs,
+        },
+        exit: Probe {
+            function: exit,
+            side: Side::Return,
+            programs,
+        },
     }
 }
 
 /// Internal grace-period latency: `rcu_gp_init()` entry to `rcu_gp_cleanup()` return.
-pub const GP_LATENCY: Latency = Latency {
-    map_name: "@gplat",
-    entry: latency_entry("rcu_gp_init"),
-    exit: latency_exit("rcu_gp_cleanup"),
-};
+pub const GP_LATENCY: Timed = timed(0, "rcu_gp_init", "rcu_gp_cleanup");
 
-pub const SYNCHRONIZE_RCU_LATENCY: Latency = Latency {
-    map_name: "@srlat",
-    entry: latency_entry("synchronize_rcu"),
-    exit: latency_exit("synchronize_rcu"),
-};
-
-pub const SYNCHRONIZE_RCU_EXPEDITED_LATENCY: Latency = Latency {
-    map_name: "@srelat",
-    entry: latency_entry("synchronize_rcu_expedited"),
-    exit: latency_exit("synchronize_rcu_expedited"),
-};
-
-const fn callback_entry(
-    function: &'static str,
-    kprobe_program: &'static str,
-    fentry_program: &'static str,
-) -> Probe {
+const fn callback_hook(function: &'static str, side: Side, hook: &'static str) -> Probe {
     Probe {
         function,
-        side: Side::Entry,
-        kprobe_program,
-        trampoline_program: Some(fentry_program),
+        side,
+        programs: Programs::Callbacks(hook),
     }
 }
 
@@ -228,74 +334,33 @@ pub struct CallbackProbes {
 }
 
 pub const CALLBACKS: CallbackProbes = CallbackProbes {
-    queue: callback_entry(
-        "rcu_segcblist_enqueue",
-        "callbacks_enqueue_kprobe",
-        "callbacks_enqueue_fentry",
-    ),
-    barrier: callback_entry(
-        "rcu_segcblist_entrain",
-        "callbacks_entrain_kprobe",
-        "callbacks_entrain_fentry",
-    ),
-    invoke: Probe {
-        function: "rcu_cblist_dequeue",
-        side: Side::Return,
-        kprobe_program: "callbacks_dequeue_kretprobe",
-        trampoline_program: Some("callbacks_dequeue_fexit"),
-    },
-    kvfree: callback_entry(
-        "kvfree_call_rcu",
-        "callbacks_kvfree_kprobe",
-        "callbacks_kvfree_fentry",
-    ),
+    queue: callback_hook("rcu_segcblist_enqueue", Side::Entry, "enqueue"),
+    barrier: callback_hook("rcu_segcblist_entrain", Side::Entry, "entrain"),
+    invoke: callback_hook("rcu_cblist_dequeue", Side::Return, "dequeue"),
+    kvfree: callback_hook("kvfree_call_rcu", Side::Entry, "kvfree"),
     entry_points: [
         (
-            callback_entry(
-                "call_rcu",
-                "callbacks_call_rcu_kprobe",
-                "callbacks_call_rcu_fentry",
-            ),
+            callback_hook("call_rcu", Side::Entry, "call_rcu"),
             callbacks::VIA_CALL_RCU,
         ),
         (
-            callback_entry(
-                "call_rcu_hurry",
-                "callbacks_call_rcu_hurry_kprobe",
-                "callbacks_call_rcu_hurry_fentry",
-            ),
+            callback_hook("call_rcu_hurry", Side::Entry, "call_rcu_hurry"),
             callbacks::VIA_CALL_RCU_HURRY,
         ),
         (
-            callback_entry(
-                "call_srcu",
-                "callbacks_call_srcu_kprobe",
-                "callbacks_call_srcu_fentry",
-            ),
+            callback_hook("call_srcu", Side::Entry, "call_srcu"),
             callbacks::VIA_CALL_SRCU,
         ),
         (
-            callback_entry(
-                "call_rcu_tasks",
-                "callbacks_call_rcu_tasks_kprobe",
-                "callbacks_call_rcu_tasks_fentry",
-            ),
+            callback_hook("call_rcu_tasks", Side::Entry, "call_rcu_tasks"),
             callbacks::VIA_CALL_RCU_TASKS,
         ),
         (
-            callback_entry(
-                "call_rcu_tasks_trace",
-                "callbacks_call_rcu_tasks_trace_kprobe",
-                "callbacks_call_rcu_tasks_trace_fentry",
-            ),
+            callback_hook("call_rcu_tasks_trace", Side::Entry, "call_rcu_tasks_trace"),
             callbacks::VIA_CALL_RCU_TASKS_TRACE,
         ),
         (
-            callback_entry(
-                "call_rcu_tasks_rude",
-                "callbacks_call_rcu_tasks_rude_kprobe",
-                "callbacks_call_rcu_tasks_rude_fentry",
-            ),
+            callback_hook("call_rcu_tasks_rude", Side::Entry, "call_rcu_tasks_rude"),
             callbacks::VIA_CALL_RCU_TASKS_RUDE,
         ),
     ],
@@ -319,69 +384,33 @@ mod tests {
     fn counted_probe(function: &str) -> Probe {
         COUNTED
             .iter()
-            .find(|c| c.probe.function == function)
+            .find(|c| c.function() == function)
             .unwrap()
             .probe
     }
 
+    fn plan_methods(probe: &Probe, choice: AttachChoice) -> Vec<Method> {
+        plan(probe, choice, Keys::Plain)
+            .into_iter()
+            .map(|(m, _)| m)
+            .collect()
+    }
+
     #[test]
     fn auto_prefers_trampolines_then_falls_back() {
-        let plan = plan(&counted_probe("call_rcu"), AttachChoice::Auto);
+        let plan = plan(&counted_probe("call_rcu"), AttachChoice::Auto, Keys::Plain);
         assert_eq!(
             plan,
             vec![
-                (Method::Fentry, "count_call_rcu_fentry"),
-                (Method::Kprobe, "count_call_rcu_kprobe")
+                (Method::Fentry, "count_1_fentry".to_string()),
+                (Method::Kprobe, "count_1_kprobe".to_string())
             ]
         );
         let exit = plan_methods(&GP_LATENCY.exit, AttachChoice::Auto);
         assert_eq!(exit, vec![Method::Fexit, Method::Kretprobe]);
-    }
-
-    fn plan_methods(probe: &Probe, choice: AttachChoice) -> Vec<Method> {
-        plan(probe, choice).into_iter().map(|(m, _)| m).collect()
-    }
-
-    #[test]
-    fn forced_methods_are_the_only_ones_tried() {
-        let probe = counted_probe("synchronize_rcu");
         assert_eq!(
-            plan_methods(&probe, AttachChoice::Kprobe),
-            vec![Method::Kprobe]
-        );
-        assert_eq!(
-            plan_methods(&probe, AttachChoice::Fentry),
-            vec![Method::Fentry]
-        );
-        let exit = SYNCHRONIZE_RCU_LATENCY.exit;
-        assert_eq!(
-            plan_methods(&exit, AttachChoice::Kprobe),
-            vec![Method::Kretprobe]
-        );
-        assert_eq!(
-            plan_methods(&exit, AttachChoice::Fentry),
-            vec![Method::Fexit]
-        );
-    }
-
-    #[test]
-    fn readers_never_get_a_trampoline_whatever_is_asked() {
-        let reader = counted_probe("__rcu_read_lock");
-        for choice in [
-            AttachChoice::Auto,
-            AttachChoice::Fentry,
-            AttachChoice::Kprobe,
-        ] {
-            assert_eq!(plan_methods(&reader, choice), vec![Method::Kprobe]);
-        }
-        // Even a table entry that named a trampoline program would be refused.
-        let careless = Probe {
-            trampoline_program: Some("anything"),
-            ..reader
-        };
-        assert_eq!(
-            plan_methods(&careless, AttachChoice::Fentry),
-            vec![Method::Kprobe]
+            GP_LATENCY.exit.program(Method::Fexit).as_deref(),
+            Some("timed_0_return_fexit")
         );
     }
 
@@ -399,17 +428,110 @@ mod tests {
             assert_eq!(callbacks::VIA_NAMES[via as usize], probe.function);
         }
         assert_eq!(
-            plan_methods(&CALLBACKS.invoke, AttachChoice::Auto),
-            vec![Method::Fexit, Method::Kretprobe]
+            plan(&CALLBACKS.invoke, AttachChoice::Auto, Keys::Plain),
+            vec![
+                (Method::Fexit, "callbacks_dequeue_fexit".to_string()),
+                (Method::Kretprobe, "callbacks_dequeue_kretprobe".to_string())
+            ]
+        );
+        assert_eq!(
+            CALLBACKS.queue.program(Method::Kprobe).as_deref(),
+            Some("callbacks_enqueue_kprobe")
         );
     }
 
     #[test]
-    fn every_counter_slot_is_used_once() {
-        let mut slots: Vec<_> = COUNTED.iter().map(|c| c.slot).collect();
+    fn forced_methods_are_the_only_ones_tried() {
+        let probe = counted_probe("synchronize_rcu");
+        assert_eq!(
+            plan_methods(&probe, AttachChoice::Kprobe),
+            vec![Method::Kprobe]
+        );
+        assert_eq!(
+            plan_methods(&probe, AttachChoice::Fentry),
+            vec![Method::Fentry]
+        );
+        let exit = timed(3, "rcu_barrier", "rcu_barrier").exit;
+        assert_eq!(
+            plan_methods(&exit, AttachChoice::Kprobe),
+            vec![Method::Kretprobe]
+        );
+        assert_eq!(
+            plan_methods(&exit, AttachChoice::Fentry),
+            vec![Method::Fexit]
+        );
+    }
+
+    #[test]
+    fn stack_keys_take_entries_by_kprobe_and_leave_returns_alone() {
+        let latency = timed(1, "synchronize_rcu", "synchronize_rcu");
+        let entry = plan(&latency.entry, AttachChoice::Auto, Keys::Stacks);
+        assert_eq!(entry, vec![(Method::Kprobe, "timed_1_entry_kprobe".into())]);
+        let exit = plan(&latency.exit, AttachChoice::Auto, Keys::Stacks);
+        assert_eq!(exit[0].0, Method::Fexit);
+    }
+
+    #[test]
+    fn readers_never_get_a_trampoline_whatever_is_asked() {
+        let reader = counted_probe("__rcu_read_lock");
+        for choice in [
+            AttachChoice::Auto,
+            AttachChoice::Fentry,
+            AttachChoice::Kprobe,
+        ] {
+            assert_eq!(plan_methods(&reader, choice), vec![Method::Kprobe]);
+        }
+        // Even a table entry that gave the reader an ordinary counter slot would be refused.
+        let careless = Probe {
+            programs: Programs::Counter(5),
+            ..reader
+        };
+        assert_eq!(
+            plan_methods(&careless, AttachChoice::Fentry),
+            vec![Method::Kprobe]
+        );
+        assert_eq!(careless.program(Method::Fentry), None);
+    }
+
+    #[test]
+    fn every_counter_slot_is_used_once_and_has_programs() {
+        let mut slots: Vec<_> = COUNTED.iter().map(Counted::slot).collect();
         slots.sort();
         slots.dedup();
         assert_eq!(slots.len(), COUNTED.len());
         assert!(slots.iter().all(|&s| s < counters::COUNTER_SLOTS));
+        let mut functions: Vec<_> = COUNTED.iter().map(Counted::function).collect();
+        functions.sort();
+        functions.dedup();
+        assert_eq!(functions.len(), COUNTED.len());
+    }
+
+    #[test]
+    fn programs_exist_only_for_their_side_and_range() {
+        let entry = counted_probe("call_rcu");
+        assert_eq!(entry.program(Method::Kretprobe), None);
+        assert_eq!(entry.program(Method::Fexit), None);
+        let beyond = Probe {
+            programs: Programs::Timed(MAX_TIMED),
+            ..GP_LATENCY.entry
+        };
+        assert_eq!(beyond.program(Method::Kprobe), None);
+    }
+
+    #[test]
+    fn the_default_set_and_the_waiting_functions() {
+        let default: Vec<_> = counted_functions(false).map(Counted::function).collect();
+        assert_eq!(default.len(), 7);
+        assert!(counted_functions(true).count() > 30);
+        let waiting: Vec<_> = waiting_functions().collect();
+        for f in [
+            "synchronize_rcu",
+            "rcu_barrier",
+            "srcu_barrier",
+            "cond_synchronize_rcu",
+        ] {
+            assert!(waiting.contains(&f), "{f}");
+        }
+        assert!(!waiting.contains(&"call_rcu"));
     }
 }

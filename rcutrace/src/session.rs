@@ -1,12 +1,10 @@
-//! The tracing window: runs until the duration ends or the user interrupts, while eBPF
-//! diagnostics flow to the logger.
+//! The tracing window: runs until the duration ends or the user interrupts, while latency
+//! samples flow from the kernel's ring buffer to their consumer.
 
-use std::{
-    convert::Infallible,
-    time::{Duration, Instant},
-};
+use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result};
+use aya::maps::{MapData, RingBuf};
 use tokio::{
     io::{Interest, unix::AsyncFd},
     signal::unix::{Signal, SignalKind, signal},
@@ -46,13 +44,51 @@ pub struct Window {
     pub interrupted: bool,
 }
 
-type Logger = aya_log::EbpfLogger<&'static dyn log::Log>;
+/// The kernel's ring buffer of samples, read as it fills.
+pub struct Samples {
+    ring: AsyncFd<RingBuf<MapData>>,
+}
 
-/// Waits for `duration` (forever if `None`) or an interrupt.
+impl Samples {
+    pub fn new(ring: RingBuf<MapData>) -> Result<Self> {
+        // SAFETY: the ring buffer owns its fd and keeps it open until it is dropped, which
+        // happens only when this AsyncFd is dropped.
+        let ring = unsafe { AsyncFd::register_with_interest(ring, Interest::READABLE) }
+            .map_err(|e| e.into_parts().1)
+            .context("watching the sample ring buffer")?;
+        Ok(Samples { ring })
+    }
+
+    /// Hands every sample waiting in the buffer to `consume`.
+    pub fn drain(&mut self, consume: &mut dyn FnMut(&[u8])) {
+        let ring = self.ring.get_mut();
+        while let Some(item) = ring.next() {
+            consume(&item);
+        }
+    }
+
+    /// Waits for samples and hands them to `consume`, forever; returns only if waiting fails.
+    async fn follow(&mut self, consume: &mut dyn FnMut(&[u8])) -> Result<()> {
+        loop {
+            let mut ready = self
+                .ring
+                .readable_mut()
+                .await
+                .context("waiting for samples")?;
+            let ring = ready.get_inner_mut();
+            while let Some(item) = ring.next() {
+                consume(&item);
+            }
+            ready.clear_ready();
+        }
+    }
+}
+
+/// Waits for `duration` (forever if `None`) or an interrupt, feeding samples to `consume`.
 pub async fn run(
     duration: Option<Duration>,
     interrupts: &mut Interrupts,
-    logger: Option<Logger>,
+    samples: Option<(&mut Samples, &mut dyn FnMut(&[u8]))>,
 ) -> Result<Window> {
     let started = Instant::now();
     let deadline = async {
@@ -61,31 +97,19 @@ pub async fn run(
             None => std::future::pending().await,
         }
     };
-    let logs = drain(logger);
+    let follow = async {
+        match samples {
+            Some((samples, consume)) => samples.follow(consume).await,
+            None => std::future::pending().await,
+        }
+    };
     let interrupted = tokio::select! {
         _ = deadline => false,
         _ = interrupts.any() => true,
-        result = logs => match result? {},
+        result = follow => { result?; false }
     };
     Ok(Window {
         elapsed: started.elapsed(),
         interrupted,
     })
-}
-
-/// Forwards eBPF log records to the logger as they arrive; returns only if reading fails.
-async fn drain(logger: Option<Logger>) -> Result<Infallible> {
-    let Some(logger) = logger else {
-        return std::future::pending().await;
-    };
-    // SAFETY: the logger owns its ring buffer's fd and keeps it open until it is dropped,
-    // which happens only when this AsyncFd is dropped.
-    let mut fd = unsafe { AsyncFd::register_with_interest(logger, Interest::READABLE) }
-        .map_err(|e| e.into_parts().1)
-        .context("watching the eBPF log buffer")?;
-    loop {
-        let mut ready = fd.readable_mut().await.context("waiting for eBPF logs")?;
-        ready.get_inner_mut().flush();
-        ready.clear_ready();
-    }
 }

@@ -94,10 +94,6 @@ impl Symbolizer {
     }
 
     /// A stack frame as bpftrace's `kstack` prints it: `name+offset` (decimal), or `0x...`.
-    #[allow(
-        dead_code,
-        reason = "the API for kernel stacks (--by stack); tested below"
-    )]
     pub fn frame(&self, addr: u64) -> String {
         match self.symbol(addr) {
             Some((name, offset)) => format!("{name}+{offset}"),

@@ -6,15 +6,18 @@ use std::{collections::HashMap, fmt};
 use anyhow::{Context as _, Result, anyhow, bail};
 use aya::{
     Btf, Ebpf, EbpfLoader, Pod,
-    maps::{Array, HashMap as BpfHashMap, Map, MapData, PerCpuArray, PerCpuHashMap},
+    maps::{
+        Array, HashMap as BpfHashMap, Map, MapData, PerCpuArray, PerCpuHashMap, RingBuf,
+        StackTraceMap,
+    },
     programs::{FEntry, FExit, KProbe, Program},
 };
 
-use rcutrace_common::latency::CONTROL_STOPPED;
+use rcutrace_common::{attribution::Attribution, latency::CONTROL_RUNNING};
 
 use crate::{
     kernel_misses,
-    probes::{AttachChoice, Method, Probe, plan},
+    probes::{AttachChoice, Keys, Method, Probe, plan},
 };
 
 /// The eBPF object built by build.rs (empty when the toolchain was missing at build time).
@@ -24,7 +27,6 @@ static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/rc
 #[derive(Clone, Copy, Debug)]
 pub enum Constant {
     U32(&'static str, u32),
-    U64(&'static str, u64),
 }
 
 /// How one probe ended up.
@@ -42,7 +44,6 @@ pub struct Tracer {
     ebpf: Ebpf,
     maps: HashMap<String, Map>,
     btf: Option<std::result::Result<Btf, String>>,
-    logger: Option<aya_log::EbpfLogger<&'static dyn log::Log>>,
     /// Kernel ids of the programs attached, by the function and side they serve.
     program_ids: Vec<(Probe, u32)>,
 }
@@ -63,19 +64,11 @@ impl Tracer {
         for constant in constants {
             match constant {
                 Constant::U32(name, value) => loader.override_global(name, value, true),
-                Constant::U64(name, value) => loader.override_global(name, value, true),
             };
         }
         let mut ebpf = loader
             .load(OBJECT)
             .context("creating the eBPF maps (is the bpf() system call allowed here?)")?;
-        let logger = match aya_log::EbpfLogger::init(&mut ebpf) {
-            Ok(logger) => Some(logger),
-            Err(e) => {
-                log::warn!("eBPF diagnostics unavailable: {e}");
-                None
-            }
-        };
         let names: Vec<String> = ebpf.maps().map(|(name, _)| name.to_string()).collect();
         let maps = names
             .into_iter()
@@ -85,26 +78,20 @@ impl Tracer {
             ebpf,
             maps,
             btf: None,
-            logger,
             program_ids: Vec::new(),
         })
-    }
-
-    /// Takes the eBPF diagnostics reader, for the session to drain while tracing runs.
-    pub fn take_logger(&mut self) -> Option<aya_log::EbpfLogger<&'static dyn log::Log>> {
-        self.logger.take()
     }
 
     /// Attaches `probe` with the first planned method that works. `Failed` may still mean the
     /// function does not exist: the caller checks /proc/kallsyms only then, since producing it
     /// is slow.
-    pub fn attach(&mut self, probe: &Probe, choice: AttachChoice) -> Attachment {
+    pub fn attach(&mut self, probe: &Probe, choice: AttachChoice, keys: Keys) -> Attachment {
         let mut failures = Vec::new();
-        for (method, program) in plan(probe, choice) {
-            match self.attach_one(method, program, probe.function) {
+        for (method, program) in plan(probe, choice, keys) {
+            match self.attach_one(method, &program, probe.function) {
                 Ok(()) => {
                     log::info!("{}: attached by {method} ({program})", probe.function);
-                    if let Some(id) = self.program_id(program) {
+                    if let Some(id) = self.program_id(&program) {
                         self.program_ids.push((*probe, id));
                     }
                     return Attachment::Attached(method);
@@ -177,17 +164,45 @@ impl Tracer {
         btf.as_ref().map(|_| ()).map_err(|e| anyhow!(e.clone()))
     }
 
-    /// Freezes the latency and callback programs' maps (they check `CONTROL`); the counters
-    /// keep counting.
-    pub fn stop(&mut self) -> Result<()> {
-        let Some(map) = self.maps.get_mut("CONTROL") else {
-            return Ok(());
-        };
+    /// Opens or closes the tracing window for the programs that check it (`CONTROL`).
+    pub fn set_running(&mut self, running: bool) -> Result<()> {
+        let map = self
+            .maps
+            .get_mut("CONTROL")
+            .ok_or_else(|| anyhow!("map CONTROL missing from the eBPF object"))?;
         let mut control: Array<&mut MapData, u32> =
             Array::try_from(map).context("opening CONTROL")?;
         control
-            .set(CONTROL_STOPPED, 1, 0)
-            .context("stopping the eBPF programs")
+            .set(CONTROL_RUNNING, u32::from(running), 0)
+            .context("opening or closing the tracing window")
+    }
+
+    /// Takes the ring buffer of latency samples, for the session to drain while tracing runs.
+    pub fn take_samples(&mut self) -> Result<RingBuf<MapData>> {
+        let map = self
+            .maps
+            .remove("SAMPLES")
+            .ok_or_else(|| anyhow!("map SAMPLES missing from the eBPF object"))?;
+        RingBuf::try_from(map).context("opening the sample ring buffer")
+    }
+
+    /// Every entry of the `--by` count map.
+    pub fn keyed_counts(&self) -> Result<Vec<(Attribution, u64)>> {
+        let map: BpfHashMap<&MapData, Attribution, u64> =
+            BpfHashMap::try_from(self.map("KEYED_COUNTS")?).context("opening KEYED_COUNTS")?;
+        map.iter()
+            .map(|entry| entry.context("reading KEYED_COUNTS"))
+            .collect()
+    }
+
+    /// The return addresses of a kernel stack kept by the programs, deepest first.
+    pub fn stack(&self, stack_id: u32) -> Result<Vec<u64>> {
+        let map: StackTraceMap<&MapData> =
+            StackTraceMap::try_from(self.map("STACKS")?).context("opening STACKS")?;
+        let stack = map
+            .get(&stack_id, 0)
+            .with_context(|| format!("reading kernel stack {stack_id}"))?;
+        Ok(stack.frames().iter().map(|frame| frame.ip).collect())
     }
 
     fn map(&self, name: &str) -> Result<&Map> {
@@ -210,7 +225,7 @@ impl Tracer {
             .collect()
     }
 
-    /// Every slot of a per-CPU u64 array, one vector per slot with a value per CPU.
+    /// One slot of a per-CPU u64 array, a value per CPU.
     pub fn per_cpu_values(&self, name: &str, index: u32) -> Result<Vec<u64>> {
         let array: PerCpuArray<&MapData, u64> =
             PerCpuArray::try_from(self.map(name)?).with_context(|| format!("opening {name}"))?;
@@ -220,17 +235,8 @@ impl Tracer {
         Ok(values.iter().copied().collect())
     }
 
-    /// All entries of a u64 -> u64 hash map.
-    pub fn hash_entries(&self, name: &str) -> Result<Vec<(u64, u64)>> {
-        let map: BpfHashMap<&MapData, u64, u64> =
-            BpfHashMap::try_from(self.map(name)?).with_context(|| format!("opening {name}"))?;
-        map.iter()
-            .map(|entry| entry.with_context(|| format!("reading {name}")))
-            .collect()
-    }
-
     /// All entries of a hash map of plain-data keys and values.
-    pub fn hash_entries_of<K: Pod, V: Pod>(&self, name: &str) -> Result<Vec<(K, V)>> {
+    pub fn hash_entries<K: Pod, V: Pod>(&self, name: &str) -> Result<Vec<(K, V)>> {
         let map: BpfHashMap<&MapData, K, V> =
             BpfHashMap::try_from(self.map(name)?).with_context(|| format!("opening {name}"))?;
         map.iter()
@@ -238,7 +244,7 @@ impl Tracer {
             .collect()
     }
 
-    /// All entries of a per-CPU hash map, one value per CPU.
+    /// All entries of a per-CPU hash map, a value per CPU.
     pub fn per_cpu_hash_entries<K: Pod, V: Pod>(&self, name: &str) -> Result<Vec<(K, Vec<V>)>> {
         let map: PerCpuHashMap<&MapData, K, V> =
             PerCpuHashMap::try_from(self.map(name)?).with_context(|| format!("opening {name}"))?;
@@ -250,16 +256,14 @@ impl Tracer {
             .collect()
     }
 
-    /// Number of keys in a u32-keyed hash map.
-    pub fn hash_len(&self, name: &str) -> Result<u64> {
-        let map: BpfHashMap<&MapData, u32, u64> =
-            BpfHashMap::try_from(self.map(name)?).with_context(|| format!("opening {name}"))?;
-        let mut len = 0;
-        for key in map.keys() {
-            key.with_context(|| format!("reading {name}"))?;
-            len += 1;
-        }
-        Ok(len)
+    /// The calls still in flight: `(thread id, timed function index)`.
+    pub fn in_flight(&self) -> Result<Vec<(u32, u32)>> {
+        use rcutrace_common::latency::{InFlight, InFlightKey};
+        let map: BpfHashMap<&MapData, InFlightKey, InFlight> =
+            BpfHashMap::try_from(self.map("IN_FLIGHT")?).context("opening IN_FLIGHT")?;
+        map.keys()
+            .map(|key| key.map(|k| (k.tid, k.timed)).context("reading IN_FLIGHT"))
+            .collect()
     }
 }
 

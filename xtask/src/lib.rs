@@ -4,6 +4,7 @@ pub mod bench;
 pub mod build;
 pub mod cpio;
 pub mod setup;
+pub mod testmod;
 pub mod vm;
 pub mod workspace;
 

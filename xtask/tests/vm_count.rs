@@ -2,6 +2,7 @@
 
 mod support;
 
+use rcutrace_common::records::{MapValue, Record};
 use support::{boot, run_named, sections};
 
 const READERS: u64 = 200_000;
@@ -68,31 +69,36 @@ fn counts_ground_truth(series: &str) {
     // The same figures as bpftrace's JSON lines, with the summary as a record of its own.
     let json = run_named(&sections, "json");
     json.assert_ok("json");
-    let lines: Vec<&str> = json.out.lines().collect();
+    let records: Vec<Record> = json
+        .out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
     let probes = if series == "6.1" { 6 } else { 7 };
     assert_eq!(
-        lines[0],
-        format!("{{\"type\": \"attached_probes\", \"data\": {{\"probes\": {probes}}}}}")
-    );
-    let map = lines
-        .iter()
-        .find(|l| l.starts_with("{\"type\": \"map\", \"data\": {\"@\": {"))
-        .unwrap_or_else(|| panic!("no map record: {}", json.out));
-    let readers: u64 = map
-        .split("\"__rcu_read_lock\": ")
-        .nth(1)
-        .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("no reader count in {map}"));
-    assert!(readers >= READERS, "{readers}");
-    assert!(
-        lines
-            .last()
-            .unwrap()
-            .starts_with("{\"type\": \"rcutrace_count_summary\", \"data\": {\"elapsed_s\": "),
+        records[0],
+        Record::AttachedProbes { probes },
         "{}",
         json.out
     );
+    let readers = records
+        .iter()
+        .find_map(|r| match r {
+            Record::Map(maps) => match maps.get("@") {
+                Some(MapValue::Keyed(counts)) => counts.get("__rcu_read_lock").copied(),
+                _ => None,
+            },
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no reader count: {}", json.out));
+    assert!(readers >= READERS, "{readers}");
+    match records.last() {
+        Some(Record::CountSummary(summary)) => {
+            assert!(summary.elapsed_s > 0.0, "{}", json.out);
+            assert!(summary.readers_per_grace_period.is_some(), "{}", json.out);
+        }
+        _ => panic!("the count summary is not the last record: {}", json.out),
+    }
 
     // --secs ends the window by itself: the run exits 0 before the interrupt arrives.
     let timed = run_named(&sections, "timed");

@@ -12,12 +12,12 @@ use rcutrace_common::{
     hist::{LOG2_SLOTS, fine_slots},
 };
 
-use super::{Need, Traced, trace};
+use super::{Need, Request, Traced, trace};
 use crate::{
     cli::{CallbacksArgs, CallbacksBy},
     model::{
-        Buckets, CallbackRow, CallbackTotals, CallbacksSummary, CountMap, KeyedHistMap,
-        LatencyStats, Map, Report, Summary, Unit,
+        Buckets, CallbackRow, CallbackTotals, CallbacksSummary, CountMap, HistMap, Map, Report,
+        SeriesStats, Summary, Unit,
     },
     probes::{CALLBACKS, Probe},
     render::Format,
@@ -31,15 +31,18 @@ const NEEDED: &[Probe] = &[CALLBACKS.queue, CALLBACKS.invoke];
 
 pub async fn run(args: &CallbacksArgs, format: Format) -> Result<Report> {
     warn_if_offloaded();
-    let traced = trace(
-        &CALLBACKS.in_attach_order(),
-        &[Constant::U64("CALLBACK_UNIT_NS", args.unit.nanos())],
-        args.common.attach,
-        Need::These(NEEDED),
-        args.common.duration(),
+    let probes = CALLBACKS.in_attach_order();
+    let request = Request {
+        probes: &probes,
+        // At most 10^6 (ms): fits the program's u32.
+        constants: vec![Constant::U32("CALLBACK_UNIT_NS", args.unit.nanos() as u32)],
+        choice: args.common.attach,
+        by: None,
+        need: Need::These(NEEDED),
+        duration: args.common.duration(),
         format,
-    )
-    .await?;
+    };
+    let traced = trace(request, None).await?;
     let raw = read(&traced)?;
     let names = function_names(&raw);
     let options = Options {
@@ -83,10 +86,10 @@ fn read(traced: &Traced) -> Result<Raw> {
     let attached = |probe: &Probe| traced.attached.iter().any(|(p, _)| p == probe);
     let all: Vec<Probe> = CALLBACKS.in_attach_order();
     Ok(Raw {
-        rows: tracer.hash_entries_of("ROWS")?,
+        rows: tracer.hash_entries("ROWS")?,
         extremes: tracer.per_cpu_hash_entries("EXTREMES")?,
         pending: tracer
-            .hash_entries_of::<u64, Pending>("PENDING")?
+            .hash_entries::<u64, Pending>("PENDING")?
             .into_iter()
             .map(|(_, p)| p)
             .collect(),
@@ -202,7 +205,7 @@ fn assemble(
                 queued_before_tracing: count,
                 unrecorded: 0,
                 requeued: 0,
-                latency: None,
+                latency: no_samples(),
             },
             display: vec![0; LOG2_SLOTS as usize],
         });
@@ -226,7 +229,7 @@ fn assemble(
     let queued_not_shown = hidden.iter().map(|b| b.row.queued).sum();
     rows.truncate(shown);
 
-    let mut maps = vec![Map::KeyedHist(latency_histograms(&rows))];
+    let mut maps = latency_histograms(&rows);
     if options.by_cpu {
         maps.extend(per_cpu_maps(raw));
     }
@@ -249,9 +252,9 @@ fn via_name(via: Via) -> &'static str {
     VIA_NAMES.get(via as usize).copied().unwrap_or("other")
 }
 
-fn latency_stats(stats: &CallbackStats, extremes: &[Extremes]) -> Option<LatencyStats> {
+fn latency_stats(stats: &CallbackStats, extremes: &[Extremes]) -> SeriesStats {
     if stats.invoked == 0 {
-        return None;
+        return no_samples();
     }
     let max_ns = extremes.iter().map(|e| e.max).max().unwrap_or(0);
     let min_ns = extremes
@@ -267,13 +270,25 @@ fn latency_stats(stats: &CallbackStats, extremes: &[Extremes]) -> Option<Latency
             percentile_bits(&stats.fine, CALLBACK_FINE_BITS, q, min_ns, max_ns).map(|ns| (q, ns))
         })
         .collect();
-    Some(LatencyStats {
+    SeriesStats {
+        key: None,
         count: stats.invoked,
-        min_ns,
-        mean_ns: stats.sum_ns as f64 / stats.invoked as f64,
-        max_ns,
+        min_ns: Some(min_ns),
+        max_ns: Some(max_ns),
+        mean_ns: Some(stats.sum_ns as f64 / stats.invoked as f64),
         percentiles,
-    })
+    }
+}
+
+fn no_samples() -> SeriesStats {
+    SeriesStats {
+        key: None,
+        count: 0,
+        min_ns: None,
+        max_ns: None,
+        mean_ns: None,
+        percentiles: Vec::new(),
+    }
 }
 
 fn totals(raw: &Raw, rows: &[Building]) -> CallbackTotals {
@@ -297,7 +312,7 @@ fn totals(raw: &Raw, rows: &[Building]) -> CallbackTotals {
 
 /// `@cblat[function]`: the shown rows' latency histograms, one per function (its entry
 /// points together), as bpftrace's `@cblat[ksym(func)] = hist(latency)` would print them.
-fn latency_histograms(rows: &[Building]) -> KeyedHistMap {
+fn latency_histograms(rows: &[Building]) -> Vec<Map> {
     let mut by_function: BTreeMap<&str, Vec<u64>> = BTreeMap::new();
     for b in rows.iter().filter(|b| b.row.invoked > 0) {
         let slots = by_function
@@ -307,13 +322,16 @@ fn latency_histograms(rows: &[Building]) -> KeyedHistMap {
             *total += n;
         }
     }
-    KeyedHistMap {
-        name: "@cblat".into(),
-        entries: by_function
-            .into_iter()
-            .map(|(function, slots)| (function.to_string(), Buckets::Log2(slots)))
-            .collect(),
-    }
+    by_function
+        .into_iter()
+        .map(|(function, slots)| {
+            Map::Hist(HistMap {
+                name: "@cblat".into(),
+                key: Some(function.to_string()),
+                buckets: Buckets::Log2(slots),
+            })
+        })
+        .collect()
 }
 
 /// `@cpu_queued[cpu]`, `@cpu_invoked[cpu]`, `@cpu_pending[cpu]` (the CPU whose list holds
@@ -496,13 +514,13 @@ mod tests {
         assert_eq!(s.totals.queued_before_tracing, 11);
         assert_eq!(s.totals.queued, 10);
         assert_eq!(s.totals.kvfree_queued, Some(9));
-        let hurry = s.rows[0].latency.as_ref().unwrap();
+        let hurry = &s.rows[0].latency;
         assert_eq!(
             (hurry.count, hurry.min_ns, hurry.max_ns),
-            (5, 1_000_000, 20_000_000)
+            (5, Some(1_000_000), Some(20_000_000))
         );
-        assert_eq!(hurry.mean_ns, 5_400_000.0);
-        assert!(s.rows[3].latency.is_none());
+        assert_eq!(hurry.mean_ns, Some(5_400_000.0));
+        assert_eq!(s.rows[3].latency.count, 0);
     }
 
     #[test]
@@ -511,14 +529,15 @@ mod tests {
         let s = summary(&report);
         assert_eq!(s.rows.len(), 2);
         assert_eq!((s.rows_not_shown, s.queued_not_shown), (2, 2));
-        let [Map::KeyedHist(hist)] = report.maps.as_slice() else {
-            panic!("one keyed histogram expected: {:?}", report.maps);
+        let [Map::Hist(hist)] = report.maps.as_slice() else {
+            panic!("one histogram expected: {:?}", report.maps);
         };
-        assert_eq!(hist.name, "@cblat");
         // Both rows are fix_cb: one histogram with all 7 samples.
-        assert_eq!(hist.entries.len(), 1);
-        assert_eq!(hist.entries[0].0, "fix_cb");
-        assert_eq!(hist.entries[0].1.total(), 7);
+        assert_eq!(
+            (hist.name.as_str(), hist.key.as_deref()),
+            ("@cblat", Some("fix_cb"))
+        );
+        assert_eq!(hist.total(), 7);
     }
 
     #[test]

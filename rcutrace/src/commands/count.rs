@@ -5,46 +5,62 @@ use std::time::Duration;
 use anyhow::Result;
 use rcutrace_common::counters::{self, CounterSlot};
 
-use super::{Need, trace};
+use super::{Need, Request, Traced, stack_frames, trace};
 use crate::{
-    cli::Common,
-    model::{CountMap, CountSummary, Map, Report, Summary},
-    probes::{COUNTED, Counted, Probe},
+    attribution::{By, fold_top, key_text},
+    cli::CountArgs,
+    model::{CountMap, CountSummary, KeyedLosses, Map, Report, Summary},
+    probes::{COUNTED, Counted, Probe, counted_functions},
     render::Format,
 };
 
-pub async fn run(args: &Common, format: Format) -> Result<Report> {
-    let probes: Vec<Probe> = COUNTED.iter().map(|c| c.probe).collect();
+pub async fn run(args: &CountArgs, format: Format) -> Result<Report> {
+    let probes: Vec<Probe> = counted_functions(args.all).map(|c| c.probe).collect();
     let traced = trace(
-        &probes,
-        &[],
-        args.attach,
-        Need::Any,
-        args.duration(),
-        format,
+        Request {
+            probes: &probes,
+            constants: Vec::new(),
+            choice: args.common.attach,
+            by: args.by.by,
+            need: Need::Any,
+            duration: args.common.duration(),
+            format,
+        },
+        None,
     )
     .await?;
-    let sums = traced.tracer.per_cpu_sums("COUNTS")?;
     let counts: Vec<(&Counted, u64)> = COUNTED
         .iter()
         .filter(|c| traced.attached.iter().any(|(probe, _)| *probe == c.probe))
-        .map(|c| (c, sums.get(c.slot as usize).copied().unwrap_or(0)))
+        .map(|c| {
+            (
+                c,
+                traced.counts.get(c.slot() as usize).copied().unwrap_or(0),
+            )
+        })
         .collect();
+    let (counts, entries, keyed_losses) = match args.by.by {
+        None => {
+            let entries = counts
+                .iter()
+                .map(|(c, n)| (c.function().to_string(), *n))
+                .collect();
+            (counts, entries, None)
+        }
+        Some(by) => keyed(&traced, counts, by, args.by.top)?,
+    };
     // Reader kprobe skips are the tracer's own nested rcu_read_lock(), not lost readers.
     let not_readers: Vec<Probe> = counts
         .iter()
-        .filter(|(c, _)| c.slot != counters::READ_LOCK)
+        .filter(|(c, _)| c.slot() != counters::READ_LOCK)
         .map(|(c, _)| c.probe)
         .collect();
-    let summary = summarize(
+    let mut summary = summarize(
         &counts,
         traced.window.elapsed,
         traced.tracer.missed(&not_readers),
     );
-    let entries = counts
-        .iter()
-        .map(|(c, n)| (c.probe.function.to_string(), *n))
-        .collect();
+    summary.keyed_losses = keyed_losses;
     Ok(Report {
         maps: vec![Map::Count(CountMap {
             name: "@".into(),
@@ -54,9 +70,55 @@ pub async fn run(args: &Common, format: Format) -> Result<Report> {
     })
 }
 
+type Keyed<'a> = (
+    Vec<(&'a Counted, u64)>,
+    Vec<(String, u64)>,
+    Option<KeyedLosses>,
+);
+
+/// With `--by`: the map's entries are `KEY, function`, the largest `top` kept; the totals per
+/// function (for the summary) are the sums over every key.
+fn keyed<'a>(
+    traced: &Traced,
+    counts: Vec<(&'a Counted, u64)>,
+    by: By,
+    top: usize,
+) -> Result<Keyed<'a>> {
+    let mut symbolizer = None;
+    let mut frames = stack_frames(traced, &mut symbolizer);
+    let mut totals: Vec<(&Counted, u64)> = counts.iter().map(|(c, _)| (*c, 0)).collect();
+    let mut entries = Vec::new();
+    for (key, n) in traced.tracer.keyed_counts()? {
+        let Some(total) = totals.iter_mut().find(|(c, _)| c.slot() == key.event) else {
+            continue;
+        };
+        total.1 += n;
+        let function = total.0.function();
+        let text = match by {
+            // The stack's first frame is the function itself.
+            By::Stack => key_text(by, &key, &mut frames),
+            _ => format!("{}, {function}", key_text(by, &key, &mut frames)),
+        };
+        entries.push((text, n));
+    }
+    let entries = fold_top(entries, top, |n| *n, |a, b| *a += b);
+    let losses = traced.tracer.per_cpu_sums("COUNT_LOSSES")?;
+    let loss = |slot: u32| losses.get(slot as usize).copied().unwrap_or(0);
+    let keyed_losses = KeyedLosses {
+        map_full: loss(counters::LOST_KEYED_MAP_FULL),
+        stacks_lost: loss(counters::LOST_STACK),
+    };
+    Ok((totals, entries, Some(keyed_losses)))
+}
+
 /// The counts the ratios are made of, from the traced functions' counts.
 fn summarize(counts: &[(&Counted, u64)], elapsed: Duration, missed: u64) -> CountSummary {
-    let count = |slot: CounterSlot| counts.iter().find(|(c, _)| c.slot == slot).map(|(_, n)| *n);
+    let count = |slot: CounterSlot| {
+        counts
+            .iter()
+            .find(|(c, _)| c.slot() == slot)
+            .map(|(_, n)| *n)
+    };
     let callbacks = [
         counters::CALL_RCU,
         counters::CALL_RCU_HURRY,
@@ -73,6 +135,7 @@ fn summarize(counts: &[(&Counted, u64)], elapsed: Duration, missed: u64) -> Coun
         callbacks,
         grace_periods: count(counters::GP_FQS_LOOP),
         missed,
+        keyed_losses: None,
     }
 }
 
@@ -91,7 +154,7 @@ mod tests {
         ]
         .iter()
         .map(|(name, n)| {
-            let counted = COUNTED.iter().find(|c| c.probe.function == *name).unwrap();
+            let counted = COUNTED.iter().find(|c| c.function() == *name).unwrap();
             (counted, *n)
         })
         .collect();
@@ -106,6 +169,7 @@ mod tests {
                 callbacks: Some(40),
                 grace_periods: Some(20),
                 missed: 3,
+                keyed_losses: None,
             }
         );
         let nothing = summarize(&[], Duration::ZERO, 0);

@@ -1,196 +1,265 @@
-//! `rcutrace gplat` and `rcutrace srlat`: one latency pipeline, two choices of functions.
+//! `rcutrace gplat` and `rcutrace srlat`: one latency pipeline, different choices of functions.
 
-use anyhow::Result;
-use rcutrace_common::{
-    hist::{LOG2_SLOTS, Linear},
-    latency::*,
-};
+use anyhow::{Result, bail};
+use rcutrace_common::latency::*;
 
-use super::{Need, Traced, trace};
+use super::{Need, Request, Traced, trace};
 use crate::{
-    cli::{LatencyArgs, SrlatArgs},
-    model::{Buckets, HistMap, LatencySummary, Losses, Map, Report, Summary, Unit},
-    probes::{self, Latency},
+    aggregate::{Aggregate, Layout, Series},
+    attribution::{By, fold_top, key_text},
+    cli::{ByArgs, LatencyArgs, SrlatArgs},
+    kernel,
+    model::{HistMap, LatencySummary, Losses, Map, Report, Summary, Unit},
+    probes::{self, Probe, Timed},
     render::Format,
-    stats::{PERCENTILE_ERROR, QUANTILES, percentile},
+    stats::PERCENTILE_ERROR,
+    symbols::Symbolizer,
     tracer::Constant,
 };
 
+/// One timed function of a run: what is timed, the map it prints as, and its unit.
+#[derive(Clone, Debug)]
+struct Timing {
+    timed: Timed,
+    map_name: String,
+    unit: Unit,
+}
+
 pub async fn gplat(args: &LatencyArgs, format: Format) -> Result<Report> {
-    run(&probes::GP_LATENCY, args, Unit::Ms, None, format).await
+    let timing = Timing {
+        timed: probes::GP_LATENCY,
+        map_name: "@gplat".into(),
+        unit: args.unit.unwrap_or(Unit::Ms),
+    };
+    run(&[timing], args, None, format).await
 }
 
 pub async fn srlat(args: &SrlatArgs, format: Format) -> Result<Report> {
-    let (latency, default_unit) = if args.expedited {
-        (&probes::SYNCHRONIZE_RCU_EXPEDITED_LATENCY, Unit::Us)
-    } else {
-        (&probes::SYNCHRONIZE_RCU_LATENCY, Unit::Ms)
-    };
-    run(latency, &args.latency, default_unit, args.pid, format).await
+    let functions = srlat_functions(args);
+    if functions.len() > MAX_TIMED as usize {
+        bail!(
+            "at most {MAX_TIMED} functions can be timed in one run ({} given)",
+            functions.len()
+        );
+    }
+    let timings: Vec<Timing> = functions
+        .iter()
+        .zip(0..)
+        .map(|(&function, index)| Timing {
+            timed: probes::timed(index, function, function),
+            map_name: map_name(function),
+            unit: args.latency.unit.unwrap_or_else(|| default_unit(function)),
+        })
+        .collect();
+    if let Some(pid) = args.pid
+        && !kernel::process_exists(pid)
+    {
+        bail!("no process with pid {pid}");
+    }
+    run(&timings, &args.latency, args.pid, format).await
 }
 
-/// The display histogram's layout, as chosen on the command line.
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum Layout {
-    Log2,
-    Linear(Linear),
-    Sparse(u64),
-}
-
-impl Layout {
-    fn of(args: &LatencyArgs) -> Self {
-        match (args.linear, args.buckets) {
-            (Some(linear), _) => Layout::Linear(linear),
-            (None, Some(step)) => Layout::Sparse(step),
-            (None, None) => Layout::Log2,
+/// The functions `srlat` times, in the order given, each once: `--func`, `--expedited`, or
+/// synchronize_rcu().
+fn srlat_functions(args: &SrlatArgs) -> Vec<&'static str> {
+    let mut functions: Vec<&'static str> = Vec::new();
+    let expedited = args.expedited.then_some("synchronize_rcu_expedited");
+    for function in args.func.iter().copied().chain(expedited) {
+        if !functions.contains(&function) {
+            functions.push(function);
         }
     }
+    if functions.is_empty() {
+        functions.push("synchronize_rcu");
+    }
+    functions
+}
 
-    fn constants(self) -> [Constant; 4] {
-        let (mode, linear) = match self {
-            Layout::Log2 => (
-                MODE_LOG2,
-                Linear {
-                    min: 0,
-                    max: 1,
-                    step: 1,
-                },
-            ),
-            Layout::Linear(linear) => (MODE_LINEAR, linear),
-            Layout::Sparse(step) => (
-                MODE_BUCKETS,
-                Linear {
-                    min: 0,
-                    max: step,
-                    step,
-                },
-            ),
-        };
-        [
-            Constant::U32("HIST_MODE", mode),
-            Constant::U64("LINEAR_MIN", linear.min),
-            Constant::U64("LINEAR_MAX", linear.max),
-            Constant::U64("LINEAR_STEP", linear.step),
-        ]
+/// The seed scripts' names for the two classic maps; `@FUNCTION` for the rest.
+fn map_name(function: &str) -> String {
+    match function {
+        "synchronize_rcu" => "@srlat".into(),
+        "synchronize_rcu_expedited" => "@srelat".into(),
+        other => format!("@{other}"),
+    }
+}
+
+/// Expedited grace periods take microseconds, normal ones milliseconds.
+fn default_unit(function: &str) -> Unit {
+    if function.contains("expedited") {
+        Unit::Us
+    } else {
+        Unit::Ms
+    }
+}
+
+fn layout(args: &LatencyArgs) -> Layout {
+    match (args.linear, args.buckets) {
+        (Some(linear), _) => Layout::Linear(linear),
+        (None, Some(step)) => Layout::Sparse(step),
+        (None, None) => Layout::Log2,
     }
 }
 
 async fn run(
-    latency: &Latency,
+    timings: &[Timing],
     args: &LatencyArgs,
-    default_unit: Unit,
     pid: Option<u32>,
     format: Format,
 ) -> Result<Report> {
-    let unit = args.unit.unwrap_or(default_unit);
-    let layout = Layout::of(args);
-    let mut constants = layout.constants().to_vec();
-    constants.push(Constant::U64("UNIT_NS", unit.nanos()));
-    constants.push(Constant::U32("TARGET_TGID", pid.unwrap_or(0)));
-    let same_function = latency.entry.function == latency.exit.function;
-    constants.push(Constant::U32("SAME_FUNCTION", same_function.into()));
+    let same_function_mask = timings
+        .iter()
+        .filter(|t| t.timed.same_function())
+        .fold(0u32, |mask, t| mask | 1 << t.timed.index());
+    let probes: Vec<Probe> = timings
+        .iter()
+        .flat_map(|t| [t.timed.entry, t.timed.exit])
+        .collect();
+    let units = timings.iter().map(|t| t.unit.nanos()).collect();
+    let mut aggregate = Aggregate::new(layout(args), units);
+    let mut consume = |record: &[u8]| aggregate.add(record);
     let traced = trace(
-        &[latency.entry, latency.exit],
-        &constants,
-        args.common.attach,
-        Need::All,
-        args.common.duration(),
-        format,
+        Request {
+            probes: &probes,
+            constants: vec![
+                Constant::U32("SAME_FUNCTION_MASK", same_function_mask),
+                Constant::U32("TARGET_TGID", pid.unwrap_or(0)),
+            ],
+            choice: args.common.attach,
+            by: args.by.by,
+            need: Need::All,
+            duration: args.common.duration(),
+            format,
+        },
+        Some(&mut consume),
     )
     .await?;
-
-    let buckets = read_buckets(&traced, layout)?;
-    let summary = read_summary(&traced, latency, unit)?;
+    if aggregate.malformed > 0 {
+        bail!(
+            "{} records in the sample buffer were not samples (rcutrace's eBPF object and loader disagree)",
+            aggregate.malformed
+        );
+    }
+    let mut symbolizer = None;
+    let mut maps = Vec::new();
+    let mut summaries = Vec::new();
+    for timing in timings {
+        let series = aggregate.take(timing.timed.index());
+        let layout = aggregate.layout();
+        let series = keyed(series, layout, &traced, &args.by, &mut symbolizer)?;
+        let mut stats = Vec::new();
+        for (key, s) in &series {
+            maps.push(Map::Hist(HistMap {
+                name: timing.map_name.clone(),
+                key: key.clone(),
+                buckets: s.buckets(layout),
+            }));
+            stats.push(s.stats(key.clone()));
+        }
+        // In the order bpftrace prints the histograms: by count, the largest last.
+        stats.sort_by(|a, b| a.count.cmp(&b.count).then_with(|| a.key.cmp(&b.key)));
+        summaries.push(LatencySummary {
+            map_name: timing.map_name.clone(),
+            unit: timing.unit,
+            series: stats,
+            percentile_error: PERCENTILE_ERROR,
+            losses: losses(&traced, timing, args.by.by)?,
+        });
+    }
+    // In bpftrace's order of maps, as the histograms print.
+    summaries.sort_by(|a, b| a.map_name.as_bytes().cmp(b.map_name.as_bytes()));
     Ok(Report {
-        maps: vec![Map::Hist(HistMap {
-            name: latency.map_name.into(),
-            buckets,
-        })],
-        summary: Summary::Latency(summary),
+        maps,
+        summary: Summary::Latency(summaries),
     })
 }
 
-fn read_buckets(traced: &Traced, layout: Layout) -> Result<Buckets> {
-    let tracer = &traced.tracer;
-    Ok(match layout {
-        Layout::Log2 => {
-            let mut slots = tracer.per_cpu_sums("DISPLAY")?;
-            slots.truncate(LOG2_SLOTS as usize);
-            Buckets::Log2(slots)
-        }
-        Layout::Linear(linear) => {
-            let mut slots = tracer.per_cpu_sums("DISPLAY")?;
-            slots.truncate(linear.buckets() as usize + 2);
-            Buckets::Linear(linear, slots)
-        }
-        Layout::Sparse(step) => Buckets::Sparse {
-            step,
-            buckets: tracer.hash_entries("BUCKETS")?,
-        },
-    })
+/// The series of one function with printable keys, the smallest folded beyond `--top`.
+/// Without `--by` there is exactly one series, empty if nothing was measured.
+fn keyed(
+    series: Vec<(rcutrace_common::attribution::Attribution, Series)>,
+    layout: Layout,
+    traced: &Traced,
+    by: &ByArgs,
+    symbolizer: &mut Option<Symbolizer>,
+) -> Result<Vec<(Option<String>, Series)>> {
+    let Some(key_by) = by.by else {
+        let all = series.into_iter().map(|(_, s)| s).reduce(|mut a, b| {
+            a.merge(b);
+            a
+        });
+        return Ok(vec![(None, all.unwrap_or_else(|| Series::new(layout)))]);
+    };
+    let mut frames = super::stack_frames(traced, symbolizer);
+    let texts: Vec<(String, Series)> = series
+        .into_iter()
+        .map(|(key, s)| (key_text(key_by, &key, &mut frames), s))
+        .collect();
+    Ok(fold_top(texts, by.top, Series::count, Series::merge)
+        .into_iter()
+        .map(|(k, s)| (Some(k), s))
+        .collect())
 }
 
-fn read_summary(traced: &Traced, latency: &Latency, unit: Unit) -> Result<LatencySummary> {
+/// What could not be measured for one timed function.
+fn losses(traced: &Traced, timing: &Timing, by: Option<By>) -> Result<Losses> {
     let tracer = &traced.tracer;
     let stats = tracer.per_cpu_sums("STATS")?;
-    let stat = |index: u32| stats.get(index as usize).copied().unwrap_or(0);
-    let count = stat(STAT_COUNT);
-    let per_cpu_max = |index| -> Result<u64> {
-        Ok(tracer
-            .per_cpu_values("STATS", index)?
-            .into_iter()
-            .max()
-            .unwrap_or(0))
+    let index = timing.timed.index();
+    let stat = |stat: u32| {
+        stats
+            .get((index * STAT_SLOTS + stat) as usize)
+            .copied()
+            .unwrap_or(0)
     };
-    let (min_ns, max_ns, mean_ns) = if count == 0 {
-        (None, None, None)
-    } else {
-        (
-            Some(!per_cpu_max(STAT_MIN_INVERTED)?),
-            Some(per_cpu_max(STAT_MAX)?),
-            Some(stat(STAT_SUM_NS) as f64 / count as f64),
-        )
-    };
-    let fine = tracer.per_cpu_sums("FINE")?;
-    let percentiles = match (min_ns, max_ns) {
-        (Some(min), Some(max)) => QUANTILES
-            .iter()
-            .filter_map(|&q| percentile(&fine, q, min, max).map(|ns| (q, ns)))
-            .collect(),
-        _ => Vec::new(),
-    };
-    Ok(LatencySummary {
-        map_name: latency.map_name.into(),
-        unit,
-        count,
-        min_ns,
-        max_ns,
-        mean_ns,
-        percentiles,
-        percentile_error: PERCENTILE_ERROR,
-        losses: Losses {
-            in_flight_at_exit: tracer.hash_len("IN_FLIGHT")?,
-            began_before_tracing: stat(STAT_UNMATCHED_RETURNS),
-            in_flight_map_full: stat(STAT_LOST_START_MAP_FULL),
-            bucket_map_full: stat(STAT_LOST_BUCKET_MAP_FULL),
-            missed_by_kernel: missed_by_kernel(traced, latency, stat(STAT_RETURNS_MISSED)),
-        },
+    let entries_skipped = tracer.missed(&[timing.timed.entry]);
+    let returns_skipped = tracer.missed(&[timing.timed.exit]);
+    // Calls left in the in-flight map: still inside the function, or returned with the return
+    // dropped by the kernel (only a kretprobe drops returns; a thread that has gone has
+    // returned).
+    let mut in_flight = 0;
+    let mut returned = 0;
+    for (tid, timed) in tracer.in_flight()? {
+        if timed != index {
+            continue;
+        }
+        let inside = if timing.timed.same_function() {
+            kernel::thread_is_in(tid, timing.timed.entry.function).unwrap_or(true)
+        } else {
+            true
+        };
+        if inside {
+            in_flight += 1;
+        } else {
+            returned += 1;
+        }
+    }
+    // A skipped return program leaves its start behind, like a dropped return: count it once.
+    let returns_dropped = (stat(STAT_RETURNS_MISSED) + returned).saturating_sub(returns_skipped);
+    Ok(Losses {
+        in_flight_at_exit: in_flight,
+        returns_lost: returns_dropped,
+        // A skipped entry program makes its return look unmatched: count it once, as missed.
+        began_before_tracing: stat(STAT_UNMATCHED_RETURNS).saturating_sub(entries_skipped),
+        missed_by_kernel: entries_skipped + returns_skipped,
+        lost_to_full_map: stat(STAT_LOST_START_MAP_FULL) + stat(STAT_LOST_RING_FULL),
+        stacks_lost: (by == Some(By::Stack)).then(|| stat(STAT_LOST_STACK)),
     })
-}
-
-/// Hits the kernel skipped (program recursion), or the returns the programs saw go missing,
-/// whichever is larger: a skipped return program shows up in both.
-fn missed_by_kernel(traced: &Traced, latency: &Latency, returns_missed: u64) -> u64 {
-    let reported = traced.tracer.missed(&[latency.entry, latency.exit]);
-    reported.max(returns_missed)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rcutrace_common::hist::Linear;
 
-    fn args(linear: Option<Linear>, buckets: Option<u64>) -> LatencyArgs {
-        LatencyArgs {
+    #[test]
+    fn layouts_from_the_command_line() {
+        let linear = Linear {
+            min: 0,
+            max: 1000,
+            step: 100,
+        };
+        let args = |linear, buckets| LatencyArgs {
             common: crate::cli::Common {
                 secs: 1,
                 attach: Default::default(),
@@ -198,34 +267,47 @@ mod tests {
             unit: None,
             linear,
             buckets,
-        }
+            by: Default::default(),
+        };
+        assert_eq!(layout(&args(Some(linear), None)), Layout::Linear(linear));
+        assert_eq!(layout(&args(None, Some(5))), Layout::Sparse(5));
+        assert_eq!(layout(&args(None, None)), Layout::Log2);
     }
 
     #[test]
-    fn layout_constants() {
-        let linear = Linear {
-            min: 0,
-            max: 1000,
-            step: 100,
+    fn srlat_times_each_function_once_in_the_order_given() {
+        let args = |func: &[&'static str], expedited| SrlatArgs {
+            latency: LatencyArgs {
+                common: crate::cli::Common {
+                    secs: 1,
+                    attach: Default::default(),
+                },
+                unit: None,
+                linear: None,
+                buckets: None,
+                by: Default::default(),
+            },
+            expedited,
+            func: func.to_vec(),
+            pid: None,
         };
+        assert_eq!(srlat_functions(&args(&[], false)), ["synchronize_rcu"]);
         assert_eq!(
-            Layout::of(&args(Some(linear), None)),
-            Layout::Linear(linear)
+            srlat_functions(&args(&[], true)),
+            ["synchronize_rcu_expedited"]
         );
-        assert_eq!(Layout::of(&args(None, Some(5))), Layout::Sparse(5));
-        assert_eq!(Layout::of(&args(None, None)), Layout::Log2);
-        let constants = Layout::Sparse(5).constants();
-        assert!(matches!(
-            constants[0],
-            Constant::U32("HIST_MODE", MODE_BUCKETS)
-        ));
-        assert!(matches!(constants[3], Constant::U64("LINEAR_STEP", 5)));
-        // The largest linear histogram fits the kernel's display array.
-        let widest = Linear {
-            min: 0,
-            max: 1000,
-            step: 1,
-        };
-        assert!(widest.buckets() + 2 <= DISPLAY_SLOTS as u64);
+        assert_eq!(
+            srlat_functions(&args(&["rcu_barrier", "synchronize_rcu_expedited"], true)),
+            ["rcu_barrier", "synchronize_rcu_expedited"]
+        );
+    }
+
+    #[test]
+    fn names_and_units() {
+        assert_eq!(map_name("synchronize_rcu"), "@srlat");
+        assert_eq!(map_name("synchronize_rcu_expedited"), "@srelat");
+        assert_eq!(map_name("rcu_barrier"), "@rcu_barrier");
+        assert_eq!(default_unit("synchronize_srcu_expedited"), Unit::Us);
+        assert_eq!(default_unit("rcu_barrier"), Unit::Ms);
     }
 }

@@ -10,10 +10,12 @@ use std::{collections::HashSet, fmt::Write as _, io::Write as _, time::Duration}
 use anyhow::{Context as _, Result, anyhow};
 
 use crate::{
+    attribution::{self, By},
     kernel,
-    probes::{AttachChoice, Method, Probe},
+    probes::{AttachChoice, Keys, Method, Probe},
     render::{self, Format},
-    session::{self, Interrupts, Window},
+    session::{self, Interrupts, Samples, Window},
+    symbols::Symbolizer,
     tracer::{Attachment, Constant, Tracer},
 };
 
@@ -38,31 +40,51 @@ impl Need {
     }
 }
 
-/// A finished tracing window: latency programs stopped, maps ready to read. The programs
-/// detach when this is dropped (after reading, so that counters read as of the window's end).
+/// What a command asks `trace` for.
+pub struct Request<'a> {
+    pub probes: &'a [Probe],
+    /// Load-time constants of the programs, beside the ones `trace` sets itself.
+    pub constants: Vec<Constant>,
+    pub choice: AttachChoice,
+    pub by: Option<By>,
+    pub need: Need,
+    pub duration: Option<Duration>,
+    pub format: Format,
+}
+
+/// A finished tracing window: programs quiet, maps ready to read. The programs detach when
+/// this is dropped.
 pub struct Traced {
     pub tracer: Tracer,
     pub window: Window,
     /// How each probe that attached was attached, in the order given.
     pub attached: Vec<(Probe, Method)>,
+    /// Per-slot counts of `count`'s programs over exactly the window.
+    pub counts: Vec<u64>,
 }
 
-/// Loads, attaches `probes`, prints bpftrace's banner, and traces for the window.
+/// Loads, attaches the probes, prints bpftrace's banner, and traces for the window. Counting
+/// starts once the last probe is attached and stops before anything is detached; latency
+/// samples go to `consume` as they arrive, the last ones after every program has finished.
 pub async fn trace(
-    probes: &[Probe],
-    constants: &[Constant],
-    choice: AttachChoice,
-    need: Need,
-    duration: Option<Duration>,
-    format: Format,
+    request: Request<'_>,
+    mut consume: Option<&mut dyn FnMut(&[u8])>,
 ) -> Result<Traced> {
     kernel::check_privileges()?;
     let mut interrupts = Interrupts::catch()?;
-    let mut tracer = Tracer::load(constants)?;
+    let mut constants = request.constants;
+    constants.push(Constant::U32("SELF_TGID", std::process::id()));
+    constants.push(Constant::U32("BY_MODE", attribution::mode(request.by)));
+    let mut tracer = Tracer::load(&constants)?;
+    let keys = if request.by == Some(By::Stack) {
+        Keys::Stacks
+    } else {
+        Keys::Plain
+    };
     let mut attached = Vec::new();
     let mut problems = Vec::new();
-    for probe in probes {
-        match tracer.attach(probe, choice) {
+    for probe in request.probes {
+        match tracer.attach(probe, request.choice, keys) {
             Attachment::Attached(method) => attached.push((*probe, method)),
             other => problems.push((*probe, other)),
         }
@@ -79,36 +101,101 @@ pub async fn trace(
             *problem = Attachment::Missing;
         }
     }
-    if attached.is_empty() || need.unmet_by(&problems) {
+    if attached.is_empty() || request.need.unmet_by(&problems) {
         return Err(attach_failure(&problems, attached.is_empty(), &present));
     }
-    for (probe, problem) in &problems {
-        eprintln!(
-            "rcutrace: warning: {}: {}; not traced",
-            probe.function,
-            describe(problem)
-        );
-    }
+    warn_not_traced(&problems);
 
+    let mut samples = match consume {
+        Some(_) => Some(Samples::new(tracer.take_samples()?)?),
+        None => None,
+    };
+    let counts_at_open = tracer.per_cpu_sums("COUNTS")?;
+    tracer.set_running(true)?;
     let mut stdout = std::io::stdout();
     stdout
-        .write_all(render::banner(format, attached.len()).as_bytes())
+        .write_all(render::banner(request.format, attached.len()).as_bytes())
         .and_then(|()| stdout.flush())
         .context("writing to stdout")?;
-    let logger = tracer.take_logger();
-    let window = session::run(duration, &mut interrupts, logger).await?;
-    tracer.stop()?;
+    let following = match (samples.as_mut(), consume.as_mut()) {
+        (Some(samples), Some(consume)) => Some((samples, &mut **consume as &mut dyn FnMut(&[u8]))),
+        _ => None,
+    };
+    let window = session::run(request.duration, &mut interrupts, following).await?;
+    tracer.set_running(false)?;
+    let counts_at_close = tracer.per_cpu_sums("COUNTS")?;
+    kernel::wait_for_programs()?;
+    if let (Some(samples), Some(consume)) = (samples.as_mut(), consume.as_mut()) {
+        samples.drain(&mut **consume);
+    }
     if window.interrupted {
         eprintln!(
             "rcutrace: interrupted after {:.1} s; printing what was traced",
             window.elapsed.as_secs_f64()
         );
     }
+    let counts = counts_at_close
+        .iter()
+        .zip(&counts_at_open)
+        .map(|(close, open)| close.wrapping_sub(*open))
+        .collect();
     Ok(Traced {
         tracer,
         window,
         attached,
+        counts,
     })
+}
+
+/// Symbolized frames of the kernel stacks the programs kept, by stack id, `name+offset`
+/// deepest first; the symbolizer is made on first use, so runs without stacks never pay for it.
+pub fn stack_frames<'a>(
+    traced: &'a Traced,
+    symbolizer: &'a mut Option<Symbolizer>,
+) -> impl FnMut(u32) -> Vec<String> + 'a {
+    move |stack_id| {
+        let addresses = match traced.tracer.stack(stack_id) {
+            Ok(addresses) => addresses,
+            Err(e) => return vec![format!("[stack unreadable: {e:#}]")],
+        };
+        if symbolizer.is_none() {
+            match Symbolizer::new() {
+                Ok(s) => *symbolizer = Some(s),
+                Err(e) => log::warn!("kernel stacks are not symbolized: {e:#}"),
+            }
+        }
+        addresses
+            .iter()
+            .map(|&address| match symbolizer.as_ref() {
+                Some(s) => s.frame(address),
+                None => format!("0x{address:x}"),
+            })
+            .collect()
+    }
+}
+
+/// Functions that could not be traced, on stderr: the missing ones on one line.
+fn warn_not_traced(problems: &[(Probe, Attachment)]) {
+    let missing: Vec<&str> = problems
+        .iter()
+        .filter(|(_, p)| matches!(p, Attachment::Missing))
+        .map(|(probe, _)| probe.function)
+        .collect();
+    if !missing.is_empty() {
+        eprintln!(
+            "rcutrace: not on this kernel (absent or inlined), not traced: {}",
+            missing.join(", ")
+        );
+    }
+    for (probe, problem) in problems {
+        if let Attachment::Failed(_) = problem {
+            eprintln!(
+                "rcutrace: warning: {}: {}; not traced",
+                probe.function,
+                describe(problem)
+            );
+        }
+    }
 }
 
 fn describe(problem: &Attachment) -> String {

@@ -1,332 +1,299 @@
-//! bpftrace's JSON lines (`-f json`): one object per line, `{"type": ..., "data": ...}`.
-//! rcutrace's extra figures go in records of their own types, so that a consumer of
-//! bpftrace's JSON keeps working.
+//! bpftrace's JSON lines (`-f json`): one record a line, `{"type": ..., "data": ...}`, written
+//! from the typed records in `rcutrace_common::records` with bpftrace's spacing. rcutrace's
+//! extra figures go in records of their own types, so that a consumer of bpftrace's JSON keeps
+//! working.
 
-use std::fmt::Write as _;
+use std::io;
 
-use rcutrace_common::hist::Linear;
+use rcutrace_common::{
+    hist::{SlotBounds, log2_bounds, sparse_bounds},
+    records::{self, Bucket, HistValue, MapValue, Members, NotMeasured, Record},
+};
+use serde::Serialize as _;
+use serde_json::ser::{CharEscape, Formatter, Serializer};
 
 use crate::{
     model::{
-        Buckets, CallbacksSummary, CountMap, CountSummary, HistMap, KeyedHistMap, LatencyStats,
-        LatencySummary, Map, PerGracePeriod, Report, Summary, maps_in_order, shown_slots,
-        sparse_in_order,
+        Buckets, CallbacksSummary, CountMap, CountSummary, HistMap, LatencySummary, Map,
+        PerGracePeriod, Report, Summary, maps_in_order, shown_slots, sparse_in_order,
     },
     stats,
 };
 
 pub fn banner(probes: usize) -> String {
-    format!("{{\"type\": \"attached_probes\", \"data\": {{\"probes\": {probes}}}}}\n")
+    line(&Record::AttachedProbes {
+        probes: probes as u64,
+    })
 }
 
 pub fn report(report: &Report) -> String {
-    let mut out = String::new();
+    records(report).iter().map(line).collect()
+}
+
+/// The records of a whole report, in output order.
+fn records(report: &Report) -> Vec<Record> {
+    let mut records: Vec<Record> = Vec::new();
+    let mut keyed_hists: Vec<&HistMap> = Vec::new();
     for map in maps_in_order(&report.maps) {
-        match map {
-            Map::Count(m) => record(&mut out, "map", &count_map(m)),
-            Map::Hist(h) => record(&mut out, "hist", &hist_map(h)),
-            Map::KeyedHist(h) => record(&mut out, "hist", &keyed_hist_map(h)),
+        // The keys of one histogram map, in order, make one record.
+        if let Some(first) = keyed_hists.first()
+            && map.name() != first.name
+        {
+            records.push(keyed_hist_map(&keyed_hists));
+            keyed_hists.clear();
         }
+        match map {
+            Map::Count(m) => records.push(count_map(m)),
+            Map::Hist(h) if h.key.is_some() => keyed_hists.push(h),
+            Map::Hist(h) => records.push(hist_map(h)),
+        }
+    }
+    if !keyed_hists.is_empty() {
+        records.push(keyed_hist_map(&keyed_hists));
     }
     match &report.summary {
-        Summary::Count(s) => record(&mut out, "rcutrace_count_summary", &count_summary(s)),
-        Summary::Latency(s) => record(&mut out, "rcutrace_latency_summary", &latency_summary(s)),
-        Summary::Callbacks(s) => record(
-            &mut out,
-            "rcutrace_callbacks_summary",
-            &callbacks_summary(s),
-        ),
-    }
-    out
-}
-
-fn record(out: &mut String, kind: &str, data: &str) {
-    let _ = writeln!(out, "{{\"type\": \"{kind}\", \"data\": {data}}}");
-}
-
-fn string(text: &str) -> String {
-    let mut quoted = String::from("\"");
-    for c in text.chars() {
-        match c {
-            '"' => quoted.push_str("\\\""),
-            '\\' => quoted.push_str("\\\\"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(quoted, "\\u{:04x}", c as u32);
+        Summary::Count(s) => records.push(Record::CountSummary(count_summary(s))),
+        Summary::Latency(summaries) => {
+            for summary in summaries {
+                records.extend(latency_summary(summary));
             }
-            c => quoted.push(c),
         }
+        Summary::Callbacks(s) => records.push(Record::CallbacksSummary(callbacks_summary(s))),
     }
-    quoted.push('"');
-    quoted
+    records
 }
 
-/// `{"KEY": VALUE, ...}` from already-rendered values.
-fn object<'a>(fields: impl IntoIterator<Item = (&'a str, String)>) -> String {
-    let fields: Vec<String> = fields
+/// One record and its newline, spaced as bpftrace spaces it: `{"a": 1, "b": [2, 3]}`.
+fn line(record: &Record) -> String {
+    let mut out = Vec::new();
+    let mut serializer = Serializer::with_formatter(&mut out, BpftraceStyle);
+    // Serializing these types into memory cannot fail: no map key is a non-string.
+    let _ = record.serialize(&mut serializer);
+    out.push(b'\n');
+    String::from_utf8(out).unwrap_or_default()
+}
+
+/// serde_json's compact output with bpftrace's separators (`", "`, `": "`), its escapes
+/// (`\n`, `\r`, `\t` short, other control characters as `\u00XX`), and numbers as Rust
+/// prints them (`7`, not `7.0`).
+struct BpftraceStyle;
+
+impl Formatter for BpftraceStyle {
+    fn begin_array_value<W: ?Sized + io::Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> io::Result<()> {
+        if first { Ok(()) } else { w.write_all(b", ") }
+    }
+
+    fn begin_object_key<W: ?Sized + io::Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> io::Result<()> {
+        if first { Ok(()) } else { w.write_all(b", ") }
+    }
+
+    fn begin_object_value<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
+        w.write_all(b": ")
+    }
+
+    fn write_f64<W: ?Sized + io::Write>(&mut self, w: &mut W, value: f64) -> io::Result<()> {
+        write!(w, "{value}")
+    }
+
+    fn write_char_escape<W: ?Sized + io::Write>(
+        &mut self,
+        w: &mut W,
+        escape: CharEscape,
+    ) -> io::Result<()> {
+        match escape {
+            CharEscape::Quote => w.write_all(b"\\\""),
+            CharEscape::ReverseSolidus => w.write_all(b"\\\\"),
+            CharEscape::Solidus => w.write_all(b"/"),
+            CharEscape::LineFeed => w.write_all(b"\\n"),
+            CharEscape::CarriageReturn => w.write_all(b"\\r"),
+            CharEscape::Tab => w.write_all(b"\\t"),
+            CharEscape::Backspace => w.write_all(b"\\u0008"),
+            CharEscape::FormFeed => w.write_all(b"\\u000c"),
+            CharEscape::AsciiControl(byte) => write!(w, "\\u{byte:04x}"),
+        }
+    }
+}
+
+fn count_map(map: &CountMap) -> Record {
+    let entries = map
+        .entries_in_order()
         .into_iter()
-        .map(|(key, value)| format!("{}: {value}", string(key)))
+        .map(|(key, value)| (key.clone(), *value))
         .collect();
-    format!("{{{}}}", fields.join(", "))
+    Record::Map(Members(vec![(
+        map.name.clone(),
+        MapValue::Keyed(Members(entries)),
+    )]))
 }
 
-fn number(value: Option<f64>) -> String {
-    match value {
-        Some(v) if v.is_finite() => format!("{v}"),
-        _ => "null".into(),
-    }
+/// One bucket with bpftrace's inclusive bounds; a missing bound is open.
+fn bucket(bounds: SlotBounds, count: u64) -> Bucket {
+    let (min, max) = match bounds {
+        SlotBounds::Below(bound) => (None, Some(bound as i128 - 1)),
+        SlotBounds::Range { low, high } => (Some(low as i128), Some(high as i128 - 1)),
+        SlotBounds::From(bound) => (Some(bound as i128), None),
+    };
+    Bucket { min, max, count }
 }
 
-fn integer(value: Option<u64>) -> String {
-    value.map_or_else(|| "null".into(), |v| v.to_string())
+fn hist_map(map: &HistMap) -> Record {
+    Record::Hist(Members(vec![(
+        map.name.clone(),
+        HistValue::Buckets(buckets(map)),
+    )]))
 }
 
-fn count_map(map: &CountMap) -> String {
-    let inner = object(
-        map.entries_in_order()
-            .into_iter()
-            .map(|(k, v)| (k.as_str(), v.to_string())),
-    );
-    object([(map.name.as_str(), inner)])
+/// The histograms of one keyed map (all with the same name), as one record.
+fn keyed_hist_map(keys: &[&HistMap]) -> Record {
+    let members = keys
+        .iter()
+        .map(|h| (h.key.clone().unwrap_or_default(), buckets(h)))
+        .collect();
+    Record::Hist(Members(vec![(
+        keys[0].name.clone(),
+        HistValue::Keyed(Members(members)),
+    )]))
 }
 
-/// One bucket, bounds inclusive; a missing bound is open.
-fn bucket(min: Option<i128>, max: Option<i128>, count: u64) -> String {
-    let mut fields = Vec::new();
-    if let Some(min) = min {
-        fields.push(("min", min.to_string()));
-    }
-    if let Some(max) = max {
-        fields.push(("max", max.to_string()));
-    }
-    fields.push(("count", count.to_string()));
-    object(fields)
-}
-
-fn log2_bounds(slot: usize) -> (Option<i128>, Option<i128>) {
-    match slot {
-        0 => (None, Some(-1)),
-        1 => (Some(0), Some(0)),
-        _ => {
-            let low = 1i128 << (slot - 2);
-            (
-                Some(low),
-                Some(low * 2 - 1).filter(|_| slot > 2).or(Some(1)),
-            )
-        }
-    }
-}
-
-fn linear_bounds(linear: &Linear, slot: usize) -> (Option<i128>, Option<i128>) {
-    let slot = slot as u64;
-    if slot == 0 {
-        (None, Some(linear.min as i128 - 1))
-    } else if slot == linear.buckets() + 1 {
-        (Some(linear.max as i128), None)
-    } else {
-        let low = (linear.min + (slot - 1) * linear.step) as i128;
-        (Some(low), Some(low + linear.step as i128 - 1))
-    }
-}
-
-fn hist_map(map: &HistMap) -> String {
-    object([(map.name.as_str(), hist_rows(&map.buckets))])
-}
-
-/// `{"@name": {"KEY": [buckets], ...}}`, keys in bpftrace's order.
-fn keyed_hist_map(map: &KeyedHistMap) -> String {
-    let keys = object(
-        map.entries_in_order()
-            .into_iter()
-            .map(|(key, buckets)| (key.as_str(), hist_rows(buckets))),
-    );
-    object([(map.name.as_str(), keys)])
-}
-
-/// A histogram's buckets as a JSON array, trimmed like the text.
-fn hist_rows(buckets: &Buckets) -> String {
-    let rows: Vec<String> = match buckets {
+fn buckets(map: &HistMap) -> Vec<Bucket> {
+    match &map.buckets {
         Buckets::Log2(counts) => shown_slots(counts)
-            .map(|(slot, count)| {
-                let (min, max) = log2_bounds(slot);
-                bucket(min, max, count)
-            })
+            .map(|(slot, count)| bucket(log2_bounds(slot as u32), count))
             .collect(),
         Buckets::Linear(linear, counts) => shown_slots(counts)
-            .map(|(slot, count)| {
-                let (min, max) = linear_bounds(linear, slot);
-                bucket(min, max, count)
-            })
+            .map(|(slot, count)| bucket(linear.bounds(slot as u64), count))
             .collect(),
         Buckets::Sparse { step, buckets } => sparse_in_order(buckets)
             .into_iter()
-            .map(|(b, count)| {
-                let low = b as i128 * *step as i128;
-                bucket(Some(low), Some(low + *step as i128 - 1), count)
-            })
+            .map(|(b, count)| bucket(sparse_bounds(b, *step), count))
             .collect(),
-    };
-    format!("[{}]", rows.join(", "))
+    }
 }
 
-fn count_summary(summary: &CountSummary) -> String {
+fn count_summary(summary: &CountSummary) -> records::CountSummary {
     let ratio = |count| match summary.per_grace_period(count) {
-        PerGracePeriod::Ratio(r) => number(Some(r)),
-        _ => "null".into(),
+        PerGracePeriod::Ratio(r) => Some(r),
+        _ => None,
     };
-    object([
-        ("elapsed_s", number(Some(summary.elapsed.as_secs_f64()))),
-        ("grace_periods", integer(summary.grace_periods)),
-        ("readers_per_grace_period", ratio(summary.readers)),
-        ("call_rcu_per_grace_period", ratio(summary.call_rcu)),
-        ("callbacks_per_grace_period", ratio(summary.callbacks)),
-        (
-            "call_rcu_per_second",
-            number(summary.per_second(summary.call_rcu)),
-        ),
-        ("missed_by_kernel", summary.missed.to_string()),
-    ])
+    records::CountSummary {
+        elapsed_s: summary.elapsed.as_secs_f64(),
+        grace_periods: summary.grace_periods,
+        readers_per_grace_period: ratio(summary.readers),
+        call_rcu_per_grace_period: ratio(summary.call_rcu),
+        callbacks_per_grace_period: ratio(summary.callbacks),
+        call_rcu_per_second: summary.per_second(summary.call_rcu),
+        missed_by_kernel: summary.missed,
+        keys_lost_to_full_map: summary.keyed_losses.map(|l| l.map_full),
+        stacks_lost: summary.keyed_losses.map(|l| l.stacks_lost),
+    }
 }
 
-fn latency_summary(summary: &LatencySummary) -> String {
-    let names: Vec<String> = summary
-        .percentiles
+/// One record per histogram (per key), then the function's losses.
+fn latency_summary(summary: &LatencySummary) -> Vec<Record> {
+    let mut records: Vec<Record> = summary
+        .series
         .iter()
-        .map(|&(q, _)| stats::quantile_name(q))
-        .collect();
-    let percentiles = object(
-        names
-            .iter()
-            .zip(&summary.percentiles)
-            .map(|(name, &(_, ns))| (name.as_str(), number(Some(ns)))),
-    );
-    let losses = &summary.losses;
-    let not_measured = object([
-        ("in_flight_at_exit", losses.in_flight_at_exit.to_string()),
-        (
-            "begun_before_tracing",
-            losses.began_before_tracing.to_string(),
-        ),
-        ("missed_by_kernel", losses.missed_by_kernel.to_string()),
-        (
-            "lost_to_full_map",
-            (losses.in_flight_map_full + losses.bucket_map_full).to_string(),
-        ),
-    ]);
-    object([
-        ("map", string(&summary.map_name)),
-        ("unit", string(summary.unit.suffix())),
-        ("count", summary.count.to_string()),
-        ("min_ns", integer(summary.min_ns)),
-        ("mean_ns", number(summary.mean_ns)),
-        ("max_ns", integer(summary.max_ns)),
-        ("percentiles_ns", percentiles),
-        ("percentile_error", number(Some(summary.percentile_error))),
-        ("not_measured", not_measured),
-    ])
-}
-
-fn latency_stats(stats: Option<&LatencyStats>) -> String {
-    let Some(stats) = stats else {
-        return "null".into();
-    };
-    let names: Vec<String> = stats
-        .percentiles
-        .iter()
-        .map(|&(q, _)| stats::quantile_name(q))
-        .collect();
-    let percentiles = object(
-        names
-            .iter()
-            .zip(&stats.percentiles)
-            .map(|(name, &(_, ns))| (name.as_str(), number(Some(ns)))),
-    );
-    object([
-        ("count", stats.count.to_string()),
-        ("min_ns", stats.min_ns.to_string()),
-        ("mean_ns", number(Some(stats.mean_ns))),
-        ("max_ns", stats.max_ns.to_string()),
-        ("percentiles_ns", percentiles),
-    ])
-}
-
-fn callbacks_summary(summary: &CallbacksSummary) -> String {
-    let rows: Vec<String> = summary
-        .rows
-        .iter()
-        .map(|row| {
-            object([
-                ("function", string(&row.function)),
-                ("via", string(&row.via)),
-                ("queued", row.queued.to_string()),
-                ("invoked", row.invoked.to_string()),
-                ("pending_at_exit", row.pending_at_exit.to_string()),
-                (
-                    "queued_before_tracing",
-                    row.queued_before_tracing.to_string(),
+        .map(|series| {
+            Record::LatencySummary(records::LatencySummary {
+                map: summary.map_name.clone(),
+                key: series.key.clone(),
+                unit: summary.unit.suffix().into(),
+                count: series.count,
+                min_ns: series.min_ns,
+                mean_ns: series.mean_ns,
+                max_ns: series.max_ns,
+                percentiles_ns: Members(
+                    series
+                        .percentiles
+                        .iter()
+                        .map(|&(q, ns)| (stats::quantile_name(q), ns))
+                        .collect(),
                 ),
-                ("not_recorded", row.unrecorded.to_string()),
-                ("requeued", row.requeued.to_string()),
-                ("latency", latency_stats(row.latency.as_ref())),
-            ])
+                percentile_error: summary.percentile_error,
+            })
         })
         .collect();
+    let losses = &summary.losses;
+    records.push(Record::NotMeasured(NotMeasured {
+        map: summary.map_name.clone(),
+        in_flight_at_exit: losses.in_flight_at_exit,
+        returns_lost: losses.returns_lost,
+        begun_before_tracing: losses.began_before_tracing,
+        missed_by_kernel: losses.missed_by_kernel,
+        lost_to_full_map: losses.lost_to_full_map,
+        stacks_lost: losses.stacks_lost,
+    }));
+    records
+}
+
+fn callbacks_summary(summary: &CallbacksSummary) -> records::CallbacksSummary {
     let totals = &summary.totals;
-    let not_traced: Vec<String> = summary
-        .entry_points_not_traced
+    let rows = summary
+        .rows
         .iter()
-        .map(|name| string(name))
+        .map(|row| records::CallbackRow {
+            function: row.function.clone(),
+            via: row.via.clone(),
+            queued: row.queued,
+            invoked: row.invoked,
+            pending_at_exit: row.pending_at_exit,
+            queued_before_tracing: row.queued_before_tracing,
+            not_recorded: row.unrecorded,
+            requeued: row.requeued,
+            min_ns: row.latency.min_ns,
+            mean_ns: row.latency.mean_ns,
+            max_ns: row.latency.max_ns,
+            percentiles_ns: Members(
+                row.latency
+                    .percentiles
+                    .iter()
+                    .map(|&(q, ns)| (stats::quantile_name(q), ns))
+                    .collect(),
+            ),
+        })
         .collect();
-    object([
-        ("elapsed_s", number(Some(summary.elapsed.as_secs_f64()))),
-        ("unit", string(summary.unit.suffix())),
-        ("percentile_error", number(Some(summary.percentile_error))),
-        ("rows", format!("[{}]", rows.join(", "))),
-        ("rows_not_shown", summary.rows_not_shown.to_string()),
-        ("queued_not_shown", summary.queued_not_shown.to_string()),
-        ("queued", totals.queued.to_string()),
-        ("invoked", totals.invoked.to_string()),
-        ("kvfree_queued", integer(totals.kvfree_queued)),
-        (
-            "not_timed",
-            object([
-                (
-                    "queued_before_tracing",
-                    totals.queued_before_tracing.to_string(),
-                ),
-                ("pending_map_full", totals.pending_map_full.to_string()),
-                ("requeued", totals.requeued.to_string()),
-                ("missed_by_kernel", totals.missed_by_kernel.to_string()),
-                (
-                    "row_map_full_queued",
-                    totals.rows_map_full_queued.to_string(),
-                ),
-                (
-                    "row_map_full_invoked",
-                    totals.rows_map_full_invoked.to_string(),
-                ),
-            ]),
-        ),
-        (
-            "entry_points_not_traced",
-            format!("[{}]", not_traced.join(", ")),
-        ),
-    ])
+    records::CallbacksSummary {
+        elapsed_s: summary.elapsed.as_secs_f64(),
+        unit: summary.unit.suffix().into(),
+        percentile_error: summary.percentile_error,
+        rows,
+        rows_not_shown: summary.rows_not_shown as u64,
+        queued_not_shown: summary.queued_not_shown,
+        queued: totals.queued,
+        invoked: totals.invoked,
+        kvfree_queued: totals.kvfree_queued,
+        not_timed: records::CallbacksNotTimed {
+            queued_before_tracing: totals.queued_before_tracing,
+            pending_map_full: totals.pending_map_full,
+            requeued: totals.requeued,
+            missed_by_kernel: totals.missed_by_kernel,
+            row_map_full_queued: totals.rows_map_full_queued,
+            row_map_full_invoked: totals.rows_map_full_invoked,
+        },
+        entry_points_not_traced: summary.entry_points_not_traced.clone(),
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{Losses, Unit};
-    use rcutrace_common::hist::{LOG2_SLOTS, log2_slot};
+    use crate::model::{Losses, SeriesStats, Unit};
+    use rcutrace_common::hist::{LOG2_SLOTS, Linear, log2_slot};
 
     fn hist_record(buckets: Buckets) -> String {
-        let mut out = String::new();
-        let data = hist_map(&HistMap {
+        line(&hist_map(&HistMap {
             name: "@h".into(),
+            key: None,
             buckets,
-        });
-        record(&mut out, "hist", &data);
-        out
+        }))
     }
 
     #[test]
@@ -335,15 +302,10 @@ mod tests {
             banner(3),
             "{\"type\": \"attached_probes\", \"data\": {\"probes\": 3}}\n"
         );
-        let mut out = String::new();
-        record(
-            &mut out,
-            "map",
-            &count_map(&CountMap {
-                name: "@c".into(),
-                entries: vec![("7".into(), 2), ("1".into(), 1)],
-            }),
-        );
+        let out = line(&count_map(&CountMap {
+            name: "@c".into(),
+            entries: vec![("7".into(), 2), ("1".into(), 1)],
+        }));
         assert_eq!(
             out,
             "{\"type\": \"map\", \"data\": {\"@c\": {\"1\": 1, \"7\": 2}}}\n"
@@ -396,37 +358,64 @@ mod tests {
     }
 
     #[test]
+    fn a_keyed_histogram_is_one_record_with_a_member_per_key() {
+        let hist = |key: &str, counts: Vec<u64>| {
+            Map::Hist(HistMap {
+                name: "@h".into(),
+                key: Some(key.into()),
+                buckets: Buckets::Log2(counts),
+            })
+        };
+        let report = Report {
+            maps: vec![
+                hist("big", vec![0, 0, 0, 5]),
+                hist("small", vec![0, 0, 0, 1]),
+            ],
+            summary: Summary::Latency(Vec::new()),
+        };
+        assert_eq!(
+            super::report(&report),
+            "{\"type\": \"hist\", \"data\": {\"@h\": {\"small\": [{\"min\": 2, \"max\": 3, \
+             \"count\": 1}], \"big\": [{\"min\": 2, \"max\": 3, \"count\": 5}]}}}\n"
+        );
+    }
+
+    #[test]
     fn summaries_are_records_of_their_own() {
         let report = Report {
             maps: vec![],
-            summary: Summary::Latency(LatencySummary {
+            summary: Summary::Latency(vec![LatencySummary {
                 map_name: "@srlat".into(),
                 unit: Unit::Ms,
-                count: 2,
-                min_ns: Some(5),
-                max_ns: Some(9),
-                mean_ns: Some(7.0),
-                percentiles: vec![(0.5, 5.0), (0.999, 9.0)],
+                series: vec![SeriesStats {
+                    key: None,
+                    count: 2,
+                    min_ns: Some(5),
+                    max_ns: Some(9),
+                    mean_ns: Some(7.0),
+                    percentiles: vec![(0.5, 5.0), (0.999, 9.0)],
+                }],
                 percentile_error: 0.0078125,
                 losses: Losses {
                     in_flight_at_exit: 1,
                     ..Losses::default()
                 },
-            }),
+            }]),
         };
         assert_eq!(
             super::report(&report),
             "{\"type\": \"rcutrace_latency_summary\", \"data\": {\"map\": \"@srlat\", \
              \"unit\": \"ms\", \"count\": 2, \"min_ns\": 5, \"mean_ns\": 7, \"max_ns\": 9, \
-             \"percentiles_ns\": {\"p50\": 5, \"p99.9\": 9}, \"percentile_error\": 0.0078125, \
-             \"not_measured\": {\"in_flight_at_exit\": 1, \"begun_before_tracing\": 0, \
-             \"missed_by_kernel\": 0, \"lost_to_full_map\": 0}}}\n"
+             \"percentiles_ns\": {\"p50\": 5, \"p99.9\": 9}, \"percentile_error\": 0.0078125}}\n\
+             {\"type\": \"rcutrace_not_measured\", \"data\": {\"map\": \"@srlat\", \
+             \"in_flight_at_exit\": 1, \"returns_lost\": 0, \"begun_before_tracing\": 0, \
+             \"missed_by_kernel\": 0, \"lost_to_full_map\": 0}}\n"
         );
-        let count = count_summary(&CountSummary {
+        let count = line(&Record::CountSummary(count_summary(&CountSummary {
             grace_periods: Some(0),
             readers: Some(3),
             ..CountSummary::default()
-        });
+        })));
         assert!(
             count.contains("\"readers_per_grace_period\": null"),
             "{count}"
@@ -435,21 +424,62 @@ mod tests {
     }
 
     #[test]
-    fn keyed_histograms_nest_buckets_under_their_keys() {
-        let mut counts = vec![0; LOG2_SLOTS as usize];
-        counts[log2_slot(5) as usize] = 2;
-        let data = keyed_hist_map(&KeyedHistMap {
-            name: "@h".into(),
-            entries: vec![("loadgen".into(), Buckets::Log2(counts))],
-        });
+    fn strings_are_escaped_as_bpftrace_escapes_them() {
+        let out = line(&count_map(&CountMap {
+            name: "@".into(),
+            entries: vec![("a\"b\\c\n\t\u{1}\u{8}/".into(), 1)],
+        }));
         assert_eq!(
-            data,
-            "{\"@h\": {\"loadgen\": [{\"min\": 4, \"max\": 7, \"count\": 2}]}}"
+            out,
+            "{\"type\": \"map\", \"data\": {\"@\": {\"a\\\"b\\\\c\\n\\t\\u0001\\u0008/\": 1}}}\n"
         );
     }
 
     #[test]
-    fn strings_are_escaped() {
-        assert_eq!(string("a\"b\\c\n"), "\"a\\\"b\\\\c\\u000a\"");
+    fn numbers_print_as_before() {
+        let out = line(&Record::CountSummary(count_summary(&CountSummary {
+            elapsed: std::time::Duration::from_millis(5010),
+            grace_periods: Some(462),
+            readers: Some(1_400_220),
+            call_rcu: Some(6697),
+            callbacks: Some(8777),
+            missed: 0,
+            keyed_losses: None,
+        })));
+        assert_eq!(
+            out,
+            "{\"type\": \"rcutrace_count_summary\", \"data\": {\"elapsed_s\": 5.01, \
+             \"grace_periods\": 462, \"readers_per_grace_period\": 3030.779220779221, \
+             \"call_rcu_per_grace_period\": 14.495670995670995, \
+             \"callbacks_per_grace_period\": 18.9978354978355, \
+             \"call_rcu_per_second\": 1336.7265469061877, \"missed_by_kernel\": 0}}\n"
+        );
+    }
+
+    /// What the renderer writes, a reader of the records gets back.
+    #[test]
+    fn lines_decode_into_the_same_records() {
+        let mut counts = vec![0; LOG2_SLOTS as usize];
+        counts[log2_slot(-3) as usize] = 1;
+        counts[64] = 2;
+        let report = Report {
+            maps: vec![
+                Map::Hist(HistMap {
+                    name: "@h".into(),
+                    key: None,
+                    buckets: Buckets::Log2(counts),
+                }),
+                Map::Count(CountMap {
+                    name: "@".into(),
+                    entries: vec![("call_rcu".into(), 3)],
+                }),
+            ],
+            summary: Summary::Count(CountSummary::default()),
+        };
+        let decoded: Vec<Record> = super::report(&report)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(decoded, records(&report));
     }
 }

@@ -3,12 +3,12 @@
 
 use std::fmt::Write as _;
 
-use rcutrace_common::hist::Linear;
+use rcutrace_common::hist::{Linear, SlotBounds, log2_bounds, sparse_bounds};
 
 use crate::{
     model::{
-        Buckets, CallbacksSummary, CountMap, CountSummary, HistMap, KeyedHistMap, LatencySummary,
-        Map, PerGracePeriod, Report, Summary, Unit, maps_in_order, shown_slots, sparse_in_order,
+        Buckets, CallbacksSummary, CountMap, CountSummary, HistMap, LatencySummary, Map,
+        PerGracePeriod, Report, Summary, Unit, maps_in_order, shown_slots, sparse_in_order,
     },
     stats,
 };
@@ -17,7 +17,11 @@ pub fn report(report: &Report) -> String {
     let mut out = maps(&report.maps);
     match &report.summary {
         Summary::Count(summary) => out.push_str(&count_summary(summary)),
-        Summary::Latency(summary) => out.push_str(&latency_summary(summary)),
+        Summary::Latency(summaries) => {
+            for summary in summaries {
+                out.push_str(&latency_summary(summary));
+            }
+        }
         Summary::Callbacks(summary) => out.push_str(&callbacks_summary(summary)),
     }
     out
@@ -38,7 +42,6 @@ fn maps(maps: &[Map]) -> String {
         match map {
             Map::Count(m) => count_map(&mut out, m),
             Map::Hist(h) => hist_map(&mut out, h),
-            Map::KeyedHist(h) => keyed_hist_map(&mut out, h),
         }
     }
     out
@@ -51,26 +54,22 @@ fn count_map(out: &mut String, map: &CountMap) {
 }
 
 fn hist_map(out: &mut String, map: &HistMap) {
-    let _ = writeln!(out, "{}: ", map.name);
-    hist_body(out, &map.buckets);
-}
-
-/// Each key's histogram under its own `@name[key]: ` header, as bpftrace repeats them.
-fn keyed_hist_map(out: &mut String, map: &KeyedHistMap) {
-    for (key, buckets) in map.entries_in_order() {
-        let _ = writeln!(out, "{}[{key}]: ", map.name);
-        hist_body(out, buckets);
+    match &map.key {
+        Some(key) => {
+            let _ = writeln!(out, "{}[{key}]: ", map.name);
+        }
+        None => {
+            let _ = writeln!(out, "{}: ", map.name);
+        }
     }
-}
-
-/// A histogram's rows and the empty line after them.
-fn hist_body(out: &mut String, buckets: &Buckets) {
-    match buckets {
+    match &map.buckets {
         Buckets::Log2(counts) => rows(out, counts, log2_label),
         Buckets::Linear(linear, counts) => rows(out, counts, |slot| linear_label(linear, slot)),
         Buckets::Sparse { step, buckets } => {
             for (bucket, count) in sparse_in_order(buckets) {
-                let _ = writeln!(out, "{}: {count}", bucket.saturating_mul(*step));
+                if let SlotBounds::Range { low, .. } = sparse_bounds(bucket, *step) {
+                    let _ = writeln!(out, "{low}: {count}");
+                }
             }
         }
     }
@@ -99,9 +98,10 @@ fn bar_width(count: u64, max: u64) -> usize {
     (count as f32 / max as f32 * BAR_WIDTH) as usize
 }
 
-/// `2^power` with bpftrace's binary suffixes: 1K, 512K, 4G, 8E.
-fn power_of_two(power: u32) -> String {
+/// A power of two with bpftrace's binary suffixes: 1K, 512K, 4G, 8E.
+fn power_of_two(value: u64) -> String {
     const SUFFIXES: [&str; 7] = ["", "K", "M", "G", "T", "P", "E"];
+    let power = value.max(1).ilog2();
     format!(
         "{}{}",
         1u64 << (power % 10),
@@ -110,14 +110,14 @@ fn power_of_two(power: u32) -> String {
 }
 
 fn log2_label(slot: usize) -> String {
-    match slot {
-        0 => "(..., 0)".to_string(),
-        1 => "[0]".to_string(),
-        2 => "[1]".to_string(),
-        _ => {
-            let power = slot as u32 - 2;
-            format!("[{}, {})", power_of_two(power), power_of_two(power + 1))
+    match log2_bounds(slot as u32) {
+        SlotBounds::Below(bound) => format!("(..., {bound})"),
+        // 0 and 1 have a slot each.
+        SlotBounds::Range { low, high } if high == low + 1 => format!("[{low}]"),
+        SlotBounds::Range { low, high } => {
+            format!("[{}, {})", power_of_two(low), power_of_two(high))
         }
+        SlotBounds::From(bound) => format!("[{}, ...)", power_of_two(bound)),
     }
 }
 
@@ -136,14 +136,10 @@ fn linear_number(value: u64, step: u64) -> String {
 
 fn linear_label(linear: &Linear, slot: usize) -> String {
     let number = |v| linear_number(v, linear.step);
-    let slot = slot as u64;
-    if slot == 0 {
-        format!("(..., {})", number(linear.min))
-    } else if slot == linear.buckets() + 1 {
-        format!("[{}, ...)", number(linear.max))
-    } else {
-        let low = linear.min + (slot - 1) * linear.step;
-        format!("[{}, {})", number(low), number(low + linear.step))
+    match linear.bounds(slot as u64) {
+        SlotBounds::Below(bound) => format!("(..., {})", number(bound)),
+        SlotBounds::Range { low, high } => format!("[{}, {})", number(low), number(high)),
+        SlotBounds::From(bound) => format!("[{}, ...)", number(bound)),
     }
 }
 
@@ -190,48 +186,70 @@ fn count_summary(summary: &CountSummary) -> String {
         "  updater and grace-period calls missed by the kernel: {}",
         summary.missed
     );
+    if let Some(losses) = summary.keyed_losses {
+        let _ = writeln!(
+            out,
+            "  calls lost to a full key map: {}, kernel stacks lost: {}",
+            losses.map_full, losses.stacks_lost
+        );
+    }
     out
 }
 
-/// rcutrace's lines after a latency histogram: exact statistics, percentiles, losses.
+/// rcutrace's lines after a function's latency histograms: exact statistics and percentiles
+/// per histogram (per key), then what could not be measured.
 fn latency_summary(summary: &LatencySummary) -> String {
     let unit = summary.unit;
     let mut out = String::new();
-    let name = &summary.map_name;
-    match (summary.min_ns, summary.mean_ns, summary.max_ns) {
-        (Some(min), Some(mean), Some(max)) => {
-            let _ = writeln!(
-                out,
-                "{name} count {}, min {}, mean {}, max {}",
-                summary.count,
-                in_unit(min as f64, unit),
-                in_unit(mean, unit),
-                in_unit(max as f64, unit),
-            );
-            let percentiles: Vec<String> = summary
-                .percentiles
-                .iter()
-                .map(|&(q, ns)| format!("{} {}", stats::quantile_name(q), in_unit(ns, unit)))
-                .collect();
-            let _ = writeln!(
-                out,
-                "{name} {} (each within {:.1}%)",
-                percentiles.join(", "),
-                summary.percentile_error * 100.0
-            );
-        }
-        _ => {
-            let _ = writeln!(out, "{name} count 0");
+    if summary.series.is_empty() {
+        let _ = writeln!(out, "{} count 0", summary.map_name);
+    }
+    for series in &summary.series {
+        let name = match &series.key {
+            Some(key) => format!("{}[{key}]", summary.map_name),
+            None => summary.map_name.clone(),
+        };
+        match (series.min_ns, series.mean_ns, series.max_ns) {
+            (Some(min), Some(mean), Some(max)) => {
+                let _ = writeln!(
+                    out,
+                    "{name} count {}, min {}, mean {}, max {}",
+                    series.count,
+                    in_unit(min as f64, unit),
+                    in_unit(mean, unit),
+                    in_unit(max as f64, unit),
+                );
+                let percentiles: Vec<String> = series
+                    .percentiles
+                    .iter()
+                    .map(|&(q, ns)| format!("{} {}", stats::quantile_name(q), in_unit(ns, unit)))
+                    .collect();
+                let _ = writeln!(
+                    out,
+                    "{name} {} (each within {:.1}%)",
+                    percentiles.join(", "),
+                    summary.percentile_error * 100.0
+                );
+            }
+            _ => {
+                let _ = writeln!(out, "{name} count 0");
+            }
         }
     }
     let losses = &summary.losses;
+    let stacks = losses
+        .stacks_lost
+        .map_or(String::new(), |n| format!(", {n} stacks lost"));
     let _ = writeln!(
         out,
-        "{name} not measured: {} in flight at exit, {} begun before tracing, {} missed by the kernel, {} lost to a full map",
+        "{} not measured: {} in flight at exit, {} returns lost, {} begun before tracing, \
+         {} missed by the kernel, {} lost to a full map{stacks}",
+        summary.map_name,
         losses.in_flight_at_exit,
+        losses.returns_lost,
         losses.began_before_tracing,
         losses.missed_by_kernel,
-        losses.in_flight_map_full + losses.bucket_map_full,
+        losses.lost_to_full_map,
     );
     out
 }
@@ -260,48 +278,45 @@ fn callbacks_summary(summary: &CallbacksSummary) -> String {
         Unit::Ns => format!("{ns:.0}"),
         _ => format!("{:.3}", ns / unit.nanos() as f64),
     };
-    let mut table = vec![
-        [
-            "FUNCTION", "VIA", "QUEUED", "INVOKED", "PENDING", "BEFORE", "MIN", "MEAN", "MAX",
-            "P50", "P90", "P99",
-        ]
-        .map(String::from)
-        .to_vec(),
+    let header = [
+        "FUNCTION", "VIA", "QUEUED", "INVOKED", "PENDING", "BEFORE", "MIN", "MEAN", "MAX", "P50",
+        "P90", "P99",
     ];
+    let mut table: Vec<Vec<String>> = vec![header.map(String::from).to_vec()];
     for row in &summary.rows {
-        let mut cells = vec![
+        let latency = &row.latency;
+        let percentile = |q: f64| {
+            let estimate = latency.percentiles.iter().find(|(p, _)| *p == q);
+            estimate.map_or("-".into(), |&(_, ns)| number(ns))
+        };
+        let or_dash = |v: Option<f64>| v.map_or("-".into(), number);
+        table.push(vec![
             row.function.clone(),
             row.via.clone(),
             row.queued.to_string(),
             row.invoked.to_string(),
             row.pending_at_exit.to_string(),
             row.queued_before_tracing.to_string(),
-        ];
-        match &row.latency {
-            Some(latency) => {
-                cells.push(number(latency.min_ns as f64));
-                cells.push(number(latency.mean_ns));
-                cells.push(number(latency.max_ns as f64));
-                for q in [0.5, 0.9, 0.99] {
-                    let estimate = latency.percentiles.iter().find(|(p, _)| *p == q);
-                    cells.push(estimate.map_or("-".into(), |&(_, ns)| number(ns)));
-                }
-            }
-            None => cells.extend(std::iter::repeat_n("-".to_string(), 6)),
-        }
-        table.push(cells);
+            or_dash(latency.min_ns.map(|v| v as f64)),
+            or_dash(latency.mean_ns),
+            or_dash(latency.max_ns.map(|v| v as f64)),
+            percentile(0.5),
+            percentile(0.9),
+            percentile(0.99),
+        ]);
     }
-    let widths: Vec<usize> = (0..table[0].len())
+    let widths: Vec<usize> = (0..header.len())
         .map(|column| table.iter().map(|r| r[column].len()).max().unwrap_or(0))
         .collect();
     for cells in &table {
         let mut line = String::from(" ");
         for (column, cell) in cells.iter().enumerate() {
+            let width = widths[column];
             // Names left-aligned, numbers right-aligned.
             if column < 2 {
-                let _ = write!(line, " {cell:<width$}", width = widths[column]);
+                let _ = write!(line, " {cell:<width$}");
             } else {
-                let _ = write!(line, " {cell:>width$}", width = widths[column]);
+                let _ = write!(line, " {cell:>width$}");
             }
         }
         let _ = writeln!(out, "{}", line.trim_end());
@@ -322,16 +337,15 @@ fn callbacks_summary(summary: &CallbacksSummary) -> String {
     if let Some(kvfree) = totals.kvfree_queued {
         let _ = writeln!(
             out,
-            "  kvfree_call_rcu: {kvfree} objects queued (kfree_rcu()/kvfree_rcu()); the kernel frees \
-             them in batches without a callback per object, so their invocation and latency cannot \
-             be seen (the batches' own callbacks are rows, e.g. rcu_work_rcufn)"
+            "  kvfree_call_rcu: {kvfree} objects queued (kfree_rcu(), kvfree_rcu()); the kernel \
+             frees them in batches, not through a callback each, so they are counted, not timed"
         );
     }
     let _ = writeln!(
         out,
-        "  not timed: {} queued before tracing began (BEFORE), {} not recorded (pending map full), \
-         {} requeued before their invocation was seen, {} missed by the kernel, {} queued and {} \
-         invoked lost to a full row map",
+        "  not timed: {} queued before tracing began (BEFORE), {} not recorded (pending map \
+         full), {} requeued before their invocation was seen, {} missed by the kernel, {} \
+         queued and {} invoked lost to a full row map",
         totals.queued_before_tracing,
         totals.pending_map_full,
         totals.requeued,
@@ -342,7 +356,7 @@ fn callbacks_summary(summary: &CallbacksSummary) -> String {
     if !summary.entry_points_not_traced.is_empty() {
         let _ = writeln!(
             out,
-            "  not traced on this kernel: {} (their callbacks count as VIA other)",
+            "  entry points not traced (not on this kernel): {}",
             summary.entry_points_not_traced.join(", ")
         );
     }
@@ -352,7 +366,7 @@ fn callbacks_summary(summary: &CallbacksSummary) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::Losses;
+    use crate::model::{Losses, SeriesStats};
     use rcutrace_common::hist::{LOG2_SLOTS, log2_slot};
 
     fn log2_of(values: &[i64]) -> Vec<u64> {
@@ -369,6 +383,7 @@ mod tests {
             &mut out,
             &HistMap {
                 name: name.into(),
+                key: None,
                 buckets,
             },
         );
@@ -451,7 +466,8 @@ mod tests {
         hk2[log2_slot(200) as usize] = 1;
         let all = vec![
             Map::Hist(HistMap {
-                name: "@hk[2]".into(),
+                name: "@hk".into(),
+                key: Some("2".into()),
                 buckets: Buckets::Log2(hk2),
             }),
             Map::Count(CountMap {
@@ -460,10 +476,12 @@ mod tests {
             }),
             Map::Hist(HistMap {
                 name: "@h".into(),
+                key: None,
                 buckets: Buckets::Log2(h),
             }),
             Map::Hist(HistMap {
-                name: "@hk[1]".into(),
+                name: "@hk".into(),
+                key: Some("1".into()),
                 buckets: Buckets::Log2(hk1),
             }),
             Map::Count(CountMap {
@@ -490,43 +508,6 @@ mod tests {
              \n"
         );
         assert_eq!(out, expected);
-    }
-
-    #[test]
-    fn keyed_histograms_repeat_the_header_in_total_order() {
-        let mut one = vec![0; LOG2_SLOTS as usize];
-        one[log2_slot(1) as usize] = 1;
-        let mut two = vec![0; LOG2_SLOTS as usize];
-        two[log2_slot(100) as usize] = 1;
-        two[log2_slot(200) as usize] = 1;
-        let mut out = String::new();
-        keyed_hist_map(
-            &mut out,
-            &KeyedHistMap {
-                name: "@hk".into(),
-                entries: vec![
-                    ("2".into(), Buckets::Log2(two)),
-                    ("10".into(), Buckets::Log2(one.clone())),
-                    ("1".into(), Buckets::Log2(one)),
-                ],
-            },
-        );
-        // Equal totals: integer keys in numeric order (1 before 10).
-        assert_eq!(
-            out,
-            format!(
-                "@hk[1]: \n\
-                 [1]                    1 |{FULL}|\n\
-                 \n\
-                 @hk[10]: \n\
-                 [1]                    1 |{FULL}|\n\
-                 \n\
-                 @hk[2]: \n\
-                 [64, 128)              1 |{FULL}|\n\
-                 [128, 256)             1 |{FULL}|\n\
-                 \n"
-            )
-        );
     }
 
     #[test]
@@ -614,6 +595,7 @@ mod tests {
             callbacks: pairs[2],
             grace_periods: pairs[3],
             missed: 0,
+            keyed_losses: None,
         })
     }
 
@@ -657,11 +639,14 @@ mod tests {
         let summary = LatencySummary {
             map_name: "@srlat".into(),
             unit: Unit::Ms,
-            count: 3,
-            min_ns: Some(4_000_000),
-            max_ns: Some(28_777_000),
-            mean_ns: Some(10_500_000.0),
-            percentiles: vec![(0.5, 9_900_000.0), (0.999, 28_777_000.0)],
+            series: vec![SeriesStats {
+                key: None,
+                count: 3,
+                min_ns: Some(4_000_000),
+                max_ns: Some(28_777_000),
+                mean_ns: Some(10_500_000.0),
+                percentiles: vec![(0.5, 9_900_000.0), (0.999, 28_777_000.0)],
+            }],
             percentile_error: 0.0078,
             losses: Losses {
                 in_flight_at_exit: 1,
@@ -672,7 +657,7 @@ mod tests {
             latency_summary(&summary),
             "@srlat count 3, min 4.000 ms, mean 10.500 ms, max 28.777 ms\n\
              @srlat p50 9.900 ms, p99.9 28.777 ms (each within 0.8%)\n\
-             @srlat not measured: 1 in flight at exit, 0 begun before tracing, 0 missed by the kernel, 0 lost to a full map\n"
+             @srlat not measured: 1 in flight at exit, 0 returns lost, 0 begun before tracing, 0 missed by the kernel, 0 lost to a full map\n"
         );
     }
 }

@@ -13,10 +13,15 @@ USAGE:
     rcu-workload membarrier N    make exactly N membarrier(MEMBARRIER_CMD_GLOBAL) syscalls
                                  (one synchronize_rcu() each when more than one CPU is online)
     rcu-workload background      run a mixed RCU load until killed
+    rcu-workload module OP N [ARG]
+                                 have the test module (rcutrace_test.ko, loaded) perform OP N
+                                 times in this process, e.g. `module call_rcu 300`; its ops
+                                 are listed by `cat /proc/rcutrace_test`
     rcu-workload --help          show this text
 
 The counting subcommands print `getppid: N` or `membarrier: N` when done; `membarrier` also
-prints `slowest_ns: T`, the longest single call as user space timed it.
+prints `slowest_ns: T`, the longest single call as user space timed it. `module` prints
+`pid: P` before it starts, then `done: N` and `elapsed_ns: T` (the whole request).
 `background` mixes bursts of getppid (readers), short-lived child processes, socket, pipe and
 epoll open/close (call_rcu and kvfree_call_rcu updaters), a few membarrier calls per second
 (synchronize_rcu, grace periods) and as many down/up bounces of `lo` (synchronize_net() under
@@ -26,6 +31,8 @@ Meant for a throwaway VM: it takes the loopback interface down and up.
 EXAMPLES:
     rcu-workload getppid 100000
     rcu-workload membarrier 80
+    rcu-workload module synchronize_srcu 20
+    rcu-workload module call_rcu_delayed 100 20
     rcu-workload background & pid=$!; sleep 5; kill $pid
 ";
 
@@ -40,8 +47,11 @@ fn main() {
         ["getppid", n] => getppid(count(n)),
         ["membarrier", n] => membarrier(count(n)),
         ["background"] => background(),
+        ["module", op, n] => module(op, count(n), None),
+        ["module", op, n, arg] => module(op, count(n), Some(count(arg))),
         [] => usage_error("missing subcommand"),
         [cmd @ ("getppid" | "membarrier")] => usage_error(&format!("`{cmd}` needs a count N")),
+        ["module", ..] => usage_error("`module` needs an op and a count N, then an optional ARG"),
         [cmd, ..] if ["getppid", "membarrier", "background"].contains(cmd) => {
             usage_error(&format!("too many arguments for `{cmd}`"))
         }
@@ -52,7 +62,7 @@ fn main() {
 fn usage_error(msg: &str) -> ! {
     eprintln!(
         "rcu-workload: {msg}\n\
-         accepted: `getppid N`, `membarrier N`, `background`, `--help`"
+         accepted: `getppid N`, `membarrier N`, `background`, `module OP N [ARG]`, `--help`"
     );
     exit(2)
 }
@@ -104,6 +114,63 @@ fn membarrier(n: u64) {
     }
     println!("membarrier: {n}");
     println!("slowest_ns: {}", slowest.as_nanos());
+}
+
+/// The test module's control file.
+const TEST_MODULE_PROC: &str = "/proc/rcutrace_test";
+
+/// One write of `OP N [ARG]` to the test module: it performs the op N times in this process
+/// and the write returns when all are done.
+fn module(op: &str, n: u64, arg: Option<u64>) {
+    use std::io::Write;
+
+    let mut file = match std::fs::OpenOptions::new()
+        .write(true)
+        .open(TEST_MODULE_PROC)
+    {
+        Ok(file) => file,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            eprintln!(
+                "rcu-workload: {TEST_MODULE_PROC} does not exist: load the test module first \
+                 (insmod rcutrace_test.ko)"
+            );
+            exit(1)
+        }
+        Err(e) => {
+            eprintln!("rcu-workload: cannot open {TEST_MODULE_PROC}: {e}");
+            exit(1)
+        }
+    };
+    let command = match arg {
+        Some(arg) => format!("{op} {n} {arg}\n"),
+        None => format!("{op} {n}\n"),
+    };
+    println!("pid: {}", std::process::id());
+    let started = Instant::now();
+    // One write() call: the module reads the whole command from it.
+    match file.write(command.as_bytes()) {
+        Ok(written) if written == command.len() => {}
+        Ok(written) => {
+            eprintln!(
+                "rcu-workload: the module took {written} of {} bytes",
+                command.len()
+            );
+            exit(1)
+        }
+        Err(e) => {
+            let why = match e.raw_os_error() {
+                Some(libc::EOPNOTSUPP) => {
+                    "this kernel lacks the function (see `ops:` in /proc/rcutrace_test)"
+                }
+                Some(libc::EINVAL) => "unknown op, or N or ARG out of range",
+                _ => "the module failed",
+            };
+            eprintln!("rcu-workload: `{}` failed: {why}: {e}", command.trim_end());
+            exit(1)
+        }
+    }
+    println!("done: {n}");
+    println!("elapsed_ns: {}", started.elapsed().as_nanos());
 }
 
 fn online_cpus() -> i64 {

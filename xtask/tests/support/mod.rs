@@ -43,6 +43,19 @@ traced() {
 
 /// Boots `series` with rcutrace at /bin/rcutrace and the workload at /bin/rcu-workload.
 pub fn boot(series: &str, script: &str) -> GuestOutput {
+    run_job(guest_job(series, script))
+}
+
+/// Like `boot`, with the test module for `series` at /lib/rcutrace_test.ko (the script
+/// loads it: `insmod /lib/rcutrace_test.ko`).
+pub fn boot_with_module(series: &str, script: &str) -> GuestOutput {
+    let job = guest_job(series, script)
+        .with_test_module()
+        .expect("building the test module");
+    run_job(job)
+}
+
+fn guest_job(series: &str, script: &str) -> GuestJob {
     let (rcutrace, workload) = binaries();
     let mut job = GuestJob::new(
         Kernel::Series(series.into()),
@@ -51,6 +64,10 @@ pub fn boot(series: &str, script: &str) -> GuestOutput {
     .file(rcutrace, "/bin/rcutrace")
     .file(workload, "/bin/rcu-workload");
     job.timeout = Duration::from_secs(300);
+    job
+}
+
+fn run_job(job: GuestJob) -> GuestOutput {
     let out = vm::run(&job, false).expect("running the guest");
     assert_eq!(
         out.status,

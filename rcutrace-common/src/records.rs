@@ -1,0 +1,354 @@
+//! rcutrace's JSON lines (`-f json`) as typed records: one `Record` per line.
+//!
+//! bpftrace's own records (`attached_probes`, `map`, `hist`) have bpftrace 0.17's shape, so
+//! that tools reading bpftrace's JSON keep working; rcutrace's summaries are records of their
+//! own types. The renderer writes these types and the tests read them back, so the output and
+//! what is checked cannot drift apart.
+
+extern crate alloc;
+
+use alloc::{string::String, vec::Vec};
+use core::{fmt, marker::PhantomData};
+
+use serde::{
+    Deserialize, Deserializer, Serialize, Serializer,
+    de::{
+        MapAccess, SeqAccess, Visitor,
+        value::{MapAccessDeserializer, SeqAccessDeserializer},
+    },
+    ser::SerializeMap as _,
+};
+
+/// One line of output: `{"type": TYPE, "data": DATA}`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", content = "data", rename_all = "snake_case")]
+pub enum Record {
+    /// Printed once the probes are attached: `{"probes": 3}`.
+    AttachedProbes { probes: u64 },
+    /// One map of values, by map name (bpftrace prints one map per record).
+    Map(Members<MapValue>),
+    /// One histogram map, by map name.
+    Hist(Members<HistValue>),
+    #[serde(rename = "rcutrace_count_summary")]
+    CountSummary(CountSummary),
+    #[serde(rename = "rcutrace_latency_summary")]
+    LatencySummary(LatencySummary),
+    #[serde(rename = "rcutrace_not_measured")]
+    NotMeasured(NotMeasured),
+    #[serde(rename = "rcutrace_callbacks_summary")]
+    CallbacksSummary(CallbacksSummary),
+}
+
+/// A JSON object whose members keep their order: bpftrace orders a map's entries by value,
+/// not by key.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Members<V>(pub Vec<(String, V)>);
+
+impl<V> Members<V> {
+    /// The value of member `key`, if present.
+    pub fn get(&self, key: &str) -> Option<&V> {
+        self.0.iter().find(|(k, _)| k == key).map(|(_, v)| v)
+    }
+}
+
+/// A map's value: keyed (`{"@": {"call_rcu": 3}}`) or a scalar (`{"@s": 1}`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum MapValue {
+    Keyed(Members<u64>),
+    Scalar(u64),
+}
+
+/// A histogram map's value: its buckets, or for a keyed histogram the buckets of each key.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum HistValue {
+    Buckets(Vec<Bucket>),
+    Keyed(Members<Vec<Bucket>>),
+}
+
+/// One histogram bucket with inclusive bounds; a missing bound is open (the underflow bucket
+/// has no `min`, the overflow bucket no `max`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Bucket {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min: Option<i128>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max: Option<i128>,
+    pub count: u64,
+}
+
+/// `rcutrace count`'s ratios. A figure is `null` where a function it needs was not traced
+/// (or, for a ratio, where no grace period completed).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CountSummary {
+    pub elapsed_s: f64,
+    pub grace_periods: Option<u64>,
+    pub readers_per_grace_period: Option<f64>,
+    pub call_rcu_per_grace_period: Option<f64>,
+    pub callbacks_per_grace_period: Option<f64>,
+    pub call_rcu_per_second: Option<f64>,
+    /// Updater and grace-period probe hits the kernel skipped.
+    pub missed_by_kernel: u64,
+    /// With `--by`: events lost because the keyed map was full.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keys_lost_to_full_map: Option<u64>,
+    /// With `--by`: events whose kernel stack could not be kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stacks_lost: Option<u64>,
+}
+
+/// What a latency histogram hides: exact extremes and mean, and percentiles. One record per
+/// histogram: per key of a keyed map.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LatencySummary {
+    /// The histogram map this summary belongs to, e.g. `@srlat`.
+    pub map: String,
+    /// The key, for a keyed map (`--by`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+    /// The histogram's unit: `ms`, `us` or `ns`.
+    pub unit: String,
+    pub count: u64,
+    pub min_ns: Option<u64>,
+    pub mean_ns: Option<f64>,
+    pub max_ns: Option<u64>,
+    /// Estimates by name (`p50`, `p99.9`), each within `percentile_error` of the true value.
+    pub percentiles_ns: Members<f64>,
+    pub percentile_error: f64,
+}
+
+/// The calls of one timed function that were seen but not measured, by cause.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NotMeasured {
+    pub map: String,
+    /// Still inside the function when tracing stopped.
+    pub in_flight_at_exit: u64,
+    /// Returned, but the kernel did not report the return (kretprobe instances exhausted).
+    pub returns_lost: u64,
+    pub begun_before_tracing: u64,
+    /// Entry or return hits the kernel skipped (a BPF program already running on that CPU).
+    pub missed_by_kernel: u64,
+    pub lost_to_full_map: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stacks_lost: Option<u64>,
+}
+
+/// `rcutrace callbacks`' rows (most queued first, at most `--top`) and totals.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CallbacksSummary {
+    pub elapsed_s: f64,
+    /// The latency histograms' unit: `ms`, `us` or `ns`.
+    pub unit: String,
+    pub percentile_error: f64,
+    pub rows: Vec<CallbackRow>,
+    pub rows_not_shown: u64,
+    pub queued_not_shown: u64,
+    /// Every callback queued and invoked while tracing.
+    pub queued: u64,
+    pub invoked: u64,
+    /// Objects given to kvfree_call_rcu(): freed in batches, never timed; `null` if untraced.
+    pub kvfree_queued: Option<u64>,
+    pub not_timed: CallbacksNotTimed,
+    /// Entry points this kernel lacks or refused: their callbacks show `via` `other`.
+    pub entry_points_not_traced: Vec<String>,
+}
+
+/// One callback function queued one way.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CallbackRow {
+    pub function: String,
+    pub via: String,
+    pub queued: u64,
+    /// Invoked with their queueing seen: the latency samples.
+    pub invoked: u64,
+    pub pending_at_exit: u64,
+    pub queued_before_tracing: u64,
+    pub not_recorded: u64,
+    pub requeued: u64,
+    pub min_ns: Option<u64>,
+    pub mean_ns: Option<f64>,
+    pub max_ns: Option<u64>,
+    pub percentiles_ns: Members<f64>,
+}
+
+/// Callbacks seen but not timed, by cause.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CallbacksNotTimed {
+    pub queued_before_tracing: u64,
+    pub pending_map_full: u64,
+    pub requeued: u64,
+    pub missed_by_kernel: u64,
+    pub row_map_full_queued: u64,
+    pub row_map_full_invoked: u64,
+}
+
+impl<V: Serialize> Serialize for Members<V> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(self.0.len()))?;
+        for (key, value) in &self.0 {
+            map.serialize_entry(key, value)?;
+        }
+        map.end()
+    }
+}
+
+impl<'de, V: Deserialize<'de>> Deserialize<'de> for Members<V> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct InOrder<V>(PhantomData<V>);
+        impl<'de, V: Deserialize<'de>> Visitor<'de> for InOrder<V> {
+            type Value = Members<V>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut access: A) -> Result<Self::Value, A::Error> {
+                let mut members = Vec::new();
+                while let Some(member) = access.next_entry()? {
+                    members.push(member);
+                }
+                Ok(Members(members))
+            }
+        }
+        deserializer.deserialize_map(InOrder(PhantomData))
+    }
+}
+
+// The two shapes of a value are told apart by their JSON type, read directly: serde's
+// `untagged` buffers the value first, and its buffer cannot hold the 128-bit bounds.
+impl<'de> Deserialize<'de> for MapValue {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Shape;
+        impl<'de> Visitor<'de> for Shape {
+            type Value = MapValue;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a count or an object of counts")
+            }
+            fn visit_u64<E>(self, value: u64) -> Result<MapValue, E> {
+                Ok(MapValue::Scalar(value))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, access: A) -> Result<MapValue, A::Error> {
+                Members::deserialize(MapAccessDeserializer::new(access)).map(MapValue::Keyed)
+            }
+        }
+        deserializer.deserialize_any(Shape)
+    }
+}
+
+impl<'de> Deserialize<'de> for HistValue {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Shape;
+        impl<'de> Visitor<'de> for Shape {
+            type Value = HistValue;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("an array of buckets or an object of them")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, access: A) -> Result<HistValue, A::Error> {
+                Vec::deserialize(SeqAccessDeserializer::new(access)).map(HistValue::Buckets)
+            }
+            fn visit_map<A: MapAccess<'de>>(self, access: A) -> Result<HistValue, A::Error> {
+                Members::deserialize(MapAccessDeserializer::new(access)).map(HistValue::Keyed)
+            }
+        }
+        deserializer.deserialize_any(Shape)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloc::{string::ToString, vec};
+
+    fn decode(line: &str) -> Record {
+        serde_json::from_str(line).unwrap_or_else(|e| panic!("{line}: {e}"))
+    }
+
+    /// Lines as bpftrace 0.17 prints them decode into the records, keeping the map order.
+    #[test]
+    fn bpftrace_records_decode() {
+        assert_eq!(
+            decode(r#"{"type": "attached_probes", "data": {"probes": 3}}"#),
+            Record::AttachedProbes { probes: 3 }
+        );
+        assert_eq!(
+            decode(r#"{"type": "map", "data": {"@c": {"7": 1, "1": 2}}}"#),
+            Record::Map(Members(vec![(
+                "@c".to_string(),
+                MapValue::Keyed(Members(vec![("7".into(), 1), ("1".into(), 2)]))
+            )]))
+        );
+        assert_eq!(
+            decode(r#"{"type": "map", "data": {"@s": 1}}"#),
+            Record::Map(Members(vec![("@s".to_string(), MapValue::Scalar(1))]))
+        );
+        let bucket = |min, max, count| Bucket { min, max, count };
+        assert_eq!(
+            decode(
+                r#"{"type": "hist", "data": {"@h": [{"max": -1, "count": 1}, {"min": 4, "max": 7, "count": 2}, {"min": 10, "count": 3}]}}"#
+            ),
+            Record::Hist(Members(vec![(
+                "@h".to_string(),
+                HistValue::Buckets(vec![
+                    bucket(None, Some(-1), 1),
+                    bucket(Some(4), Some(7), 2),
+                    bucket(Some(10), None, 3),
+                ])
+            )]))
+        );
+        assert_eq!(
+            decode(
+                r#"{"type": "hist", "data": {"@h": {"loadgen": [{"min": 4, "max": 7, "count": 2}]}}}"#
+            ),
+            Record::Hist(Members(vec![(
+                "@h".to_string(),
+                HistValue::Keyed(Members(vec![(
+                    "loadgen".into(),
+                    vec![bucket(Some(4), Some(7), 2)]
+                )]))
+            )]))
+        );
+    }
+
+    #[test]
+    fn summaries_round_trip() {
+        let latency = Record::LatencySummary(LatencySummary {
+            map: "@srlat".into(),
+            unit: "ms".into(),
+            count: 2,
+            min_ns: Some(5),
+            mean_ns: Some(7.5),
+            max_ns: Some(10),
+            percentiles_ns: Members(vec![("p99.9".into(), 10.0), ("p50".into(), 5.0)]),
+            percentile_error: 0.0078125,
+            not_measured: NotMeasured {
+                in_flight_at_exit: 1,
+                ..NotMeasured::default()
+            },
+        });
+        let line = serde_json::to_string(&latency).unwrap();
+        assert!(line.starts_with(r#"{"type":"rcutrace_latency_summary","data":{"map":"#));
+        assert_eq!(decode(&line), latency);
+        let count = Record::CountSummary(CountSummary {
+            elapsed_s: 1.5,
+            grace_periods: None,
+            readers_per_grace_period: None,
+            call_rcu_per_grace_period: Some(2.0),
+            callbacks_per_grace_period: None,
+            call_rcu_per_second: Some(4.0),
+            missed_by_kernel: 0,
+        });
+        let line = serde_json::to_string(&count).unwrap();
+        assert!(line.contains(r#""grace_periods":null"#), "{line}");
+        assert_eq!(decode(&line), count);
+    }
+
+    #[test]
+    fn the_largest_bounds_survive() {
+        let bucket = Bucket {
+            min: Some(u64::MAX as i128),
+            max: None,
+            count: u64::MAX,
+        };
+        let line = serde_json::to_string(&bucket).unwrap();
+        assert_eq!(serde_json::from_str::<Bucket>(&line).unwrap(), bucket);
+    }
+}

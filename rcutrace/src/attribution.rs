@@ -1,0 +1,144 @@
+//! `--by`: who caused each event, as the key of every map; and `--top`, which keeps the
+//! largest keys and folds the rest into one, so that totals stay exact.
+
+use rcutrace_common::attribution::{self as common, Attribution, NO_STACK};
+
+/// What `--by` keys maps with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum By {
+    /// The caller's command name.
+    Comm,
+    /// The caller's process id (with its command name).
+    Pid,
+    /// The CPU the call was made on.
+    Cpu,
+    /// The caller's kernel stack.
+    Stack,
+}
+
+/// The programs' `BY_MODE` constant for an optional `--by`.
+pub fn mode(by: Option<By>) -> u32 {
+    match by {
+        None => common::BY_NONE,
+        Some(By::Comm) => common::BY_COMM,
+        Some(By::Pid) => common::BY_PID,
+        Some(By::Cpu) => common::BY_CPU,
+        Some(By::Stack) => common::BY_STACK,
+    }
+}
+
+/// Key text as bpftrace prints it: a comm bare, `pid, comm`, a CPU number, or a kernel stack
+/// (`\n    frame+off` per frame, deepest first, then `\n`). `frames` symbolizes a stack id.
+pub fn key_text(by: By, key: &Attribution, frames: &mut dyn FnMut(u32) -> Vec<String>) -> String {
+    match by {
+        By::Comm => comm(&key.comm),
+        By::Pid => format!("{}, {}", key.tgid, comm(&key.comm)),
+        By::Cpu => key.cpu.to_string(),
+        By::Stack if key.stack_id == NO_STACK => "[stack lost]".to_string(),
+        By::Stack => {
+            let mut text = String::from("\n");
+            for frame in frames(key.stack_id as u32) {
+                text.push_str("    ");
+                text.push_str(&frame);
+                text.push('\n');
+            }
+            text
+        }
+    }
+}
+
+/// A NUL-padded command name as text.
+fn comm(bytes: &[u8; 16]) -> String {
+    let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
+    String::from_utf8_lossy(&bytes[..end]).into_owned()
+}
+
+/// Keeps the `top` entries with the largest weight and merges the rest into one entry keyed
+/// `[other: N keys]`; `top == 0` keeps everything. Ties are broken by key, so the result does
+/// not depend on the input order.
+pub fn fold_top<T>(
+    entries: Vec<(String, T)>,
+    top: usize,
+    weight: impl Fn(&T) -> u64,
+    merge: impl Fn(&mut T, T),
+) -> Vec<(String, T)> {
+    if top == 0 || entries.len() <= top {
+        return entries;
+    }
+    let mut entries = entries;
+    entries.sort_by(|(ka, a), (kb, b)| weight(b).cmp(&weight(a)).then_with(|| ka.cmp(kb)));
+    let rest = entries.split_off(top);
+    let folded = rest.len();
+    let mut rest = rest.into_iter().map(|(_, value)| value);
+    if let Some(mut other) = rest.next() {
+        for value in rest {
+            merge(&mut other, value);
+        }
+        entries.push((format!("[other: {folded} keys]"), other));
+    }
+    entries
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(comm_text: &str) -> Attribution {
+        let mut key = Attribution {
+            tgid: 152,
+            cpu: 1,
+            stack_id: 7,
+            ..Default::default()
+        };
+        key.comm[..comm_text.len()].copy_from_slice(comm_text.as_bytes());
+        key
+    }
+
+    #[test]
+    fn keys_print_as_bpftrace_prints_them() {
+        let mut frames =
+            |id: u32| vec![format!("synchronize_rcu+{id}"), "do_syscall_64+135".into()];
+        let k = key("kworker/u4:1");
+        assert_eq!(key_text(By::Comm, &k, &mut frames), "kworker/u4:1");
+        assert_eq!(key_text(By::Pid, &k, &mut frames), "152, kworker/u4:1");
+        assert_eq!(key_text(By::Cpu, &k, &mut frames), "1");
+        assert_eq!(
+            key_text(By::Stack, &k, &mut frames),
+            "\n    synchronize_rcu+7\n    do_syscall_64+135\n"
+        );
+        let lost = Attribution {
+            stack_id: NO_STACK,
+            ..k
+        };
+        assert_eq!(key_text(By::Stack, &lost, &mut frames), "[stack lost]");
+        let full = key("0123456789abcdef");
+        assert_eq!(key_text(By::Comm, &full, &mut frames), "0123456789abcdef");
+    }
+
+    #[test]
+    fn top_keeps_the_largest_and_folds_the_rest_exactly() {
+        let entries: Vec<(String, u64)> = [("a", 5), ("b", 1), ("c", 9), ("d", 5), ("e", 2)]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect();
+        let folded = fold_top(entries.clone(), 2, |v| *v, |a, b| *a += b);
+        assert_eq!(
+            folded,
+            vec![
+                ("c".to_string(), 9),
+                ("a".to_string(), 5),
+                ("[other: 3 keys]".to_string(), 8)
+            ]
+        );
+        let total: u64 = folded.iter().map(|(_, v)| v).sum();
+        assert_eq!(total, 22);
+        assert_eq!(
+            fold_top(entries.clone(), 0, |v| *v, |a, b| *a += b),
+            entries
+        );
+        assert_eq!(
+            fold_top(entries.clone(), 5, |v| *v, |a, b| *a += b),
+            entries
+        );
+    }
+}
