@@ -37,29 +37,25 @@ pub fn build_dir(series: &str) -> PathBuf {
     workspace::target_dir().join("testmod").join(series)
 }
 
-/// The kernel build tree (Debian's flavour headers) for `series`.
+/// The kernel build tree for `series`: Debian's headers for exactly the kernel that boots.
 pub fn headers_dir(series: &str) -> Result<PathBuf> {
-    let src = workspace::kernels_dir()
+    let image = Kernel::Series(series.into()).resolve()?;
+    let release = image
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(|n| n.strip_prefix("vmlinuz-"))
+        .with_context(|| format!("unexpected kernel image name {}", image.display()))?;
+    let tree = workspace::kernels_dir()
         .join(series)
-        .join("headers/usr/src");
-    let mut trees: Vec<PathBuf> = fs::read_dir(&src)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| {
-            p.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with("linux-headers-") && n.ends_with("-cloud-amd64"))
-        })
-        .collect();
-    trees.sort();
-    trees.pop().with_context(|| {
-        format!(
-            "no kernel headers for {series} under {}: run scripts/setup",
-            src.display()
-        )
-    })
+        .join("headers/usr/src")
+        .join(format!("linux-headers-{release}"));
+    if !tree.join("Makefile").is_file() {
+        bail!(
+            "no headers for kernel {release} at {}: run scripts/setup",
+            tree.display()
+        );
+    }
+    Ok(tree)
 }
 
 /// Builds `rcutrace_test.ko` for the kernel series (e.g. "6.1") and returns its path.

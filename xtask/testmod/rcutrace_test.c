@@ -56,6 +56,7 @@
  *   wait_max_ns CALLBACK: N        longest one
  *   reader_held_ns call_rcu_delayed: N  how long the last call_rcu_delayed held its reader
  *                                  after its last call_rcu() (a lower bound of every wait)
+ *   flood_queued cpuC: N           flood callbacks queued on online CPU C
  * FUNC and CALLBACK lines appear for what this kernel supports. Callbacks are static functions
  * of the module, listed in /proc/kallsyms as "t rcutrace_test_cb [rcutrace_test]" and so on.
  *
@@ -186,7 +187,7 @@ static void record_max(atomic64_t *slot, u64 value)
 	}
 }
 
-static void invoked(struct rcu_head *head, enum callback_kind kind)
+static void record_invocation(struct rcu_head *head, enum callback_kind kind)
 {
 	struct test_callback *cb = container_of(head, struct test_callback, head);
 	u64 waited = ktime_get_ns() - cb->queued_ns;
@@ -200,7 +201,7 @@ static void invoked(struct rcu_head *head, enum callback_kind kind)
 #define DEFINE_CALLBACK(cb, f)                                                              \
 	static noinline void __maybe_unused rcutrace_test_##cb(struct rcu_head *head)      \
 	{                                                                                  \
-		invoked(head, CB_##cb);                                                    \
+		record_invocation(head, CB_##cb);                                          \
 	}
 CALLBACKS(DEFINE_CALLBACK)
 
@@ -575,6 +576,8 @@ struct flood_share {
 	struct work_struct work;
 	unsigned long count;
 	int err;
+	/* Callbacks queued on this CPU by floods since load or reset. */
+	atomic_long_t queued;
 };
 static DEFINE_PER_CPU(struct flood_share, flood_shares);
 /* One flood at a time: the per-CPU work items are shared. */
@@ -593,6 +596,7 @@ static void queue_flood_share(struct work_struct *work)
 			return;
 		}
 		CALL(call_rcu, stamp(obj, CB_flood_cb), rcutrace_test_flood_cb);
+		atomic_long_inc(&share->queued);
 		if (i % 1024 == 1023)
 			cond_resched();
 	}
@@ -631,6 +635,12 @@ static int op_flood(unsigned long n, unsigned long arg)
 
 static int op_reset(unsigned long n, unsigned long arg)
 {
+#if HAVE(call_rcu)
+	int cpu;
+
+	for_each_possible_cpu(cpu)
+		atomic_long_set(&per_cpu_ptr(&flood_shares, cpu)->queued, 0);
+#endif
 	reset_counters();
 	return 0;
 }
@@ -779,6 +789,9 @@ static int rcutrace_test_show(struct seq_file *m, void *v)
 #if HAVE(call_rcu)
 	seq_printf(m, "reader_held_ns call_rcu_delayed: %llu\n",
 		   (u64)atomic64_read(&delayed_reader_held_ns));
+	for_each_online_cpu(i)
+		seq_printf(m, "flood_queued cpu%d: %ld\n", i,
+			   atomic_long_read(&per_cpu_ptr(&flood_shares, i)->queued));
 #endif
 	return 0;
 }

@@ -329,6 +329,12 @@ fn module_ground_truth(series: &str) {
         assert!(0 < min && min <= max, "{callback}: {min} .. {max} ns");
     }
     // A reader held for DELAY_MS after queueing delays every one of those callbacks.
+    // The flood is split evenly over the guest's CPUs.
+    let cpus = u64::from(xtask::vm::DEFAULT_CPUS);
+    for cpu in 0..cpus {
+        let queued = number(&readout, &format!("flood_queued cpu{cpu}"));
+        assert_eq!(queued, FLOOD / cpus, "flood callbacks queued on CPU {cpu}");
+    }
     let held = number(&readout, "reader_held_ns call_rcu_delayed");
     let delayed_min = number(&readout, "wait_min_ns rcutrace_test_delayed_cb");
     assert!(held >= DELAY_MS * 1_000_000, "reader held {held} ns");
