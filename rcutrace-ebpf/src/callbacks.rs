@@ -190,29 +190,31 @@ fn record_extremes(key: &CallbackKey, nanos: u64) {
     }
 }
 
+/// The entry points' programs: each notes the head it is given (argument `$head`: call_srcu
+/// takes its srcu_struct first) with its own `Via`.
 macro_rules! caller_programs {
-    ($($via:ident => $kprobe:ident, $fentry:ident;)*) => {$(
+    ($($via:ident, $head:literal => $kprobe:ident, $fentry:ident;)*) => {$(
         #[kprobe]
         pub fn $kprobe(ctx: ProbeContext) -> u32 {
-            note_caller(ctx.arg::<u64>(0).unwrap_or(0), $via);
+            note_caller(ctx.arg::<u64>($head).unwrap_or(0), $via);
             0
         }
 
         #[fentry]
         pub fn $fentry(ctx: FEntryContext) -> u32 {
-            note_caller(ctx.arg::<u64>(0), $via);
+            note_caller(ctx.arg::<u64>($head), $via);
             0
         }
     )*};
 }
 
 caller_programs! {
-    VIA_CALL_RCU => callbacks_call_rcu_kprobe, callbacks_call_rcu_fentry;
-    VIA_CALL_RCU_HURRY => callbacks_call_rcu_hurry_kprobe, callbacks_call_rcu_hurry_fentry;
-    VIA_CALL_SRCU => callbacks_call_srcu_kprobe, callbacks_call_srcu_fentry;
-    VIA_CALL_RCU_TASKS => callbacks_call_rcu_tasks_kprobe, callbacks_call_rcu_tasks_fentry;
-    VIA_CALL_RCU_TASKS_TRACE => callbacks_call_rcu_tasks_trace_kprobe, callbacks_call_rcu_tasks_trace_fentry;
-    VIA_CALL_RCU_TASKS_RUDE => callbacks_call_rcu_tasks_rude_kprobe, callbacks_call_rcu_tasks_rude_fentry;
+    VIA_CALL_RCU, 0 => callbacks_call_rcu_kprobe, callbacks_call_rcu_fentry;
+    VIA_CALL_RCU_HURRY, 0 => callbacks_call_rcu_hurry_kprobe, callbacks_call_rcu_hurry_fentry;
+    VIA_CALL_SRCU, 1 => callbacks_call_srcu_kprobe, callbacks_call_srcu_fentry;
+    VIA_CALL_RCU_TASKS, 0 => callbacks_call_rcu_tasks_kprobe, callbacks_call_rcu_tasks_fentry;
+    VIA_CALL_RCU_TASKS_TRACE, 0 => callbacks_call_rcu_tasks_trace_kprobe, callbacks_call_rcu_tasks_trace_fentry;
+    VIA_CALL_RCU_TASKS_RUDE, 0 => callbacks_call_rcu_tasks_rude_kprobe, callbacks_call_rcu_tasks_rude_fentry;
 }
 
 #[kprobe]
