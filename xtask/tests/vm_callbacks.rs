@@ -6,10 +6,10 @@
 
 mod support;
 
-use std::collections::HashMap;
+use std::{collections::HashMap, time::Duration};
 
 use rcutrace_common::records::{CallbackRow, CallbacksSummary, HistValue, MapValue, Record};
-use support::{Run, boot_with_module, run_named, sections};
+use support::{Run, boot_with_module_within, run_named, sections};
 
 const CALLBACKS: u64 = 300;
 const SRCU_CALLBACKS: u64 = 100;
@@ -161,7 +161,8 @@ fn exact_callbacks(series: &str) {
          traced flood 'callbacks --secs 0 --top 0 --by cpu -f json' 'sh /tmp/flood.sh'\n\
          echo '=== flood_readout'; cat /proc/rcutrace_test\n"
     );
-    let guest = boot_with_module(series, &script);
+    // The flood alone takes minutes of emulation.
+    let guest = boot_with_module_within(series, &script, Duration::from_secs(600));
     let sections = sections(&guest.stdout);
 
     let exact = run_named(&sections, "exact");
