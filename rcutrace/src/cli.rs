@@ -67,6 +67,13 @@ pub enum Command {
         sudo rcutrace srlat --func synchronize_srcu --by stack --top 5\n  \
         sudo rcutrace srlat --pid 1234 --buckets 5")]
     Srlat(SrlatArgs),
+    /// Which RCU callbacks are queued, how many are invoked or still pending, and how long
+    /// each function's callbacks wait from queueing to invocation.
+    #[command(after_help = "Examples:\n  \
+        sudo rcutrace callbacks --secs 5\n  \
+        sudo rcutrace callbacks --top 0 --by cpu\n  \
+        sudo rcutrace callbacks --unit us -f json")]
+    Callbacks(CallbacksArgs),
     /// Export RCU metrics for Prometheus: attach once, then serve /metrics in the OpenMetrics
     /// text format, from the live maps on every scrape, until SIGTERM or Ctrl-C.
     #[command(after_help = "Metrics (totals since rcutrace started):\n  \
@@ -112,6 +119,17 @@ pub struct Common {
     /// How to hook kernel functions. Readers (__rcu_read_lock) are always kprobes.
     #[arg(long, value_enum, default_value_t = AttachChoice::Auto, value_name = "METHOD")]
     pub attach: AttachChoice,
+}
+
+impl Common {
+    pub fn duration(&self) -> Option<Duration> {
+        (self.secs > 0).then(|| Duration::from_secs(self.secs))
+    }
+}
+
+/// Reporting over time, for the commands whose maps can be read while the probes run.
+#[derive(Debug, Default, Args)]
+pub struct OverTime {
     /// Print every N seconds, each time the time (HH:MM:SS) and what happened since the last
     /// print, as bpftrace's `interval:s:N { time(); print(@); clear(@); }`. The end of the
     /// window (--secs, or Ctrl-C) prints the last, possibly partial, interval.
@@ -122,11 +140,7 @@ pub struct Common {
     pub cumulative: bool,
 }
 
-impl Common {
-    pub fn duration(&self) -> Option<Duration> {
-        (self.secs > 0).then(|| Duration::from_secs(self.secs))
-    }
-
+impl OverTime {
     pub fn interval(&self) -> Option<Interval> {
         self.interval.map(|secs| Interval {
             every: Duration::from_secs(secs),
@@ -149,6 +163,8 @@ fn parse_interval(text: &str) -> Result<u64, String> {
 pub struct CountArgs {
     #[command(flatten)]
     pub common: Common,
+    #[command(flatten)]
+    pub over_time: OverTime,
     /// Count every RCU update-side function this kernel has (call_srcu, rcu_barrier,
     /// synchronize_rcu_tasks, the polling API, ...), not only the default seven.
     #[arg(long)]
@@ -170,9 +186,32 @@ pub struct ByArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct CallbacksArgs {
+    #[command(flatten)]
+    pub common: Common,
+    /// Rows and histograms to print, most queued first (0: all).
+    #[arg(long, default_value_t = 10, value_name = "N")]
+    pub top: usize,
+    /// Also print per-CPU totals: callbacks queued, invoked and pending at exit, by CPU.
+    #[arg(long, value_enum, value_name = "KEY")]
+    pub by: Option<CallbacksBy>,
+    /// Unit of the latency histograms and table.
+    #[arg(long, value_enum, default_value_t = Unit::Ms, value_name = "UNIT")]
+    pub unit: Unit,
+}
+
+/// What `callbacks --by` breaks the totals down by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum CallbacksBy {
+    Cpu,
+}
+
+#[derive(Debug, Args)]
 pub struct LatencyArgs {
     #[command(flatten)]
     pub common: Common,
+    #[command(flatten)]
+    pub over_time: OverTime,
     /// Unit of the histogram [default: ms; us for srlat --expedited].
     #[arg(long, value_enum, value_name = "UNIT")]
     pub unit: Option<Unit>,
@@ -382,7 +421,7 @@ mod tests {
             panic!("not gplat");
         };
         assert_eq!(
-            args.common.interval(),
+            args.over_time.interval(),
             Some(Interval {
                 every: Duration::from_secs(5),
                 cumulative: true
@@ -391,7 +430,23 @@ mod tests {
         let Command::Count(args) = parse(&["count"]).unwrap().command else {
             panic!("not count");
         };
-        assert_eq!(args.common.interval(), None);
+        assert_eq!(args.over_time.interval(), None);
+    }
+
+    #[test]
+    fn callbacks_options() {
+        let Command::Callbacks(args) = parse(&["callbacks"]).unwrap().command else {
+            panic!("not callbacks");
+        };
+        assert_eq!((args.top, args.by, args.unit), (10, None, Unit::Ms));
+        let cli = parse(&["callbacks", "--top", "0", "--by", "cpu", "--unit", "us"]).unwrap();
+        let Command::Callbacks(args) = cli.command else {
+            panic!("not callbacks");
+        };
+        assert_eq!(
+            (args.top, args.by, args.unit),
+            (0, Some(CallbacksBy::Cpu), Unit::Us)
+        );
     }
 
     #[test]
@@ -433,6 +488,9 @@ mod tests {
             &["gplat", "--unit", "s"],
             &["serve", "--listen", "localhost"],
             &["serve", "--by", "comm"],
+            &["callbacks", "--by", "comm"],
+            &["callbacks", "--interval", "1"],
+            &["callbacks", "--top", "-1"],
             &["frobnicate"],
         ] {
             let err = parse(args).unwrap_err();

@@ -62,6 +62,7 @@ fn run(cli: &Cli) -> anyhow::Result<String> {
             Command::Gplat(args) => commands::latency::gplat(args, format).await.map(Some),
             Command::Srlat(args) => commands::latency::srlat(args, format).await.map(Some),
             Command::Serve(args) => commands::serve::run(args).await.map(|()| None),
+            Command::Callbacks(args) => commands::callbacks::run(args, format).await.map(Some),
         }
     })?;
     Ok(report.map_or_else(String::new, |r| render::report(format, &r)))

@@ -30,7 +30,7 @@ pub async fn run(args: &CountArgs, format: Format) -> Result<Report> {
             by: args.by.by,
             need: Need::Any,
             duration: args.common.duration(),
-            interval: args.common.interval(),
+            interval: args.over_time.interval(),
             listener: None,
             traced_process: None,
             format,

@@ -171,6 +171,7 @@ fn metrics(period: &Period<'_>, by: Option<By>, aggregate: &Aggregate) -> Result
                 program: match probe.programs {
                     Programs::Counter(_) => "count",
                     Programs::Timed(_) => "latency",
+                    Programs::Callbacks(_) => "callbacks",
                 },
                 method: method.to_string(),
             })

@@ -14,8 +14,8 @@ use serde_json::ser::{CharEscape, Formatter, Serializer};
 
 use crate::{
     model::{
-        Buckets, CountMap, CountSummary, HistMap, LatencySummary, Map, PerGracePeriod, Report,
-        Summary, maps_in_order, shown_slots, sparse_in_order,
+        Buckets, CallbacksSummary, CountMap, CountSummary, HistMap, LatencySummary, Map,
+        PerGracePeriod, Report, Summary, maps_in_order, shown_slots, sparse_in_order,
     },
     stats,
 };
@@ -68,6 +68,7 @@ fn records(report: &Report) -> Vec<Record> {
                 records.extend(latency_summary(summary));
             }
         }
+        Summary::Callbacks(s) => records.push(Record::CallbacksSummary(callbacks_summary(s))),
     }
     records
 }
@@ -241,6 +242,54 @@ fn latency_summary(summary: &LatencySummary) -> Vec<Record> {
         stacks_lost: losses.stacks_lost,
     }));
     records
+}
+
+fn callbacks_summary(summary: &CallbacksSummary) -> records::CallbacksSummary {
+    let totals = &summary.totals;
+    let rows = summary
+        .rows
+        .iter()
+        .map(|row| records::CallbackRow {
+            function: row.function.clone(),
+            via: row.via.clone(),
+            queued: row.queued,
+            invoked: row.invoked,
+            pending_at_exit: row.pending_at_exit,
+            queued_before_tracing: row.queued_before_tracing,
+            not_recorded: row.unrecorded,
+            requeued: row.requeued,
+            min_ns: row.latency.min_ns,
+            mean_ns: row.latency.mean_ns,
+            max_ns: row.latency.max_ns,
+            percentiles_ns: Members(
+                row.latency
+                    .percentiles
+                    .iter()
+                    .map(|&(q, ns)| (stats::quantile_name(q), ns))
+                    .collect(),
+            ),
+        })
+        .collect();
+    records::CallbacksSummary {
+        elapsed_s: summary.elapsed.as_secs_f64(),
+        unit: summary.unit.suffix().into(),
+        percentile_error: summary.percentile_error,
+        rows,
+        rows_not_shown: summary.rows_not_shown as u64,
+        queued_not_shown: summary.queued_not_shown,
+        queued: totals.queued,
+        invoked: totals.invoked,
+        kvfree_queued: totals.kvfree_queued,
+        not_timed: records::CallbacksNotTimed {
+            queued_before_tracing: totals.queued_before_tracing,
+            pending_map_full: totals.pending_map_full,
+            requeued: totals.requeued,
+            missed_by_kernel: totals.missed_by_kernel,
+            row_map_full_queued: totals.rows_map_full_queued,
+            row_map_full_invoked: totals.rows_map_full_invoked,
+        },
+        entry_points_not_traced: summary.entry_points_not_traced.clone(),
+    }
 }
 
 #[cfg(test)]

@@ -14,6 +14,8 @@ USAGE:
                                  on Debian 6.1 and 6.12 that is two __rcu_read_lock() calls)
     rcu-workload membarrier N    make exactly N membarrier(MEMBARRIER_CMD_GLOBAL) syscalls
                                  (one synchronize_rcu() each when more than one CPU is online)
+    rcu-workload membarrier-threads T N
+                                 the same from T threads released at once, N calls each
     rcu-workload bursts B N MS   B bursts of N membarrier calls each, MS milliseconds apart, in
                                  this one process (known counts spread over time)
     rcu-workload background      run a mixed RCU load until killed
@@ -50,12 +52,16 @@ fn main() {
         ["getppid", n] => getppid(count(n)),
         ["membarrier", n] => membarrier(1, count(n), Duration::ZERO),
         ["bursts", b, n, ms] => membarrier(count(b), count(n), Duration::from_millis(count(ms))),
+        ["membarrier-threads", t, n] => membarrier_threads(count(t), count(n)),
         ["background"] => background(),
         ["module", op, n] => module(op, count(n), None),
         ["module", op, n, arg] => module(op, count(n), Some(count(arg))),
         [] => usage_error("missing subcommand"),
         [cmd @ ("getppid" | "membarrier")] => usage_error(&format!("`{cmd}` needs a count N")),
         ["bursts", ..] => usage_error("`bursts` needs B, N and MS"),
+        ["membarrier-threads", ..] => {
+            usage_error("`membarrier-threads` needs T threads and N calls")
+        }
         ["module", ..] => usage_error("`module` needs an op and a count N, then an optional ARG"),
         [cmd, ..] if ["getppid", "membarrier", "background"].contains(cmd) => {
             usage_error(&format!("too many arguments for `{cmd}`"))
@@ -67,7 +73,8 @@ fn main() {
 fn usage_error(msg: &str) -> ! {
     eprintln!(
         "rcu-workload: {msg}\n\
-         accepted: `getppid N`, `membarrier N`, `bursts B N MS`, `background`, `module OP N [ARG]`, `--help`"
+         accepted: `getppid N`, `membarrier N`, `membarrier-threads T N`, `bursts B N MS`, \
+         `background`, `module OP N [ARG]`, `--help`"
     );
     exit(2)
 }
@@ -82,6 +89,31 @@ fn getppid(n: u64) {
         sys_getppid();
     }
     println!("getppid: {n}");
+}
+
+/// T threads released together, N membarrier calls each: more threads asleep in
+/// synchronize_rcu() at once than a kretprobe has instances.
+fn membarrier_threads(threads: u64, n: u64) {
+    let start = std::sync::Arc::new(std::sync::Barrier::new(threads as usize));
+    let workers: Vec<_> = (0..threads)
+        .map(|_| {
+            let start = start.clone();
+            std::thread::spawn(move || {
+                start.wait();
+                (0..n).all(|_| sys_membarrier_global().is_ok())
+            })
+        })
+        .collect();
+    let failed = workers
+        .into_iter()
+        .map(|w| w.join())
+        .filter(|joined| !matches!(joined, Ok(true)))
+        .count();
+    if failed > 0 {
+        eprintln!("rcu-workload: membarrier(MEMBARRIER_CMD_GLOBAL) failed in {failed} threads");
+        exit(1);
+    }
+    println!("membarrier: {}", threads * n);
 }
 
 /// `bursts` bursts of `n` calls, `pause` apart; prints the total as `membarrier: N`.
