@@ -59,6 +59,9 @@ echo "=== serve.err"; cat /tmp/serve.err
 /bin/rcutrace serve --by cpu --listen 127.0.0.1:9751 >/tmp/cpu.out 2>/tmp/cpu.err &
 cpid=$!
 wait_for "grep -q Attaching /tmp/cpu.out"
+# Work the kernel defers after the first exporter detached (a kworker's synchronize_rcu())
+# lands before this first reading, not between the two.
+sleep 2
 wget -q -O /tmp/cpu.before http://127.0.0.1:9751/metrics
 /bin/rcu-workload membarrier CALLS >/dev/null
 echo "=== cpu.before"; cat /tmp/cpu.before
