@@ -1,10 +1,11 @@
 //! rcutrace: see how the Linux kernel uses RCU.
 //!
 //! Layout: `cli` parses, `commands` compose the shared parts (`probes` says what to hook and
-//! how, `tracer` does it through aya, `session` runs the window), `aggregate` turns latency
-//! samples into histograms, `attribution` keys them by caller (`symbols` names kernel
-//! addresses), `model` holds results, `stats` derives percentiles, and `render` is the only
-//! place that formats output.
+//! how, `tracer` does it through aya, `session` runs the window, `readings` reads its counters
+//! while it runs, `server` answers `serve`'s scrapes), `aggregate` turns latency samples into
+//! histograms, `attribution` keys them by caller (`symbols` names kernel addresses), `model`
+//! holds results, `stats` derives percentiles, and `render` is the only place that formats
+//! output.
 
 mod aggregate;
 mod attribution;
