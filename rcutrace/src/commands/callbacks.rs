@@ -35,7 +35,12 @@ pub async fn run(args: &CallbacksArgs, format: Format) -> Result<Report> {
     let request = Request {
         probes: &probes,
         // At most 10^6 (ms): fits the program's u32.
-        constants: vec![Constant::U32("CALLBACK_UNIT_NS", args.unit.nanos() as u32)],
+        constants: vec![
+            Constant::U32("CALLBACK_UNIT_NS", args.unit.nanos() as u32),
+            Constant::MaxEntries("PENDING", MAX_PENDING),
+            Constant::MaxEntries("ROWS", MAX_ROWS),
+            Constant::MaxEntries("EXTREMES", MAX_ROWS),
+        ],
         choice: args.common.attach,
         by: None,
         need: Need::These(NEEDED),
