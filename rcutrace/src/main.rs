@@ -10,6 +10,8 @@ mod aggregate;
 mod attribution;
 mod cli;
 mod commands;
+mod countdown;
+mod generate;
 mod kernel;
 mod kernel_misses;
 mod model;
@@ -27,6 +29,15 @@ use clap::Parser as _;
 use crate::cli::{Cli, Command};
 
 fn main() -> ExitCode {
+    if let Some(dir) = generate::requested() {
+        return match generate::write_all(&dir) {
+            Ok(written) => {
+                written.iter().for_each(|w| println!("{w}"));
+                ExitCode::SUCCESS
+            }
+            Err(error) => report(&error),
+        };
+    }
     // Usage errors exit here with status 2 and clap's explanation.
     let cli = Cli::parse();
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn"))

@@ -15,6 +15,8 @@ use tokio::{
     signal::unix::{Signal, SignalKind, signal},
 };
 
+use crate::countdown::Countdown;
+
 /// Ctrl-C and termination requests, caught from the start so that an interrupt during
 /// attaching still detaches cleanly instead of killing the process mid-way.
 pub struct Interrupts {
@@ -115,18 +117,23 @@ pub async fn run(
         }
     });
     let mut process = traced_process.and_then(Process::watch);
+    let mut countdown = Countdown::start(duration);
+    let mut second = tokio::time::interval(Duration::from_secs(1));
     let interrupted = loop {
         tokio::select! {
             _ = &mut deadline => break false,
+            _ = second.tick(), if countdown.is_some() => countdown.iter_mut().for_each(Countdown::show),
             _ = interrupts.any() => break true,
             result = &mut follow => { result?; break false }
             () = exit_of(&process) => {
                 if let Some(p) = process.take() {
+                    countdown.iter_mut().for_each(Countdown::clear);
                     report_exit(p.pid, started);
                 }
             }
         }
     };
+    drop(countdown);
     // An exit that raced with the end of the window is still worth its word.
     if let Some(p) = &process
         && p.has_exited()

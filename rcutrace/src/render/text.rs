@@ -209,7 +209,11 @@ fn count_summary(summary: &CountSummary) -> String {
 /// A key on one line, for rcutrace's own summary lines: a kernel stack's frames (one per
 /// line in bpftrace's key) joined by `; `.
 fn one_line(key: &str) -> String {
-    let lines: Vec<&str> = key.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+    let lines: Vec<&str> = key
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
     lines.join("; ")
 }
 
