@@ -11,6 +11,7 @@ mod attribution;
 mod cli;
 mod commands;
 mod countdown;
+mod environment;
 mod generate;
 mod kernel;
 mod kernel_misses;

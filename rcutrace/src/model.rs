@@ -4,6 +4,8 @@
 use std::time::Duration;
 
 use rcutrace_common::hist::Linear;
+/// What a run ran on: plain data, the same as its JSON record.
+pub use rcutrace_common::records::Environment;
 
 /// A bpftrace-style map of counts, `@name[key]: count`.
 #[derive(Clone, Debug, PartialEq)]
@@ -232,6 +234,8 @@ impl CountSummary {
 pub struct Report {
     pub maps: Vec<Map>,
     pub summary: Summary,
+    /// Recorded by the commands that trace; the text shows it only in a comparison.
+    pub environment: Option<Environment>,
 }
 
 #[derive(Clone, Debug, PartialEq)]

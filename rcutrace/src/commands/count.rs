@@ -12,6 +12,7 @@ use super::{Need, Request, Traced, stack_frames, trace};
 use crate::{
     attribution::{By, fold_top, key_text},
     cli::CountArgs,
+    environment,
     model::{CountMap, CountSummary, KeyedLosses, Map, Report, Summary},
     probes::{COUNTED, Counted, Probe, counted_functions},
     render::Format,
@@ -71,6 +72,7 @@ pub async fn run(args: &CountArgs, format: Format) -> Result<Report> {
             entries,
         })],
         summary: Summary::Count(summary),
+        environment: Some(environment::current(&traced.attached)),
     })
 }
 

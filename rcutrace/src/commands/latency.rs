@@ -8,7 +8,7 @@ use crate::{
     aggregate::{Aggregate, Layout, Series},
     attribution::{By, fold_top, key_text},
     cli::{ByArgs, LatencyArgs, SrlatArgs},
-    kernel,
+    environment, kernel,
     model::{HistMap, LatencySummary, Losses, Map, Report, Summary, Unit},
     probes::{self, Method, Probe, Timed},
     render::Format,
@@ -167,6 +167,7 @@ async fn run(
     Ok(Report {
         maps,
         summary: Summary::Latency(summaries),
+        environment: Some(environment::current(&traced.attached)),
     })
 }
 

@@ -7,7 +7,7 @@ use std::io;
 
 use rcutrace_common::{
     hist::{SlotBounds, log2_bounds, sparse_bounds},
-    records::{self, Bucket, HistValue, MapValue, Members, NotMeasured, Record},
+    records::{self, Bucket, HistLayout, HistValue, MapValue, Members, NotMeasured, Record},
 };
 use serde::Serialize as _;
 use serde_json::ser::{CharEscape, Formatter, Serializer};
@@ -32,7 +32,11 @@ pub fn report(report: &Report) -> String {
 
 /// The records of a whole report, in output order.
 fn records(report: &Report) -> Vec<Record> {
-    let mut records: Vec<Record> = Vec::new();
+    let mut records: Vec<Record> = report
+        .environment
+        .iter()
+        .map(|e| Record::Environment(e.clone()))
+        .collect();
     let mut keyed_hists: Vec<&HistMap> = Vec::new();
     // bpftrace prints no record for a map it never wrote.
     let written = maps_in_order(&report.maps)
@@ -62,7 +66,11 @@ fn records(report: &Report) -> Vec<Record> {
         Summary::Count(s) => records.push(Record::CountSummary(count_summary(s))),
         Summary::Latency(summaries) => {
             for summary in summaries {
-                records.extend(latency_summary(summary));
+                let layout = report.maps.iter().find_map(|map| match map {
+                    Map::Hist(h) if h.name == summary.map_name => Some(hist_layout(&h.buckets)),
+                    _ => None,
+                });
+                records.extend(latency_summary(summary, layout));
             }
         }
     }
@@ -191,6 +199,10 @@ fn count_summary(summary: &CountSummary) -> records::CountSummary {
     };
     records::CountSummary {
         elapsed_s: summary.elapsed.as_secs_f64(),
+        elapsed_ns: u64::try_from(summary.elapsed.as_nanos()).ok(),
+        readers: summary.readers,
+        call_rcu: summary.call_rcu,
+        callbacks: summary.callbacks,
         grace_periods: summary.grace_periods,
         readers_per_grace_period: ratio(summary.readers),
         call_rcu_per_grace_period: ratio(summary.call_rcu),
@@ -202,8 +214,21 @@ fn count_summary(summary: &CountSummary) -> records::CountSummary {
     }
 }
 
+/// What the text needs to label a histogram's buckets.
+fn hist_layout(buckets: &Buckets) -> HistLayout {
+    match buckets {
+        Buckets::Log2(_) => HistLayout::Log2,
+        Buckets::Linear(linear, _) => HistLayout::Linear {
+            min: linear.min,
+            max: linear.max,
+            step: linear.step,
+        },
+        Buckets::Sparse { step, .. } => HistLayout::Sparse { step: *step },
+    }
+}
+
 /// One record per histogram (per key), then the function's losses.
-fn latency_summary(summary: &LatencySummary) -> Vec<Record> {
+fn latency_summary(summary: &LatencySummary, layout: Option<HistLayout>) -> Vec<Record> {
     let mut records: Vec<Record> = summary
         .series
         .iter()
@@ -224,6 +249,7 @@ fn latency_summary(summary: &LatencySummary) -> Vec<Record> {
                         .collect(),
                 ),
                 percentile_error: summary.percentile_error,
+                layout,
             })
         })
         .collect();
@@ -330,6 +356,7 @@ mod tests {
                 hist("small", vec![0, 0, 0, 1]),
             ],
             summary: Summary::Latency(Vec::new()),
+            environment: None,
         };
         assert_eq!(
             super::report(&report),
@@ -359,6 +386,7 @@ mod tests {
                     ..Losses::default()
                 },
             }]),
+            environment: None,
         };
         assert_eq!(
             super::report(&report),
@@ -407,7 +435,8 @@ mod tests {
         assert_eq!(
             out,
             "{\"type\": \"rcutrace_count_summary\", \"data\": {\"elapsed_s\": 5.01, \
-             \"grace_periods\": 462, \"readers_per_grace_period\": 3030.779220779221, \
+             \"elapsed_ns\": 5010000000, \"readers\": 1400220, \"call_rcu\": 6697, \
+             \"callbacks\": 8777, \"grace_periods\": 462, \"readers_per_grace_period\": 3030.779220779221, \
              \"call_rcu_per_grace_period\": 14.495670995670995, \
              \"callbacks_per_grace_period\": 18.9978354978355, \
              \"call_rcu_per_second\": 1336.7265469061877, \"missed_by_kernel\": 0}}\n"
@@ -423,6 +452,7 @@ mod tests {
                 buckets: Buckets::Log2(vec![0; LOG2_SLOTS as usize]),
             })],
             summary: Summary::Count(CountSummary::default()),
+            environment: None,
         };
         let out = super::report(&report);
         assert_eq!(out.lines().count(), 1, "{out}");
@@ -451,6 +481,7 @@ mod tests {
                 }),
             ],
             summary: Summary::Count(CountSummary::default()),
+            environment: None,
         };
         let decoded: Vec<Record> = super::report(&report)
             .lines()
