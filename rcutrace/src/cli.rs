@@ -63,6 +63,20 @@ pub enum Command {
         sudo rcutrace srlat --func synchronize_srcu --by stack --top 5\n  \
         sudo rcutrace srlat --pid 1234 --buckets 5")]
     Srlat(SrlatArgs),
+    /// Print a run saved with -f json as the text it printed, or compare two saved runs.
+    #[command(after_help = "Examples:\n  \
+        sudo rcutrace -f json srlat --secs 30 > normal.json\n  \
+        rcutrace report normal.json                  # the text that run printed\n  \
+        rcutrace report normal.json expedited.json   # what differs, and by how much\n\n\
+        Runs saved by bpftrace -f json print too, as far as their records allow.")]
+    Report(ReportArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// A run saved with -f json; a second one to compare with the first (A, then B).
+    #[arg(value_name = "FILE", num_args = 1..=2, required = true)]
+    pub files: Vec<std::path::PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -342,6 +356,8 @@ mod tests {
             &["srlat", "--pid", "4194305"],
             &["count", "--secs", "-1"],
             &["count", "--attach", "uprobe"],
+            &["report"],
+            &["report", "a", "b", "c"],
             &["gplat", "--unit", "s"],
             &["frobnicate"],
         ] {

@@ -10,6 +10,7 @@ mod aggregate;
 mod attribution;
 mod cli;
 mod commands;
+mod compare;
 mod countdown;
 mod environment;
 mod generate;
@@ -18,6 +19,7 @@ mod kernel_misses;
 mod model;
 mod probes;
 mod render;
+mod saved;
 mod session;
 mod stats;
 mod symbols;
@@ -63,6 +65,9 @@ fn main() -> ExitCode {
 
 fn run(cli: &Cli) -> anyhow::Result<String> {
     let format = cli.format;
+    if let Command::Report(args) = &cli.command {
+        return commands::report::run(args, format);
+    }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
@@ -71,6 +76,7 @@ fn run(cli: &Cli) -> anyhow::Result<String> {
             Command::Count(args) => commands::count::run(args, format).await,
             Command::Gplat(args) => commands::latency::gplat(args, format).await,
             Command::Srlat(args) => commands::latency::srlat(args, format).await,
+            Command::Report(_) => Err(anyhow::anyhow!("report reads files, it does not trace")),
         }
     })?;
     Ok(render::report(format, &report))

@@ -3,6 +3,7 @@
 
 pub mod count;
 pub mod latency;
+pub mod report;
 
 use std::{collections::HashSet, fmt::Write as _, io::Write as _, time::Duration};
 

@@ -119,7 +119,7 @@ fn power_of_two(value: u64) -> String {
     )
 }
 
-fn log2_label(slot: usize) -> String {
+pub(super) fn log2_label(slot: usize) -> String {
     match log2_bounds(slot as u32) {
         SlotBounds::Below(bound) => format!("(..., {bound})"),
         // 0 and 1 have a slot each.
@@ -144,7 +144,7 @@ fn linear_number(value: u64, step: u64) -> String {
     value.to_string()
 }
 
-fn linear_label(linear: &Linear, slot: usize) -> String {
+pub(super) fn linear_label(linear: &Linear, slot: usize) -> String {
     let number = |v| linear_number(v, linear.step);
     match linear.bounds(slot as u64) {
         SlotBounds::Below(bound) => format!("(..., {})", number(bound)),
@@ -208,7 +208,7 @@ fn count_summary(summary: &CountSummary) -> String {
 
 /// A key on one line, for rcutrace's own summary lines: a kernel stack's frames (one per
 /// line in bpftrace's key) joined by `; `.
-fn one_line(key: &str) -> String {
+pub(super) fn one_line(key: &str) -> String {
     let lines: Vec<&str> = key
         .lines()
         .map(str::trim)
