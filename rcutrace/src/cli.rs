@@ -36,6 +36,9 @@ pub struct Cli {
     /// Output as bpftrace prints it (text) or as its JSON lines (-f json), one object a line.
     #[arg(long, short = 'f', global = true, value_enum, default_value_t = Format::Text)]
     pub format: Format,
+    /// Also save the run's JSON lines to FILE, for `rcutrace report` (the output stays as -f says).
+    #[arg(long, global = true, value_name = "FILE")]
+    pub save: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]

@@ -31,6 +31,16 @@ pub fn current(attached: &[(Probe, Method)]) -> Environment {
     }
 }
 
+/// How many probes were attached: one method per probe in `attach`.
+pub fn probes(environment: &Environment) -> usize {
+    environment
+        .attach
+        .0
+        .iter()
+        .map(|(_, methods)| methods.split('+').count())
+        .sum()
+}
+
 fn read_trimmed(path: impl AsRef<Path>) -> Option<String> {
     fs::read_to_string(path)
         .ok()
@@ -146,5 +156,10 @@ mod tests {
                 ("rcu_gp_cleanup".into(), "kretprobe".into()),
             ]
         );
+        let environment = Environment {
+            attach: Members(attach_methods(&attached)),
+            ..Environment::default()
+        };
+        assert_eq!(probes(&environment), 4);
     }
 }

@@ -27,6 +27,7 @@ mod tracer;
 
 use std::{io::Write as _, process::ExitCode};
 
+use anyhow::Context as _;
 use clap::Parser as _;
 
 use crate::cli::{Cli, Command};
@@ -79,7 +80,18 @@ fn run(cli: &Cli) -> anyhow::Result<String> {
             Command::Report(_) => Err(anyhow::anyhow!("report reads files, it does not trace")),
         }
     })?;
+    if let Some(path) = &cli.save {
+        save_run(path, &report)?;
+    }
     Ok(render::report(format, &report))
+}
+
+/// The run's JSON lines, as `-f json` prints them, in a file.
+fn save_run(path: &std::path::Path, report: &model::Report) -> anyhow::Result<()> {
+    let probes = report.environment.as_ref().map_or(0, environment::probes);
+    let json = render::banner(render::Format::Json, probes)
+        + &render::report(render::Format::Json, report);
+    std::fs::write(path, json).with_context(|| format!("saving the run to {}", path.display()))
 }
 
 /// Runtime failures: the error and its causes, one per line, and exit status 1.
