@@ -1,0 +1,85 @@
+//! `rcutrace report` against real runs (6.12): two srlat runs, with rcu_expedited 0 and 1,
+//! print their text and save their JSON; `report FILE` prints each run's text again byte for
+//! byte, and `report A B` names the setting that differs and the ratios.
+
+mod support;
+
+use support::{boot, run_named, sections};
+
+#[test]
+fn report_reprints_a_run_and_compares_two_6_12() {
+    let script = "\
+echo 0 > /sys/kernel/rcu_expedited
+traced normal 'srlat --save /tmp/normal.json --pid WPID' '/bin/rcu-workload membarrier 20'
+echo 1 > /sys/kernel/rcu_expedited
+traced expedited 'srlat --save /tmp/expedited.json --pid WPID' '/bin/rcu-workload membarrier 20'
+echo 0 > /sys/kernel/rcu_expedited
+for run in normal expedited; do
+    /bin/rcutrace report /tmp/$run.json >/tmp/$run.report
+    echo \"=== $run.same\"; cmp /tmp/$run.out /tmp/$run.report && echo identical
+done
+echo '=== compare.out'; /bin/rcutrace report /tmp/normal.json /tmp/expedited.json
+echo '=== normal.json'; cat /tmp/normal.json
+";
+    let out = boot("6.12", script);
+    let parts = sections(&out.stdout);
+    for run in ["normal", "expedited"] {
+        let traced = run_named(&parts, run);
+        traced.assert_ok(run);
+        assert_eq!(
+            traced.number_after("@srlat count", "count"),
+            Some(20.0),
+            "{}",
+            traced.out
+        );
+        assert_eq!(
+            parts[&format!("{run}.same")],
+            "identical\n",
+            "{run}: {}",
+            traced.out
+        );
+    }
+    let json = &parts["normal.json"];
+    assert!(
+        json.contains("\"type\": \"rcutrace_environment\""),
+        "{json}"
+    );
+    assert!(json.contains("\"rcu_expedited\": \"0\""), "{json}");
+    assert!(json.contains("\"layout\": {\"kind\": \"log2\"}"), "{json}");
+
+    let compare = &parts["compare.out"];
+    assert!(
+        compare.starts_with("A: /tmp/normal.json\nB: /tmp/expedited.json\n"),
+        "{compare}"
+    );
+    // The one setting changed between the runs comes first, with both values.
+    let environment: Vec<&str> = compare
+        .lines()
+        .skip_while(|l| !l.starts_with("Environment"))
+        .take_while(|l| !l.is_empty())
+        .collect();
+    assert_eq!(environment[0], "Environment, what differs:", "{compare}");
+    assert!(
+        environment.iter().any(|l| {
+            let words: Vec<&str> = l.split_whitespace().collect();
+            words == ["rcu_expedited", "0", "1"]
+        }),
+        "{compare}"
+    );
+    assert!(compare.contains("@srlat: A | B\n"), "{compare}");
+    let count_row: Vec<&str> = compare
+        .lines()
+        .find(|l| l.trim_start().starts_with("count "))
+        .unwrap_or_else(|| panic!("{compare}"))
+        .split_whitespace()
+        .collect();
+    assert_eq!(count_row, ["count", "20", "20", "1.00"], "{compare}");
+    // Expedited grace periods are shorter: the mean's ratio B/A is below one.
+    let mean_ratio: f64 = compare
+        .lines()
+        .find(|l| l.trim_start().starts_with("mean "))
+        .and_then(|l| l.split_whitespace().last())
+        .and_then(|r| r.parse().ok())
+        .unwrap_or_else(|| panic!("{compare}"));
+    assert!(mean_ratio < 1.0, "{compare}");
+}
