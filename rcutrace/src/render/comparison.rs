@@ -203,8 +203,14 @@ fn statistics(out: &mut String, name: &str, a: &SeriesStats, b: &SeriesStats, un
     table(out, &rows, 1);
 }
 
+/// Two decimals, and below 0.1 three significant digits, so that a small ratio never reads 0.00.
 fn ratio_text(r: Option<f64>) -> String {
-    r.map_or("-".to_string(), |r| format!("{r:.2}"))
+    let Some(r) = r else {
+        return "-".to_string();
+    };
+    let magnitude = if r > 0.0 { r.log10().floor() as i32 } else { 0 };
+    let places = (2 - magnitude).max(2) as usize;
+    format!("{r:.places$}")
 }
 
 fn row<const N: usize>(cells: [&str; N]) -> Vec<String> {
@@ -286,5 +292,21 @@ mod tests {
         assert_eq!(bar(26, 52).len(), 13);
         assert_eq!(bar(52, 52).len(), 26);
         assert_eq!(bar(0, 0), "");
+    }
+
+    #[test]
+    fn small_ratios_keep_three_digits() {
+        let shown: Vec<String> = [
+            Some(1.0),
+            Some(12.345),
+            Some(0.152),
+            Some(0.004791),
+            Some(0.0),
+            None,
+        ]
+        .into_iter()
+        .map(ratio_text)
+        .collect();
+        assert_eq!(shown, ["1.00", "12.35", "0.152", "0.00479", "0.00", "-"]);
     }
 }
