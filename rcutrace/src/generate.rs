@@ -79,6 +79,7 @@ mod tests {
             "man/man1/rcutrace-count.1",
             "man/man1/rcutrace-gplat.1",
             "man/man1/rcutrace-srlat.1",
+            "man/man1/rcutrace-report.1",
         ] {
             assert!(written.iter().any(|w| w == page), "{page}: {written:?}");
         }
