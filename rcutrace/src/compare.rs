@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 
 use rcutrace_common::records::Environment;
 
-use crate::model::{Buckets, HistMap, Map, Report, SeriesStats, Summary, Unit};
+use crate::model::{Buckets, CountMap, HistMap, Map, Report, SeriesStats, Summary, Unit};
 
 /// The comparison of run A with run B.
 #[derive(Debug, PartialEq)]
@@ -133,9 +133,14 @@ fn settings(e: &Environment) -> Vec<(String, String)> {
 }
 
 fn compare_counts(name: &str, a: &Report, b: &Report) -> Option<CountComparison> {
+    // A single value is a map of one entry without a key.
     let count_map = |r: &Report| {
         r.maps.iter().find_map(|m| match m {
             Map::Count(c) if c.name == name => Some(c.clone()),
+            Map::Scalar(s) if s.name == name => Some(CountMap {
+                name: s.name.clone(),
+                entries: vec![(String::new(), s.value)],
+            }),
             _ => None,
         })
     };
@@ -211,7 +216,7 @@ fn stats(report: &Report, name: &str, key: &Option<String>) -> Option<(SeriesSta
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{CountMap, CountSummary, LatencySummary, Losses};
+    use crate::model::{CountSummary, LatencySummary, Losses};
     use rcutrace_common::{hist::LOG2_SLOTS, records::Members};
 
     fn environment(expedited: &str, attach: &str) -> Environment {
@@ -288,6 +293,25 @@ mod tests {
         assert!(comparison.unmatched.is_empty());
         assert_eq!(ratio(10.0, 25.0), Some(2.5));
         assert_eq!(ratio(0.0, 4.0), None);
+    }
+
+    #[test]
+    fn single_values_compare_as_one_entry() {
+        let scalar = |value| Report {
+            maps: vec![Map::Scalar(crate::model::ScalarMap {
+                name: "@".into(),
+                value,
+            })],
+            summary: Summary::Latency(Vec::new()),
+            environment: None,
+        };
+        assert_eq!(
+            compare(&scalar(4), &scalar(6)).counts,
+            [CountComparison {
+                name: "@".into(),
+                rows: vec![(String::new(), Some(4), Some(6))],
+            }]
+        );
     }
 
     fn latency(name: &str, slots: &[(usize, u64)], mean: f64) -> Report {

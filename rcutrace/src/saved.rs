@@ -14,7 +14,7 @@ use rcutrace_common::{
 use crate::{
     model::{
         Buckets, CountMap, CountSummary, HistMap, KeyedLosses, LatencySummary, Losses, Map, Report,
-        SeriesStats, Summary, Unit,
+        ScalarMap, SeriesStats, Summary, Unit,
     },
     stats::PERCENTILE_ERROR,
 };
@@ -83,15 +83,16 @@ fn from_records(records: &[Record]) -> Result<Saved> {
             Record::Environment(e) => environment = Some(e.clone()),
             Record::Map(members) => {
                 for (name, value) in &members.0 {
-                    let MapValue::Keyed(entries) = value else {
-                        bail!(
-                            "map {name} is a single value, which rcutrace's report does not print"
-                        );
-                    };
-                    maps.push(Map::Count(CountMap {
-                        name: name.clone(),
-                        entries: entries.0.clone(),
-                    }));
+                    maps.push(match value {
+                        MapValue::Keyed(entries) => Map::Count(CountMap {
+                            name: name.clone(),
+                            entries: entries.0.clone(),
+                        }),
+                        MapValue::Scalar(value) => Map::Scalar(ScalarMap {
+                            name: name.clone(),
+                            value: *value,
+                        }),
+                    });
                 }
             }
             Record::Hist(members) => {
@@ -557,10 +558,23 @@ mod tests {
         );
     }
 
+    /// The seed scripts' `@ = count()`, as bpftrace 0.17 saves it.
+    #[test]
+    fn bpftrace_scalars_print_as_bpftrace_printed_them() {
+        let json = "{\"type\": \"attached_probes\", \"data\": {\"probes\": 1}}\n\
+                    {\"type\": \"map\", \"data\": {\"@\": 1400220}}\n\
+                    {\"type\": \"map\", \"data\": {\"@b\": 1}}\n";
+        let saved = parse(json).unwrap();
+        let text = render::banner(Format::Text, 1) + &render::report(Format::Text, &saved.report);
+        assert_eq!(text, "Attaching 1 probe...\n\n\n@: 1400220\n@b: 1\n");
+        assert_eq!(
+            render::banner(Format::Json, 1) + &render::report(Format::Json, &saved.report),
+            json
+        );
+    }
+
     #[test]
     fn what_cannot_be_read_is_said() {
-        let err = parse("{\"type\": \"map\", \"data\": {\"@s\": 1}}\n").unwrap_err();
-        assert!(format!("{err:#}").contains("single value"), "{err:#}");
         let err = parse("{\"type\": \"hist\", \"data\": {\"@h\": 3}}\nnot json\n").unwrap_err();
         assert!(format!("{err:#}").contains("line 1"), "{err:#}");
         let err = parse("{}\nnot json\n").unwrap_err();

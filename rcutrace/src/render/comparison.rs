@@ -68,12 +68,13 @@ fn counts(out: &mut String, map: &CountComparison) {
             (Some(a), Some(b)) => ratio_text(ratio(*a as f64, *b as f64)),
             _ => "-".to_string(),
         };
-        rows.push(vec![
-            format!("  {}", text::one_line(key)),
-            shown(a),
-            shown(b),
-            r,
-        ]);
+        // A map of a single value has one entry without a key.
+        let label = if key.is_empty() {
+            "value".to_string()
+        } else {
+            text::one_line(key)
+        };
+        rows.push(vec![format!("  {label}"), shown(a), shown(b), r]);
     }
     table(out, &rows, 1);
 }

@@ -44,6 +44,7 @@ fn records(report: &Report) -> Vec<Record> {
         .filter(|map| match map {
             Map::Count(m) => !m.entries.is_empty(),
             Map::Hist(h) => !h.is_empty(),
+            Map::Scalar(_) => true,
         });
     for map in written {
         // The keys of one histogram map, in order, make one record.
@@ -57,6 +58,10 @@ fn records(report: &Report) -> Vec<Record> {
             Map::Count(m) => records.push(count_map(m)),
             Map::Hist(h) if h.key.is_some() => keyed_hists.push(h),
             Map::Hist(h) => records.push(hist_map(h)),
+            Map::Scalar(s) => records.push(Record::Map(Members(vec![(
+                s.name.clone(),
+                MapValue::Scalar(s.value),
+            )]))),
         }
     }
     if !keyed_hists.is_empty() {

@@ -42,6 +42,9 @@ fn maps(maps: &[Map]) -> String {
         match map {
             Map::Count(m) => count_map(&mut out, m),
             Map::Hist(h) => hist_map(&mut out, h),
+            Map::Scalar(s) => {
+                let _ = writeln!(out, "{}: {}", s.name, s.value);
+            }
         }
     }
     out
