@@ -6,7 +6,10 @@ use std::collections::BTreeSet;
 
 use rcutrace_common::records::Environment;
 
-use crate::model::{Buckets, CountMap, HistMap, Map, Report, SeriesStats, Summary, Unit};
+use crate::model::{
+    Buckets, CountMap, CountSummary, HistMap, Map, PerGracePeriod, Report, SeriesStats, Summary,
+    Unit,
+};
 
 /// The comparison of run A with run B.
 #[derive(Debug, PartialEq)]
@@ -14,6 +17,8 @@ pub struct Comparison {
     /// What differs between the environments, in the order A records them.
     pub environment: EnvironmentDifference,
     pub counts: Vec<CountComparison>,
+    /// `count`'s figures, where both runs are `count` runs: `(figure, A, B)`.
+    pub rates: Vec<(&'static str, Option<f64>, Option<f64>)>,
     pub hists: Vec<HistComparison>,
     /// Maps only one run has: `(name, true)` for A's, `(name, false)` for B's.
     pub unmatched: Vec<(String, bool)>,
@@ -65,9 +70,18 @@ pub fn compare(a: &Report, b: &Report) -> Comparison {
         .map(|n| (n.clone(), true))
         .chain(names_b.difference(&names_a).map(|n| (n.clone(), false)))
         .collect();
+    let rates = match (&a.summary, &b.summary) {
+        (Summary::Count(sa), Summary::Count(sb)) => count_figures(sa)
+            .into_iter()
+            .zip(count_figures(sb))
+            .map(|((figure, va), (_, vb))| (figure, va, vb))
+            .collect(),
+        _ => Vec::new(),
+    };
     Comparison {
         environment: compare_environments(a.environment.as_ref(), b.environment.as_ref()),
         counts,
+        rates,
         hists,
         unmatched,
     }
@@ -130,6 +144,23 @@ fn settings(e: &Environment) -> Vec<(String, String)> {
             .map(|(function, method)| (format!("{function} attached by"), method.clone())),
     );
     settings
+}
+
+/// The figures `count` prints after its map, by name; none where not traced (or no window).
+fn count_figures(s: &CountSummary) -> Vec<(&'static str, Option<f64>)> {
+    let per_gp = |count| match s.per_grace_period(count) {
+        PerGracePeriod::Ratio(r) => Some(r),
+        _ => None,
+    };
+    vec![
+        ("seconds", Some(s.elapsed.as_secs_f64())),
+        ("grace periods/s", s.per_second(s.grace_periods)),
+        ("RCU readers per grace period", per_gp(s.readers)),
+        ("call_rcu() per grace period", per_gp(s.call_rcu)),
+        ("callbacks per grace period", per_gp(s.callbacks)),
+        ("RCU readers/s", s.per_second(s.readers)),
+        ("callbacks/s", s.per_second(s.callbacks)),
+    ]
 }
 
 fn compare_counts(name: &str, a: &Report, b: &Report) -> Option<CountComparison> {
@@ -216,8 +247,9 @@ fn stats(report: &Report, name: &str, key: &Option<String>) -> Option<(SeriesSta
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{CountSummary, LatencySummary, Losses};
+    use crate::model::{LatencySummary, Losses};
     use rcutrace_common::{hist::LOG2_SLOTS, records::Members};
+    use std::time::Duration;
 
     fn environment(expedited: &str, attach: &str) -> Environment {
         Environment {
@@ -291,6 +323,13 @@ mod tests {
             }]
         );
         assert!(comparison.unmatched.is_empty());
+        // Without grace periods traced, the ratios are not there; the window always is.
+        assert_eq!(comparison.rates[0], ("seconds", Some(0.0), Some(0.0)));
+        assert!(
+            comparison.rates[1..]
+                .iter()
+                .all(|(_, a, b)| a.is_none() && b.is_none())
+        );
         assert_eq!(ratio(10.0, 25.0), Some(2.5));
         assert_eq!(ratio(0.0, 4.0), None);
     }
@@ -311,6 +350,32 @@ mod tests {
                 name: "@".into(),
                 rows: vec![(String::new(), Some(4), Some(6))],
             }]
+        );
+    }
+
+    #[test]
+    fn count_figures_line_up() {
+        let run = |gps, readers| Report {
+            maps: Vec::new(),
+            summary: Summary::Count(CountSummary {
+                elapsed: Duration::from_secs(5),
+                grace_periods: Some(gps),
+                readers: Some(readers),
+                ..CountSummary::default()
+            }),
+            environment: None,
+        };
+        let rates = compare(&run(100, 1000), &run(50, 1000)).rates;
+        assert_eq!(rates[1], ("grace periods/s", Some(20.0), Some(10.0)));
+        assert_eq!(
+            rates[2],
+            ("RCU readers per grace period", Some(10.0), Some(20.0))
+        );
+        assert_eq!(rates[4], ("callbacks per grace period", None, None));
+        assert!(
+            compare(&run(1, 1), &latency("@srlat", &[], 0.0))
+                .rates
+                .is_empty()
         );
     }
 

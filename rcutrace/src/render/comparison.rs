@@ -22,6 +22,10 @@ pub fn comparison(c: &Comparison, a_name: &str, b_name: &str) -> String {
         out.push('\n');
         counts(&mut out, map);
     }
+    if !c.rates.is_empty() {
+        out.push('\n');
+        rates(&mut out, &c.rates);
+    }
     for hist in &c.hists {
         out.push('\n');
         histogram(&mut out, hist);
@@ -75,6 +79,19 @@ fn counts(out: &mut String, map: &CountComparison) {
             text::one_line(key)
         };
         rows.push(vec![format!("  {label}"), shown(a), shown(b), r]);
+    }
+    table(out, &rows, 1);
+}
+
+/// `count`'s figures with the decimals `count` prints them with; a figure neither run has is
+/// left out.
+fn rates(out: &mut String, rates: &[(&str, Option<f64>, Option<f64>)]) {
+    let mut rows = vec![row(["Over the window", "A", "B", "B/A"])];
+    for (figure, a, b) in rates.iter().filter(|(_, a, b)| a.is_some() || b.is_some()) {
+        let places = if *figure == "seconds" { 2 } else { 1 };
+        let shown = |v: &Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.places$}"));
+        let r = ratio_text(a.zip(*b).and_then(|(a, b)| ratio(a, b)));
+        rows.push(vec![format!("  {figure}"), shown(a), shown(b), r]);
     }
     table(out, &rows, 1);
 }
@@ -262,8 +279,16 @@ mod tests {
             summary: Summary::Count(CountSummary::default()),
             environment: None,
         };
-        let a = report(&[("synchronize_rcu", 20), ("call_rcu", 0)]);
-        let b = report(&[("synchronize_rcu", 25), ("call_rcu", 7)]);
+        let (mut a, mut b) = (
+            report(&[("synchronize_rcu", 20), ("call_rcu", 0)]),
+            report(&[("synchronize_rcu", 25), ("call_rcu", 7)]),
+        );
+        for (run, secs) in [(&mut a, 5.0), (&mut b, 2.5)] {
+            run.summary = Summary::Count(CountSummary {
+                elapsed: std::time::Duration::from_secs_f64(secs),
+                ..CountSummary::default()
+            });
+        }
         assert_eq!(
             comparison(&compare(&a, &b), "a.json", "b.json"),
             "A: a.json\nB: b.json\n\n\
@@ -271,7 +296,10 @@ mod tests {
              \n\
              @                   A   B   B/A\n  \
                call_rcu          0   7     -\n  \
-               synchronize_rcu  20  25  1.25\n"
+               synchronize_rcu  20  25  1.25\n\
+             \n\
+             Over the window     A     B    B/A\n  \
+               seconds        5.00  2.50  0.500\n"
         );
     }
 
