@@ -156,6 +156,17 @@ pub struct SrlatArgs {
     pub pid: Option<u32>,
 }
 
+/// Rules across a command and the global options, which clap cannot state.
+pub fn check(cli: &Cli) -> Result<(), clap::Error> {
+    if cli.save.is_some() && matches!(cli.command, Command::Report(_)) {
+        return Err(<Cli as clap::CommandFactory>::command().error(
+            clap::error::ErrorKind::ArgumentConflict,
+            "--save is for the commands that trace (count, gplat, srlat); report reads saved runs",
+        ));
+    }
+    Ok(())
+}
+
 /// `MIN,MAX,STEP` with bpftrace's rules for lhist().
 pub fn parse_linear(text: &str) -> Result<Linear, String> {
     let parts: Vec<&str> = text.split(',').map(str::trim).collect();
@@ -343,6 +354,17 @@ mod tests {
             let err = parse_linear(bad).unwrap_err();
             assert!(err.contains(says), "{bad}: {err}");
         }
+    }
+
+    #[test]
+    fn report_takes_one_or_two_saved_runs() {
+        let Command::Report(args) = parse(&["report", "a.json", "b.json"]).unwrap().command else {
+            panic!("not report");
+        };
+        assert_eq!(args.files.len(), 2);
+        let cli = parse(&["report", "a.json", "--save", "b.json"]).unwrap();
+        assert_eq!(check(&cli).unwrap_err().exit_code(), 2);
+        assert!(check(&parse(&["srlat", "--save", "b.json"]).unwrap()).is_ok());
     }
 
     #[test]

@@ -44,6 +44,9 @@ fn main() -> ExitCode {
     }
     // Usage errors exit here with status 2 and clap's explanation.
     let cli = Cli::parse();
+    if let Err(error) = cli::check(&cli) {
+        error.exit();
+    }
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn"))
         .format_timestamp(None)
         .init();
