@@ -1,37 +1,54 @@
-//! `rcutrace report` against real runs (6.12): two srlat runs, with rcu_expedited 0 and 1,
-//! print their text and save their JSON; `report FILE` prints each run's text again byte for
-//! byte, and `report A B` names the setting that differs and the ratios.
+//! `rcutrace report` against real runs on 6.1 and 6.12: two srlat runs, with rcu_expedited 0
+//! and 1, and runs of every histogram layout and of count, print their text and save their
+//! JSON; `report FILE` prints each run's text again byte for byte, and `report A B` names the
+//! setting that differs and the ratios.
 
 mod support;
 
 use support::{boot, run_named, sections};
 
 #[test]
-fn report_reprints_a_run_and_compares_two_6_12() {
+fn report_reprints_runs_and_compares_two_6_12() {
+    report_reprints_runs_and_compares_two("6.12");
+}
+
+#[test]
+fn report_reprints_runs_and_compares_two_6_1() {
+    report_reprints_runs_and_compares_two("6.1");
+}
+
+fn report_reprints_runs_and_compares_two(series: &str) {
     let script = "\
 echo 0 > /sys/kernel/rcu_expedited
 traced normal 'srlat --save /tmp/normal.json --pid WPID' '/bin/rcu-workload membarrier 20'
 echo 1 > /sys/kernel/rcu_expedited
 traced expedited 'srlat --save /tmp/expedited.json --pid WPID' '/bin/rcu-workload membarrier 20'
 echo 0 > /sys/kernel/rcu_expedited
-for run in normal expedited; do
+traced count 'count --by comm --save /tmp/count.json' '/bin/rcu-workload membarrier 20'
+traced linear 'gplat --linear 0,40,5 --save /tmp/linear.json' '/bin/rcu-workload membarrier 20'
+traced sparse 'srlat --buckets 4 --by pid --save /tmp/sparse.json' '/bin/rcu-workload membarrier 20'
+for run in normal expedited count linear sparse; do
     /bin/rcutrace report /tmp/$run.json >/tmp/$run.report
     echo \"=== $run.same\"; cmp /tmp/$run.out /tmp/$run.report && echo identical
 done
 echo '=== compare.out'; /bin/rcutrace report /tmp/normal.json /tmp/expedited.json
 echo '=== normal.json'; cat /tmp/normal.json
 ";
-    let out = boot("6.12", script);
+    let out = boot(series, script);
     let parts = sections(&out.stdout);
     for run in ["normal", "expedited"] {
         let traced = run_named(&parts, run);
-        traced.assert_ok(run);
         assert_eq!(
             traced.number_after("@srlat count", "count"),
             Some(20.0),
             "{}",
             traced.out
         );
+    }
+    // Every layout, keyed maps and count's ratios print again byte for byte.
+    for run in ["normal", "expedited", "count", "linear", "sparse"] {
+        let traced = run_named(&parts, run);
+        traced.assert_ok(run);
         assert_eq!(
             parts[&format!("{run}.same")],
             "identical\n",
@@ -39,6 +56,20 @@ echo '=== normal.json'; cat /tmp/normal.json
             traced.out
         );
     }
+    let sparse = run_named(&parts, "sparse").out;
+    assert!(
+        sparse
+            .lines()
+            .any(|l| l.starts_with("@srlat[") && l.contains("rcu-workload]: ")),
+        "{sparse}"
+    );
+    let count = run_named(&parts, "count").out;
+    assert!(count.contains("calls lost to a full key map"), "{count}");
+    let linear = run_named(&parts, "linear").out;
+    assert!(
+        linear.contains("[0, 5)") || linear.contains("[40, ...)"),
+        "{linear}"
+    );
     let json = &parts["normal.json"];
     assert!(
         json.contains("\"type\": \"rcutrace_environment\""),
