@@ -141,30 +141,46 @@ pub fn sparse_bounds(bucket: u64, step: u64) -> SlotBounds {
 /// above, every power of two is split into 2^FINE_BITS equal sub-buckets, so a bucket is never
 /// wider than 1/64 of its lower bound.
 pub const FINE_BITS: u32 = 6;
-const FINE_SUB: u64 = 1 << FINE_BITS;
 /// Slots needed for every u64 value.
-pub const FINE_SLOTS: u32 = (64 - FINE_BITS + 1) << FINE_BITS;
+pub const FINE_SLOTS: u32 = fine_slots(FINE_BITS);
+
+/// Slots a fine histogram with `bits` sub-bucket bits needs for every u64 value.
+pub const fn fine_slots(bits: u32) -> u32 {
+    (64 - bits + 1) << bits
+}
 
 /// Fine slot of a nanosecond value.
 #[inline(always)]
 pub fn fine_slot(value: u64) -> u32 {
-    if value < FINE_SUB {
+    fine_slot_bits(value, FINE_BITS)
+}
+
+/// Fine slot of `value` in a histogram with `bits` sub-bucket bits.
+#[inline(always)]
+pub fn fine_slot_bits(value: u64, bits: u32) -> u32 {
+    if value < 1 << bits {
         return value as u32;
     }
     let exp = ilog2(value);
-    let shift = exp - FINE_BITS;
-    let sub = ((value >> shift) & (FINE_SUB - 1)) as u32;
-    ((shift + 1) << FINE_BITS) + sub
+    let shift = exp - bits;
+    let sub = ((value >> shift) & ((1 << bits) - 1)) as u32;
+    ((shift + 1) << bits) + sub
 }
 
 /// Smallest value of a fine slot and the width of the slot (values `lo..lo + width`).
 pub fn fine_slot_range(slot: u32) -> (u64, u64) {
-    if (slot as u64) < FINE_SUB {
+    fine_slot_range_bits(slot, FINE_BITS)
+}
+
+/// `fine_slot_range` for a histogram with `bits` sub-bucket bits.
+pub fn fine_slot_range_bits(slot: u32, bits: u32) -> (u64, u64) {
+    let sub_buckets = 1u64 << bits;
+    if (slot as u64) < sub_buckets {
         return (slot as u64, 1);
     }
-    let shift = (slot >> FINE_BITS) - 1;
-    let sub = (slot as u64) & (FINE_SUB - 1);
-    ((FINE_SUB + sub) << shift, 1 << shift)
+    let shift = (slot >> bits) - 1;
+    let sub = (slot as u64) & (sub_buckets - 1);
+    ((sub_buckets + sub) << shift, 1 << shift)
 }
 
 #[cfg(test)]
@@ -321,6 +337,14 @@ mod tests {
             }
         }
         assert_eq!(fine_slot(u64::MAX), FINE_SLOTS - 1);
+        for bits in [3, 4] {
+            for v in (0..3000u64).chain([1 << 40, u64::MAX]) {
+                let slot = fine_slot_bits(v, bits);
+                assert!(slot < fine_slots(bits), "{v} with {bits} bits");
+                let (lo, width) = fine_slot_range_bits(slot, bits);
+                assert!(lo <= v && v - lo < width, "{v} with {bits} bits");
+            }
+        }
         // Consecutive slots tile the number line without gaps.
         for slot in 1..FINE_SLOTS {
             let (lo, _) = fine_slot_range(slot);

@@ -6,6 +6,7 @@
 #![no_std]
 
 pub mod attribution;
+pub mod callbacks;
 pub mod counters;
 pub mod hist;
 pub mod latency;

@@ -35,8 +35,14 @@ pub enum Record {
     LatencySummary(LatencySummary),
     #[serde(rename = "rcutrace_not_measured")]
     NotMeasured(NotMeasured),
+    #[serde(rename = "rcutrace_callbacks_summary")]
+    CallbacksSummary(CallbacksSummary),
     #[serde(rename = "rcutrace_environment")]
     Environment(Environment),
+    /// A map the run printed with no entry (one empty line), which bpftrace would not have
+    /// written and so has no `map` or `hist` record.
+    #[serde(rename = "rcutrace_empty_map")]
+    EmptyMap { map: String },
 }
 
 /// A JSON object whose members keep their order: bpftrace orders a map's entries by value,
@@ -187,6 +193,58 @@ pub struct NotMeasured {
     pub lost_to_full_map: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stacks_lost: Option<u64>,
+}
+
+/// `rcutrace callbacks`' rows (most queued first, at most `--top`) and totals.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CallbacksSummary {
+    pub elapsed_s: f64,
+    /// The window exactly, for `rcutrace report` to print what the run printed.
+    #[serde(default)]
+    pub elapsed_ns: Option<u64>,
+    /// The latency histograms' unit: `ms`, `us` or `ns`.
+    pub unit: String,
+    pub percentile_error: f64,
+    pub rows: Vec<CallbackRow>,
+    pub rows_not_shown: u64,
+    pub queued_not_shown: u64,
+    /// Every callback queued and invoked while tracing.
+    pub queued: u64,
+    pub invoked: u64,
+    /// Objects given to kvfree_call_rcu(): freed in batches, never timed; `null` if untraced.
+    pub kvfree_queued: Option<u64>,
+    pub not_timed: CallbacksNotTimed,
+    /// Entry points this kernel lacks or refused: their callbacks show `via` `other`.
+    pub entry_points_not_traced: Vec<String>,
+}
+
+/// One callback function queued one way.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CallbackRow {
+    pub function: String,
+    pub via: String,
+    pub queued: u64,
+    /// Invoked with their queueing seen: the latency samples.
+    pub invoked: u64,
+    pub pending_at_exit: u64,
+    pub queued_before_tracing: u64,
+    pub not_recorded: u64,
+    pub requeued: u64,
+    pub min_ns: Option<u64>,
+    pub mean_ns: Option<f64>,
+    pub max_ns: Option<u64>,
+    pub percentiles_ns: Members<f64>,
+}
+
+/// Callbacks seen but not timed, by cause.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CallbacksNotTimed {
+    pub queued_before_tracing: u64,
+    pub pending_map_full: u64,
+    pub requeued: u64,
+    pub missed_by_kernel: u64,
+    pub row_map_full_queued: u64,
+    pub row_map_full_invoked: u64,
 }
 
 impl<V: Serialize> Serialize for Members<V> {

@@ -1,9 +1,10 @@
 //! rcutrace's eBPF programs.
 //!
-//! Two families, one module each: `counters` (one program per counted function, for
-//! `rcutrace count`) and `latency` (entry/return pairs per timed function, for `rcutrace gplat`
-//! and `srlat`). `window` (is tracing on, is this rcutrace itself) and `attribution` (the
-//! `--by` key) serve both.
+//! One module per family: `counters` (one program per counted function, for `rcutrace count`),
+//! `latency` (entry/return pairs per timed function, for `rcutrace gplat` and `srlat`) and
+//! `callbacks` (every RCU callback from queueing to invocation, for `rcutrace callbacks`).
+//! `window` (is tracing on, is this rcutrace itself) serves all; `attribution` (the `--by`
+//! key) the first two.
 #![no_std]
 #![no_main]
 #![feature(core_intrinsics)]
@@ -11,6 +12,7 @@
 
 mod atomic;
 mod attribution;
+mod callbacks;
 mod counters;
 mod latency;
 mod window;

@@ -66,6 +66,13 @@ pub enum Command {
         sudo rcutrace srlat --func synchronize_srcu --by stack --top 5\n  \
         sudo rcutrace srlat --pid 1234 --buckets 5")]
     Srlat(SrlatArgs),
+    /// Which RCU callbacks are queued, how many are invoked or still pending, and how long
+    /// each function's callbacks wait from queueing to invocation.
+    #[command(after_help = "Examples:\n  \
+        sudo rcutrace callbacks --secs 5\n  \
+        sudo rcutrace callbacks --top 0 --by cpu\n  \
+        sudo rcutrace callbacks --unit us -f json")]
+    Callbacks(CallbacksArgs),
     /// Print a run saved with -f json as the text it printed, or compare two saved runs.
     #[command(after_help = "Examples:\n  \
         sudo rcutrace -f json srlat --secs 30 > normal.json\n  \
@@ -120,6 +127,27 @@ pub struct ByArgs {
     /// "[other: K keys]" entry, so totals stay exact (0: keep every key).
     #[arg(long, default_value_t = 20, value_name = "N", requires = "by")]
     pub top: usize,
+}
+
+#[derive(Debug, Args)]
+pub struct CallbacksArgs {
+    #[command(flatten)]
+    pub common: Common,
+    /// Rows and histograms to print, most queued first (0: all).
+    #[arg(long, default_value_t = 10, value_name = "N")]
+    pub top: usize,
+    /// Also print per-CPU totals: callbacks queued, invoked and pending at exit, by CPU.
+    #[arg(long, value_enum, value_name = "KEY")]
+    pub by: Option<CallbacksBy>,
+    /// Unit of the latency histograms and table.
+    #[arg(long, value_enum, default_value_t = Unit::Ms, value_name = "UNIT")]
+    pub unit: Unit,
+}
+
+/// What `callbacks --by` breaks the totals down by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum CallbacksBy {
+    Cpu,
 }
 
 #[derive(Debug, Args)]
@@ -338,6 +366,22 @@ mod tests {
     }
 
     #[test]
+    fn callbacks_options() {
+        let Command::Callbacks(args) = parse(&["callbacks"]).unwrap().command else {
+            panic!("not callbacks");
+        };
+        assert_eq!((args.top, args.by, args.unit), (10, None, Unit::Ms));
+        let cli = parse(&["callbacks", "--top", "0", "--by", "cpu", "--unit", "us"]).unwrap();
+        let Command::Callbacks(args) = cli.command else {
+            panic!("not callbacks");
+        };
+        assert_eq!(
+            (args.top, args.by, args.unit),
+            (0, Some(CallbacksBy::Cpu), Unit::Us)
+        );
+    }
+
+    #[test]
     fn linear_rules_follow_bpftrace() {
         assert!(parse_linear("0,1,1").is_ok());
         assert!(parse_linear("5, 1005, 1").is_ok());
@@ -384,6 +428,8 @@ mod tests {
             &["report"],
             &["report", "a", "b", "c"],
             &["gplat", "--unit", "s"],
+            &["callbacks", "--by", "comm"],
+            &["callbacks", "--top", "-1"],
             &["frobnicate"],
         ] {
             let err = parse(args).unwrap_err();

@@ -80,6 +80,7 @@ fn run(cli: &Cli) -> anyhow::Result<String> {
             Command::Count(args) => commands::count::run(args, format).await,
             Command::Gplat(args) => commands::latency::gplat(args, format).await,
             Command::Srlat(args) => commands::latency::srlat(args, format).await,
+            Command::Callbacks(args) => commands::callbacks::run(args, format).await,
             Command::Report(_) => Err(anyhow::anyhow!("report reads files, it does not trace")),
         }
     })?;

@@ -251,4 +251,63 @@ pub struct Report {
 pub enum Summary {
     Count(CountSummary),
     Latency(Vec<LatencySummary>),
+    Callbacks(CallbacksSummary),
+}
+
+/// One callback function queued one way: what `rcutrace callbacks` prints per row.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CallbackRow {
+    /// Symbolized, `name [module]` for a module's function.
+    pub function: String,
+    /// The entry point that queued it (`call_rcu`, `call_rcu_hurry`, ...), `barrier`,
+    /// `other`, or `?` when it was only seen invoked.
+    pub via: String,
+    /// Queued while tracing.
+    pub queued: u64,
+    /// Invoked while tracing, queueing seen: the latency samples.
+    pub invoked: u64,
+    /// Queued while tracing, not invoked when it stopped.
+    pub pending_at_exit: u64,
+    /// Invoked while tracing but queued before it began (no latency).
+    pub queued_before_tracing: u64,
+    /// Queued while tracing, but not recorded (pending map full), so never timed.
+    pub unrecorded: u64,
+    /// Queued again while still pending: the invocation in between was missed.
+    pub requeued: u64,
+    /// Queue-to-invoke latency of the `invoked` callbacks.
+    pub latency: SeriesStats,
+}
+
+/// Totals over all rows, and everything that could not be attributed or timed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CallbackTotals {
+    pub queued: u64,
+    pub invoked: u64,
+    /// Invocations of callbacks queued before tracing began, over all rows.
+    pub queued_before_tracing: u64,
+    /// Heads queued again before their invocation was seen, over all rows.
+    pub requeued: u64,
+    /// Objects given to kvfree_call_rcu() (kfree_rcu() and kvfree_rcu()), if traced.
+    pub kvfree_queued: Option<u64>,
+    pub pending_map_full: u64,
+    pub rows_map_full_queued: u64,
+    pub rows_map_full_invoked: u64,
+    /// Probe hits the kernel skipped (a BPF program already running on that CPU).
+    pub missed_by_kernel: u64,
+}
+
+/// What `rcutrace callbacks` adds to its histograms: the rows and the totals.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CallbacksSummary {
+    pub elapsed: Duration,
+    pub unit: Unit,
+    /// Most queued first; at most `--top` of them.
+    pub rows: Vec<CallbackRow>,
+    /// Rows left out by `--top`, and what they queued.
+    pub rows_not_shown: usize,
+    pub queued_not_shown: u64,
+    pub percentile_error: f64,
+    pub totals: CallbackTotals,
+    /// Entry points that could not be traced: their callbacks count as `other`.
+    pub entry_points_not_traced: Vec<String>,
 }

@@ -7,6 +7,7 @@
 use std::fmt;
 
 use rcutrace_common::{
+    callbacks,
     counters::{self, CounterSlot},
     latency::MAX_TIMED,
 };
@@ -57,6 +58,8 @@ pub enum Programs {
     Counter(CounterSlot),
     /// The latency programs of one timed function (`0..MAX_TIMED`).
     Timed(u32),
+    /// `callbacks`' programs for one hook (`enqueue`, `dequeue`, `call_rcu`, ...).
+    Callbacks(&'static str),
 }
 
 /// One hook: a kernel function, the side, and the programs that can serve it.
@@ -106,6 +109,7 @@ impl Probe {
                 };
                 Some(format!("timed_{index}_{side}_{method}"))
             }
+            Programs::Callbacks(hook) => Some(format!("callbacks_{hook}_{method}")),
             Programs::Counter(_) | Programs::Timed(_) => None,
         }
     }
@@ -178,7 +182,9 @@ impl Counted {
     pub fn slot(&self) -> CounterSlot {
         match self.probe.programs {
             Programs::Counter(slot) => slot,
-            Programs::Timed(_) => unreachable!("counted functions use counter programs"),
+            Programs::Timed(_) | Programs::Callbacks(_) => {
+                unreachable!("counted functions use counter programs")
+            }
         }
     }
 }
@@ -280,7 +286,9 @@ impl Timed {
     pub fn index(&self) -> u32 {
         match self.entry.programs {
             Programs::Timed(index) => index,
-            Programs::Counter(_) => unreachable!("timed probes use timed programs"),
+            Programs::Counter(_) | Programs::Callbacks(_) => {
+                unreachable!("timed probes use timed programs")
+            }
         }
     }
 
@@ -320,6 +328,75 @@ pub const fn timed_call(index: u32, function: &'static str) -> Timed {
 /// Internal grace-period latency: `rcu_gp_init()` entry to `rcu_gp_cleanup()` return.
 pub const GP_LATENCY: Timed = timed(0, "rcu_gp_init", "rcu_gp_cleanup");
 
+const fn callback_hook(function: &'static str, side: Side, hook: &'static str) -> Probe {
+    Probe {
+        function,
+        side,
+        programs: Programs::Callbacks(hook),
+        prefer_kprobe: false,
+    }
+}
+
+/// What `rcutrace callbacks` hooks. Only `queue` and `invoke` are indispensable.
+pub struct CallbackProbes {
+    /// Every callback for normal RCU, SRCU and tasks RCU is put on a CPU's list here, with
+    /// its `rcu_head` (function already set); not reached on CPUs whose callbacks are
+    /// offloaded (rcu_nocbs=), where they go to a bypass list first.
+    pub queue: Probe,
+    /// Barrier callbacks (`rcu_barrier()` and its SRCU and tasks cousins) join the lists here.
+    pub barrier: Probe,
+    /// Returns each `rcu_head` just before the invocation loops call its function.
+    pub invoke: Probe,
+    /// `kfree_rcu()` objects: counted only, the kernel frees them in batches.
+    pub kvfree: Probe,
+    /// API entry points, with the `Via` each leaves for the queueing that follows.
+    pub entry_points: [(Probe, callbacks::Via); 6],
+}
+
+pub const CALLBACKS: CallbackProbes = CallbackProbes {
+    queue: callback_hook("rcu_segcblist_enqueue", Side::Entry, "enqueue"),
+    barrier: callback_hook("rcu_segcblist_entrain", Side::Entry, "entrain"),
+    invoke: callback_hook("rcu_cblist_dequeue", Side::Return, "dequeue"),
+    kvfree: callback_hook("kvfree_call_rcu", Side::Entry, "kvfree"),
+    entry_points: [
+        (
+            callback_hook("call_rcu", Side::Entry, "call_rcu"),
+            callbacks::VIA_CALL_RCU,
+        ),
+        (
+            callback_hook("call_rcu_hurry", Side::Entry, "call_rcu_hurry"),
+            callbacks::VIA_CALL_RCU_HURRY,
+        ),
+        (
+            callback_hook("call_srcu", Side::Entry, "call_srcu"),
+            callbacks::VIA_CALL_SRCU,
+        ),
+        (
+            callback_hook("call_rcu_tasks", Side::Entry, "call_rcu_tasks"),
+            callbacks::VIA_CALL_RCU_TASKS,
+        ),
+        (
+            callback_hook("call_rcu_tasks_trace", Side::Entry, "call_rcu_tasks_trace"),
+            callbacks::VIA_CALL_RCU_TASKS_TRACE,
+        ),
+        (
+            callback_hook("call_rcu_tasks_rude", Side::Entry, "call_rcu_tasks_rude"),
+            callbacks::VIA_CALL_RCU_TASKS_RUDE,
+        ),
+    ],
+};
+
+impl CallbackProbes {
+    /// Attach order: entry points first, so that the queueing probe, attached last, finds
+    /// them in place; the invocation probe before it, so that every queueing it sees has its
+    /// invocation seen too.
+    pub fn in_attach_order(&self) -> Vec<Probe> {
+        let mut probes: Vec<Probe> = self.entry_points.iter().map(|(p, _)| *p).collect();
+        probes.extend([self.kvfree, self.barrier, self.invoke, self.queue]);
+        probes
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -354,6 +431,32 @@ mod tests {
         assert_eq!(
             GP_LATENCY.exit.program(Method::Fexit).as_deref(),
             Some("timed_0_return_fexit")
+        );
+    }
+
+    #[test]
+    fn callbacks_attach_queueing_last_and_name_each_entry_point_once() {
+        let order = CALLBACKS.in_attach_order();
+        assert_eq!(order.last(), Some(&CALLBACKS.queue));
+        assert_eq!(order[order.len() - 2], CALLBACKS.invoke);
+        let mut vias: Vec<_> = CALLBACKS.entry_points.iter().map(|(_, v)| *v).collect();
+        vias.sort();
+        vias.dedup();
+        assert_eq!(vias.len(), CALLBACKS.entry_points.len());
+        for (probe, via) in CALLBACKS.entry_points {
+            // The entry point's printed name is its function's.
+            assert_eq!(callbacks::VIA_NAMES[via as usize], probe.function);
+        }
+        assert_eq!(
+            plan(&CALLBACKS.invoke, AttachChoice::Auto, Keys::Plain),
+            vec![
+                (Method::Fexit, "callbacks_dequeue_fexit".to_string()),
+                (Method::Kretprobe, "callbacks_dequeue_kretprobe".to_string())
+            ]
+        );
+        assert_eq!(
+            CALLBACKS.queue.program(Method::Kprobe).as_deref(),
+            Some("callbacks_enqueue_kprobe")
         );
     }
 

@@ -13,10 +13,10 @@ use rcutrace_common::{
 
 use crate::{
     model::{
-        Buckets, CountMap, CountSummary, HistMap, KeyedLosses, LatencySummary, Losses, Map, Report,
-        ScalarMap, SeriesStats, Summary, Unit,
+        Buckets, CallbackRow, CallbackTotals, CallbacksSummary, CountMap, CountSummary, HistMap,
+        KeyedLosses, LatencySummary, Losses, Map, Report, ScalarMap, SeriesStats, Summary, Unit,
     },
-    stats::PERCENTILE_ERROR,
+    stats::{PERCENTILE_ERROR, QUANTILES, quantile_name},
 };
 
 /// A run as it was saved.
@@ -58,7 +58,7 @@ pub fn parse(text: &str) -> Result<Saved> {
     from_records(&records)
 }
 
-const KNOWN_TYPES: [&str; 7] = [
+const KNOWN_TYPES: [&str; 9] = [
     "attached_probes",
     "map",
     "hist",
@@ -66,6 +66,8 @@ const KNOWN_TYPES: [&str; 7] = [
     "rcutrace_latency_summary",
     "rcutrace_not_measured",
     "rcutrace_environment",
+    "rcutrace_empty_map",
+    "rcutrace_callbacks_summary",
 ];
 
 fn from_records(records: &[Record]) -> Result<Saved> {
@@ -73,6 +75,7 @@ fn from_records(records: &[Record]) -> Result<Saved> {
     let mut environment = None;
     let mut maps = Vec::new();
     let mut count_summary = None;
+    let mut callbacks_summary = None;
     let mut latency = Vec::new();
     // Histograms wait for their layout, which the summaries after them carry.
     let mut hists: Vec<(String, Option<String>, &[Bucket])> = Vec::new();
@@ -81,6 +84,12 @@ fn from_records(records: &[Record]) -> Result<Saved> {
         match record {
             Record::AttachedProbes { probes: n } => probes = Some(*n),
             Record::Environment(e) => environment = Some(e.clone()),
+            // It printed as one empty line, whatever kind of map it was.
+            Record::EmptyMap { map } => maps.push(Map::Count(CountMap {
+                name: map.clone(),
+                entries: Vec::new(),
+            })),
+            Record::CallbacksSummary(s) => callbacks_summary = Some(callbacks(s)),
             Record::Map(members) => {
                 for (name, value) in &members.0 {
                     maps.push(match value {
@@ -136,31 +145,10 @@ fn from_records(records: &[Record]) -> Result<Saved> {
             buckets: model_buckets(layout, buckets).with_context(|| format!("histogram {name}"))?,
         }));
     }
-    // A histogram without a sample has no `hist` record, but its summary says it was there.
-    for s in &all_series {
-        let present = hists
-            .iter()
-            .any(|(name, key, _)| *name == s.map && *key == s.key);
-        if !present && let Some(layout) = s.layout {
-            maps.push(Map::Hist(HistMap {
-                name: s.map.clone(),
-                key: s.key.clone(),
-                buckets: model_buckets(layout, &[])?,
-            }));
-        }
-    }
-    let summary = match count_summary {
-        Some(summary) => {
-            // count always has its map `@`; with no key it printed as an empty map.
-            if !maps.iter().any(|m| m.name() == "@") {
-                maps.push(Map::Count(CountMap {
-                    name: "@".into(),
-                    entries: Vec::new(),
-                }));
-            }
-            Summary::Count(summary)
-        }
-        None => Summary::Latency(latency),
+    let summary = match (count_summary, callbacks_summary) {
+        (Some(summary), _) => Summary::Count(summary),
+        (None, Some(summary)) => Summary::Callbacks(summary),
+        (None, None) => Summary::Latency(latency),
     };
     Ok(Saved {
         probes,
@@ -200,6 +188,62 @@ fn count(s: &records::CountSummary) -> CountSummary {
     }
 }
 
+fn callbacks(s: &records::CallbacksSummary) -> CallbacksSummary {
+    let unit = unit(&s.unit).unwrap_or(Unit::Ms);
+    CallbacksSummary {
+        elapsed: s.elapsed_ns.map_or_else(
+            || Duration::from_secs_f64(s.elapsed_s.max(0.0)),
+            Duration::from_nanos,
+        ),
+        unit,
+        rows: s
+            .rows
+            .iter()
+            .map(|row| CallbackRow {
+                function: row.function.clone(),
+                via: row.via.clone(),
+                queued: row.queued,
+                invoked: row.invoked,
+                pending_at_exit: row.pending_at_exit,
+                queued_before_tracing: row.queued_before_tracing,
+                unrecorded: row.not_recorded,
+                requeued: row.requeued,
+                latency: SeriesStats {
+                    key: None,
+                    count: row.invoked,
+                    min_ns: row.min_ns,
+                    max_ns: row.max_ns,
+                    mean_ns: row.mean_ns,
+                    percentiles: percentiles(&row.percentiles_ns),
+                },
+            })
+            .collect(),
+        rows_not_shown: s.rows_not_shown as usize,
+        queued_not_shown: s.queued_not_shown,
+        percentile_error: s.percentile_error,
+        totals: CallbackTotals {
+            queued: s.queued,
+            invoked: s.invoked,
+            queued_before_tracing: s.not_timed.queued_before_tracing,
+            requeued: s.not_timed.requeued,
+            kvfree_queued: s.kvfree_queued,
+            pending_map_full: s.not_timed.pending_map_full,
+            rows_map_full_queued: s.not_timed.row_map_full_queued,
+            rows_map_full_invoked: s.not_timed.row_map_full_invoked,
+            missed_by_kernel: s.not_timed.missed_by_kernel,
+        },
+        entry_points_not_traced: s.entry_points_not_traced.clone(),
+    }
+}
+
+fn percentiles(by_name: &records::Members<f64>) -> Vec<(f64, f64)> {
+    by_name
+        .0
+        .iter()
+        .filter_map(|(name, ns)| Some((quantile(name)?, *ns)))
+        .collect()
+}
+
 fn latency_summary(
     series: &[&records::LatencySummary],
     losses: &records::NotMeasured,
@@ -218,12 +262,7 @@ fn latency_summary(
                 min_ns: s.min_ns,
                 max_ns: s.max_ns,
                 mean_ns: s.mean_ns,
-                percentiles: s
-                    .percentiles_ns
-                    .0
-                    .iter()
-                    .filter_map(|(name, ns)| Some((quantile(name)?, *ns)))
-                    .collect(),
+                percentiles: percentiles(&s.percentiles_ns),
             })
             .collect(),
         percentile_error: series
@@ -246,8 +285,12 @@ pub fn unit(suffix: &str) -> Option<Unit> {
         .find(|u| u.suffix() == suffix)
 }
 
-/// `p99.9` back to 0.999 (the inverse of `stats::quantile_name`).
+/// `p99.9` back to 0.999 (the inverse of `stats::quantile_name`): the very constant of
+/// `stats::QUANTILES` where one has the name (99.9 / 100 is not the same double as 0.999).
 fn quantile(name: &str) -> Option<f64> {
+    if let Some(&q) = QUANTILES.iter().find(|&&q| quantile_name(q) == name) {
+        return Some(q);
+    }
     let percent: f64 = name.strip_prefix('p')?.parse().ok()?;
     Some(percent / 100.0)
 }
@@ -522,6 +565,62 @@ mod tests {
             };
             assert_eq!(replayed(&report), live(Format::Text, &report));
         }
+    }
+
+    #[test]
+    fn callbacks_print_again() {
+        let row = |function: &str, invoked| CallbackRow {
+            function: function.into(),
+            via: "call_rcu".into(),
+            queued: invoked + 2,
+            invoked,
+            pending_at_exit: 2,
+            queued_before_tracing: 1,
+            unrecorded: 0,
+            requeued: 0,
+            latency: if invoked > 0 {
+                series(None, invoked)
+            } else {
+                series(None, 0)
+            },
+        };
+        let report = Report {
+            maps: vec![
+                Map::Hist(HistMap {
+                    name: "@cblat".into(),
+                    key: Some("rcu_work_rcufn".into()),
+                    buckets: log2(&[3_000_000, 20_000_000]),
+                }),
+                Map::Count(CountMap {
+                    name: "@cpu_pending".into(),
+                    entries: Vec::new(),
+                }),
+                Map::Count(CountMap {
+                    name: "@cpu_queued".into(),
+                    entries: vec![("0".into(), 4), ("1".into(), 2)],
+                }),
+            ],
+            summary: Summary::Callbacks(CallbacksSummary {
+                elapsed: Duration::from_nanos(5_004_999_999),
+                unit: Unit::Ms,
+                rows: vec![row("rcu_work_rcufn", 2), row("delayed_put_task_struct", 0)],
+                rows_not_shown: 3,
+                queued_not_shown: 9,
+                percentile_error: 0.0039,
+                totals: CallbackTotals {
+                    queued: 20,
+                    invoked: 12,
+                    kvfree_queued: Some(7),
+                    missed_by_kernel: 1,
+                    ..CallbackTotals::default()
+                },
+                entry_points_not_traced: vec!["call_rcu_hurry".into()],
+            }),
+            environment: None,
+        };
+        let text = live(Format::Text, &report);
+        assert!(text.contains("rcu_work_rcufn"), "{text}");
+        assert_eq!(replayed(&report), text);
     }
 
     /// bpftrace 0.17's own JSON of the keyed-map run in docs (kstack, comm, pid keys).

@@ -1,6 +1,6 @@
 //! Percentiles from the kernel's fine log-linear histogram.
 
-use rcutrace_common::hist::{FINE_BITS, fine_slot_range};
+use rcutrace_common::hist::{FINE_BITS, fine_slot_range_bits};
 
 /// The quantiles rcutrace reports.
 pub const QUANTILES: [f64; 4] = [0.5, 0.9, 0.99, 0.999];
@@ -13,11 +13,21 @@ pub fn quantile_name(q: f64) -> String {
 
 /// Largest relative error of an estimate: half a bucket, and a bucket is at most
 /// 1/2^FINE_BITS of its lower bound.
-pub const PERCENTILE_ERROR: f64 = 1.0 / (2u64 << FINE_BITS) as f64;
+pub const PERCENTILE_ERROR: f64 = percentile_error(FINE_BITS);
+
+/// `PERCENTILE_ERROR` for a fine histogram with `bits` sub-bucket bits.
+pub const fn percentile_error(bits: u32) -> f64 {
+    1.0 / (2u64 << bits) as f64
+}
 
 /// Estimates the `q` quantile (nearest rank) from fine slot counts: the middle of the bucket
 /// that holds it, clamped to the exact extremes.
 pub fn percentile(fine: &[u64], q: f64, min: u64, max: u64) -> Option<f64> {
+    percentile_bits(fine, FINE_BITS, q, min, max)
+}
+
+/// `percentile` over a fine histogram with `bits` sub-bucket bits.
+pub fn percentile_bits(fine: &[u64], bits: u32, q: f64, min: u64, max: u64) -> Option<f64> {
     let total: u64 = fine.iter().sum();
     if total == 0 {
         return None;
@@ -27,7 +37,7 @@ pub fn percentile(fine: &[u64], q: f64, min: u64, max: u64) -> Option<f64> {
     for (slot, &count) in fine.iter().enumerate() {
         seen += count;
         if seen >= rank {
-            let (low, width) = fine_slot_range(slot as u32);
+            let (low, width) = fine_slot_range_bits(slot as u32, bits);
             let middle = low as f64 + (width - 1) as f64 / 2.0;
             return Some(middle.clamp(min as f64, max as f64));
         }
@@ -76,6 +86,18 @@ mod tests {
             assert!(error <= PERCENTILE_ERROR, "q {q}: {estimate} vs {exact}");
         }
         const { assert!(PERCENTILE_ERROR < 0.008) };
+        // The callbacks' coarser histogram keeps its own, larger bound.
+        let bits = 4;
+        let mut coarse = vec![0; rcutrace_common::hist::fine_slots(bits) as usize];
+        for &v in &sorted {
+            coarse[rcutrace_common::hist::fine_slot_bits(v, bits) as usize] += 1;
+        }
+        for q in QUANTILES {
+            let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+            let exact = sorted[rank - 1] as f64;
+            let estimate = percentile_bits(&coarse, bits, q, min, max).unwrap();
+            assert!((estimate - exact).abs() / exact <= percentile_error(bits));
+        }
     }
 
     #[test]

@@ -5,8 +5,8 @@ use std::{collections::HashMap, fmt};
 
 use anyhow::{Context as _, Result, anyhow, bail};
 use aya::{
-    Btf, Ebpf, EbpfLoader,
-    maps::{Array, HashMap as BpfHashMap, Map, MapData, PerCpuArray, RingBuf},
+    Btf, Ebpf, EbpfLoader, Pod,
+    maps::{Array, HashMap as BpfHashMap, Map, MapData, PerCpuArray, PerCpuHashMap, RingBuf},
     programs::{FEntry, FExit, KProbe, Program},
 };
 
@@ -221,6 +221,37 @@ impl Tracer {
                     .get(&index, 0)
                     .with_context(|| format!("reading {name}[{index}]"))?;
                 Ok(values.iter().fold(0u64, |sum, v| sum.wrapping_add(*v)))
+            })
+            .collect()
+    }
+
+    /// One slot of a per-CPU u64 array, a value per CPU.
+    pub fn per_cpu_values(&self, name: &str, index: u32) -> Result<Vec<u64>> {
+        let array: PerCpuArray<&MapData, u64> =
+            PerCpuArray::try_from(self.map(name)?).with_context(|| format!("opening {name}"))?;
+        let values = array
+            .get(&index, 0)
+            .with_context(|| format!("reading {name}[{index}]"))?;
+        Ok(values.iter().copied().collect())
+    }
+
+    /// All entries of a hash map of plain-data keys and values.
+    pub fn hash_entries<K: Pod, V: Pod>(&self, name: &str) -> Result<Vec<(K, V)>> {
+        let map: BpfHashMap<&MapData, K, V> =
+            BpfHashMap::try_from(self.map(name)?).with_context(|| format!("opening {name}"))?;
+        map.iter()
+            .map(|entry| entry.with_context(|| format!("reading {name}")))
+            .collect()
+    }
+
+    /// All entries of a per-CPU hash map, a value per CPU.
+    pub fn per_cpu_hash_entries<K: Pod, V: Pod>(&self, name: &str) -> Result<Vec<(K, Vec<V>)>> {
+        let map: PerCpuHashMap<&MapData, K, V> =
+            PerCpuHashMap::try_from(self.map(name)?).with_context(|| format!("opening {name}"))?;
+        map.iter()
+            .map(|entry| {
+                let (key, values) = entry.with_context(|| format!("reading {name}"))?;
+                Ok((key, values.iter().copied().collect()))
             })
             .collect()
     }

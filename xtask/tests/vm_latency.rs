@@ -10,8 +10,10 @@ use support::{Run, boot, run_named, sections, workload_value};
 const CALLS: u64 = 30;
 /// More threads inside synchronize_rcu() at once than a kretprobe has instances (about 2 per
 /// CPU, at least 10), so that the kernel drops returns.
-const THREADS: u64 = 40;
-const PER_THREAD: u64 = 5;
+const THREADS: u64 = 64;
+const PER_THREAD: u64 = 2;
+/// synchronize_rcu() calls a many-threaded process may make beyond its membarrier calls.
+const MARGIN: u64 = 4;
 
 /// `(in flight at exit, returns lost, begun before tracing, missed by the kernel, lost to a
 /// full map)`.
@@ -199,33 +201,39 @@ fn latency_ground_truth(series: &str) {
     assert!(lines.iter().all(|(b, _)| b % 2000 == 0), "{}", buckets.out);
 
     // Returns the kernel drops are counted as such, not lost and not "in flight": kretprobes
-    // run out of instances with 40 threads asleep in synchronize_rcu(), and every thread has
-    // returned (and exited) before the window ends. fexit has no such limit, but a program
-    // preempted on one CPU makes the kernel skip it for another thread there: also counted.
+    // run out of instances (10 on two CPUs) when the 64 threads released into
+    // synchronize_rcu() at once overlap (seen: 20 samples and 108 returns lost; how many
+    // overlap is up to the emulator), and every thread has returned (and exited) before the
+    // window ends. Under --pid every call of the process is accounted for; the process may make
+    // a synchronize_rcu() or two of its own beyond its membarrier calls (seen: 130 for 128 with
+    // 64 threads), hence the small margin. fexit has no such limit: every call is a sample.
     let calls = THREADS * PER_THREAD;
     let kretprobe = run_named(&sections, "many_kretprobe");
     kretprobe.assert_ok("many_kretprobe");
     let samples = kretprobe.number_after("@srlat count", "count").unwrap() as u64;
-    let [in_flight, returns_lost, _, missed, full] = not_measured(&kretprobe, "@srlat");
-    assert!(
-        returns_lost > 0,
-        "no dropped return reported: {}",
+    let [in_flight, returns_lost, began_before, missed, full] = not_measured(&kretprobe, "@srlat");
+    assert_eq!(
+        (in_flight, began_before, full),
+        (0, 0, 0),
+        "every call had returned: {}",
         kretprobe.out
     );
-    assert_eq!(in_flight, 0, "every call had returned: {}", kretprobe.out);
+    let accounted = samples + returns_lost + missed;
     assert!(
-        samples + returns_lost + missed >= calls,
-        "{} calls unaccounted for: {}",
-        calls,
+        (calls..=calls + MARGIN).contains(&accounted),
+        "{series}: {accounted} calls accounted for, {calls} made: {}",
         kretprobe.out
     );
-    assert_eq!(full, 0);
     let fexit = run_named(&sections, "many_fexit");
     fexit.assert_ok("many_fexit");
     let samples = fexit.number_after("@srlat count", "count").unwrap() as u64;
     let [in_flight, returns_lost, _, missed, _] = not_measured(&fexit, "@srlat");
-    assert_eq!(returns_lost, 0, "fexit drops no return: {}", fexit.out);
-    assert!(samples + missed + in_flight >= calls, "{}", fexit.out);
+    assert_eq!((in_flight, returns_lost), (0, 0), "{series}: {}", fexit.out);
+    assert!(
+        (calls..=calls + MARGIN).contains(&(samples + missed)),
+        "{series}: {}",
+        fexit.out
+    );
 
     // gplat sees the grace periods that count counts, over a comparable window.
     let gplat = &sections["gplat.out"];

@@ -1,6 +1,7 @@
 //! The commands, as thin compositions of the shared machinery below: check privileges, load,
 //! attach from the probe table, trace for a window, detach, then read and render.
 
+pub mod callbacks;
 pub mod count;
 pub mod latency;
 pub mod report;
@@ -26,6 +27,18 @@ pub enum Need {
     Any,
     /// Every probe must attach.
     All,
+    /// These probes must attach; the others are optional.
+    These(&'static [Probe]),
+}
+
+impl Need {
+    fn unmet_by(self, problems: &[(Probe, Attachment)]) -> bool {
+        match self {
+            Need::Any => false,
+            Need::All => !problems.is_empty(),
+            Need::These(needed) => problems.iter().any(|(p, _)| needed.contains(p)),
+        }
+    }
 }
 
 /// What a command asks `trace` for.
@@ -88,7 +101,7 @@ pub async fn trace(request: Request<'_>, mut consume: Option<Consume<'_>>) -> Re
             *problem = Attachment::Missing;
         }
     }
-    if attached.is_empty() || (request.need == Need::All && !problems.is_empty()) {
+    if attached.is_empty() || request.need.unmet_by(&problems) {
         return Err(attach_failure(&problems, attached.is_empty(), &present));
     }
     warn_not_traced(&problems);

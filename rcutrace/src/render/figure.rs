@@ -24,19 +24,29 @@ fn decimals(unit: Unit) -> usize {
 /// An exact number of nanoseconds in `unit`, with at least three decimals in ms and us and as
 /// many more as it needs: `0.0203 ms`, `20.300 us`, `20300 ns`.
 pub fn exact(nanos: u64, unit: Unit) -> String {
+    format!("{} {}", exact_number(nanos, unit), unit.suffix())
+}
+
+/// `exact` without the unit, for tables whose header names it.
+pub fn exact_number(nanos: u64, unit: Unit) -> String {
     let places = decimals(unit);
     let whole = nanos / unit.nanos();
     if places == 0 {
-        return format!("{whole} {}", unit.suffix());
+        return whole.to_string();
     }
     let fraction = format!("{:0places$}", nanos % unit.nanos());
     let needed = fraction.trim_end_matches('0').len().max(3);
-    format!("{whole}.{} {}", &fraction[..needed], unit.suffix())
+    format!("{whole}.{}", &fraction[..needed])
 }
 
 /// An estimate in nanoseconds, in `unit` with five significant digits: `296.96 us`,
 /// `0.020297 ms`, `12124 ms`.
 pub fn estimate(nanos: f64, unit: Unit) -> String {
+    format!("{} {}", estimate_number(nanos, unit), unit.suffix())
+}
+
+/// `estimate` without the unit, for tables whose header names it.
+pub fn estimate_number(nanos: f64, unit: Unit) -> String {
     let value = nanos / unit.nanos() as f64;
     let magnitude = if value > 0.0 {
         value.log10().floor() as i32
@@ -44,7 +54,7 @@ pub fn estimate(nanos: f64, unit: Unit) -> String {
         0
     };
     let places = (ESTIMATE_DIGITS - 1 - magnitude).max(0) as usize;
-    format!("{value:.places$} {}", unit.suffix())
+    format!("{value:.places$}")
 }
 
 /// A relative error bound as a percentage with one decimal, rounded up: 0.786% prints 0.8.

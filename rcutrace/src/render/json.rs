@@ -14,8 +14,8 @@ use serde_json::ser::{CharEscape, Formatter, Serializer};
 
 use crate::{
     model::{
-        Buckets, CountMap, CountSummary, HistMap, LatencySummary, Map, PerGracePeriod, Report,
-        Summary, maps_in_order, shown_slots, sparse_in_order,
+        Buckets, CallbacksSummary, CountMap, CountSummary, HistMap, LatencySummary, Map,
+        PerGracePeriod, Report, Summary, maps_in_order, shown_slots, sparse_in_order,
     },
     stats,
 };
@@ -38,15 +38,7 @@ fn records(report: &Report) -> Vec<Record> {
         .map(|e| Record::Environment(e.clone()))
         .collect();
     let mut keyed_hists: Vec<&HistMap> = Vec::new();
-    // bpftrace prints no record for a map it never wrote.
-    let written = maps_in_order(&report.maps)
-        .into_iter()
-        .filter(|map| match map {
-            Map::Count(m) => !m.entries.is_empty(),
-            Map::Hist(h) => !h.is_empty(),
-            Map::Scalar(_) => true,
-        });
-    for map in written {
+    for map in maps_in_order(&report.maps) {
         // The keys of one histogram map, in order, make one record.
         if let Some(first) = keyed_hists.first()
             && map.name() != first.name
@@ -55,6 +47,10 @@ fn records(report: &Report) -> Vec<Record> {
             keyed_hists.clear();
         }
         match map {
+            // bpftrace prints no record for a map it never wrote; rcutrace says it was there,
+            // in a record of its own, so that `report` prints its empty line again.
+            Map::Count(m) if m.entries.is_empty() => records.push(empty_map(map)),
+            Map::Hist(h) if h.is_empty() => records.push(empty_map(map)),
             Map::Count(m) => records.push(count_map(m)),
             Map::Hist(h) if h.key.is_some() => keyed_hists.push(h),
             Map::Hist(h) => records.push(hist_map(h)),
@@ -78,8 +74,15 @@ fn records(report: &Report) -> Vec<Record> {
                 records.extend(latency_summary(summary, layout));
             }
         }
+        Summary::Callbacks(s) => records.push(Record::CallbacksSummary(callbacks_summary(s))),
     }
     records
+}
+
+fn empty_map(map: &Map) -> Record {
+    Record::EmptyMap {
+        map: map.name().to_string(),
+    }
 }
 
 /// One record and its newline, spaced as bpftrace spaces it: `{"a": 1, "b": [2, 3]}`.
@@ -271,6 +274,55 @@ fn latency_summary(summary: &LatencySummary, layout: Option<HistLayout>) -> Vec<
     records
 }
 
+fn callbacks_summary(summary: &CallbacksSummary) -> records::CallbacksSummary {
+    let totals = &summary.totals;
+    let rows = summary
+        .rows
+        .iter()
+        .map(|row| records::CallbackRow {
+            function: row.function.clone(),
+            via: row.via.clone(),
+            queued: row.queued,
+            invoked: row.invoked,
+            pending_at_exit: row.pending_at_exit,
+            queued_before_tracing: row.queued_before_tracing,
+            not_recorded: row.unrecorded,
+            requeued: row.requeued,
+            min_ns: row.latency.min_ns,
+            mean_ns: row.latency.mean_ns,
+            max_ns: row.latency.max_ns,
+            percentiles_ns: Members(
+                row.latency
+                    .percentiles
+                    .iter()
+                    .map(|&(q, ns)| (stats::quantile_name(q), ns))
+                    .collect(),
+            ),
+        })
+        .collect();
+    records::CallbacksSummary {
+        elapsed_s: summary.elapsed.as_secs_f64(),
+        elapsed_ns: u64::try_from(summary.elapsed.as_nanos()).ok(),
+        unit: summary.unit.suffix().into(),
+        percentile_error: summary.percentile_error,
+        rows,
+        rows_not_shown: summary.rows_not_shown as u64,
+        queued_not_shown: summary.queued_not_shown,
+        queued: totals.queued,
+        invoked: totals.invoked,
+        kvfree_queued: totals.kvfree_queued,
+        not_timed: records::CallbacksNotTimed {
+            queued_before_tracing: totals.queued_before_tracing,
+            pending_map_full: totals.pending_map_full,
+            requeued: totals.requeued,
+            missed_by_kernel: totals.missed_by_kernel,
+            row_map_full_queued: totals.rows_map_full_queued,
+            row_map_full_invoked: totals.rows_map_full_invoked,
+        },
+        entry_points_not_traced: summary.entry_points_not_traced.clone(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -448,8 +500,9 @@ mod tests {
         );
     }
 
+    /// bpftrace's own records leave it out; rcutrace's own record says it was there.
     #[test]
-    fn an_empty_map_has_no_record() {
+    fn an_empty_map_has_no_bpftrace_record() {
         let report = Report {
             maps: vec![Map::Hist(HistMap {
                 name: "@gplat".into(),
@@ -460,9 +513,12 @@ mod tests {
             environment: None,
         };
         let out = super::report(&report);
-        assert_eq!(out.lines().count(), 1, "{out}");
+        assert_eq!(out.lines().count(), 2, "{out}");
         assert!(
-            out.starts_with("{\"type\": \"rcutrace_count_summary\""),
+            out.starts_with(
+                "{\"type\": \"rcutrace_empty_map\", \"data\": {\"map\": \"@gplat\"}}\n\
+                 {\"type\": \"rcutrace_count_summary\""
+            ),
             "{out}"
         );
     }

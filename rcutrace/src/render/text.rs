@@ -7,8 +7,9 @@ use rcutrace_common::hist::{Linear, SlotBounds, log2_bounds, sparse_bounds};
 
 use crate::{
     model::{
-        Buckets, CountMap, CountSummary, HistMap, LatencySummary, Map, PerGracePeriod, Report,
-        Summary, maps_in_order, shown_slots, sparse_in_order,
+        Buckets, CallbacksSummary, CountMap, CountSummary, HistMap, LatencySummary,
+        MIN_RATE_WINDOW_SECS, Map, PerGracePeriod, Report, Summary, maps_in_order, shown_slots,
+        sparse_in_order,
     },
     render::figure,
     stats,
@@ -23,6 +24,7 @@ pub fn report(report: &Report) -> String {
                 out.push_str(&latency_summary(summary));
             }
         }
+        Summary::Callbacks(summary) => out.push_str(&callbacks_summary(summary)),
     }
     out
 }
@@ -159,7 +161,12 @@ pub(super) fn linear_label(linear: &Linear, slot: usize) -> String {
 /// The ratios after `count`'s map.
 fn count_summary(summary: &CountSummary) -> String {
     let mut out = String::new();
-    let _ = writeln!(out, "\nOver {:.2} s:", summary.elapsed.as_secs_f64());
+    let secs = summary.elapsed.as_secs_f64();
+    if secs < MIN_RATE_WINDOW_SECS {
+        let _ = writeln!(out, "\nOver {secs:.3} s (too short a window for rates):");
+    } else {
+        let _ = writeln!(out, "\nOver {secs:.2} s:");
+    }
     match summary.grace_periods {
         None => {
             let _ = writeln!(
@@ -168,11 +175,10 @@ fn count_summary(summary: &CountSummary) -> String {
             );
         }
         Some(gps) => {
-            let per_sec = summary.per_second(Some(gps)).unwrap_or(0.0);
-            let _ = writeln!(
-                out,
-                "  grace periods:                {gps} ({per_sec:.1}/s)"
-            );
+            let rate = summary
+                .per_second(Some(gps))
+                .map_or(String::new(), |r| format!(" ({r:.1}/s)"));
+            let _ = writeln!(out, "  grace periods:                {gps}{rate}");
             for (label, count, note) in [
                 ("RCU readers per grace period: ", summary.readers, ""),
                 ("call_rcu() per grace period:  ", summary.call_rcu, ""),
@@ -277,6 +283,104 @@ fn latency_summary(summary: &LatencySummary) -> String {
         losses.missed_by_kernel,
         losses.lost_to_full_map,
     );
+    out
+}
+
+/// `rcutrace callbacks`' table: one row per callback function and entry point, most queued
+/// first, then the totals and everything that could not be timed.
+fn callbacks_summary(summary: &CallbacksSummary) -> String {
+    let unit = summary.unit;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "Callbacks over {:.2} s (latency: queued to invoked, in {}; percentiles within {}%):",
+        summary.elapsed.as_secs_f64(),
+        unit.suffix(),
+        figure::percent_bound(summary.percentile_error + figure::ROUNDING_ERROR)
+    );
+    let estimate = |ns: f64| figure::estimate_number(ns, unit);
+    let exact = |ns: u64| figure::exact_number(ns, unit);
+    let header = [
+        "FUNCTION", "VIA", "QUEUED", "INVOKED", "PENDING", "BEFORE", "MIN", "MEAN", "MAX", "P50",
+        "P90", "P99",
+    ];
+    let mut table: Vec<Vec<String>> = vec![header.map(String::from).to_vec()];
+    for row in &summary.rows {
+        let latency = &row.latency;
+        let percentile = |q: f64| {
+            let found = latency.percentiles.iter().find(|(p, _)| *p == q);
+            found.map_or("-".into(), |&(_, ns)| estimate(ns))
+        };
+        table.push(vec![
+            row.function.clone(),
+            row.via.clone(),
+            row.queued.to_string(),
+            row.invoked.to_string(),
+            row.pending_at_exit.to_string(),
+            row.queued_before_tracing.to_string(),
+            latency.min_ns.map_or("-".into(), exact),
+            latency.mean_ns.map_or("-".into(), estimate),
+            latency.max_ns.map_or("-".into(), exact),
+            percentile(0.5),
+            percentile(0.9),
+            percentile(0.99),
+        ]);
+    }
+    let widths: Vec<usize> = (0..header.len())
+        .map(|column| table.iter().map(|r| r[column].len()).max().unwrap_or(0))
+        .collect();
+    for cells in &table {
+        let mut line = String::from(" ");
+        for (column, cell) in cells.iter().enumerate() {
+            let width = widths[column];
+            // Names left-aligned, numbers right-aligned.
+            if column < 2 {
+                let _ = write!(line, " {cell:<width$}");
+            } else {
+                let _ = write!(line, " {cell:>width$}");
+            }
+        }
+        let _ = writeln!(out, "{}", line.trim_end());
+    }
+    if summary.rows_not_shown > 0 {
+        let _ = writeln!(
+            out,
+            "  ... {} more rows ({} queued); --top 0 shows all",
+            summary.rows_not_shown, summary.queued_not_shown
+        );
+    }
+    let totals = &summary.totals;
+    let _ = writeln!(
+        out,
+        "  all callbacks: {} queued, {} invoked",
+        totals.queued, totals.invoked
+    );
+    if let Some(kvfree) = totals.kvfree_queued {
+        let _ = writeln!(
+            out,
+            "  kvfree_call_rcu: {kvfree} objects queued (kfree_rcu(), kvfree_rcu()); the kernel \
+             frees them in batches, not through a callback each, so they are counted, not timed"
+        );
+    }
+    let _ = writeln!(
+        out,
+        "  not timed: {} queued before tracing began (BEFORE), {} not recorded (pending map \
+         full), {} requeued before their invocation was seen, {} missed by the kernel, {} \
+         queued and {} invoked lost to a full row map",
+        totals.queued_before_tracing,
+        totals.pending_map_full,
+        totals.requeued,
+        totals.missed_by_kernel,
+        totals.rows_map_full_queued,
+        totals.rows_map_full_invoked,
+    );
+    if !summary.entry_points_not_traced.is_empty() {
+        let _ = writeln!(
+            out,
+            "  entry points not traced (not on this kernel): {}",
+            summary.entry_points_not_traced.join(", ")
+        );
+    }
     out
 }
 
@@ -553,6 +657,14 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("missed by the kernel: 0"), "{text}");
+    }
+
+    #[test]
+    fn a_window_too_short_gives_no_rates() {
+        let text = count_summary_of([Some(100), Some(3), Some(4), Some(2)], 0);
+        assert!(text.contains("(too short a window for rates)"), "{text}");
+        assert!(text.contains("grace periods:                2\n"), "{text}");
+        assert!(!text.contains("/s)"), "{text}");
     }
 
     #[test]

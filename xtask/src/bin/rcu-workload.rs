@@ -14,6 +14,8 @@ USAGE:
                                  on Debian 6.1 and 6.12 that is two __rcu_read_lock() calls)
     rcu-workload membarrier N    make exactly N membarrier(MEMBARRIER_CMD_GLOBAL) syscalls
                                  (one synchronize_rcu() each when more than one CPU is online)
+    rcu-workload membarrier-threads T N
+                                 the same from T threads released at once, N calls each
     rcu-workload background      run a mixed RCU load until killed
     rcu-workload module OP N [ARG]
                                  have the test module (rcutrace_test.ko, loaded) perform OP N
@@ -47,11 +49,15 @@ fn main() {
         ["-h" | "--help" | "help"] => print!("{USAGE}"),
         ["getppid", n] => getppid(count(n)),
         ["membarrier", n] => membarrier(count(n)),
+        ["membarrier-threads", t, n] => membarrier_threads(count(t), count(n)),
         ["background"] => background(),
         ["module", op, n] => module(op, count(n), None),
         ["module", op, n, arg] => module(op, count(n), Some(count(arg))),
         [] => usage_error("missing subcommand"),
         [cmd @ ("getppid" | "membarrier")] => usage_error(&format!("`{cmd}` needs a count N")),
+        ["membarrier-threads", ..] => {
+            usage_error("`membarrier-threads` needs T threads and N calls")
+        }
         ["module", ..] => usage_error("`module` needs an op and a count N, then an optional ARG"),
         [cmd, ..] if ["getppid", "membarrier", "background"].contains(cmd) => {
             usage_error(&format!("too many arguments for `{cmd}`"))
@@ -63,7 +69,8 @@ fn main() {
 fn usage_error(msg: &str) -> ! {
     eprintln!(
         "rcu-workload: {msg}\n\
-         accepted: `getppid N`, `membarrier N`, `background`, `module OP N [ARG]`, `--help`"
+         accepted: `getppid N`, `membarrier N`, `membarrier-threads T N`, `background`, \
+         `module OP N [ARG]`, `--help`"
     );
     exit(2)
 }
@@ -78,6 +85,31 @@ fn getppid(n: u64) {
         sys_getppid();
     }
     println!("getppid: {n}");
+}
+
+/// T threads released together, N membarrier calls each: more threads asleep in
+/// synchronize_rcu() at once than a kretprobe has instances.
+fn membarrier_threads(threads: u64, n: u64) {
+    let start = std::sync::Arc::new(std::sync::Barrier::new(threads as usize));
+    let workers: Vec<_> = (0..threads)
+        .map(|_| {
+            let start = start.clone();
+            std::thread::spawn(move || {
+                start.wait();
+                (0..n).all(|_| sys_membarrier_global().is_ok())
+            })
+        })
+        .collect();
+    let failed = workers
+        .into_iter()
+        .map(|w| w.join())
+        .filter(|joined| !matches!(joined, Ok(true)))
+        .count();
+    if failed > 0 {
+        eprintln!("rcu-workload: membarrier(MEMBARRIER_CMD_GLOBAL) failed in {failed} threads");
+        exit(1);
+    }
+    println!("membarrier: {}", threads * n);
 }
 
 fn membarrier(n: u64) {

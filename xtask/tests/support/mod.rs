@@ -49,9 +49,15 @@ pub fn boot(series: &str, script: &str) -> GuestOutput {
 /// Like `boot`, with the test module for `series` at /lib/rcutrace_test.ko (the script
 /// loads it: `insmod /lib/rcutrace_test.ko`).
 pub fn boot_with_module(series: &str, script: &str) -> GuestOutput {
-    let job = guest_job(series, script)
+    boot_with_module_within(series, script, Duration::from_secs(300))
+}
+
+/// `boot_with_module` for jobs that need more than the usual five minutes of emulation.
+pub fn boot_with_module_within(series: &str, script: &str, limit: Duration) -> GuestOutput {
+    let mut job = guest_job(series, script)
         .with_test_module()
         .expect("building the test module");
+    job.timeout = limit;
     run_job(job)
 }
 

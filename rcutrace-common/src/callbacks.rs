@@ -1,0 +1,132 @@
+//! Layout of the maps behind `rcutrace callbacks`.
+//!
+//! Every RCU callback is seen twice: when it is put on a CPU's segmented callback list
+//! (`rcu_segcblist_enqueue()`, or `rcu_segcblist_entrain()` for barriers) with its `rcu_head`
+//! and function, and when the invocation loop takes it off just before calling it
+//! (`rcu_cblist_dequeue()` returns the head). The head's address pairs the two. The API entry
+//! points (`call_rcu()`, `call_rcu_hurry()`, `call_srcu()`, ...) only note, per CPU, which one
+//! is queueing which head, so that the enqueue can say how the callback was queued.
+
+use crate::hist;
+
+/// How a callback was queued: which entry point queued its head on this CPU just before.
+pub type Via = u32;
+
+/// Queued by none of the traced entry points (e.g. `synchronize_srcu()`'s internal queueing,
+/// or a caller preempted and moved to another CPU between the entry and the enqueue).
+pub const VIA_OTHER: Via = 0;
+pub const VIA_CALL_RCU: Via = 1;
+pub const VIA_CALL_RCU_HURRY: Via = 2;
+pub const VIA_CALL_SRCU: Via = 3;
+pub const VIA_CALL_RCU_TASKS: Via = 4;
+pub const VIA_CALL_RCU_TASKS_TRACE: Via = 5;
+pub const VIA_CALL_RCU_TASKS_RUDE: Via = 6;
+/// Entrained behind the other callbacks by `rcu_barrier()` and its SRCU and tasks cousins.
+pub const VIA_BARRIER: Via = 7;
+/// Invoked, but its queueing was not seen: it was queued before tracing began, or its head
+/// could not be recorded (pending map full; counted separately at queueing).
+pub const VIA_NOT_SEEN: Via = 8;
+pub const VIA_COUNT: u32 = 9;
+
+/// The entry point's name for each `Via`, as printed.
+pub const VIA_NAMES: [&str; VIA_COUNT as usize] = [
+    "other",
+    "call_rcu",
+    "call_rcu_hurry",
+    "call_srcu",
+    "call_rcu_tasks",
+    "call_rcu_tasks_trace",
+    "call_rcu_tasks_rude",
+    "barrier",
+    "before tracing",
+];
+
+/// Which entry point is queueing which head on this CPU (one per-CPU slot).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Caller {
+    pub head: u64,
+    pub via: Via,
+    pub _pad: u32,
+}
+
+/// A callback queued while tracing and not yet invoked, keyed by its `rcu_head` address.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Pending {
+    pub func: u64,
+    pub queued_ns: u64,
+    pub via: Via,
+    /// The CPU whose list it was queued on.
+    pub cpu: u32,
+}
+
+/// One row of the report: a callback function and how it was queued.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct CallbackKey {
+    pub func: u64,
+    pub via: Via,
+    pub _pad: u32,
+}
+
+/// Sub-bucket bits of the per-function fine histogram (percentiles within 1/2^(BITS+1)):
+/// coarser than the latency commands' so that a row stays small enough for many functions.
+pub const CALLBACK_FINE_BITS: u32 = 4;
+pub const CALLBACK_FINE_SLOTS: u32 = hist::fine_slots(CALLBACK_FINE_BITS);
+
+/// Per-row counts and latency aggregates (shared by all CPUs; updated atomically).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CallbackStats {
+    /// Queueings seen while tracing.
+    pub queued: u64,
+    /// Queueings whose head could not be recorded (pending map full): invoked untimed.
+    pub queued_unrecorded: u64,
+    /// Invocations paired with their queueing: latency samples.
+    pub invoked: u64,
+    /// Invocations whose queueing was not seen (row `VIA_NOT_SEEN` only).
+    pub invoked_unpaired: u64,
+    /// Heads queued again while still recorded as pending: their invocation went unseen.
+    pub requeued: u64,
+    pub sum_ns: u64,
+    /// Display histogram: bpftrace log2 slots of the latency in the display unit.
+    pub display: [u64; hist::LOG2_SLOTS as usize],
+    pub fine: [u64; CALLBACK_FINE_SLOTS as usize],
+}
+
+/// Exact extremes per row, kept per CPU (min inverted so that zero means "none").
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Extremes {
+    pub min_inverted: u64,
+    pub max: u64,
+}
+
+/// Most callbacks that can be pending (queued while tracing, not yet invoked) at once.
+pub const MAX_PENDING: u32 = 262_144;
+/// Most rows (callback function and entry point pairs).
+pub const MAX_ROWS: u32 = 2048;
+
+/// Slots of the per-CPU `CALLBACK_TOTALS` array: totals per CPU, and what the maps lost.
+pub const TOTAL_QUEUED: u32 = 0;
+pub const TOTAL_INVOKED: u32 = 1;
+/// Objects passed to `kvfree_call_rcu()` (kfree_rcu() and friends): freed in batches by the
+/// kernel, never through a per-object callback.
+pub const TOTAL_KVFREE: u32 = 2;
+/// Queueings not recorded because the pending map was full.
+pub const TOTAL_LOST_PENDING_FULL: u32 = 3;
+/// Queueings and invocations missing from the rows because the row map was full.
+pub const TOTAL_LOST_ROWS_FULL_QUEUED: u32 = 4;
+pub const TOTAL_LOST_ROWS_FULL_INVOKED: u32 = 5;
+pub const TOTAL_SLOTS: u32 = 6;
+
+#[cfg(feature = "user")]
+mod pod {
+    // SAFETY: plain `repr(C)` integers, every bit pattern valid, no padding left implicit.
+    unsafe impl aya::Pod for super::Caller {}
+    unsafe impl aya::Pod for super::Pending {}
+    unsafe impl aya::Pod for super::CallbackKey {}
+    unsafe impl aya::Pod for super::CallbackStats {}
+    unsafe impl aya::Pod for super::Extremes {}
+}

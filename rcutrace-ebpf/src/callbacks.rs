@@ -1,0 +1,272 @@
+//! `rcutrace callbacks`: every RCU callback from its queueing to its invocation.
+//!
+//! `rcu_segcblist_enqueue(rsclp, rhp)` (and `rcu_segcblist_entrain()` for barriers) sees each
+//! callback put on a CPU's list, its function already in `rhp->func`; `rcu_cblist_dequeue()`
+//! returns each head just before the invocation loop calls it, the function still in place.
+//! A hash map from head address to queueing time pairs the two. The API entry points
+//! (`call_rcu()`, `call_rcu_hurry()`, ...) only leave a per-CPU note of which head they are
+//! queueing, so that a row can say how its callbacks were queued. Everything is aggregated
+//! here, per row (callback function and entry point); nothing is sent per event.
+
+use aya_ebpf::{
+    helpers::{bpf_get_smp_processor_id, bpf_ktime_get_ns, bpf_probe_read_kernel},
+    macros::{fentry, fexit, kprobe, kretprobe, map},
+    maps::{Array, HashMap, PerCpuArray, PerCpuHashMap},
+    programs::{FEntryContext, FExitContext, ProbeContext, RetProbeContext},
+};
+use rcutrace_common::{callbacks::*, hist};
+
+use crate::{
+    atomic,
+    window::{constant, running},
+};
+
+/// Nanoseconds per display unit of the latency histograms.
+#[unsafe(no_mangle)]
+static CALLBACK_UNIT_NS: u32 = 1_000_000;
+
+/// BPF_NOEXIST: insert only if the key is new.
+const NOEXIST: u64 = 1;
+
+#[map]
+static CALLER: PerCpuArray<Caller> = PerCpuArray::with_max_entries(1, 0);
+#[map]
+static PENDING: HashMap<u64, Pending> = HashMap::with_max_entries(MAX_PENDING, 0);
+#[map]
+static ROWS: HashMap<CallbackKey, CallbackStats> = HashMap::with_max_entries(MAX_ROWS, 0);
+#[map]
+static EXTREMES: PerCpuHashMap<CallbackKey, Extremes> =
+    PerCpuHashMap::with_max_entries(MAX_ROWS, 0);
+/// All zeros, never written: the initial value of a new row (too large for the BPF stack).
+#[map]
+static ZERO_ROW: Array<CallbackStats> = Array::with_max_entries(1, 0);
+#[map]
+static CALLBACK_TOTALS: PerCpuArray<u64> = PerCpuArray::with_max_entries(TOTAL_SLOTS, 0);
+
+#[inline(always)]
+fn total(slot: u32) {
+    if let Some(count) = CALLBACK_TOTALS.get_ptr_mut(slot) {
+        // fentry programs are preemptible: add atomically even on a per-CPU slot.
+        unsafe { atomic::add(count, 1) };
+    }
+}
+
+/// The row for `key`, created (zeroed) on first use; `None` when the row map is full.
+#[inline(always)]
+fn row(key: &CallbackKey) -> Option<*mut CallbackStats> {
+    if let Some(stats) = ROWS.get_ptr_mut(key) {
+        return Some(stats);
+    }
+    let zero = ZERO_ROW.get(0)?;
+    // Another CPU may create it meanwhile: NOEXIST keeps its counts, and the lookup finds it.
+    let _ = ROWS.insert(key, zero, NOEXIST);
+    ROWS.get_ptr_mut(key)
+}
+
+/// The callback function in `head->func` (struct rcu_head is `{ next, func }`).
+#[inline(always)]
+fn callback_function(head: u64) -> u64 {
+    unsafe { bpf_probe_read_kernel((head + 8) as *const u64) }.unwrap_or(0)
+}
+
+#[inline(always)]
+fn note_caller(head: u64, via: Via) {
+    if let Some(caller) = CALLER.get_ptr_mut(0) {
+        unsafe { *caller = Caller { head, via, _pad: 0 } };
+    }
+}
+
+#[inline(always)]
+fn on_enqueue(head: u64, barrier: bool) {
+    if head == 0 || !running() {
+        return;
+    }
+    let now = unsafe { bpf_ktime_get_ns() };
+    let via = if barrier {
+        VIA_BARRIER
+    } else {
+        match CALLER.get(0) {
+            Some(caller) if caller.head == head => caller.via,
+            _ => VIA_OTHER,
+        }
+    };
+    let func = callback_function(head);
+    total(TOTAL_QUEUED);
+    let key = CallbackKey { func, via, _pad: 0 };
+    let stats = row(&key);
+    match stats {
+        Some(stats) => unsafe { atomic::add(&raw mut (*stats).queued, 1) },
+        None => total(TOTAL_LOST_ROWS_FULL_QUEUED),
+    }
+    let pending = Pending {
+        func,
+        queued_ns: now,
+        via,
+        cpu: unsafe { bpf_get_smp_processor_id() },
+    };
+    if PENDING.insert(head, pending, NOEXIST).is_ok() {
+        return;
+    }
+    if let Some(stale) = PENDING.get_ptr_mut(head) {
+        // Queued again before its invocation was seen (the kernel skipped our program).
+        unsafe { *stale = pending };
+        if let Some(stats) = stats {
+            unsafe { atomic::add(&raw mut (*stats).requeued, 1) };
+        }
+        return;
+    }
+    total(TOTAL_LOST_PENDING_FULL);
+    if let Some(stats) = stats {
+        unsafe { atomic::add(&raw mut (*stats).queued_unrecorded, 1) };
+    }
+}
+
+#[inline(always)]
+fn on_dequeue(head: u64) {
+    // The invocation loops call the dequeue once more to find the list empty.
+    if head == 0 || !running() {
+        return;
+    }
+    let now = unsafe { bpf_ktime_get_ns() };
+    total(TOTAL_INVOKED);
+    let Some(pending) = (unsafe { PENDING.get(head) }).copied() else {
+        let key = CallbackKey {
+            func: callback_function(head),
+            via: VIA_NOT_SEEN,
+            _pad: 0,
+        };
+        match row(&key) {
+            Some(stats) => unsafe { atomic::add(&raw mut (*stats).invoked_unpaired, 1) },
+            None => total(TOTAL_LOST_ROWS_FULL_INVOKED),
+        }
+        return;
+    };
+    let _ = PENDING.remove(head);
+    let key = CallbackKey {
+        func: pending.func,
+        via: pending.via,
+        _pad: 0,
+    };
+    let Some(stats) = row(&key) else {
+        total(TOTAL_LOST_ROWS_FULL_INVOKED);
+        return;
+    };
+    let nanos = now.saturating_sub(pending.queued_ns);
+    let value = hist::div(nanos, u64::from(constant(&CALLBACK_UNIT_NS)));
+    let display = hist::log2_slot(value as i64) as usize;
+    let fine = hist::fine_slot_bits(nanos, CALLBACK_FINE_BITS) as usize;
+    unsafe {
+        atomic::add(&raw mut (*stats).invoked, 1);
+        atomic::add(&raw mut (*stats).sum_ns, nanos);
+        if display < hist::LOG2_SLOTS as usize {
+            atomic::add(&raw mut (*stats).display[display], 1);
+        }
+        if fine < CALLBACK_FINE_SLOTS as usize {
+            atomic::add(&raw mut (*stats).fine[fine], 1);
+        }
+    }
+    record_extremes(&key, nanos);
+}
+
+#[inline(always)]
+fn record_extremes(key: &CallbackKey, nanos: u64) {
+    let extremes = match EXTREMES.get_ptr_mut(key) {
+        Some(e) => e,
+        None => {
+            let _ = EXTREMES.insert(key, Extremes::default(), NOEXIST);
+            match EXTREMES.get_ptr_mut(key) {
+                Some(e) => e,
+                None => return,
+            }
+        }
+    };
+    unsafe {
+        if nanos > (*extremes).max {
+            (*extremes).max = nanos;
+        }
+        if !nanos > (*extremes).min_inverted {
+            (*extremes).min_inverted = !nanos;
+        }
+    }
+}
+
+/// The entry points' programs: each notes the head it is given (argument `$head`: call_srcu
+/// takes its srcu_struct first) with its own `Via`.
+macro_rules! caller_programs {
+    ($($via:ident, $head:literal => $kprobe:ident, $fentry:ident;)*) => {$(
+        #[kprobe]
+        pub fn $kprobe(ctx: ProbeContext) -> u32 {
+            note_caller(ctx.arg::<u64>($head).unwrap_or(0), $via);
+            0
+        }
+
+        #[fentry]
+        pub fn $fentry(ctx: FEntryContext) -> u32 {
+            note_caller(ctx.arg::<u64>($head), $via);
+            0
+        }
+    )*};
+}
+
+caller_programs! {
+    VIA_CALL_RCU, 0 => callbacks_call_rcu_kprobe, callbacks_call_rcu_fentry;
+    VIA_CALL_RCU_HURRY, 0 => callbacks_call_rcu_hurry_kprobe, callbacks_call_rcu_hurry_fentry;
+    VIA_CALL_SRCU, 1 => callbacks_call_srcu_kprobe, callbacks_call_srcu_fentry;
+    VIA_CALL_RCU_TASKS, 0 => callbacks_call_rcu_tasks_kprobe, callbacks_call_rcu_tasks_fentry;
+    VIA_CALL_RCU_TASKS_TRACE, 0 => callbacks_call_rcu_tasks_trace_kprobe, callbacks_call_rcu_tasks_trace_fentry;
+    VIA_CALL_RCU_TASKS_RUDE, 0 => callbacks_call_rcu_tasks_rude_kprobe, callbacks_call_rcu_tasks_rude_fentry;
+}
+
+#[kprobe]
+pub fn callbacks_enqueue_kprobe(ctx: ProbeContext) -> u32 {
+    on_enqueue(ctx.arg::<u64>(1).unwrap_or(0), false);
+    0
+}
+
+#[fentry]
+pub fn callbacks_enqueue_fentry(ctx: FEntryContext) -> u32 {
+    on_enqueue(ctx.arg::<u64>(1), false);
+    0
+}
+
+#[kprobe]
+pub fn callbacks_entrain_kprobe(ctx: ProbeContext) -> u32 {
+    on_enqueue(ctx.arg::<u64>(1).unwrap_or(0), true);
+    0
+}
+
+#[fentry]
+pub fn callbacks_entrain_fentry(ctx: FEntryContext) -> u32 {
+    on_enqueue(ctx.arg::<u64>(1), true);
+    0
+}
+
+#[kretprobe]
+pub fn callbacks_dequeue_kretprobe(ctx: RetProbeContext) -> u32 {
+    on_dequeue(ctx.ret::<u64>());
+    0
+}
+
+#[fexit]
+pub fn callbacks_dequeue_fexit(ctx: FExitContext) -> u32 {
+    // An fexit program sees the return value after the arguments: rcu_cblist_dequeue has one.
+    on_dequeue(ctx.arg::<u64>(1));
+    0
+}
+
+/// `kvfree_call_rcu()`: objects freed in batches by the kernel, counted on queueing only.
+#[kprobe]
+pub fn callbacks_kvfree_kprobe(_ctx: ProbeContext) -> u32 {
+    if running() {
+        total(TOTAL_KVFREE);
+    }
+    0
+}
+
+#[fentry]
+pub fn callbacks_kvfree_fentry(_ctx: FEntryContext) -> u32 {
+    if running() {
+        total(TOTAL_KVFREE);
+    }
+    0
+}

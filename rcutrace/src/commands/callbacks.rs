@@ -1,0 +1,568 @@
+//! `rcutrace callbacks`: per callback function, how many were queued, invoked and left
+//! pending, and how long they waited from queueing to invocation.
+//!
+//! The eBPF side (`rcutrace-ebpf/src/callbacks.rs`) aggregates per row (function address and
+//! entry point); this module reads the maps, names the functions and builds the report.
+
+use std::{collections::BTreeMap, time::Duration};
+
+use anyhow::Result;
+use rcutrace_common::{
+    callbacks::*,
+    hist::{LOG2_SLOTS, fine_slots},
+};
+
+use super::{Need, Request, Traced, trace};
+use crate::{
+    cli::{CallbacksArgs, CallbacksBy},
+    environment,
+    model::{
+        Buckets, CallbackRow, CallbackTotals, CallbacksSummary, CountMap, HistMap, Map, Report,
+        SeriesStats, Summary, Unit,
+    },
+    probes::{CALLBACKS, Probe},
+    render::Format,
+    stats::{QUANTILES, percentile_bits, percentile_error},
+    symbols::Symbolizer,
+    tracer::Constant,
+};
+
+/// Without these two nothing can be paired.
+const NEEDED: &[Probe] = &[CALLBACKS.queue, CALLBACKS.invoke];
+
+pub async fn run(args: &CallbacksArgs, format: Format) -> Result<Report> {
+    warn_if_offloaded();
+    let probes = CALLBACKS.in_attach_order();
+    let request = Request {
+        probes: &probes,
+        // At most 10^6 (ms): fits the program's u32.
+        constants: vec![Constant::U32("CALLBACK_UNIT_NS", args.unit.nanos() as u32)],
+        choice: args.common.attach,
+        by: None,
+        need: Need::These(NEEDED),
+        duration: args.common.duration(),
+        traced_process: None,
+        format,
+    };
+    let traced = trace(request, None).await?;
+    let raw = read(&traced)?;
+    let names = function_names(&raw);
+    let options = Options {
+        unit: args.unit,
+        top: args.top,
+        by_cpu: args.by == Some(CallbacksBy::Cpu),
+    };
+    let mut report = assemble(&raw, &names, &options, traced.window.elapsed);
+    report.environment = Some(environment::current(&traced.attached));
+    Ok(report)
+}
+
+/// Callbacks of offloaded CPUs reach their lists through a bypass list, not the enqueue.
+fn warn_if_offloaded() {
+    let cmdline = std::fs::read_to_string("/proc/cmdline").unwrap_or_default();
+    if let Some(option) = cmdline
+        .split_whitespace()
+        .find(|w| w.starts_with("rcu_nocbs") || w.starts_with("nohz_full"))
+    {
+        eprintln!(
+            "rcutrace: warning: the kernel was booted with {option}: callbacks queued on \
+             offloaded CPUs take a bypass list that rcutrace does not see; their invocations \
+             count as queued before tracing"
+        );
+    }
+}
+
+/// Everything the eBPF maps hold when tracing stops.
+#[derive(Debug, Default)]
+struct Raw {
+    rows: Vec<(CallbackKey, CallbackStats)>,
+    extremes: Vec<(CallbackKey, Vec<Extremes>)>,
+    pending: Vec<Pending>,
+    /// `CALLBACK_TOTALS` slot by slot, one value per CPU.
+    totals: Vec<Vec<u64>>,
+    kvfree_traced: bool,
+    entry_points_not_traced: Vec<String>,
+    missed_by_kernel: u64,
+}
+
+fn read(traced: &Traced) -> Result<Raw> {
+    let tracer = &traced.tracer;
+    let attached = |probe: &Probe| traced.attached.iter().any(|(p, _)| p == probe);
+    let all: Vec<Probe> = CALLBACKS.in_attach_order();
+    Ok(Raw {
+        rows: tracer.hash_entries("ROWS")?,
+        extremes: tracer.per_cpu_hash_entries("EXTREMES")?,
+        pending: tracer
+            .hash_entries::<u64, Pending>("PENDING")?
+            .into_iter()
+            .map(|(_, p)| p)
+            .collect(),
+        totals: (0..TOTAL_SLOTS)
+            .map(|slot| tracer.per_cpu_values("CALLBACK_TOTALS", slot))
+            .collect::<Result<_>>()?,
+        kvfree_traced: attached(&CALLBACKS.kvfree),
+        entry_points_not_traced: CALLBACKS
+            .entry_points
+            .iter()
+            .filter(|(p, _)| !attached(p))
+            .map(|(p, _)| p.function.to_string())
+            .collect(),
+        missed_by_kernel: tracer.missed(&all),
+    })
+}
+
+/// Names for every function address in the maps; hex where symbols are unavailable.
+fn function_names(raw: &Raw) -> BTreeMap<u64, String> {
+    let symbolizer = Symbolizer::new()
+        .inspect_err(|e| log::warn!("callback functions are shown as addresses: {e:#}"))
+        .ok();
+    let addresses = raw
+        .rows
+        .iter()
+        .map(|(k, _)| k.func)
+        .chain(raw.pending.iter().map(|p| p.func));
+    addresses
+        .map(|addr| {
+            let name = symbolizer
+                .as_ref()
+                .map_or_else(|| format!("{addr:#x}"), |s| s.function_name(addr));
+            (addr, name)
+        })
+        .collect()
+}
+
+struct Options {
+    unit: Unit,
+    top: usize,
+    by_cpu: bool,
+}
+
+/// A row being built: the map's figures for one function and entry point.
+struct Building {
+    key: CallbackKey,
+    row: CallbackRow,
+    display: Vec<u64>,
+}
+
+/// The report from the maps' contents: rows most queued first, `--top` of them, the
+/// histograms of their functions, and (with `--by cpu`) per-CPU totals.
+fn assemble(
+    raw: &Raw,
+    names: &BTreeMap<u64, String>,
+    options: &Options,
+    elapsed: Duration,
+) -> Report {
+    let name = |addr: u64| names.get(&addr).cloned().unwrap_or(format!("{addr:#x}"));
+    let mut pending: BTreeMap<(u64, Via), u64> = BTreeMap::new();
+    for p in &raw.pending {
+        *pending.entry((p.func, p.via)).or_default() += 1;
+    }
+    let mut rows: Vec<Building> = Vec::new();
+    let mut unpaired: BTreeMap<u64, u64> = BTreeMap::new();
+    for (key, stats) in &raw.rows {
+        if key.via == VIA_NOT_SEEN {
+            *unpaired.entry(key.func).or_default() += stats.invoked_unpaired;
+            continue;
+        }
+        let extremes = raw
+            .extremes
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, per_cpu)| per_cpu.as_slice())
+            .unwrap_or(&[]);
+        rows.push(Building {
+            key: *key,
+            row: CallbackRow {
+                function: name(key.func),
+                via: via_name(key.via).to_string(),
+                queued: stats.queued,
+                invoked: stats.invoked,
+                pending_at_exit: pending.get(&(key.func, key.via)).copied().unwrap_or(0),
+                queued_before_tracing: 0,
+                unrecorded: stats.queued_unrecorded,
+                requeued: stats.requeued,
+                latency: latency_stats(stats, extremes),
+            },
+            display: stats.display.to_vec(),
+        });
+    }
+    // An invocation whose queueing was not seen belongs to its function's row if there is
+    // only one; otherwise (none, or several ways of queueing) to a row of its own.
+    for (func, count) in unpaired {
+        let mut same: Vec<&mut Building> = rows.iter_mut().filter(|b| b.key.func == func).collect();
+        if let [only] = same.as_mut_slice() {
+            only.row.queued_before_tracing += count;
+            continue;
+        }
+        rows.push(Building {
+            key: CallbackKey {
+                func,
+                via: VIA_NOT_SEEN,
+                _pad: 0,
+            },
+            row: CallbackRow {
+                function: name(func),
+                via: "?".into(),
+                queued: 0,
+                invoked: 0,
+                pending_at_exit: 0,
+                queued_before_tracing: count,
+                unrecorded: 0,
+                requeued: 0,
+                latency: no_samples(),
+            },
+            display: vec![0; LOG2_SLOTS as usize],
+        });
+    }
+    rows.sort_by(|a, b| {
+        let activity = |r: &CallbackRow| (r.queued, r.invoked + r.queued_before_tracing);
+        activity(&b.row)
+            .cmp(&activity(&a.row))
+            .then_with(|| a.row.function.cmp(&b.row.function))
+            .then_with(|| a.key.cmp(&b.key))
+    });
+
+    let totals = totals(raw, &rows);
+    let shown = if options.top == 0 {
+        rows.len()
+    } else {
+        options.top.min(rows.len())
+    };
+    let hidden = &rows[shown..];
+    let rows_not_shown = hidden.len();
+    let queued_not_shown = hidden.iter().map(|b| b.row.queued).sum();
+    rows.truncate(shown);
+
+    let mut maps = latency_histograms(&rows);
+    if options.by_cpu {
+        maps.extend(per_cpu_maps(raw));
+    }
+    Report {
+        maps,
+        summary: Summary::Callbacks(CallbacksSummary {
+            elapsed,
+            unit: options.unit,
+            rows: rows.into_iter().map(|b| b.row).collect(),
+            rows_not_shown,
+            queued_not_shown,
+            percentile_error: percentile_error(CALLBACK_FINE_BITS),
+            totals,
+            entry_points_not_traced: raw.entry_points_not_traced.clone(),
+        }),
+        environment: None,
+    }
+}
+
+fn via_name(via: Via) -> &'static str {
+    VIA_NAMES.get(via as usize).copied().unwrap_or("other")
+}
+
+fn latency_stats(stats: &CallbackStats, extremes: &[Extremes]) -> SeriesStats {
+    if stats.invoked == 0 {
+        return no_samples();
+    }
+    let max_ns = extremes.iter().map(|e| e.max).max().unwrap_or(0);
+    let min_ns = extremes
+        .iter()
+        .filter(|e| e.min_inverted != 0)
+        .map(|e| !e.min_inverted)
+        .min()
+        .unwrap_or(0);
+    debug_assert_eq!(stats.fine.len(), fine_slots(CALLBACK_FINE_BITS) as usize);
+    let percentiles = QUANTILES
+        .iter()
+        .filter_map(|&q| {
+            percentile_bits(&stats.fine, CALLBACK_FINE_BITS, q, min_ns, max_ns).map(|ns| (q, ns))
+        })
+        .collect();
+    SeriesStats {
+        key: None,
+        count: stats.invoked,
+        min_ns: Some(min_ns),
+        max_ns: Some(max_ns),
+        mean_ns: Some(stats.sum_ns as f64 / stats.invoked as f64),
+        percentiles,
+    }
+}
+
+fn no_samples() -> SeriesStats {
+    SeriesStats {
+        key: None,
+        count: 0,
+        min_ns: None,
+        max_ns: None,
+        mean_ns: None,
+        percentiles: Vec::new(),
+    }
+}
+
+fn totals(raw: &Raw, rows: &[Building]) -> CallbackTotals {
+    let total = |slot: u32| -> u64 {
+        raw.totals
+            .get(slot as usize)
+            .map_or(0, |per_cpu| per_cpu.iter().sum())
+    };
+    CallbackTotals {
+        queued: total(TOTAL_QUEUED),
+        invoked: total(TOTAL_INVOKED),
+        queued_before_tracing: rows.iter().map(|b| b.row.queued_before_tracing).sum(),
+        requeued: rows.iter().map(|b| b.row.requeued).sum(),
+        kvfree_queued: raw.kvfree_traced.then(|| total(TOTAL_KVFREE)),
+        pending_map_full: total(TOTAL_LOST_PENDING_FULL),
+        rows_map_full_queued: total(TOTAL_LOST_ROWS_FULL_QUEUED),
+        rows_map_full_invoked: total(TOTAL_LOST_ROWS_FULL_INVOKED),
+        missed_by_kernel: raw.missed_by_kernel,
+    }
+}
+
+/// `@cblat[function]`: the shown rows' latency histograms, one per function (its entry
+/// points together), as bpftrace's `@cblat[ksym(func)] = hist(latency)` would print them.
+fn latency_histograms(rows: &[Building]) -> Vec<Map> {
+    let mut by_function: BTreeMap<&str, Vec<u64>> = BTreeMap::new();
+    for b in rows.iter().filter(|b| b.row.invoked > 0) {
+        let slots = by_function
+            .entry(b.row.function.as_str())
+            .or_insert_with(|| vec![0; LOG2_SLOTS as usize]);
+        for (total, n) in slots.iter_mut().zip(&b.display) {
+            *total += n;
+        }
+    }
+    by_function
+        .into_iter()
+        .map(|(function, slots)| {
+            Map::Hist(HistMap {
+                name: "@cblat".into(),
+                key: Some(function.to_string()),
+                buckets: Buckets::Log2(slots),
+            })
+        })
+        .collect()
+}
+
+/// `@cpu_queued[cpu]`, `@cpu_invoked[cpu]`, `@cpu_pending[cpu]` (the CPU whose list holds
+/// it); CPUs with nothing to count are left out, as bpftrace leaves out keys never set.
+fn per_cpu_maps(raw: &Raw) -> Vec<Map> {
+    let by_cpu = |values: &[u64]| -> Vec<(String, u64)> {
+        values
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| **n > 0)
+            .map(|(cpu, n)| (cpu.to_string(), *n))
+            .collect()
+    };
+    let slot = |s: u32| raw.totals.get(s as usize).cloned().unwrap_or_default();
+    let mut pending = vec![0u64; raw.totals.first().map_or(0, Vec::len)];
+    for p in &raw.pending {
+        let cpu = p.cpu as usize;
+        if cpu >= pending.len() {
+            pending.resize(cpu + 1, 0);
+        }
+        pending[cpu] += 1;
+    }
+    [
+        ("@cpu_queued", slot(TOTAL_QUEUED)),
+        ("@cpu_invoked", slot(TOTAL_INVOKED)),
+        ("@cpu_pending", pending),
+    ]
+    .into_iter()
+    .map(|(name, values)| {
+        Map::Count(CountMap {
+            name: name.into(),
+            entries: by_cpu(&values),
+        })
+    })
+    .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rcutrace_common::hist::{fine_slot_bits, log2_slot};
+
+    const FIX_CB: u64 = 0xffff_ffff_8110_0000;
+    const MOD_CB: u64 = 0xffff_ffff_c040_0000;
+    const OLD_CB: u64 = 0xffff_ffff_8120_0000;
+
+    fn key(func: u64, via: Via) -> CallbackKey {
+        CallbackKey { func, via, _pad: 0 }
+    }
+
+    fn stats(queued: u64, latencies_ms: &[u64]) -> CallbackStats {
+        let mut s = CallbackStats {
+            queued,
+            queued_unrecorded: 0,
+            invoked: 0,
+            invoked_unpaired: 0,
+            requeued: 0,
+            sum_ns: 0,
+            display: [0; LOG2_SLOTS as usize],
+            fine: [0; CALLBACK_FINE_SLOTS as usize],
+        };
+        for &ms in latencies_ms {
+            s.invoked += 1;
+            s.sum_ns += ms * 1_000_000;
+            s.display[log2_slot(ms as i64) as usize] += 1;
+            s.fine[fine_slot_bits(ms * 1_000_000, CALLBACK_FINE_BITS) as usize] += 1;
+        }
+        s
+    }
+
+    fn unpaired(n: u64) -> CallbackStats {
+        CallbackStats {
+            invoked_unpaired: n,
+            ..stats(0, &[])
+        }
+    }
+
+    fn raw() -> Raw {
+        Raw {
+            rows: vec![
+                (key(FIX_CB, VIA_CALL_RCU), stats(3, &[4, 6])),
+                (key(FIX_CB, VIA_CALL_RCU_HURRY), stats(5, &[1, 1, 2, 3, 20])),
+                (key(MOD_CB, VIA_CALL_RCU), stats(2, &[9])),
+                (key(MOD_CB, VIA_NOT_SEEN), unpaired(7)),
+                (key(OLD_CB, VIA_NOT_SEEN), unpaired(4)),
+            ],
+            extremes: vec![(
+                key(FIX_CB, VIA_CALL_RCU_HURRY),
+                vec![
+                    Extremes {
+                        min_inverted: !1_000_000,
+                        max: 3_000_000,
+                    },
+                    Extremes {
+                        min_inverted: !2_000_000,
+                        max: 20_000_000,
+                    },
+                    Extremes::default(),
+                ],
+            )],
+            pending: vec![
+                Pending {
+                    func: FIX_CB,
+                    queued_ns: 1,
+                    via: VIA_CALL_RCU,
+                    cpu: 1,
+                },
+                Pending {
+                    func: MOD_CB,
+                    queued_ns: 1,
+                    via: VIA_CALL_RCU,
+                    cpu: 1,
+                },
+            ],
+            totals: vec![
+                vec![6, 4],
+                vec![5, 14],
+                vec![0, 9],
+                vec![0, 0],
+                vec![0, 0],
+                vec![0, 0],
+            ],
+            kvfree_traced: true,
+            entry_points_not_traced: vec!["call_rcu_tasks_rude".into()],
+            missed_by_kernel: 0,
+        }
+    }
+
+    fn names() -> BTreeMap<u64, String> {
+        BTreeMap::from([
+            (FIX_CB, "fix_cb".to_string()),
+            (MOD_CB, "rcutrace_test_cb [rcutrace_test]".to_string()),
+        ])
+    }
+
+    fn summary(report: &Report) -> &CallbacksSummary {
+        match &report.summary {
+            Summary::Callbacks(s) => s,
+            other => panic!("not a callbacks summary: {other:?}"),
+        }
+    }
+
+    fn options(top: usize, by_cpu: bool) -> Options {
+        Options {
+            unit: Unit::Ms,
+            top,
+            by_cpu,
+        }
+    }
+
+    #[test]
+    fn rows_are_most_queued_first_with_unseen_queueings_attributed() {
+        let report = assemble(&raw(), &names(), &options(0, false), Duration::from_secs(5));
+        let s = summary(&report);
+        let rows: Vec<(&str, &str, u64, u64, u64, u64)> = s
+            .rows
+            .iter()
+            .map(|r| {
+                (
+                    r.function.as_str(),
+                    r.via.as_str(),
+                    r.queued,
+                    r.invoked,
+                    r.pending_at_exit,
+                    r.queued_before_tracing,
+                )
+            })
+            .collect();
+        assert_eq!(
+            rows,
+            vec![
+                ("fix_cb", "call_rcu_hurry", 5, 5, 0, 0),
+                ("fix_cb", "call_rcu", 3, 2, 1, 0),
+                // The only row of its function takes the invocations queued before tracing.
+                ("rcutrace_test_cb [rcutrace_test]", "call_rcu", 2, 1, 1, 7),
+                // Never seen queued: a row of its own, named by address without a symbol.
+                ("0xffffffff81200000", "?", 0, 0, 0, 4),
+            ]
+        );
+        assert_eq!(s.totals.queued_before_tracing, 11);
+        assert_eq!(s.totals.queued, 10);
+        assert_eq!(s.totals.kvfree_queued, Some(9));
+        let hurry = &s.rows[0].latency;
+        assert_eq!(
+            (hurry.count, hurry.min_ns, hurry.max_ns),
+            (5, Some(1_000_000), Some(20_000_000))
+        );
+        assert_eq!(hurry.mean_ns, Some(5_400_000.0));
+        assert_eq!(s.rows[3].latency.count, 0);
+    }
+
+    #[test]
+    fn top_limits_rows_and_histograms_and_merges_entry_points() {
+        let report = assemble(&raw(), &names(), &options(2, false), Duration::from_secs(5));
+        let s = summary(&report);
+        assert_eq!(s.rows.len(), 2);
+        assert_eq!((s.rows_not_shown, s.queued_not_shown), (2, 2));
+        let [Map::Hist(hist)] = report.maps.as_slice() else {
+            panic!("one histogram expected: {:?}", report.maps);
+        };
+        // Both rows are fix_cb: one histogram with all 7 samples.
+        assert_eq!(
+            (hist.name.as_str(), hist.key.as_deref()),
+            ("@cblat", Some("fix_cb"))
+        );
+        assert_eq!(hist.total(), 7);
+    }
+
+    #[test]
+    fn per_cpu_totals_leave_out_idle_cpus() {
+        let report = assemble(&raw(), &names(), &options(0, true), Duration::from_secs(5));
+        let counts: Vec<(&str, Vec<(String, u64)>)> = report
+            .maps
+            .iter()
+            .filter_map(|m| match m {
+                Map::Count(c) => Some((c.name.as_str(), c.entries.clone())),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            counts,
+            vec![
+                ("@cpu_queued", vec![("0".into(), 6), ("1".into(), 4)]),
+                ("@cpu_invoked", vec![("0".into(), 5), ("1".into(), 14)]),
+                ("@cpu_pending", vec![("1".into(), 2)]),
+            ]
+        );
+    }
+}

@@ -1,0 +1,254 @@
+//! `rcutrace callbacks` against the test module's exact ground truth on Debian's 6.1 and
+//! 6.12: N callbacks of a known function are N queued, N invoked and N latency samples, the
+//! way they were queued (call_rcu, call_rcu_hurry, call_srcu, call_rcu_tasks) is told apart,
+//! callbacks held back by a reader wait at least as long as the reader, and a flood of
+//! 100 000 loses nothing silently.
+
+mod support;
+
+use std::{collections::HashMap, time::Duration};
+
+use rcutrace_common::records::{CallbackRow, CallbacksSummary, HistValue, MapValue, Record};
+use support::{Run, boot_with_module_within, run_named, sections};
+
+const CALLBACKS: u64 = 300;
+const SRCU_CALLBACKS: u64 = 100;
+/// Tasks RCU grace periods take a tenth of a second or more under emulation.
+const TASKS_CALLBACKS: u64 = 5;
+const DELAYED: u64 = 50;
+const DELAY_MS: u64 = 20;
+const KFREES: u64 = 200;
+const FLOOD: u64 = 100_000;
+
+const MODULE_CB: &str = "rcutrace_test_cb [rcutrace_test]";
+const HURRY_CB: &str = "rcutrace_test_hurry_cb [rcutrace_test]";
+const DELAYED_CB: &str = "rcutrace_test_delayed_cb [rcutrace_test]";
+const SRCU_CB: &str = "rcutrace_test_srcu_cb [rcutrace_test]";
+const TASKS_CB: &str = "rcutrace_test_tasks_cb [rcutrace_test]";
+const FLOOD_CB: &str = "rcutrace_test_flood_cb [rcutrace_test]";
+
+/// The JSON records of one run.
+fn decode(run: &Run) -> Vec<Record> {
+    run.out
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{line}: {e}")))
+        .collect()
+}
+
+fn summary(records: &[Record]) -> &CallbacksSummary {
+    records
+        .iter()
+        .find_map(|r| match r {
+            Record::CallbacksSummary(s) => Some(s),
+            _ => None,
+        })
+        .expect("a callbacks summary record")
+}
+
+fn row<'a>(summary: &'a CallbacksSummary, function: &str, via: &str) -> &'a CallbackRow {
+    summary
+        .rows
+        .iter()
+        .find(|r| r.function == function && r.via == via)
+        .unwrap_or_else(|| panic!("no row {function} via {via}: {:#?}", summary.rows))
+}
+
+/// Samples in `@cblat[function]`.
+fn histogram_total(records: &[Record], function: &str) -> u64 {
+    records
+        .iter()
+        .filter_map(|r| match r {
+            Record::Hist(maps) => maps.get("@cblat"),
+            _ => None,
+        })
+        .filter_map(|h| match h {
+            HistValue::Keyed(keys) => keys.get(function),
+            HistValue::Buckets(_) => None,
+        })
+        .map(|buckets| buckets.iter().map(|b| b.count).sum::<u64>())
+        .sum()
+}
+
+/// `@cpu_queued` and the like, by CPU.
+fn per_cpu(records: &[Record], name: &str) -> HashMap<String, u64> {
+    records
+        .iter()
+        .filter_map(|r| match r {
+            Record::Map(maps) => maps.get(name),
+            _ => None,
+        })
+        .filter_map(|m| match m {
+            MapValue::Keyed(keys) => Some(keys.0.iter().cloned().collect()),
+            MapValue::Scalar(_) => None,
+        })
+        .next()
+        .unwrap_or_default()
+}
+
+fn readout_number(readout: &str, key: &str) -> u64 {
+    let prefix = format!("{key}: ");
+    readout
+        .lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .unwrap_or_else(|| panic!("no `{key}` in the module's read-out:\n{readout}"))
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// Every callback queued while tracing is timed, still pending, or counted as not recorded.
+fn assert_accounted(row: &CallbackRow) {
+    assert_eq!(
+        row.queued,
+        row.invoked + row.pending_at_exit + row.not_recorded + row.requeued,
+        "{row:#?}"
+    );
+}
+
+/// Exactly N queued and N invoked, each a latency sample, none from before tracing.
+fn assert_exact(records: &[Record], function: &str, via: &str, n: u64) {
+    let s = summary(records);
+    let r = row(s, function, via);
+    assert_eq!(
+        (
+            r.queued,
+            r.invoked,
+            r.pending_at_exit,
+            r.queued_before_tracing
+        ),
+        (n, n, 0, 0),
+        "{function} via {via}: {r:#?}"
+    );
+    assert_eq!(histogram_total(records, function), n, "{function}");
+    assert!(r.min_ns.is_some_and(|min| min > 0), "{r:#?}");
+}
+
+fn exact_callbacks(series: &str) {
+    let hurry = series != "6.1";
+    let mut work = vec![
+        format!("module call_rcu {CALLBACKS}"),
+        format!("module call_rcu_delayed {DELAYED} {DELAY_MS}"),
+        format!("module kfree_rcu {KFREES}"),
+        format!("module call_srcu {SRCU_CALLBACKS}"),
+        format!("module call_rcu_tasks {TASKS_CALLBACKS}"),
+    ];
+    if hurry {
+        work.push(format!("module call_rcu_hurry {CALLBACKS}"));
+    }
+    // The barriers wait until every callback above was invoked, inside the window.
+    work.extend(
+        [
+            "module rcu_barrier 1",
+            "module srcu_barrier 1",
+            "module rcu_barrier_tasks 1",
+        ]
+        .map(String::from),
+    );
+    let work_script: String = work
+        .iter()
+        .map(|w| format!("/bin/rcu-workload {w} || exit 1\n"))
+        .collect();
+    let script = format!(
+        "insmod /lib/rcutrace_test.ko || exit 1\n\
+         cat > /tmp/exact.sh <<'EOF'\n{work_script}EOF\n\
+         printf '/bin/rcu-workload module call_rcu {CALLBACKS}\\n/bin/rcu-workload module rcu_barrier 1\\n' > /tmp/kprobe.sh\n\
+         printf '/bin/rcu-workload module flood {FLOOD}\\n/bin/rcu-workload module rcu_barrier 1\\n' > /tmp/flood.sh\n\
+         traced exact 'callbacks --secs 0 --top 0 -f json' 'sh /tmp/exact.sh'\n\
+         echo '=== readout'; cat /proc/rcutrace_test\n\
+         /bin/rcu-workload module reset 0 >/dev/null\n\
+         traced kprobe 'callbacks --secs 0 --top 0 --attach kprobe -f json' 'sh /tmp/kprobe.sh'\n\
+         /bin/rcu-workload module reset 0 >/dev/null\n\
+         traced flood 'callbacks --secs 0 --top 0 --by cpu -f json' 'sh /tmp/flood.sh'\n\
+         echo '=== flood_readout'; cat /proc/rcutrace_test\n"
+    );
+    // The flood alone takes minutes of emulation.
+    let guest = boot_with_module_within(series, &script, Duration::from_secs(600));
+    let sections = sections(&guest.stdout);
+
+    let exact = run_named(&sections, "exact");
+    exact.assert_ok("exact");
+    let records = decode(&exact);
+    let s = summary(&records);
+    assert_exact(&records, MODULE_CB, "call_rcu", CALLBACKS);
+    assert_exact(&records, DELAYED_CB, "call_rcu", DELAYED);
+    assert_exact(&records, SRCU_CB, "call_srcu", SRCU_CALLBACKS);
+    assert_exact(&records, TASKS_CB, "call_rcu_tasks", TASKS_CALLBACKS);
+    if hurry {
+        assert_exact(&records, HURRY_CB, "call_rcu_hurry", CALLBACKS);
+    } else {
+        assert_eq!(s.entry_points_not_traced, ["call_rcu_hurry"]);
+    }
+    // A reader held DELAY_MS after the queueing delays every one of those callbacks.
+    let delayed = row(s, DELAYED_CB, "call_rcu");
+    assert!(
+        delayed.min_ns.unwrap() >= DELAY_MS * 1_000_000,
+        "{delayed:#?}"
+    );
+    // The module timed the same callbacks from just before call_rcu() to inside the
+    // callback, an interval that contains rcutrace's (enqueue to dequeue) for each one.
+    let readout = &sections["readout"];
+    assert_eq!(
+        readout_number(readout, "invoked rcutrace_test_cb"),
+        CALLBACKS
+    );
+    for (function, callback) in [
+        (DELAYED_CB, "rcutrace_test_delayed_cb"),
+        (MODULE_CB, "rcutrace_test_cb"),
+    ] {
+        let r = row(s, function, "call_rcu");
+        let module_min = readout_number(readout, &format!("wait_min_ns {callback}"));
+        let module_max = readout_number(readout, &format!("wait_max_ns {callback}"));
+        assert!(r.min_ns.unwrap() <= module_min, "{r:#?} vs {module_min}");
+        assert!(r.max_ns.unwrap() <= module_max, "{r:#?} vs {module_max}");
+    }
+    // rcu_barrier()'s own callbacks are entrained, not queued by call_rcu.
+    let barrier = s
+        .rows
+        .iter()
+        .find(|r| r.via == "barrier")
+        .unwrap_or_else(|| panic!("no barrier row: {:#?}", s.rows));
+    assert!(barrier.invoked > 0, "{barrier:#?}");
+    assert!(
+        s.kvfree_queued.is_some_and(|n| n >= KFREES),
+        "{:?}",
+        s.kvfree_queued
+    );
+    for r in &s.rows {
+        assert_accounted(r);
+    }
+    assert_eq!(s.not_timed.pending_map_full, 0);
+
+    // By kprobe and kretprobe instead of trampolines: the same exact counts.
+    let kprobe = run_named(&sections, "kprobe");
+    kprobe.assert_ok("kprobe");
+    assert_exact(&decode(&kprobe), MODULE_CB, "call_rcu", CALLBACKS);
+
+    // A flood from kworkers on every CPU: each callback a sample, pending, or counted lost.
+    let flood = run_named(&sections, "flood");
+    flood.assert_ok("flood");
+    let records = decode(&flood);
+    let s = summary(&records);
+    let r = row(s, FLOOD_CB, "call_rcu");
+    assert_eq!(r.queued, FLOOD, "{r:#?}");
+    assert_accounted(r);
+    // The barrier waited for them all, and the pending map holds 262144: nothing is lost.
+    assert_eq!((r.invoked, r.not_recorded), (FLOOD, 0), "{r:#?}");
+    assert_eq!(s.not_timed.row_map_full_queued, 0);
+    let queued_by_cpu = per_cpu(&records, "@cpu_queued");
+    let flood_readout = &sections["flood_readout"];
+    for (cpu, queued) in &queued_by_cpu {
+        let module = readout_number(flood_readout, &format!("flood_queued cpu{cpu}"));
+        assert!(*queued >= module, "cpu {cpu}: {queued} < {module}");
+    }
+    assert_eq!(queued_by_cpu.values().sum::<u64>(), s.queued);
+}
+
+#[test]
+fn exact_callbacks_on_6_1() {
+    exact_callbacks("6.1");
+}
+
+#[test]
+fn exact_callbacks_on_6_12() {
+    exact_callbacks("6.12");
+}
