@@ -1,6 +1,6 @@
 //! `rcutrace report` against real runs on 6.1 and 6.12: two srlat runs, with rcu_expedited 0
-//! and 1, and runs of every histogram layout and of count, print their text and save their
-//! JSON; `report FILE` prints each run's text again byte for byte, and `report A B` names the
+//! and 1, and runs of every histogram layout, of count and of callbacks, print their text and
+//! save their JSON; `report FILE` prints each run's text again byte for byte, and `report A B` names the
 //! setting that differs and the ratios.
 
 mod support;
@@ -27,7 +27,8 @@ echo 0 > /sys/kernel/rcu_expedited
 traced count 'count --by comm --save /tmp/count.json' '/bin/rcu-workload membarrier 20'
 traced linear 'gplat --linear 0,40,5 --save /tmp/linear.json' '/bin/rcu-workload membarrier 20'
 traced sparse 'srlat --buckets 4 --by pid --save /tmp/sparse.json' '/bin/rcu-workload membarrier 20'
-for run in normal expedited count linear sparse; do
+traced callbacks 'callbacks --by cpu --save /tmp/callbacks.json' '/bin/rcu-workload membarrier 20'
+for run in normal expedited count linear sparse callbacks; do
     /bin/rcutrace report /tmp/$run.json >/tmp/$run.report
     echo \"=== $run.same\"; cmp /tmp/$run.out /tmp/$run.report && echo identical
 done
@@ -46,7 +47,14 @@ echo '=== normal.json'; cat /tmp/normal.json
         );
     }
     // Every layout, keyed maps and count's ratios print again byte for byte.
-    for run in ["normal", "expedited", "count", "linear", "sparse"] {
+    for run in [
+        "normal",
+        "expedited",
+        "count",
+        "linear",
+        "sparse",
+        "callbacks",
+    ] {
         let traced = run_named(&parts, run);
         traced.assert_ok(run);
         assert_eq!(
@@ -65,6 +73,8 @@ echo '=== normal.json'; cat /tmp/normal.json
     );
     let count = run_named(&parts, "count").out;
     assert!(count.contains("calls lost to a full key map"), "{count}");
+    let callbacks = run_named(&parts, "callbacks").out;
+    assert!(callbacks.contains("@cpu_queued["), "{callbacks}");
     let linear = run_named(&parts, "linear").out;
     assert!(
         linear.contains("[0, 5)") || linear.contains("[40, ...)"),
