@@ -209,12 +209,18 @@ fn compare_hists(name: &str, a: &Report, b: &Report) -> Vec<HistComparison> {
     in_a.iter()
         .filter_map(|ha| {
             let hb = in_b.iter().find(|h| h.key == ha.key)?;
+            let (stats_a, stats_b) = (stats(a, name, &ha.key), stats(b, name, &ha.key));
+            // Buckets of one layout in two units hold different values.
+            let same_unit = match (&stats_a, &stats_b) {
+                (Some((_, ua)), Some((_, ub))) => ua == ub,
+                _ => true,
+            };
             Some(HistComparison {
                 name: name.to_string(),
                 key: ha.key.clone(),
-                buckets: aligned(&ha.buckets, &hb.buckets),
-                stats: stats(a, name, &ha.key)
-                    .zip(stats(b, name, &ha.key))
+                buckets: aligned(&ha.buckets, &hb.buckets).filter(|_| same_unit),
+                stats: stats_a
+                    .zip(stats_b)
                     .map(|((sa, unit), (sb, _))| (sa, sb, unit)),
             })
         })
@@ -448,5 +454,13 @@ mod tests {
         let comparison = compare(&a, &b);
         assert_eq!(comparison.hists[0].buckets, None);
         assert!(comparison.hists[0].stats.is_some());
+        // The same layout in another unit is not lined up either; the statistics are, in A's.
+        let mut c = a.clone();
+        if let Summary::Latency(summaries) = &mut c.summary {
+            summaries[0].unit = Unit::Us;
+        }
+        let comparison = compare(&a, &c);
+        assert_eq!(comparison.hists[0].buckets, None);
+        assert_eq!(comparison.hists[0].stats.as_ref().unwrap().2, Unit::Ms);
     }
 }

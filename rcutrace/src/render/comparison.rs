@@ -116,7 +116,10 @@ fn histogram(out: &mut String, hist: &HistComparison) {
             }
         }
         None => {
-            let _ = writeln!(out, "{name}: buckets laid out differently, not lined up");
+            let _ = writeln!(
+                out,
+                "{name}: buckets laid out differently (layout or unit), not lined up"
+            );
         }
     }
     if let Some((a, b, unit)) = &hist.stats {
