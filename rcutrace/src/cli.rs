@@ -189,7 +189,16 @@ pub fn check(cli: &Cli) -> Result<(), clap::Error> {
     if cli.save.is_some() && matches!(cli.command, Command::Report(_)) {
         return Err(<Cli as clap::CommandFactory>::command().error(
             clap::error::ErrorKind::ArgumentConflict,
-            "--save is for the commands that trace (count, gplat, srlat); report reads saved runs",
+            "--save is for the commands that trace (count, gplat, srlat, callbacks); report reads saved runs",
+        ));
+    }
+    if let Command::Report(args) = &cli.command
+        && args.files.len() == 2
+        && cli.format == Format::Json
+    {
+        return Err(<Cli as clap::CommandFactory>::command().error(
+            clap::error::ErrorKind::ArgumentConflict,
+            "a comparison of two runs prints as text only; -f json takes one saved run",
         ));
     }
     Ok(())
@@ -409,6 +418,9 @@ mod tests {
         let cli = parse(&["report", "a.json", "--save", "b.json"]).unwrap();
         assert_eq!(check(&cli).unwrap_err().exit_code(), 2);
         assert!(check(&parse(&["srlat", "--save", "b.json"]).unwrap()).is_ok());
+        let cli = parse(&["-f", "json", "report", "a.json", "b.json"]).unwrap();
+        assert_eq!(check(&cli).unwrap_err().exit_code(), 2);
+        assert!(check(&parse(&["-f", "json", "report", "a.json"]).unwrap()).is_ok());
     }
 
     #[test]
