@@ -16,8 +16,7 @@ pub fn current(attached: &[(Probe, Method)]) -> Environment {
         .and_then(|modes| current_mode(&modes))
         .map(|mode| format!("{mode} (dynamic)"))
         .or_else(|| preemption_from_version(&version));
-    let hz =
-        read_trimmed(format!("/boot/config-{release}")).and_then(|config| hz_from_config(&config));
+    let hz = kernel_config(&release).and_then(|config| hz_from_config(&config));
     Environment {
         kernel_release: release,
         kernel_version: version,
@@ -39,6 +38,20 @@ pub fn probes(environment: &Environment) -> usize {
         .iter()
         .map(|(_, methods)| methods.split('+').count())
         .sum()
+}
+
+/// The running kernel's configuration: /proc/config.gz (CONFIG_IKCONFIG_PROC), else the
+/// distribution's /boot/config-RELEASE (Debian, Ubuntu, Fedora).
+fn kernel_config(release: &str) -> Option<String> {
+    let from_proc = fs::File::open("/proc/config.gz").ok().and_then(gunzipped);
+    from_proc.or_else(|| fs::read_to_string(format!("/boot/config-{release}")).ok())
+}
+
+fn gunzipped(compressed: impl std::io::Read) -> Option<String> {
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(compressed), &mut text)
+        .ok()
+        .map(|_| text)
 }
 
 fn read_trimmed(path: impl AsRef<Path>) -> Option<String> {
@@ -136,6 +149,12 @@ mod tests {
             Some(250)
         );
         assert_eq!(hz_from_config("CONFIG_HZ_250=y\n"), None);
+        // /proc/config.gz is gzip'd.
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        std::io::Write::write_all(&mut gz, b"CONFIG_HZ=300\n").unwrap();
+        let config = gunzipped(&gz.finish().unwrap()[..]).unwrap();
+        assert_eq!(hz_from_config(&config), Some(300));
+        assert_eq!(gunzipped(&b"CONFIG_HZ=300\n"[..]), None);
     }
 
     #[test]

@@ -5,7 +5,25 @@
 
 mod support;
 
-use support::{boot, run_named, sections};
+use support::{boot_with_files, run_named, sections};
+
+/// The unpacked kernel's configuration, for the guest's /boot (where Debian keeps it).
+fn kernel_config(series: &str) -> (std::path::PathBuf, String) {
+    let boot = xtask::workspace::kernels_dir().join(series).join("boot");
+    let config = std::fs::read_dir(&boot)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("config-")
+        })
+        .unwrap_or_else(|| panic!("no config-* in {}", boot.display()));
+    let name = config.file_name().unwrap().to_string_lossy().into_owned();
+    (config, format!("/boot/{name}"))
+}
 
 #[test]
 fn report_reprints_runs_and_compares_two_6_12() {
@@ -35,7 +53,7 @@ done
 echo '=== compare.out'; /bin/rcutrace report /tmp/normal.json /tmp/expedited.json
 echo '=== normal.json'; cat /tmp/normal.json
 ";
-    let out = boot(series, script);
+    let out = boot_with_files(series, script, &[kernel_config(series)]);
     let parts = sections(&out.stdout);
     for run in ["normal", "expedited"] {
         let traced = run_named(&parts, run);
@@ -86,6 +104,8 @@ echo '=== normal.json'; cat /tmp/normal.json
         "{json}"
     );
     assert!(json.contains("\"rcu_expedited\": \"0\""), "{json}");
+    // Debian's kernels: HZ 250, from the configuration in /boot.
+    assert!(json.contains("\"hz\": 250"), "{json}");
     assert!(json.contains("\"layout\": {\"kind\": \"log2\"}"), "{json}");
 
     let compare = &parts["compare.out"];

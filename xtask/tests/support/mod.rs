@@ -61,6 +61,17 @@ pub fn boot_with_module_within(series: &str, script: &str, limit: Duration) -> G
     run_job(job)
 }
 
+/// Like `boot`, with more host files at guest paths.
+pub fn boot_with_files(
+    series: &str,
+    script: &str,
+    files: &[(std::path::PathBuf, String)],
+) -> GuestOutput {
+    let mut job = guest_job(series, script);
+    job.files.extend(files.iter().cloned());
+    run_job(job)
+}
+
 fn guest_job(series: &str, script: &str) -> GuestJob {
     let (rcutrace, workload) = binaries();
     let mut job = GuestJob::new(
