@@ -46,6 +46,9 @@ traced count 'count --by comm --save /tmp/count.json' '/bin/rcu-workload membarr
 traced linear 'gplat --linear 0,40,5 --save /tmp/linear.json' '/bin/rcu-workload membarrier 20'
 traced sparse 'srlat --buckets 4 --by pid --save /tmp/sparse.json' '/bin/rcu-workload membarrier 20'
 traced callbacks 'callbacks --by cpu --save /tmp/callbacks.json' '/bin/rcu-workload membarrier 20'
+traced json '-f json srlat --func rcu_barrier --func synchronize_rcu --by comm --save /tmp/saved.json' '/bin/rcu-workload membarrier 5'
+echo '=== json.saved'; cmp /tmp/json.out /tmp/saved.json && echo identical
+echo '=== json.again'; /bin/rcutrace -f json report /tmp/saved.json | cmp - /tmp/saved.json && echo identical
 for run in normal expedited count linear sparse callbacks; do
     /bin/rcutrace report /tmp/$run.json >/tmp/$run.report
     echo \"=== $run.same\"; cmp /tmp/$run.out /tmp/$run.report && echo identical
@@ -82,6 +85,20 @@ echo '=== normal.json'; cat /tmp/normal.json
             traced.out
         );
     }
+    // --save writes what -f json prints, and report -f json writes it again.
+    run_named(&parts, "json").assert_ok("json");
+    assert_eq!(
+        parts["json.saved"],
+        "identical\n",
+        "{}",
+        run_named(&parts, "json").out
+    );
+    assert_eq!(
+        parts["json.again"],
+        "identical\n",
+        "{}",
+        run_named(&parts, "json").out
+    );
     let sparse = run_named(&parts, "sparse").out;
     assert!(
         sparse
