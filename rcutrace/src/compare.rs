@@ -7,8 +7,8 @@ use std::collections::BTreeSet;
 use rcutrace_common::records::Environment;
 
 use crate::model::{
-    Buckets, CountMap, CountSummary, HistMap, Map, PerGracePeriod, Report, SeriesStats, Summary,
-    Unit,
+    Buckets, CallbackRow, CallbackTotals, CallbacksSummary, CountMap, CountSummary, HistMap, Map,
+    PerGracePeriod, Report, SeriesStats, Summary, Unit,
 };
 
 /// The comparison of run A with run B.
@@ -70,6 +70,9 @@ pub fn compare(a: &Report, b: &Report) -> Comparison {
         .map(|n| (n.clone(), true))
         .chain(names_b.difference(&names_a).map(|n| (n.clone(), false)))
         .collect();
+    if let (Summary::Callbacks(ca), Summary::Callbacks(cb)) = (&a.summary, &b.summary) {
+        counts.extend(compare_callbacks(ca, cb));
+    }
     let rates = match (&a.summary, &b.summary) {
         (Summary::Count(sa), Summary::Count(sb)) => count_figures(sa)
             .into_iter()
@@ -161,6 +164,49 @@ fn count_figures(s: &CountSummary) -> Vec<(&'static str, Option<f64>)> {
         ("RCU readers/s", s.per_second(s.readers)),
         ("callbacks/s", s.per_second(s.callbacks)),
     ]
+}
+
+/// `callbacks`' rows, queued and invoked, by function and entry point, in A's order (most
+/// queued first), then the totals over every callback.
+fn compare_callbacks(a: &CallbacksSummary, b: &CallbacksSummary) -> Vec<CountComparison> {
+    let key = |row: &CallbackRow| format!("{} via {}", row.function, row.via);
+    /// A figure's name, its value in a row, and over every callback.
+    type Figure = (
+        &'static str,
+        fn(&CallbackRow) -> u64,
+        fn(&CallbackTotals) -> u64,
+    );
+    let figures: [Figure; 2] = [
+        ("callbacks queued", |r| r.queued, |t| t.queued),
+        ("callbacks invoked", |r| r.invoked, |t| t.invoked),
+    ];
+    figures
+        .into_iter()
+        .map(|(name, of_row, of_totals)| {
+            let mut rows: Vec<(String, Option<u64>, Option<u64>)> = a
+                .rows
+                .iter()
+                .map(|ra| {
+                    let in_b = b.rows.iter().find(|rb| key(rb) == key(ra)).map(of_row);
+                    (key(ra), Some(of_row(ra)), in_b)
+                })
+                .collect();
+            for rb in &b.rows {
+                if !a.rows.iter().any(|ra| key(ra) == key(rb)) {
+                    rows.push((key(rb), None, Some(of_row(rb))));
+                }
+            }
+            rows.push((
+                "all callbacks".into(),
+                Some(of_totals(&a.totals)),
+                Some(of_totals(&b.totals)),
+            ));
+            CountComparison {
+                name: name.to_string(),
+                rows,
+            }
+        })
+        .collect()
 }
 
 fn compare_counts(name: &str, a: &Report, b: &Report) -> Option<CountComparison> {
@@ -382,6 +428,72 @@ mod tests {
             compare(&run(1, 1), &latency("@srlat", &[], 0.0))
                 .rates
                 .is_empty()
+        );
+    }
+
+    #[test]
+    fn callbacks_line_up_by_function_and_entry_point() {
+        let row = |function: &str, via: &str, queued, invoked| CallbackRow {
+            function: function.into(),
+            via: via.into(),
+            queued,
+            invoked,
+            pending_at_exit: 0,
+            queued_before_tracing: 0,
+            unrecorded: 0,
+            requeued: 0,
+            latency: SeriesStats {
+                key: None,
+                count: invoked,
+                min_ns: None,
+                max_ns: None,
+                mean_ns: None,
+                percentiles: Vec::new(),
+            },
+        };
+        let run = |rows: Vec<CallbackRow>, queued, invoked| Report {
+            maps: Vec::new(),
+            summary: Summary::Callbacks(CallbacksSummary {
+                elapsed: Duration::from_secs(5),
+                unit: Unit::Ms,
+                rows,
+                rows_not_shown: 0,
+                queued_not_shown: 0,
+                percentile_error: 0.0,
+                totals: CallbackTotals {
+                    queued,
+                    invoked,
+                    ..CallbackTotals::default()
+                },
+                entry_points_not_traced: Vec::new(),
+            }),
+            environment: None,
+        };
+        let a = run(
+            vec![row("f", "call_rcu", 10, 8), row("g", "call_rcu", 3, 3)],
+            13,
+            11,
+        );
+        let b = run(
+            vec![row("f", "call_rcu_hurry", 4, 4), row("g", "call_rcu", 6, 5)],
+            10,
+            9,
+        );
+        let counts = compare(&a, &b).counts;
+        assert_eq!(counts.len(), 2);
+        assert_eq!(counts[0].name, "callbacks queued");
+        assert_eq!(
+            counts[0].rows,
+            [
+                ("f via call_rcu".to_string(), Some(10), None),
+                ("g via call_rcu".into(), Some(3), Some(6)),
+                ("f via call_rcu_hurry".into(), None, Some(4)),
+                ("all callbacks".into(), Some(13), Some(10)),
+            ]
+        );
+        assert_eq!(
+            counts[1].rows[3],
+            ("all callbacks".to_string(), Some(11), Some(9))
         );
     }
 

@@ -54,6 +54,7 @@ for run in normal expedited count linear sparse callbacks; do
     echo \"=== $run.same\"; cmp /tmp/$run.out /tmp/$run.report && echo identical
 done
 echo '=== compare.out'; /bin/rcutrace report /tmp/normal.json /tmp/expedited.json
+echo '=== itself.out'; /bin/rcutrace report /tmp/callbacks.json /tmp/callbacks.json
 echo '=== normal.json'; cat /tmp/normal.json
 ";
     let out = boot_with_files(series, script, &[kernel_config(series)]);
@@ -125,6 +126,15 @@ echo '=== normal.json'; cat /tmp/normal.json
     assert!(json.contains("\"hz\": 250"), "{json}");
     assert!(json.contains("\"layout\": {\"kind\": \"log2\"}"), "{json}");
 
+    // A run against itself: the same environment, and every ratio 1.
+    let itself = &parts["itself.out"];
+    assert!(itself.contains("\nEnvironment: the same\n"), "{itself}");
+    assert!(itself.contains("\ncallbacks queued "), "{itself}");
+    assert!(itself.contains("\n@cpu_queued "), "{itself}");
+    for line in itself.lines().filter(|l| l.starts_with("  ")) {
+        let ratio = line.split_whitespace().last().unwrap_or_default();
+        assert!(["1.00", "-"].contains(&ratio), "{line}\n{itself}");
+    }
     let compare = &parts["compare.out"];
     assert!(
         compare.starts_with("A: /tmp/normal.json\nB: /tmp/expedited.json\n"),
