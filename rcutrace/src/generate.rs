@@ -80,6 +80,7 @@ mod tests {
             "man/man1/rcutrace-gplat.1",
             "man/man1/rcutrace-srlat.1",
             "man/man1/rcutrace-report.1",
+            "man/man1/rcutrace-callbacks.1",
         ] {
             assert!(written.iter().any(|w| w == page), "{page}: {written:?}");
         }
