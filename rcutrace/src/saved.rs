@@ -168,10 +168,9 @@ fn count(s: &records::CountSummary) -> CountSummary {
             .map(|(r, gps)| (r * gps as f64).round() as u64)
     };
     CountSummary {
-        elapsed: s.elapsed_ns.map_or_else(
-            || Duration::from_secs_f64(s.elapsed_s.max(0.0)),
-            Duration::from_nanos,
-        ),
+        elapsed: s
+            .elapsed_ns
+            .map_or_else(|| seconds(s.elapsed_s), Duration::from_nanos),
         readers: s.readers.or_else(|| from_ratio(s.readers_per_grace_period)),
         call_rcu: s
             .call_rcu
@@ -191,10 +190,9 @@ fn count(s: &records::CountSummary) -> CountSummary {
 fn callbacks(s: &records::CallbacksSummary) -> CallbacksSummary {
     let unit = unit(&s.unit).unwrap_or(Unit::Ms);
     CallbacksSummary {
-        elapsed: s.elapsed_ns.map_or_else(
-            || Duration::from_secs_f64(s.elapsed_s.max(0.0)),
-            Duration::from_nanos,
-        ),
+        elapsed: s
+            .elapsed_ns
+            .map_or_else(|| seconds(s.elapsed_s), Duration::from_nanos),
         unit,
         rows: s
             .rows
@@ -277,6 +275,12 @@ fn latency_summary(
             stacks_lost: losses.stacks_lost,
         },
     }
+}
+
+/// A window in seconds from a file, which may say anything: no panic on a negative or
+/// absurd figure, just no window.
+fn seconds(secs: f64) -> Duration {
+    Duration::try_from_secs_f64(secs).unwrap_or_default()
 }
 
 pub fn unit(suffix: &str) -> Option<Unit> {
