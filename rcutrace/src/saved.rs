@@ -370,10 +370,11 @@ fn model_buckets(layout: HistLayout, buckets: &[Bucket]) -> Result<Buckets> {
             Ok(Buckets::Log2(counts))
         }
         HistLayout::Linear { min, max, step } => {
-            if step == 0 || min >= max {
+            let linear = Linear { min, max, step };
+            // bpftrace's own limits, which also keep a file from asking for a huge histogram.
+            if step == 0 || min >= max || linear.buckets() > 1000 {
                 bail!("linear layout {min},{max},{step} is not one lhist() accepts");
             }
-            let linear = Linear { min, max, step };
             let slots = linear.buckets() + 2;
             let mut counts = vec![0; slots as usize];
             for bucket in buckets {
@@ -680,6 +681,13 @@ mod tests {
     fn what_cannot_be_read_is_said() {
         let err = parse("{\"type\": \"hist\", \"data\": {\"@h\": 3}}\nnot json\n").unwrap_err();
         assert!(format!("{err:#}").contains("line 1"), "{err:#}");
+        let huge = "{\"type\": \"hist\", \"data\": {\"@h\": [{\"min\": 0, \"max\": 0, \"count\": 1}, \
+                    {\"min\": 18446744073709551614, \"count\": 1}]}}\n";
+        let err = parse(huge).unwrap_err();
+        assert!(
+            format!("{err:#}").contains("not one lhist() accepts"),
+            "{err:#}"
+        );
         let err = parse("{}\nnot json\n").unwrap_err();
         assert!(format!("{err:#}").contains("line 1"), "{err:#}");
     }
