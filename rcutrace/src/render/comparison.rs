@@ -53,11 +53,10 @@ fn environment(out: &mut String, difference: &EnvironmentDifference) {
             out.push_str("Environment: the same\n");
         }
         EnvironmentDifference::Differs(settings) => {
-            out.push_str("Environment, what differs:\n");
-            let mut rows = vec![row(["", "A", "B"])];
+            let mut rows = vec![row(["Environment, what differs", "A", "B"])];
             for (name, a, b) in settings {
                 let shown = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".into());
-                rows.push([name.clone(), shown(a), shown(b)].to_vec());
+                rows.push(vec![format!("  {name}"), shown(a), shown(b)]);
             }
             table(out, &rows, 1);
         }
@@ -304,6 +303,27 @@ mod tests {
              Over the window     A     B    B/A\n  \
                seconds        5.00  2.50  0.500\n"
         );
+    }
+
+    #[test]
+    fn the_environment_says_what_differs_first() {
+        let mut out = String::new();
+        environment(
+            &mut out,
+            &EnvironmentDifference::Differs(vec![
+                ("rcu_expedited".into(), Some("0".into()), Some("1".into())),
+                ("HZ".into(), None, Some("250".into())),
+            ]),
+        );
+        assert_eq!(
+            out,
+            "Environment, what differs  A    B\n  \
+               rcu_expedited            0    1\n  \
+               HZ                       -  250\n"
+        );
+        let mut out = String::new();
+        environment(&mut out, &EnvironmentDifference::Differs(Vec::new()));
+        assert_eq!(out, "Environment: the same\n");
     }
 
     #[test]
