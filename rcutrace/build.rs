@@ -40,6 +40,10 @@ fn main() -> anyhow::Result<()> {
         return Ok(());
     }
 
+    // aya-build passes every line the inner cargo prints up as a `cargo:warning`, its progress
+    // ("Compiling ...") included; a quiet inner cargo leaves only real warnings and errors.
+    // SAFETY: the build script has not started any other thread yet.
+    unsafe { env::set_var("CARGO_TERM_QUIET", "true") };
     let ebpf_dir = ebpf_dir
         .to_str()
         .ok_or_else(|| anyhow!("non-UTF-8 path {}", ebpf_dir.display()))?;

@@ -11,12 +11,29 @@ pub const BY_PID: u32 = 2;
 pub const BY_CPU: u32 = 3;
 pub const BY_STACK: u32 = 4;
 
-/// Entries in the kernel stack map.
+/// Distinct kernel stacks that can be kept; more are counted as lost.
 pub const MAX_STACKS: u32 = 8192;
-/// Deepest kernel stack kept, in frames (the kernel's own limit is 127).
-pub const STACK_DEPTH: usize = 127;
-/// `stack_id` of a stack that could not be kept.
-pub const NO_STACK: i32 = -1;
+/// Deepest kernel stack kept, in frames (return addresses); deeper frames are cut off.
+pub const STACK_DEPTH: usize = 48;
+/// A kernel stack: return addresses, deepest first, zero after the last.
+pub type StackFrames = [u64; STACK_DEPTH];
+/// `stack` of an event whose stack could not be kept.
+pub const NO_STACK: u64 = 0;
+
+/// Identifies a stack by its content (FNV-1a over the frames), so that distinct stacks never
+/// share an id the way the kernel's stack-trace map lets them when its buckets collide.
+/// Never `NO_STACK`.
+#[inline(always)]
+pub fn stack_hash(frames: &StackFrames) -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut i = 0;
+    while i < STACK_DEPTH {
+        hash ^= frames[i];
+        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+        i += 1;
+    }
+    if hash == NO_STACK { 1 } else { hash }
+}
 
 /// One attribution key. `event` is the counter slot (count) or the timed function's index
 /// (latency), so that one map holds every function.
@@ -28,11 +45,30 @@ pub struct Attribution {
     pub tgid: u32,
     /// CPU the event happened on, for BY_CPU.
     pub cpu: u32,
-    /// Id in the stack map, for BY_STACK; NO_STACK when it could not be kept.
-    pub stack_id: i32,
+    pub _padding: u32,
+    /// Key of the caller's stack in the stack map (`stack_hash`), for BY_STACK; NO_STACK when
+    /// it could not be kept.
+    pub stack: u64,
     /// Command name, NUL-padded, for BY_COMM and BY_PID.
     pub comm: [u8; 16],
 }
 
 #[cfg(feature = "user")]
 unsafe impl aya::Pod for Attribution {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stack_hashes_tell_stacks_apart_and_never_say_lost() {
+        let mut a = [0u64; STACK_DEPTH];
+        a[0] = 0xffff_ffff_8110_0005;
+        a[1] = 0xffff_ffff_8120_0040;
+        let mut b = a;
+        b[1] += 1;
+        assert_ne!(stack_hash(&a), stack_hash(&b));
+        assert_eq!(stack_hash(&a), stack_hash(&a.clone()));
+        assert_ne!(stack_hash(&[0; STACK_DEPTH]), NO_STACK);
+    }
+}

@@ -1,10 +1,10 @@
 //! Fills the `--by` key of an event: only the fields the chosen mode needs.
 
 use aya_ebpf::{
-    helpers::{bpf_get_current_comm, bpf_get_smp_processor_id},
+    EbpfContext,
+    helpers::{bpf_get_current_comm, bpf_get_smp_processor_id, generated::bpf_get_stack},
     macros::map,
-    maps::StackTrace,
-    programs::tracing::StackIdContext,
+    maps::{HashMap, PerCpuArray},
 };
 use rcutrace_common::attribution::*;
 
@@ -14,18 +14,21 @@ use crate::window::constant;
 #[unsafe(no_mangle)]
 static BY_MODE: u32 = BY_NONE;
 
-/// Kernel stacks of the callers, for BY_STACK.
+/// Kernel stacks of the callers, for BY_STACK, by content hash.
 #[map]
-static STACKS: StackTrace = StackTrace::with_max_entries(MAX_STACKS, 0);
+static STACKS: HashMap<u64, StackFrames> = HashMap::with_max_entries(MAX_STACKS, 0);
+/// Room to read a stack into (too large for the BPF stack).
+#[map]
+static STACK_SCRATCH: PerCpuArray<StackFrames> = PerCpuArray::with_max_entries(1, 0);
 
 #[inline(always)]
 pub fn mode() -> u32 {
     constant(&BY_MODE)
 }
 
-/// The key of the current event; `None` for the stack when it could not be kept.
+/// The key of the current event, and whether its stack (if wanted) could be kept.
 #[inline(always)]
-pub fn attribute<C: StackIdContext>(ctx: &C, event: u32, tgid: u32) -> (Attribution, bool) {
+pub fn attribute<C: EbpfContext>(ctx: &C, event: u32, tgid: u32) -> (Attribution, bool) {
     let mut key = Attribution {
         event,
         ..Default::default()
@@ -38,14 +41,34 @@ pub fn attribute<C: StackIdContext>(ctx: &C, event: u32, tgid: u32) -> (Attribut
             key.comm = bpf_get_current_comm().unwrap_or_default();
         }
         BY_CPU => key.cpu = unsafe { bpf_get_smp_processor_id() },
-        BY_STACK => match ctx.get_stackid(&STACKS, 0) {
-            Ok(id) => key.stack_id = id as i32,
-            Err(_) => {
-                key.stack_id = NO_STACK;
-                stack_kept = false;
-            }
-        },
+        BY_STACK => {
+            key.stack = keep_stack(ctx);
+            stack_kept = key.stack != NO_STACK;
+        }
         _ => {}
     }
     (key, stack_kept)
+}
+
+/// Reads the kernel stack, stores it under its hash, and returns the hash (`NO_STACK` if it
+/// could not be read or stored).
+#[inline(always)]
+fn keep_stack<C: EbpfContext>(ctx: &C) -> u64 {
+    let Some(frames) = STACK_SCRATCH.get_ptr_mut(0) else {
+        return NO_STACK;
+    };
+    // The kernel zero-fills what the stack does not use, so equal stacks hash equally.
+    let size = core::mem::size_of::<StackFrames>() as u32;
+    let read = unsafe { bpf_get_stack(ctx.as_ptr(), frames.cast(), size, 0) };
+    if read <= 0 {
+        return NO_STACK;
+    }
+    let frames = unsafe { &*frames };
+    let hash = stack_hash(frames);
+    // BPF_NOEXIST: a stack already kept is the same stack.
+    match STACKS.insert(&hash, frames, 1) {
+        Ok(()) => hash,
+        Err(_) if unsafe { STACKS.get(&hash) }.is_some() => hash,
+        Err(_) => NO_STACK,
+    }
 }

@@ -11,7 +11,7 @@ use aya_ebpf::{
     EbpfContext,
     macros::{fentry, kprobe, map},
     maps::{HashMap, PerCpuArray},
-    programs::{FEntryContext, ProbeContext, tracing::StackIdContext},
+    programs::{FEntryContext, ProbeContext},
 };
 use rcutrace_common::{attribution::*, counters::*};
 
@@ -44,7 +44,7 @@ fn bump_preemptible(map: &PerCpuArray<u64>, slot: u32) {
 
 /// One event of `slot`, counted by a program that runs with preemption off (`kprobe`) or not.
 #[inline(always)]
-fn count<C: StackIdContext + EbpfContext>(ctx: &C, slot: u32, kprobe: bool) {
+fn count<C: EbpfContext>(ctx: &C, slot: u32, kprobe: bool) {
     let (tgid, _, is_self) = window::current();
     if is_self {
         return;
@@ -61,7 +61,7 @@ fn count<C: StackIdContext + EbpfContext>(ctx: &C, slot: u32, kprobe: bool) {
 }
 
 #[inline(always)]
-fn count_keyed<C: StackIdContext>(ctx: &C, slot: u32, tgid: u32) {
+fn count_keyed<C: EbpfContext>(ctx: &C, slot: u32, tgid: u32) {
     if !window::running() {
         return;
     }

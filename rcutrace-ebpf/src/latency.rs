@@ -7,12 +7,11 @@
 //! synchronize_rcu_expedited()) and each call still gets its own start time.
 
 use aya_ebpf::{
+    EbpfContext,
     helpers::bpf_ktime_get_ns,
     macros::{fentry, fexit, kprobe, kretprobe, map},
     maps::{HashMap, PerCpuArray, RingBuf},
-    programs::{
-        FEntryContext, FExitContext, ProbeContext, RetProbeContext, tracing::StackIdContext,
-    },
+    programs::{FEntryContext, FExitContext, ProbeContext, RetProbeContext},
 };
 use rcutrace_common::latency::*;
 
@@ -49,7 +48,7 @@ fn wanted(tgid: u32, is_self: bool) -> bool {
 }
 
 #[inline(always)]
-fn on_entry<C: StackIdContext>(ctx: &C, timed: u32) {
+fn on_entry<C: EbpfContext>(ctx: &C, timed: u32) {
     if !window::running() {
         return;
     }

@@ -29,15 +29,15 @@ pub fn mode(by: Option<By>) -> u32 {
 
 /// Key text as bpftrace prints it: a comm bare, `pid, comm`, a CPU number, or a kernel stack
 /// (`\n    frame+off` per frame, deepest first, then `\n`). `frames` symbolizes a stack id.
-pub fn key_text(by: By, key: &Attribution, frames: &mut dyn FnMut(u32) -> Vec<String>) -> String {
+pub fn key_text(by: By, key: &Attribution, frames: &mut dyn FnMut(u64) -> Vec<String>) -> String {
     match by {
         By::Comm => comm(&key.comm),
         By::Pid => format!("{}, {}", key.tgid, comm(&key.comm)),
         By::Cpu => key.cpu.to_string(),
-        By::Stack if key.stack_id == NO_STACK => "[stack lost]".to_string(),
+        By::Stack if key.stack == NO_STACK => "[stack lost]".to_string(),
         By::Stack => {
             let mut text = String::from("\n");
-            for frame in frames(key.stack_id as u32) {
+            for frame in frames(key.stack) {
                 text.push_str("    ");
                 text.push_str(&frame);
                 text.push('\n');
@@ -54,15 +54,16 @@ fn comm(bytes: &[u8; 16]) -> String {
 }
 
 /// Keeps the `top` entries with the largest weight and merges the rest into one entry keyed
-/// `[other: N keys]`; `top == 0` keeps everything. Ties are broken by key, so the result does
-/// not depend on the input order.
+/// `[other: N keys]`; `top == 0` keeps everything, and so does a single key beyond `top`
+/// (folding it would hide its name and save nothing). Ties are broken by key, so the result
+/// does not depend on the input order.
 pub fn fold_top<T>(
     entries: Vec<(String, T)>,
     top: usize,
     weight: impl Fn(&T) -> u64,
     merge: impl Fn(&mut T, T),
 ) -> Vec<(String, T)> {
-    if top == 0 || entries.len() <= top {
+    if top == 0 || entries.len() <= top + 1 {
         return entries;
     }
     let mut entries = entries;
@@ -87,7 +88,7 @@ mod tests {
         let mut key = Attribution {
             tgid: 152,
             cpu: 1,
-            stack_id: 7,
+            stack: 7,
             ..Default::default()
         };
         key.comm[..comm_text.len()].copy_from_slice(comm_text.as_bytes());
@@ -97,7 +98,7 @@ mod tests {
     #[test]
     fn keys_print_as_bpftrace_prints_them() {
         let mut frames =
-            |id: u32| vec![format!("synchronize_rcu+{id}"), "do_syscall_64+135".into()];
+            |id: u64| vec![format!("synchronize_rcu+{id}"), "do_syscall_64+135".into()];
         let k = key("kworker/u4:1");
         assert_eq!(key_text(By::Comm, &k, &mut frames), "kworker/u4:1");
         assert_eq!(key_text(By::Pid, &k, &mut frames), "152, kworker/u4:1");
@@ -107,7 +108,7 @@ mod tests {
             "\n    synchronize_rcu+7\n    do_syscall_64+135\n"
         );
         let lost = Attribution {
-            stack_id: NO_STACK,
+            stack: NO_STACK,
             ..k
         };
         assert_eq!(key_text(By::Stack, &lost, &mut frames), "[stack lost]");

@@ -36,6 +36,9 @@ pub struct Cli {
     /// Output as bpftrace prints it (text) or as its JSON lines (-f json), one object a line.
     #[arg(long, short = 'f', global = true, value_enum, default_value_t = Format::Text)]
     pub format: Format,
+    /// Also save the run's JSON lines to FILE, for `rcutrace report` (the output stays as -f says).
+    #[arg(long, global = true, value_name = "FILE")]
+    pub save: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -70,6 +73,20 @@ pub enum Command {
         sudo rcutrace callbacks --top 0 --by cpu\n  \
         sudo rcutrace callbacks --unit us -f json")]
     Callbacks(CallbacksArgs),
+    /// Print a run saved with -f json as the text it printed, or compare two saved runs.
+    #[command(after_help = "Examples:\n  \
+        sudo rcutrace -f json srlat --secs 30 > normal.json\n  \
+        rcutrace report normal.json                  # the text that run printed\n  \
+        rcutrace report normal.json expedited.json   # what differs, and by how much\n\n\
+        Runs saved by bpftrace -f json print too, as far as their records allow.")]
+    Report(ReportArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// A run saved with -f json; a second one to compare with the first (A, then B).
+    #[arg(value_name = "FILE", num_args = 1..=2, required = true)]
+    pub files: Vec<std::path::PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -162,9 +179,29 @@ pub struct SrlatArgs {
     /// one histogram per function, in one run (at most 8).
     #[arg(long, value_parser = parse_waiting_function, value_name = "NAME")]
     pub func: Vec<&'static str>,
-    /// Only calls made by this process.
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..), value_name = "PID")]
+    /// Only calls made by this process (it must be running).
+    #[arg(long, value_parser = parse_pid, value_name = "PID")]
     pub pid: Option<u32>,
+}
+
+/// Rules across a command and the global options, which clap cannot state.
+pub fn check(cli: &Cli) -> Result<(), clap::Error> {
+    if cli.save.is_some() && matches!(cli.command, Command::Report(_)) {
+        return Err(<Cli as clap::CommandFactory>::command().error(
+            clap::error::ErrorKind::ArgumentConflict,
+            "--save is for the commands that trace (count, gplat, srlat, callbacks); report reads saved runs",
+        ));
+    }
+    if let Command::Report(args) = &cli.command
+        && args.files.len() == 2
+        && cli.format == Format::Json
+    {
+        return Err(<Cli as clap::CommandFactory>::command().error(
+            clap::error::ErrorKind::ArgumentConflict,
+            "a comparison of two runs prints as text only; -f json takes one saved run",
+        ));
+    }
+    Ok(())
 }
 
 /// `MIN,MAX,STEP` with bpftrace's rules for lhist().
@@ -222,6 +259,20 @@ fn parse_waiting_function(text: &str) -> Result<&'static str, String> {
         })
 }
 
+/// A process id of a running process: tracing one that does not exist would print an empty
+/// histogram after the whole window, with no word of why.
+fn parse_pid(text: &str) -> Result<u32, String> {
+    let pid = match text.trim().parse::<u32>() {
+        Ok(0) => return Err("PID must be at least 1".into()),
+        Ok(pid) => pid,
+        Err(e) => return Err(format!("PID {text:?} is not a positive integer: {e}")),
+    };
+    if !std::path::Path::new("/proc").join(pid.to_string()).exists() {
+        return Err(format!("no process {pid} is running"));
+    }
+    Ok(pid)
+}
+
 fn parse_step(text: &str) -> Result<u64, String> {
     match text.trim().parse::<u64>() {
         Ok(0) => Err("STEP must be at least 1".into()),
@@ -273,7 +324,7 @@ mod tests {
             "--linear",
             "0,1000,100",
             "--pid",
-            "42",
+            &std::process::id().to_string(),
             "--unit",
             "ns",
         ])
@@ -283,7 +334,7 @@ mod tests {
         };
         assert!(args.expedited);
         assert!(args.func.is_empty());
-        assert_eq!(args.pid, Some(42));
+        assert_eq!(args.pid, Some(std::process::id()));
         assert_eq!(args.latency.unit, Some(Unit::Ns));
         assert_eq!(
             args.latency.linear,
@@ -359,6 +410,20 @@ mod tests {
     }
 
     #[test]
+    fn report_takes_one_or_two_saved_runs() {
+        let Command::Report(args) = parse(&["report", "a.json", "b.json"]).unwrap().command else {
+            panic!("not report");
+        };
+        assert_eq!(args.files.len(), 2);
+        let cli = parse(&["report", "a.json", "--save", "b.json"]).unwrap();
+        assert_eq!(check(&cli).unwrap_err().exit_code(), 2);
+        assert!(check(&parse(&["srlat", "--save", "b.json"]).unwrap()).is_ok());
+        let cli = parse(&["-f", "json", "report", "a.json", "b.json"]).unwrap();
+        assert_eq!(check(&cli).unwrap_err().exit_code(), 2);
+        assert!(check(&parse(&["-f", "json", "report", "a.json"]).unwrap()).is_ok());
+    }
+
+    #[test]
     fn usage_errors_are_exit_status_2() {
         for args in [
             &["srlat", "--linear", "0,10"][..],
@@ -368,8 +433,12 @@ mod tests {
             &["srlat", "--func", "__rcu_read_lock"],
             &["count", "--by", "nothing"],
             &["count", "--top", "5"],
+            // Above the kernel's largest pid_max (2^22): never a running process.
+            &["srlat", "--pid", "4194305"],
             &["count", "--secs", "-1"],
             &["count", "--attach", "uprobe"],
+            &["report"],
+            &["report", "a", "b", "c"],
             &["gplat", "--unit", "s"],
             &["callbacks", "--by", "comm"],
             &["callbacks", "--top", "-1"],

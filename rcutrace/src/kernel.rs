@@ -50,27 +50,8 @@ pub fn wait_for_programs() -> Result<()> {
     Ok(())
 }
 
-/// Whether thread `tid` is inside kernel function `function` now (from /proc/TID/stack);
-/// `None` where the kernel does not show stacks.
-pub fn thread_is_in(tid: u32, function: &str) -> Option<bool> {
-    match std::fs::read_to_string(format!("/proc/{tid}/stack")) {
-        Ok(stack) => Some(stack_has(&stack, function)),
-        // The thread is gone: it is inside nothing.
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Some(false),
-        Err(_) => None,
-    }
-}
-
-/// Whether a /proc/TID/stack text (`[<0>] name+0x1a/0x40` lines) has a frame in `function`.
-fn stack_has(stack: &str, function: &str) -> bool {
-    stack.lines().any(|line| {
-        let frame = line.split_whitespace().nth(1).unwrap_or("");
-        frame.split('+').next() == Some(function)
-    })
-}
-
-/// Whether process `pid` exists now.
-pub fn process_exists(pid: u32) -> bool {
+/// Whether process or thread `pid` exists now (/proc/TID works for any thread).
+pub fn task_exists(pid: u32) -> bool {
     std::path::Path::new(&format!("/proc/{pid}")).exists()
 }
 
@@ -121,16 +102,6 @@ mod tests {
         assert_eq!(text_symbol("ffffffff82000000 D rcu_state"), None);
         assert_eq!(text_symbol("ffffffffc0001000 t foo\t[ext4]"), Some("foo"));
         assert_eq!(text_symbol("garbage"), None);
-    }
-
-    #[test]
-    fn proc_stacks() {
-        let stack = "[<0>] __wait_rcu_gp+0x140/0x170\n[<0>] synchronize_rcu+0x11a/0x130\n\
-                     [<0>] __x64_sys_membarrier+0x1ea/0x3f0\n";
-        assert!(stack_has(stack, "synchronize_rcu"));
-        assert!(!stack_has(stack, "synchronize_rcu_expedited"));
-        assert!(!stack_has(stack, "synchronize"));
-        assert!(!stack_has("", "synchronize_rcu"));
     }
 
     #[test]

@@ -68,6 +68,11 @@ pub struct Probe {
     pub function: &'static str,
     pub side: Side,
     pub programs: Programs,
+    /// Under `--attach auto`, try a kprobe before a trampoline: the entry of a function whose
+    /// return is hooked too. A second program on one trampoline makes the kernel replace the
+    /// trampoline's image, and freeing the old one runs a tasks-RCU grace period, whose
+    /// kthread calls synchronize_rcu(): rcutrace's own doing, which would land in its window.
+    pub prefer_kprobe: bool,
 }
 
 /// Functions that a BPF trampoline must never hook: the trampoline itself takes
@@ -137,6 +142,9 @@ pub fn plan(probe: &Probe, choice: AttachChoice, keys: Keys) -> Vec<(Method, Str
     let order = match (choice, trampoline) {
         (AttachChoice::Kprobe, _) | (_, None) => vec![kprobe],
         (AttachChoice::Fentry, Some(trampoline)) => vec![Some(trampoline)],
+        (AttachChoice::Auto, Some(trampoline)) if probe.prefer_kprobe => {
+            vec![kprobe, Some(trampoline)]
+        }
         (AttachChoice::Auto, Some(trampoline)) => vec![Some(trampoline), kprobe],
     };
     order.into_iter().flatten().collect()
@@ -194,6 +202,7 @@ const fn counted(
             function,
             side: Side::Entry,
             programs: Programs::Counter(slot),
+            prefer_kprobe: false,
         },
     }
 }
@@ -297,13 +306,23 @@ pub const fn timed(index: u32, entry: &'static str, exit: &'static str) -> Timed
             function: entry,
             side: Side::Entry,
             programs,
+            prefer_kprobe: false,
         },
         exit: Probe {
             function: exit,
             side: Side::Return,
             programs,
+            prefer_kprobe: false,
         },
     }
+}
+
+/// Times each call of `function`, from its entry to its return, with the programs of timed
+/// function `index`; the entry prefers a kprobe so the function gets one trampoline only.
+pub const fn timed_call(index: u32, function: &'static str) -> Timed {
+    let mut timed = timed(index, function, function);
+    timed.entry.prefer_kprobe = true;
+    timed
 }
 
 /// Internal grace-period latency: `rcu_gp_init()` entry to `rcu_gp_cleanup()` return.
@@ -314,6 +333,7 @@ const fn callback_hook(function: &'static str, side: Side, hook: &'static str) -
         function,
         side,
         programs: Programs::Callbacks(hook),
+        prefer_kprobe: false,
     }
 }
 
@@ -451,7 +471,7 @@ mod tests {
             plan_methods(&probe, AttachChoice::Fentry),
             vec![Method::Fentry]
         );
-        let exit = timed(3, "rcu_barrier", "rcu_barrier").exit;
+        let exit = timed_call(3, "rcu_barrier").exit;
         assert_eq!(
             plan_methods(&exit, AttachChoice::Kprobe),
             vec![Method::Kretprobe]
@@ -459,6 +479,28 @@ mod tests {
         assert_eq!(
             plan_methods(&exit, AttachChoice::Fentry),
             vec![Method::Fexit]
+        );
+    }
+
+    #[test]
+    fn a_timed_call_takes_one_trampoline_only() {
+        let call = timed_call(2, "synchronize_rcu");
+        assert_eq!(
+            plan_methods(&call.entry, AttachChoice::Auto),
+            [Method::Kprobe, Method::Fentry]
+        );
+        assert_eq!(
+            plan_methods(&call.exit, AttachChoice::Auto),
+            [Method::Fexit, Method::Kretprobe]
+        );
+        assert_eq!(
+            plan_methods(&call.entry, AttachChoice::Fentry),
+            [Method::Fentry]
+        );
+        // Different functions have a trampoline each.
+        assert_eq!(
+            plan_methods(&GP_LATENCY.entry, AttachChoice::Auto),
+            [Method::Fentry, Method::Kprobe]
         );
     }
 

@@ -1,7 +1,12 @@
 //! The tracing window: runs until the duration ends or the user interrupts, while latency
-//! samples flow from the kernel's ring buffer to their consumer.
+//! samples flow from the kernel's ring buffer to their consumer and the exit of a traced
+//! process is reported.
 
-use std::time::{Duration, Instant};
+use std::{
+    os::fd::{FromRawFd as _, OwnedFd},
+    pin::pin,
+    time::{Duration, Instant},
+};
 
 use anyhow::{Context as _, Result};
 use aya::maps::{MapData, RingBuf};
@@ -9,6 +14,8 @@ use tokio::{
     io::{Interest, unix::AsyncFd},
     signal::unix::{Signal, SignalKind, signal},
 };
+
+use crate::countdown::Countdown;
 
 /// Ctrl-C and termination requests, caught from the start so that an interrupt during
 /// attaching still detaches cleanly instead of killing the process mid-way.
@@ -44,6 +51,9 @@ pub struct Window {
     pub interrupted: bool,
 }
 
+/// What takes each sample record as it arrives.
+pub type Consume<'a> = &'a mut dyn FnMut(&[u8]);
+
 /// The kernel's ring buffer of samples, read as it fills.
 pub struct Samples {
     ring: AsyncFd<RingBuf<MapData>>,
@@ -60,7 +70,7 @@ impl Samples {
     }
 
     /// Hands every sample waiting in the buffer to `consume`.
-    pub fn drain(&mut self, consume: &mut dyn FnMut(&[u8])) {
+    pub fn drain(&mut self, consume: Consume<'_>) {
         let ring = self.ring.get_mut();
         while let Some(item) = ring.next() {
             consume(&item);
@@ -68,7 +78,7 @@ impl Samples {
     }
 
     /// Waits for samples and hands them to `consume`, forever; returns only if waiting fails.
-    async fn follow(&mut self, consume: &mut dyn FnMut(&[u8])) -> Result<()> {
+    async fn follow(&mut self, consume: Consume<'_>) -> Result<()> {
         loop {
             let mut ready = self
                 .ring
@@ -85,31 +95,117 @@ impl Samples {
 }
 
 /// Waits for `duration` (forever if `None`) or an interrupt, feeding samples to `consume`.
+/// If `traced_process` exits meanwhile, says so once on stderr (its calls can no longer be
+/// traced) and keeps waiting.
 pub async fn run(
     duration: Option<Duration>,
     interrupts: &mut Interrupts,
-    samples: Option<(&mut Samples, &mut dyn FnMut(&[u8]))>,
+    samples: Option<(&mut Samples, Consume<'_>)>,
+    traced_process: Option<u32>,
 ) -> Result<Window> {
     let started = Instant::now();
-    let deadline = async {
+    let mut deadline = pin!(async {
         match duration {
             Some(d) => tokio::time::sleep(d).await,
             None => std::future::pending().await,
         }
-    };
-    let follow = async {
+    });
+    let mut follow = pin!(async {
         match samples {
             Some((samples, consume)) => samples.follow(consume).await,
             None => std::future::pending().await,
         }
+    });
+    let mut process = traced_process.and_then(Process::watch);
+    let mut countdown = Countdown::start(duration);
+    let mut second = tokio::time::interval(Duration::from_secs(1));
+    let interrupted = loop {
+        tokio::select! {
+            _ = &mut deadline => break false,
+            _ = second.tick(), if countdown.is_some() => countdown.iter_mut().for_each(Countdown::show),
+            _ = interrupts.any() => break true,
+            result = &mut follow => { result?; break false }
+            () = exit_of(&process) => {
+                if let Some(p) = process.take() {
+                    countdown.iter_mut().for_each(Countdown::clear);
+                    report_exit(p.pid, started);
+                }
+            }
+        }
     };
-    let interrupted = tokio::select! {
-        _ = deadline => false,
-        _ = interrupts.any() => true,
-        result = follow => { result?; false }
-    };
+    drop(countdown);
+    // An exit that raced with the end of the window is still worth its word.
+    if let Some(p) = &process
+        && p.has_exited()
+    {
+        report_exit(p.pid, started);
+    }
     Ok(Window {
         elapsed: started.elapsed(),
         interrupted,
     })
+}
+
+/// A running process whose exit the window watches, through a pidfd (readable once it exits).
+struct Process {
+    pid: u32,
+    pidfd: AsyncFd<OwnedFd>,
+}
+
+impl Process {
+    /// `None` where the process is already gone (said at once) or the kernel has no pidfd
+    /// (before 5.3: the exit then goes unreported).
+    fn watch(pid: u32) -> Option<Self> {
+        // SAFETY: pidfd_open takes a pid and flags and returns a new fd or -1.
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
+        if fd < 0 {
+            let error = std::io::Error::last_os_error();
+            if error.raw_os_error() == Some(libc::ESRCH) {
+                eprintln!("rcutrace: process {pid} exited before tracing started");
+            } else {
+                log::info!("cannot watch process {pid}: {error}");
+            }
+            return None;
+        }
+        // SAFETY: the fd was just opened and nothing else owns it.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
+        // SAFETY: the AsyncFd owns the fd, so it stays open for as long as it is registered.
+        match unsafe { AsyncFd::register_with_interest(fd, Interest::READABLE) } {
+            Ok(pidfd) => Some(Process { pid, pidfd }),
+            Err(e) => {
+                log::info!("cannot watch process {pid}: {}", e.into_parts().1);
+                None
+            }
+        }
+    }
+
+    fn has_exited(&self) -> bool {
+        let mut poll = libc::pollfd {
+            fd: std::os::fd::AsRawFd::as_raw_fd(self.pidfd.get_ref()),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd, no waiting.
+        unsafe { libc::poll(&mut poll, 1, 0) == 1 }
+    }
+}
+
+/// Completes when the watched process exits; never without one.
+async fn exit_of(process: &Option<Process>) {
+    match process {
+        Some(p) => {
+            // An error here leaves the exit unreported; the window goes on either way.
+            if p.pidfd.readable().await.is_err() {
+                std::future::pending::<()>().await
+            }
+        }
+        None => std::future::pending().await,
+    }
+}
+
+fn report_exit(pid: u32, started: Instant) {
+    eprintln!(
+        "rcutrace: process {pid} exited {:.1} s into the window; nothing more of it can be traced",
+        started.elapsed().as_secs_f64()
+    );
 }

@@ -6,14 +6,14 @@ use std::{collections::HashMap, fmt};
 use anyhow::{Context as _, Result, anyhow, bail};
 use aya::{
     Btf, Ebpf, EbpfLoader, Pod,
-    maps::{
-        Array, HashMap as BpfHashMap, Map, MapData, PerCpuArray, PerCpuHashMap, RingBuf,
-        StackTraceMap,
-    },
+    maps::{Array, HashMap as BpfHashMap, Map, MapData, PerCpuArray, PerCpuHashMap, RingBuf},
     programs::{FEntry, FExit, KProbe, Program},
 };
 
-use rcutrace_common::{attribution::Attribution, latency::CONTROL_RUNNING};
+use rcutrace_common::{
+    attribution::{Attribution, StackFrames},
+    latency::CONTROL_RUNNING,
+};
 
 use crate::{
     kernel_misses,
@@ -200,13 +200,13 @@ impl Tracer {
     }
 
     /// The return addresses of a kernel stack kept by the programs, deepest first.
-    pub fn stack(&self, stack_id: u32) -> Result<Vec<u64>> {
-        let map: StackTraceMap<&MapData> =
-            StackTraceMap::try_from(self.map("STACKS")?).context("opening STACKS")?;
-        let stack = map
-            .get(&stack_id, 0)
-            .with_context(|| format!("reading kernel stack {stack_id}"))?;
-        Ok(stack.frames().iter().map(|frame| frame.ip).collect())
+    pub fn stack(&self, stack: u64) -> Result<Vec<u64>> {
+        let map: BpfHashMap<&MapData, u64, StackFrames> =
+            BpfHashMap::try_from(self.map("STACKS")?).context("opening STACKS")?;
+        let frames = map
+            .get(&stack, 0)
+            .with_context(|| format!("reading kernel stack {stack:#x}"))?;
+        Ok(frames.into_iter().take_while(|&ip| ip != 0).collect())
     }
 
     fn map(&self, name: &str) -> Result<&Map> {

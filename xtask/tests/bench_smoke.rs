@@ -3,6 +3,7 @@
 //! numbers. Whether the targets are met is the full-size benchmark's business, not this test's.
 //! Needs what scripts/setup --bench installs (which the benchmark runs itself).
 
+use xtask::bench::sample::{Config, Metric, Tracer};
 use xtask::bench::{self, Options, Row, Sizes};
 use xtask::vm::Kernel;
 use xtask::workspace;
@@ -59,9 +60,14 @@ fn tiny_benchmark_fills_every_row() {
         summary.targets()
     );
     // Tracers really ran: readers were counted, and programs ran under bpf_stats.
-    for config in ["rcutrace", "bpftrace"] {
-        let per_call = summary.get("events_per_call", config).unwrap();
-        assert!(per_call >= 1.0, "{config}: {per_call} events per getppid()");
+    for tracer in [Tracer::Rcutrace, Tracer::Bpftrace] {
+        let per_call = summary
+            .get(Metric::EventsPerCall, Config::Under(tracer))
+            .unwrap();
+        assert!(
+            per_call >= 1.0,
+            "{tracer:?}: {per_call} events per getppid()"
+        );
     }
     assert!(
         outcome

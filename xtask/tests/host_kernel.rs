@@ -64,7 +64,9 @@ fn latency_commands_need_both_ends() {
     let out = rcutrace(&["srlat", "--secs", "1"]);
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
-    assert!(stderr.contains("synchronize_rcu: fentry:"), "{stderr}");
+    // The entry prefers a kprobe (one trampoline per function), then tries fentry.
+    assert!(stderr.contains("synchronize_rcu: kprobe:"), "{stderr}");
+    assert!(stderr.contains("; fentry:"), "{stderr}");
     assert!(stderr.contains("synchronize_rcu: fexit:"), "{stderr}");
     assert!(stderr.contains("kretprobe:"), "{stderr}");
 }
@@ -79,6 +81,11 @@ fn usage_errors_exit_2_and_say_what_is_accepted() {
             "possible values: auto, kprobe, fentry",
         ),
         (&["count", "--secs", "soon"], "invalid value"),
+        // Above the kernel's largest pid_max (2^22): no such process, said before loading.
+        (
+            &["srlat", "--pid", "4194305"],
+            "no process 4194305 is running",
+        ),
     ] {
         let out = rcutrace(args);
         let stderr = text(&out.stderr);

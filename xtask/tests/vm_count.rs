@@ -55,7 +55,8 @@ fn counts_ground_truth(series: &str) {
         if series == "6.1" {
             // No such function before lazy RCU: reported, not fatal.
             assert!(
-                run.err.contains("call_rcu_hurry: not in /proc/kallsyms"),
+                run.err
+                    .contains("not on this kernel (absent or inlined), not traced: call_rcu_hurry"),
                 "{}",
                 run.err
             );
@@ -95,7 +96,8 @@ fn counts_ground_truth(series: &str) {
     match records.last() {
         Some(Record::CountSummary(summary)) => {
             assert!(summary.elapsed_s > 0.0, "{}", json.out);
-            assert!(summary.readers_per_grace_period.is_some(), "{}", json.out);
+            // rcu_gp_fqs_loop is traced on both kernels, so grace periods are a number.
+            assert!(summary.grace_periods.is_some(), "{}", json.out);
         }
         _ => panic!("the count summary is not the last record: {}", json.out),
     }

@@ -15,6 +15,7 @@ use rcutrace_common::{
 use super::{Need, Request, Traced, trace};
 use crate::{
     cli::{CallbacksArgs, CallbacksBy},
+    environment,
     model::{
         Buckets, CallbackRow, CallbackTotals, CallbacksSummary, CountMap, HistMap, Map, Report,
         SeriesStats, Summary, Unit,
@@ -45,6 +46,7 @@ pub async fn run(args: &CallbacksArgs, format: Format) -> Result<Report> {
         by: None,
         need: Need::These(NEEDED),
         duration: args.common.duration(),
+        traced_process: None,
         format,
     };
     let traced = trace(request, None).await?;
@@ -55,7 +57,9 @@ pub async fn run(args: &CallbacksArgs, format: Format) -> Result<Report> {
         top: args.top,
         by_cpu: args.by == Some(CallbacksBy::Cpu),
     };
-    Ok(assemble(&raw, &names, &options, traced.window.elapsed))
+    let mut report = assemble(&raw, &names, &options, traced.window.elapsed);
+    report.environment = Some(environment::current(&traced.attached));
+    Ok(report)
 }
 
 /// Callbacks of offloaded CPUs reach their lists through a bypass list, not the enqueue.
@@ -250,6 +254,7 @@ fn assemble(
             totals,
             entry_points_not_traced: raw.entry_points_not_traced.clone(),
         }),
+        environment: None,
     }
 }
 

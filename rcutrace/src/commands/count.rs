@@ -3,12 +3,16 @@
 use std::time::Duration;
 
 use anyhow::Result;
-use rcutrace_common::counters::{self, CounterSlot};
+use rcutrace_common::{
+    attribution::NO_STACK,
+    counters::{self, CounterSlot},
+};
 
 use super::{Need, Request, Traced, stack_frames, trace};
 use crate::{
     attribution::{By, fold_top, key_text},
     cli::CountArgs,
+    environment,
     model::{CountMap, CountSummary, KeyedLosses, Map, Report, Summary},
     probes::{COUNTED, Counted, Probe, counted_functions},
     render::Format,
@@ -24,6 +28,7 @@ pub async fn run(args: &CountArgs, format: Format) -> Result<Report> {
             by: args.by.by,
             need: Need::Any,
             duration: args.common.duration(),
+            traced_process: None,
             format,
         },
         None,
@@ -67,6 +72,7 @@ pub async fn run(args: &CountArgs, format: Format) -> Result<Report> {
             entries,
         })],
         summary: Summary::Count(summary),
+        environment: Some(environment::current(&traced.attached)),
     })
 }
 
@@ -96,7 +102,7 @@ fn keyed<'a>(
         let function = total.0.function();
         let text = match by {
             // The stack's first frame is the function itself.
-            By::Stack => key_text(by, &key, &mut frames),
+            By::Stack if key.stack != NO_STACK => key_text(by, &key, &mut frames),
             _ => format!("{}, {function}", key_text(by, &key, &mut frames)),
         };
         entries.push((text, n));

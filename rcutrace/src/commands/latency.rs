@@ -8,9 +8,9 @@ use crate::{
     aggregate::{Aggregate, Layout, Series},
     attribution::{By, fold_top, key_text},
     cli::{ByArgs, LatencyArgs, SrlatArgs},
-    kernel,
+    environment, kernel,
     model::{HistMap, LatencySummary, Losses, Map, Report, Summary, Unit},
-    probes::{self, Probe, Timed},
+    probes::{self, Method, Probe, Timed},
     render::Format,
     stats::PERCENTILE_ERROR,
     symbols::Symbolizer,
@@ -46,16 +46,11 @@ pub async fn srlat(args: &SrlatArgs, format: Format) -> Result<Report> {
         .iter()
         .zip(0..)
         .map(|(&function, index)| Timing {
-            timed: probes::timed(index, function, function),
+            timed: probes::timed_call(index, function),
             map_name: map_name(function),
             unit: args.latency.unit.unwrap_or_else(|| default_unit(function)),
         })
         .collect();
-    if let Some(pid) = args.pid
-        && !kernel::process_exists(pid)
-    {
-        bail!("no process with pid {pid}");
-    }
     run(&timings, &args.latency, args.pid, format).await
 }
 
@@ -129,6 +124,7 @@ async fn run(
             by: args.by.by,
             need: Need::All,
             duration: args.common.duration(),
+            traced_process: pid,
             format,
         },
         Some(&mut consume),
@@ -171,6 +167,7 @@ async fn run(
     Ok(Report {
         maps,
         summary: Summary::Latency(summaries),
+        environment: Some(environment::current(&traced.attached)),
     })
 }
 
@@ -215,23 +212,23 @@ fn losses(traced: &Traced, timing: &Timing, by: Option<By>) -> Result<Losses> {
     let entries_skipped = tracer.missed(&[timing.timed.entry]);
     let returns_skipped = tracer.missed(&[timing.timed.exit]);
     // Calls left in the in-flight map: still inside the function, or returned with the return
-    // dropped by the kernel (only a kretprobe drops returns; a thread that has gone has
-    // returned).
+    // dropped by the kernel. Only a kretprobe drops returns, and a thread that has gone has
+    // certainly returned; a live thread is taken to be still inside (its kernel stack cannot
+    // tell: the function may have tail-called its way off the stack).
+    let returns_droppable = traced
+        .attached
+        .iter()
+        .any(|(probe, method)| *probe == timing.timed.exit && *method == Method::Kretprobe);
     let mut in_flight = 0;
     let mut returned = 0;
     for (tid, timed) in tracer.in_flight()? {
         if timed != index {
             continue;
         }
-        let inside = if timing.timed.same_function() {
-            kernel::thread_is_in(tid, timing.timed.entry.function).unwrap_or(true)
-        } else {
-            true
-        };
-        if inside {
-            in_flight += 1;
-        } else {
+        if returns_droppable && !kernel::task_exists(tid) {
             returned += 1;
+        } else {
+            in_flight += 1;
         }
     }
     // A skipped return program leaves its start behind, like a dropped return: count it once.

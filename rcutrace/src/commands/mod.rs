@@ -4,6 +4,7 @@
 pub mod callbacks;
 pub mod count;
 pub mod latency;
+pub mod report;
 
 use std::{collections::HashSet, fmt::Write as _, io::Write as _, time::Duration};
 
@@ -14,7 +15,7 @@ use crate::{
     kernel,
     probes::{AttachChoice, Keys, Method, Probe},
     render::{self, Format},
-    session::{self, Interrupts, Samples, Window},
+    session::{self, Consume, Interrupts, Samples, Window},
     symbols::Symbolizer,
     tracer::{Attachment, Constant, Tracer},
 };
@@ -49,6 +50,8 @@ pub struct Request<'a> {
     pub by: Option<By>,
     pub need: Need,
     pub duration: Option<Duration>,
+    /// The process a pid filter selects, whose exit is reported.
+    pub traced_process: Option<u32>,
     pub format: Format,
 }
 
@@ -66,10 +69,7 @@ pub struct Traced {
 /// Loads, attaches the probes, prints bpftrace's banner, and traces for the window. Counting
 /// starts once the last probe is attached and stops before anything is detached; latency
 /// samples go to `consume` as they arrive, the last ones after every program has finished.
-pub async fn trace(
-    request: Request<'_>,
-    mut consume: Option<&mut dyn FnMut(&[u8])>,
-) -> Result<Traced> {
+pub async fn trace(request: Request<'_>, mut consume: Option<Consume<'_>>) -> Result<Traced> {
     kernel::check_privileges()?;
     let mut interrupts = Interrupts::catch()?;
     let mut constants = request.constants;
@@ -118,10 +118,16 @@ pub async fn trace(
         .and_then(|()| stdout.flush())
         .context("writing to stdout")?;
     let following = match (samples.as_mut(), consume.as_mut()) {
-        (Some(samples), Some(consume)) => Some((samples, &mut **consume as &mut dyn FnMut(&[u8]))),
+        (Some(samples), Some(consume)) => Some((samples, &mut **consume as Consume<'_>)),
         _ => None,
     };
-    let window = session::run(request.duration, &mut interrupts, following).await?;
+    let window = session::run(
+        request.duration,
+        &mut interrupts,
+        following,
+        request.traced_process,
+    )
+    .await?;
     tracer.set_running(false)?;
     let counts_at_close = tracer.per_cpu_sums("COUNTS")?;
     kernel::wait_for_programs()?;
@@ -152,9 +158,9 @@ pub async fn trace(
 pub fn stack_frames<'a>(
     traced: &'a Traced,
     symbolizer: &'a mut Option<Symbolizer>,
-) -> impl FnMut(u32) -> Vec<String> + 'a {
-    move |stack_id| {
-        let addresses = match traced.tracer.stack(stack_id) {
+) -> impl FnMut(u64) -> Vec<String> + 'a {
+    move |stack| {
+        let addresses = match traced.tracer.stack(stack) {
             Ok(addresses) => addresses,
             Err(e) => return vec![format!("[stack unreadable: {e:#}]")],
         };

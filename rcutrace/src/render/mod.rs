@@ -1,10 +1,12 @@
 //! The only place that formats results: bpftrace's text (`text`) or its JSON lines (`json`),
 //! both from the same `model::Report`.
 
+mod comparison;
+mod figure;
 mod json;
 mod text;
 
-use crate::model::Report;
+use crate::{compare::Comparison, model::Report};
 
 /// Output format, as bpftrace's `-f`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -28,4 +30,9 @@ pub fn report(format: Format, report: &Report) -> String {
         Format::Text => text::report(report),
         Format::Json => json::report(report),
     }
+}
+
+/// Two runs side by side, as text.
+pub fn comparison(comparison: &Comparison, a_name: &str, b_name: &str) -> String {
+    self::comparison::comparison(comparison, a_name, b_name)
 }

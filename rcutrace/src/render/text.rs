@@ -7,9 +7,11 @@ use rcutrace_common::hist::{Linear, SlotBounds, log2_bounds, sparse_bounds};
 
 use crate::{
     model::{
-        Buckets, CallbacksSummary, CountMap, CountSummary, HistMap, LatencySummary, Map,
-        PerGracePeriod, Report, Summary, Unit, maps_in_order, shown_slots, sparse_in_order,
+        Buckets, CallbacksSummary, CountMap, CountSummary, HistMap, LatencySummary,
+        MIN_RATE_WINDOW_SECS, Map, PerGracePeriod, Report, Summary, maps_in_order, shown_slots,
+        sparse_in_order,
     },
+    render::figure,
     stats,
 };
 
@@ -42,18 +44,31 @@ fn maps(maps: &[Map]) -> String {
         match map {
             Map::Count(m) => count_map(&mut out, m),
             Map::Hist(h) => hist_map(&mut out, h),
+            Map::Scalar(s) => {
+                let _ = writeln!(out, "{}: {}", s.name, s.value);
+            }
         }
     }
     out
 }
 
+/// bpftrace prints a map that was never written as one empty line.
+const EMPTY_MAP: &str = "\n";
+
 fn count_map(out: &mut String, map: &CountMap) {
+    if map.entries.is_empty() {
+        out.push_str(EMPTY_MAP);
+    }
     for (key, value) in map.entries_in_order() {
         let _ = writeln!(out, "{}[{key}]: {value}", map.name);
     }
 }
 
 fn hist_map(out: &mut String, map: &HistMap) {
+    if map.is_empty() {
+        out.push_str(EMPTY_MAP);
+        return;
+    }
     match &map.key {
         Some(key) => {
             let _ = writeln!(out, "{}[{key}]: ", map.name);
@@ -109,7 +124,7 @@ fn power_of_two(value: u64) -> String {
     )
 }
 
-fn log2_label(slot: usize) -> String {
+pub(super) fn log2_label(slot: usize) -> String {
     match log2_bounds(slot as u32) {
         SlotBounds::Below(bound) => format!("(..., {bound})"),
         // 0 and 1 have a slot each.
@@ -134,7 +149,7 @@ fn linear_number(value: u64, step: u64) -> String {
     value.to_string()
 }
 
-fn linear_label(linear: &Linear, slot: usize) -> String {
+pub(super) fn linear_label(linear: &Linear, slot: usize) -> String {
     let number = |v| linear_number(v, linear.step);
     match linear.bounds(slot as u64) {
         SlotBounds::Below(bound) => format!("(..., {})", number(bound)),
@@ -146,7 +161,12 @@ fn linear_label(linear: &Linear, slot: usize) -> String {
 /// The ratios after `count`'s map.
 fn count_summary(summary: &CountSummary) -> String {
     let mut out = String::new();
-    let _ = writeln!(out, "\nOver {:.2} s:", summary.elapsed.as_secs_f64());
+    let secs = summary.elapsed.as_secs_f64();
+    if secs < MIN_RATE_WINDOW_SECS {
+        let _ = writeln!(out, "\nOver {secs:.3} s (too short a window for rates):");
+    } else {
+        let _ = writeln!(out, "\nOver {secs:.2} s:");
+    }
     match summary.grace_periods {
         None => {
             let _ = writeln!(
@@ -155,11 +175,10 @@ fn count_summary(summary: &CountSummary) -> String {
             );
         }
         Some(gps) => {
-            let per_sec = summary.per_second(Some(gps)).unwrap_or(0.0);
-            let _ = writeln!(
-                out,
-                "  grace periods:                {gps} ({per_sec:.1}/s)"
-            );
+            let rate = summary
+                .per_second(Some(gps))
+                .map_or(String::new(), |r| format!(" ({r:.1}/s)"));
+            let _ = writeln!(out, "  grace periods:                {gps}{rate}");
             for (label, count, note) in [
                 ("RCU readers per grace period: ", summary.readers, ""),
                 ("call_rcu() per grace period:  ", summary.call_rcu, ""),
@@ -196,6 +215,17 @@ fn count_summary(summary: &CountSummary) -> String {
     out
 }
 
+/// A key on one line, for rcutrace's own summary lines: a kernel stack's frames (one per
+/// line in bpftrace's key) joined by `; `.
+pub(super) fn one_line(key: &str) -> String {
+    let lines: Vec<&str> = key
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    lines.join("; ")
+}
+
 /// rcutrace's lines after a function's latency histograms: exact statistics and percentiles
 /// per histogram (per key), then what could not be measured.
 fn latency_summary(summary: &LatencySummary) -> String {
@@ -206,7 +236,7 @@ fn latency_summary(summary: &LatencySummary) -> String {
     }
     for series in &summary.series {
         let name = match &series.key {
-            Some(key) => format!("{}[{key}]", summary.map_name),
+            Some(key) => format!("{}[{}]", summary.map_name, one_line(key)),
             None => summary.map_name.clone(),
         };
         match (series.min_ns, series.mean_ns, series.max_ns) {
@@ -215,20 +245,22 @@ fn latency_summary(summary: &LatencySummary) -> String {
                     out,
                     "{name} count {}, min {}, mean {}, max {}",
                     series.count,
-                    in_unit(min as f64, unit),
-                    in_unit(mean, unit),
-                    in_unit(max as f64, unit),
+                    figure::exact(min, unit),
+                    figure::estimate(mean, unit),
+                    figure::exact(max, unit),
                 );
                 let percentiles: Vec<String> = series
                     .percentiles
                     .iter()
-                    .map(|&(q, ns)| format!("{} {}", stats::quantile_name(q), in_unit(ns, unit)))
+                    .map(|&(q, ns)| {
+                        format!("{} {}", stats::quantile_name(q), figure::estimate(ns, unit))
+                    })
                     .collect();
                 let _ = writeln!(
                     out,
-                    "{name} {} (each within {:.1}%)",
+                    "{name} {} (each within {}%)",
                     percentiles.join(", "),
-                    summary.percentile_error * 100.0
+                    figure::percent_bound(summary.percentile_error + figure::ROUNDING_ERROR)
                 );
             }
             _ => {
@@ -254,14 +286,6 @@ fn latency_summary(summary: &LatencySummary) -> String {
     out
 }
 
-/// A nanosecond value in the display unit, with three decimals where the unit is coarser.
-fn in_unit(nanos: f64, unit: Unit) -> String {
-    match unit {
-        Unit::Ns => format!("{nanos:.0} ns"),
-        _ => format!("{:.3} {}", nanos / unit.nanos() as f64, unit.suffix()),
-    }
-}
-
 /// `rcutrace callbacks`' table: one row per callback function and entry point, most queued
 /// first, then the totals and everything that could not be timed.
 fn callbacks_summary(summary: &CallbacksSummary) -> String {
@@ -269,15 +293,13 @@ fn callbacks_summary(summary: &CallbacksSummary) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "Callbacks over {:.2} s (latency: queued to invoked, in {}; percentiles within {:.1}%):",
+        "Callbacks over {:.2} s (latency: queued to invoked, in {}; percentiles within {}%):",
         summary.elapsed.as_secs_f64(),
         unit.suffix(),
-        summary.percentile_error * 100.0
+        figure::percent_bound(summary.percentile_error + figure::ROUNDING_ERROR)
     );
-    let number = |ns: f64| match unit {
-        Unit::Ns => format!("{ns:.0}"),
-        _ => format!("{:.3}", ns / unit.nanos() as f64),
-    };
+    let estimate = |ns: f64| figure::estimate_number(ns, unit);
+    let exact = |ns: u64| figure::exact_number(ns, unit);
     let header = [
         "FUNCTION", "VIA", "QUEUED", "INVOKED", "PENDING", "BEFORE", "MIN", "MEAN", "MAX", "P50",
         "P90", "P99",
@@ -286,10 +308,9 @@ fn callbacks_summary(summary: &CallbacksSummary) -> String {
     for row in &summary.rows {
         let latency = &row.latency;
         let percentile = |q: f64| {
-            let estimate = latency.percentiles.iter().find(|(p, _)| *p == q);
-            estimate.map_or("-".into(), |&(_, ns)| number(ns))
+            let found = latency.percentiles.iter().find(|(p, _)| *p == q);
+            found.map_or("-".into(), |&(_, ns)| estimate(ns))
         };
-        let or_dash = |v: Option<f64>| v.map_or("-".into(), number);
         table.push(vec![
             row.function.clone(),
             row.via.clone(),
@@ -297,9 +318,9 @@ fn callbacks_summary(summary: &CallbacksSummary) -> String {
             row.invoked.to_string(),
             row.pending_at_exit.to_string(),
             row.queued_before_tracing.to_string(),
-            or_dash(latency.min_ns.map(|v| v as f64)),
-            or_dash(latency.mean_ns),
-            or_dash(latency.max_ns.map(|v| v as f64)),
+            latency.min_ns.map_or("-".into(), exact),
+            latency.mean_ns.map_or("-".into(), estimate),
+            latency.max_ns.map_or("-".into(), exact),
             percentile(0.5),
             percentile(0.9),
             percentile(0.99),
@@ -366,7 +387,7 @@ fn callbacks_summary(summary: &CallbacksSummary) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{Losses, SeriesStats};
+    use crate::model::{Losses, SeriesStats, Unit};
     use rcutrace_common::hist::{LOG2_SLOTS, log2_slot};
 
     fn log2_of(values: &[i64]) -> Vec<u64> {
@@ -484,10 +505,6 @@ mod tests {
                 key: Some("1".into()),
                 buckets: Buckets::Log2(hk1),
             }),
-            Map::Count(CountMap {
-                name: "@b".into(),
-                entries: vec![],
-            }),
         ];
         let out = banner(1) + &maps(&all);
         let expected = format!(
@@ -582,9 +599,30 @@ mod tests {
         assert_eq!(out, "@srlat: \n100: 20\n200: 4\n7000: 1\n\n");
     }
 
+    /// bpftrace 0.17 prints a map it never wrote as an empty line: no header, no rows.
     #[test]
-    fn an_empty_histogram_prints_only_its_header() {
-        assert_eq!(hist("@x", Buckets::Log2(vec![0; 65])), "@x: \n\n");
+    fn empty_maps_print_as_bpftrace_prints_them() {
+        assert_eq!(hist("@x", Buckets::Log2(vec![0; 65])), "\n");
+        let linear = Linear {
+            min: 0,
+            max: 10,
+            step: 5,
+        };
+        assert_eq!(hist("@x", Buckets::Linear(linear, vec![0; 4])), "\n");
+        let sparse = Buckets::Sparse {
+            step: 10,
+            buckets: vec![],
+        };
+        assert_eq!(hist("@x", sparse), "\n");
+        let mut out = String::new();
+        count_map(
+            &mut out,
+            &CountMap {
+                name: "@".into(),
+                entries: vec![],
+            },
+        );
+        assert_eq!(out, "\n");
     }
 
     fn count_summary_of(pairs: [Option<u64>; 4], secs: u64) -> String {
@@ -622,6 +660,14 @@ mod tests {
     }
 
     #[test]
+    fn a_window_too_short_gives_no_rates() {
+        let text = count_summary_of([Some(100), Some(3), Some(4), Some(2)], 0);
+        assert!(text.contains("(too short a window for rates)"), "{text}");
+        assert!(text.contains("grace periods:                2\n"), "{text}");
+        assert!(!text.contains("/s)"), "{text}");
+    }
+
+    #[test]
     fn no_grace_period_is_not_a_division_by_zero() {
         let text = count_summary_of([Some(5), None, None, Some(0)], 1);
         assert!(text.contains("RCU readers per grace period: n/a"), "{text}");
@@ -635,6 +681,15 @@ mod tests {
     }
 
     #[test]
+    fn stack_keys_fit_one_summary_line() {
+        assert_eq!(
+            one_line("\n    rcu_barrier+5\n    cleanup_net+463\n"),
+            "rcu_barrier+5; cleanup_net+463"
+        );
+        assert_eq!(one_line("kworker/1:1"), "kworker/1:1");
+    }
+
+    #[test]
     fn summary_lines() {
         let summary = LatencySummary {
             map_name: "@srlat".into(),
@@ -643,9 +698,9 @@ mod tests {
                 key: None,
                 count: 3,
                 min_ns: Some(4_000_000),
-                max_ns: Some(28_777_000),
+                max_ns: Some(28_777_001),
                 mean_ns: Some(10_500_000.0),
-                percentiles: vec![(0.5, 9_900_000.0), (0.999, 28_777_000.0)],
+                percentiles: vec![(0.5, 9_900_000.0), (0.999, 28_777_001.0)],
             }],
             percentile_error: 0.0078,
             losses: Losses {
@@ -655,8 +710,8 @@ mod tests {
         };
         assert_eq!(
             latency_summary(&summary),
-            "@srlat count 3, min 4.000 ms, mean 10.500 ms, max 28.777 ms\n\
-             @srlat p50 9.900 ms, p99.9 28.777 ms (each within 0.8%)\n\
+            "@srlat count 3, min 4.000 ms, mean 10.500 ms, max 28.777001 ms\n\
+             @srlat p50 9.9000 ms, p99.9 28.777 ms (each within 0.8%)\n\
              @srlat not measured: 1 in flight at exit, 0 returns lost, 0 begun before tracing, 0 missed by the kernel, 0 lost to a full map\n"
         );
     }

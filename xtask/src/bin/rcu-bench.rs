@@ -10,7 +10,10 @@ use std::sync::mpsc;
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use xtask::bench::{BPFTRACE_COUNT, BPFTRACE_SRLAT};
+use xtask::bench::sample::{Config, Job, Metric, Sample, Tracer};
+use xtask::bench::stats::median;
+use xtask::bench::{BPFTRACE_COUNT, BPFTRACE_SRLAT, MEMBARRIER_WARMUP};
+use xtask::guest::{online_cpus, sys_getppid};
 
 const USAGE: &str = "\
 rcu-bench: measures rcutrace against bpftrace and against no tracer (run as root in the guest)
@@ -36,8 +39,6 @@ Defaults: --reps 5 --calls 1000000 --membarriers 100 --window 10
           --rcutrace /bin/rcutrace --bpftrace /usr/bin/bpftrace
 ";
 
-// From include/uapi/linux/membarrier.h.
-const MEMBARRIER_CMD_GLOBAL: libc::c_int = 1;
 /// Pause before launching a tracer (the kernel may still be freeing the last one's probes) and
 /// between attaching and the timed work (so a tracer's own start-up tail is not timed).
 const SETTLE: Duration = Duration::from_millis(300);
@@ -110,44 +111,6 @@ fn parse_args() -> Options {
     opts
 }
 
-/// Who traces during a measurement.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Tracer {
-    None,
-    Rcutrace,
-    Bpftrace,
-}
-
-impl Tracer {
-    const ALL: [Tracer; 3] = [Tracer::None, Tracer::Rcutrace, Tracer::Bpftrace];
-
-    fn name(self) -> &'static str {
-        match self {
-            Tracer::None => "none",
-            Tracer::Rcutrace => "rcutrace",
-            Tracer::Bpftrace => "bpftrace",
-        }
-    }
-}
-
-/// What the tracer traces.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Job {
-    /// Every `__rcu_read_lock()` (rcutrace also counts its updater and grace-period functions).
-    Count,
-    /// synchronize_rcu() latency.
-    Srlat,
-}
-
-impl Job {
-    fn name(self) -> &'static str {
-        match self {
-            Job::Count => "count",
-            Job::Srlat => "srlat",
-        }
-    }
-}
-
 /// `tracer` in the order of repetition `rep`: rotating spreads drift and order effects evenly.
 fn rotated<T: Copy>(items: &[T], rep: u32) -> Vec<T> {
     let mut items = items.to_vec();
@@ -158,8 +121,13 @@ fn rotated<T: Copy>(items: &[T], rep: u32) -> Vec<T> {
     items
 }
 
-fn sample(metric: &str, config: &str, value: f64) {
-    println!("sample {metric} {config} {value:.3}");
+fn sample(metric: Metric, config: Config, value: f64) {
+    let sample = Sample {
+        metric,
+        config,
+        value,
+    };
+    println!("{}", sample.line());
 }
 
 fn progress(msg: &str) {
@@ -216,7 +184,7 @@ fn reader_path(opts: &Options, tracer: Tracer, tag: &str) -> Result<(), String> 
     let running = start(opts, tracer, Job::Count)?;
     thread::sleep(SETTLE);
     let ns = getppid_loop(opts.calls);
-    sample("getppid_ns", tracer.name(), ns);
+    sample(Metric::GetppidNs, Config::Under(tracer), ns);
     progress(&format!(
         "{tag} reader path, {}: {ns:.1} ns per getppid()",
         tracer.name()
@@ -232,8 +200,8 @@ fn reader_path(opts: &Options, tracer: Tracer, tag: &str) -> Result<(), String> 
             )
         })?;
         sample(
-            "events_per_call",
-            tracer.name(),
+            Metric::EventsPerCall,
+            Config::Under(tracer),
             events as f64 / opts.calls as f64,
         );
         done.record_rss(tracer, Job::Count);
@@ -246,8 +214,8 @@ fn latency_path(opts: &Options, tracer: Tracer, tag: &str) -> Result<(), String>
     let running = start(opts, tracer, Job::Srlat)?;
     thread::sleep(SETTLE);
     let (wall, cpu) = membarrier_loop(opts.membarriers)?;
-    sample("membarrier_wall_ns", tracer.name(), wall);
-    sample("membarrier_cpu_ns", tracer.name(), cpu);
+    sample(Metric::MembarrierWallNs, Config::Under(tracer), wall);
+    sample(Metric::MembarrierCpuNs, Config::Under(tracer), cpu);
     progress(&format!(
         "{tag} latency path, {}: {:.1} us per membarrier(), {:.2} us of it on the CPU",
         tracer.name(),
@@ -274,33 +242,30 @@ fn cpu_window(opts: &Options, tracer: Tracer, tag: &str) -> Result<(), String> {
         })
     };
     let before = cpu_now(running.pid);
-    let window_started = Instant::now();
     thread::sleep(opts.window);
     let after = cpu_now(running.pid);
-    let window = window_started.elapsed();
     stop.store(true, Ordering::Relaxed);
     let _ = load.join();
     let done = running.stop()?;
-    let name = tracer.name();
+    let config = Config::Under(tracer);
     if let (Some(before), Some(after)) = (before, after) {
         sample(
-            "window_cpu_ms",
-            name,
+            Metric::WindowCpuMs,
+            config,
             after.exec_ns.saturating_sub(before.exec_ns) as f64 / 1e6,
         );
         sample(
-            "window_utime_ms",
-            name,
+            Metric::WindowUtimeMs,
+            config,
             after.utime_ticks.saturating_sub(before.utime_ticks) as f64 * 1e3 / ticks_per_sec(),
         );
     }
-    sample("window_s", name, window.as_secs_f64());
-    sample("run_utime_ms", name, done.utime.as_secs_f64() * 1e3);
-    sample("run_stime_ms", name, done.stime.as_secs_f64() * 1e3);
-    sample("run_s", name, done.lifetime.as_secs_f64());
+    sample(Metric::RunUtimeMs, config, done.utime.as_secs_f64() * 1e3);
+    sample(Metric::RunS, config, done.lifetime.as_secs_f64());
     progress(&format!(
-        "{tag} {}-s count under load, {name}: {:.1} ms user CPU over its whole run of {:.1} s",
+        "{tag} {}-s count under load, {}: {:.1} ms user CPU over its whole run of {:.1} s",
         opts.window.as_secs(),
+        tracer.name(),
         done.utime.as_secs_f64() * 1e3,
         done.lifetime.as_secs_f64()
     ));
@@ -329,18 +294,18 @@ fn program_times(opts: &Options) -> Result<(), String> {
                 }
                 Job::Srlat => {
                     for _ in 0..MEMBARRIER_WARMUP {
-                        sys_membarrier_global()?;
+                        membarrier_global()?;
                     }
                     let before = bpf_programs(running.pid);
                     for _ in 0..opts.membarriers {
-                        sys_membarrier_global()?;
+                        membarrier_global()?;
                     }
                     before
                 }
             };
             let after = bpf_programs(running.pid);
             let done = running.stop()?;
-            let config = format!("{}-{}", tracer.name(), job.name());
+            let config = Config::Running(tracer, job);
             let mut busiest = 0;
             let mut total_ns = 0;
             for p in &after {
@@ -355,7 +320,8 @@ fn program_times(opts: &Options) -> Result<(), String> {
                             )
                         });
                 println!(
-                    "info program {config} id={} type={} runs={runs} ns={run_ns} ns/run={:.1}",
+                    "info program {} id={} type={} runs={runs} ns={run_ns} ns/run={:.1}",
+                    config.name(),
                     p.id,
                     p.kind,
                     run_ns as f64 / runs.max(1) as f64
@@ -367,11 +333,12 @@ fn program_times(opts: &Options) -> Result<(), String> {
             // entry, whose return program runs as often.
             if busiest == 0 {
                 return Err(format!(
-                    "bpf_stats: no program of {config} ran (programs: {})",
+                    "bpf_stats: no program of {} ran (programs: {})",
+                    config.name(),
                     after.len()
                 ));
             }
-            sample("program_ns", &config, total_ns as f64 / busiest as f64);
+            sample(Metric::ProgramNs, config, total_ns as f64 / busiest as f64);
             let attached: Vec<&(Duration, String)> = done
                 .stderr_lines
                 .iter()
@@ -379,10 +346,10 @@ fn program_times(opts: &Options) -> Result<(), String> {
                 .collect();
             if let Some((first, _)) = attached.first() {
                 // Everything before the first probe is attached is loading.
-                sample("first_attach_ms", &config, first.as_secs_f64() * 1e3);
+                sample(Metric::FirstAttachMs, config, first.as_secs_f64() * 1e3);
             }
             for (_, line) in attached {
-                println!("info attach {config} {}", line.trim());
+                println!("info attach {} {}", config.name(), line.trim());
             }
         }
     }
@@ -396,14 +363,18 @@ fn kernel_facts() {
     let started = Instant::now();
     if let Ok(text) = std::fs::read_to_string("/proc/kallsyms") {
         sample(
-            "kallsyms_read_ms",
-            "kernel",
+            Metric::KallsymsReadMs,
+            Config::Kernel,
             started.elapsed().as_secs_f64() * 1e3,
         );
-        sample("kallsyms_lines", "kernel", text.lines().count() as f64);
+        sample(
+            Metric::KallsymsLines,
+            Config::Kernel,
+            text.lines().count() as f64,
+        );
     }
     if let Ok(meta) = std::fs::metadata("/sys/kernel/btf/vmlinux") {
-        sample("btf_kib", "kernel", meta.len() as f64 / 1024.0);
+        sample(Metric::BtfKib, Config::Kernel, meta.len() as f64 / 1024.0);
     }
 }
 
@@ -425,7 +396,6 @@ struct Finished {
     stderr_lines: Vec<(Duration, String)>,
     maxrss_kib: u64,
     utime: Duration,
-    stime: Duration,
     lifetime: Duration,
 }
 
@@ -470,7 +440,7 @@ fn launch(
     let Some(mut cmd) = tracer_command(opts, tracer, job) else {
         return Ok(None);
     };
-    let config = format!("{}-{}", tracer.name(), job.name());
+    let config = Config::Running(tracer, job);
     let kprobes = kprobes_when_attached(tracer, job);
     let baseline = kprobes.map_or(0, |(function, _)| enabled_kprobes(function));
     cmd.envs(env.iter().copied())
@@ -480,7 +450,7 @@ fn launch(
     let launched = Instant::now();
     let mut child = cmd
         .spawn()
-        .map_err(|e| format!("could not start {config}: {e}"))?;
+        .map_err(|e| format!("could not start {}: {e}", config.name()))?;
     let pid = child.id() as libc::pid_t;
 
     let (banner_tx, banner_rx) = mpsc::channel();
@@ -518,8 +488,10 @@ fn launch(
         Err(_) => {
             let done = running.stop()?;
             return Err(format!(
-                "{config} printed no banner:\n{}{}",
-                done.stdout, done.stderr
+                "{} printed no banner:\n{}{}",
+                config.name(),
+                done.stdout,
+                done.stderr
             ));
         }
     };
@@ -528,8 +500,11 @@ fn launch(
             if launched.elapsed() > ATTACH_TIMEOUT {
                 let done = running.stop()?;
                 return Err(format!(
-                    "{config}: no enabled kprobe on {function} in {KPROBE_LIST} after {:?}:\n{}{}",
-                    ATTACH_TIMEOUT, done.stdout, done.stderr
+                    "{}: no enabled kprobe on {function} in {KPROBE_LIST} after {:?}:\n{}{}",
+                    config.name(),
+                    ATTACH_TIMEOUT,
+                    done.stdout,
+                    done.stderr
                 ));
             }
             thread::sleep(Duration::from_millis(1));
@@ -541,19 +516,19 @@ fn launch(
     }
     if let Some(cpu) = cpu_now(pid) {
         sample(
-            "startup_utime_ms",
-            &config,
+            Metric::StartupUtimeMs,
+            config,
             cpu.utime_ticks as f64 * 1e3 / ticks_per_sec(),
         );
     }
     sample(
-        "banner_ms",
-        &config,
+        Metric::BannerMs,
+        config,
         (banner - launched).as_secs_f64() * 1e3,
     );
     sample(
-        "startup_ms",
-        &config,
+        Metric::StartupMs,
+        config,
         (attached.max(banner) - launched).as_secs_f64() * 1e3,
     );
     Ok(Some(running))
@@ -615,7 +590,6 @@ impl Running {
             stderr_lines,
             maxrss_kib: usage.ru_maxrss as u64,
             utime: time(usage.ru_utime),
-            stime: time(usage.ru_stime),
             lifetime,
         })
     }
@@ -623,8 +597,11 @@ impl Running {
 
 impl Finished {
     fn record_rss(&self, tracer: Tracer, job: Job) {
-        let config = format!("{}-{}", tracer.name(), job.name());
-        sample("rss_kib", &config, self.maxrss_kib as f64);
+        sample(
+            Metric::RssKib,
+            Config::Running(tracer, job),
+            self.maxrss_kib as f64,
+        );
     }
 }
 
@@ -656,11 +633,6 @@ fn enabled_kprobes(function: &str) -> usize {
         .count()
 }
 
-fn sys_getppid() {
-    // The raw syscall: a libc wrapper could cache the result and skip the kernel.
-    unsafe { libc::syscall(libc::SYS_getppid) };
-}
-
 /// Wall-clock ns per getppid() call.
 fn getppid_loop(calls: u64) -> f64 {
     let started = Instant::now();
@@ -670,21 +642,10 @@ fn getppid_loop(calls: u64) -> f64 {
     started.elapsed().as_nanos() as f64 / calls as f64
 }
 
-/// Untimed calls before a timed membarrier loop: the first calls after a probe is patched in
-/// pay for emulating freshly changed code, which is the emulator's cost, not the probe's.
-const MEMBARRIER_WARMUP: u64 = 3;
-
-/// One membarrier(MEMBARRIER_CMD_GLOBAL) call.
-fn sys_membarrier_global() -> Result<(), String> {
-    let ret = unsafe { libc::syscall(libc::SYS_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0) };
-    if ret == 0 {
-        Ok(())
-    } else {
-        Err(format!(
-            "membarrier(MEMBARRIER_CMD_GLOBAL) failed: {}",
-            std::io::Error::last_os_error()
-        ))
-    }
+/// One membarrier(MEMBARRIER_CMD_GLOBAL) call, its failure as a message.
+fn membarrier_global() -> Result<(), String> {
+    xtask::guest::sys_membarrier_global()
+        .map_err(|e| format!("membarrier(MEMBARRIER_CMD_GLOBAL) failed: {e}"))
 }
 
 /// After a few untimed calls: the mean wall-clock ns per membarrier(MEMBARRIER_CMD_GLOBAL)
@@ -693,23 +654,17 @@ fn sys_membarrier_global() -> Result<(), String> {
 /// calls during which the emulator ran the other CPU.
 fn membarrier_loop(calls: u64) -> Result<(f64, f64), String> {
     for _ in 0..MEMBARRIER_WARMUP {
-        sys_membarrier_global()?;
+        membarrier_global()?;
     }
     let mut cpu = Vec::with_capacity(calls as usize);
     let started = Instant::now();
     for _ in 0..calls {
         let before = thread_cpu_ns();
-        sys_membarrier_global()?;
-        cpu.push(thread_cpu_ns().saturating_sub(before));
+        membarrier_global()?;
+        cpu.push(thread_cpu_ns().saturating_sub(before) as f64);
     }
     let wall = started.elapsed().as_nanos() as f64;
-    cpu.sort_unstable();
-    let mid = cpu.len() / 2;
-    let median = if cpu.len().is_multiple_of(2) {
-        (cpu[mid - 1] + cpu[mid]) as f64 / 2.0
-    } else {
-        cpu[mid] as f64
-    };
+    let median = median(&cpu).ok_or("no membarrier() call was timed")?;
     Ok((wall / calls as f64, median))
 }
 
@@ -720,10 +675,6 @@ fn thread_cpu_ns() -> u64 {
     };
     unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
-fn online_cpus() -> i64 {
-    unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }
 }
 
 fn ticks_per_sec() -> f64 {

@@ -4,6 +4,8 @@ use std::io;
 use std::process::exit;
 use std::time::{Duration, Instant};
 
+use xtask::guest::{online_cpus, sys_getppid, sys_membarrier_global};
+
 const USAGE: &str = "\
 rcu-workload: drives known amounts of RCU activity in the running kernel
 
@@ -12,6 +14,8 @@ USAGE:
                                  on Debian 6.1 and 6.12 that is two __rcu_read_lock() calls)
     rcu-workload membarrier N    make exactly N membarrier(MEMBARRIER_CMD_GLOBAL) syscalls
                                  (one synchronize_rcu() each when more than one CPU is online)
+    rcu-workload membarrier-threads T N
+                                 the same from T threads released at once, N calls each
     rcu-workload background      run a mixed RCU load until killed
     rcu-workload module OP N [ARG]
                                  have the test module (rcutrace_test.ko, loaded) perform OP N
@@ -24,8 +28,10 @@ prints `slowest_ns: T`, the longest single call as user space timed it. `module`
 `pid: P` before it starts, then `done: N` and `elapsed_ns: T` (the whole request).
 `background` mixes bursts of getppid (readers), short-lived child processes, socket, pipe and
 epoll open/close (call_rcu and kvfree_call_rcu updaters), a few membarrier calls per second
-(synchronize_rcu, grace periods) and as many down/up bounces of `lo` (synchronize_net() under
-RTNL: synchronize_rcu_expedited). It sleeps between bursts, leaving most of the CPUs free.
+(synchronize_rcu, grace periods), as many down/up bounces of `lo` (synchronize_net() under
+RTNL: synchronize_rcu_expedited) and as many short-lived network namespaces (their teardown
+in the kernel's cleanup_net worker waits in rcu_barrier() and synchronize_rcu()). It sleeps
+between bursts, leaving most of the CPUs free.
 Meant for a throwaway VM: it takes the loopback interface down and up.
 
 EXAMPLES:
@@ -36,9 +42,6 @@ EXAMPLES:
     rcu-workload background & pid=$!; sleep 5; kill $pid
 ";
 
-// From include/uapi/linux/membarrier.h.
-const MEMBARRIER_CMD_GLOBAL: libc::c_int = 1;
-
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -46,11 +49,15 @@ fn main() {
         ["-h" | "--help" | "help"] => print!("{USAGE}"),
         ["getppid", n] => getppid(count(n)),
         ["membarrier", n] => membarrier(count(n)),
+        ["membarrier-threads", t, n] => membarrier_threads(count(t), count(n)),
         ["background"] => background(),
         ["module", op, n] => module(op, count(n), None),
         ["module", op, n, arg] => module(op, count(n), Some(count(arg))),
         [] => usage_error("missing subcommand"),
         [cmd @ ("getppid" | "membarrier")] => usage_error(&format!("`{cmd}` needs a count N")),
+        ["membarrier-threads", ..] => {
+            usage_error("`membarrier-threads` needs T threads and N calls")
+        }
         ["module", ..] => usage_error("`module` needs an op and a count N, then an optional ARG"),
         [cmd, ..] if ["getppid", "membarrier", "background"].contains(cmd) => {
             usage_error(&format!("too many arguments for `{cmd}`"))
@@ -62,7 +69,8 @@ fn main() {
 fn usage_error(msg: &str) -> ! {
     eprintln!(
         "rcu-workload: {msg}\n\
-         accepted: `getppid N`, `membarrier N`, `background`, `module OP N [ARG]`, `--help`"
+         accepted: `getppid N`, `membarrier N`, `membarrier-threads T N`, `background`, \
+         `module OP N [ARG]`, `--help`"
     );
     exit(2)
 }
@@ -72,25 +80,36 @@ fn count(arg: &str) -> u64 {
         .unwrap_or_else(|_| usage_error(&format!("N must be a non-negative integer, not `{arg}`")))
 }
 
-fn sys_getppid() {
-    // The raw syscall: a libc wrapper could cache the result and skip the kernel.
-    unsafe { libc::syscall(libc::SYS_getppid) };
-}
-
-fn sys_membarrier_global() -> io::Result<()> {
-    let ret = unsafe { libc::syscall(libc::SYS_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0) };
-    if ret == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
-}
-
 fn getppid(n: u64) {
     for _ in 0..n {
         sys_getppid();
     }
     println!("getppid: {n}");
+}
+
+/// T threads released together, N membarrier calls each: more threads asleep in
+/// synchronize_rcu() at once than a kretprobe has instances.
+fn membarrier_threads(threads: u64, n: u64) {
+    let start = std::sync::Arc::new(std::sync::Barrier::new(threads as usize));
+    let workers: Vec<_> = (0..threads)
+        .map(|_| {
+            let start = start.clone();
+            std::thread::spawn(move || {
+                start.wait();
+                (0..n).all(|_| sys_membarrier_global().is_ok())
+            })
+        })
+        .collect();
+    let failed = workers
+        .into_iter()
+        .map(|w| w.join())
+        .filter(|joined| !matches!(joined, Ok(true)))
+        .count();
+    if failed > 0 {
+        eprintln!("rcu-workload: membarrier(MEMBARRIER_CMD_GLOBAL) failed in {failed} threads");
+        exit(1);
+    }
+    println!("membarrier: {}", threads * n);
 }
 
 fn membarrier(n: u64) {
@@ -173,10 +192,6 @@ fn module(op: &str, n: u64, arg: Option<u64>) {
     println!("elapsed_ns: {}", started.elapsed().as_nanos());
 }
 
-fn online_cpus() -> i64 {
-    unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }
-}
-
 fn background() -> ! {
     const READERS_PER_BURST: u32 = 5_000;
     const CHILDREN_PER_BURST: u32 = 3;
@@ -187,6 +202,7 @@ fn background() -> ! {
     let mut last_membarrier = Instant::now();
     let mut membarrier_ok = true;
     let mut loopback_ok = true;
+    let mut namespaces_ok = true;
     loop {
         for _ in 0..READERS_PER_BURST {
             sys_getppid();
@@ -202,6 +218,10 @@ fn background() -> ! {
             if loopback_ok && let Err(e) = bounce_loopback() {
                 eprintln!("rcu-workload: cannot bounce lo, continuing without it: {e}");
                 loopback_ok = false;
+            }
+            if namespaces_ok && let Err(e) = short_lived_network_namespace() {
+                eprintln!("rcu-workload: cannot make network namespaces, continuing without: {e}");
+                namespaces_ok = false;
             }
             if let Err(e) = sys_membarrier_global() {
                 eprintln!("rcu-workload: membarrier failed, continuing without it: {e}");
@@ -252,6 +272,32 @@ fn fork_and_reap() {
                 libc::waitpid(pid, std::ptr::null_mut(), 0);
             }
             _ => {}
+        }
+    }
+}
+
+/// A child enters a network namespace of its own and exits; the kernel tears the namespace
+/// down later, in its cleanup_net worker.
+fn short_lived_network_namespace() -> io::Result<()> {
+    unsafe {
+        match libc::fork() {
+            0 => libc::_exit(if libc::unshare(libc::CLONE_NEWNET) == 0 {
+                0
+            } else {
+                1
+            }),
+            pid if pid > 0 => {
+                let mut status = 0;
+                libc::waitpid(pid, &mut status, 0);
+                if libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0 {
+                    Ok(())
+                } else {
+                    Err(io::Error::other(
+                        "unshare(CLONE_NEWNET) failed in the child",
+                    ))
+                }
+            }
+            _ => Err(io::Error::last_os_error()),
         }
     }
 }

@@ -15,7 +15,7 @@ fn binaries() -> &'static (std::path::PathBuf, std::path::PathBuf) {
 
 /// Shell functions for the guest. `traced NAME 'RCUTRACE ARGS' 'WORKLOAD'` starts the workload
 /// held behind a gate, starts rcutrace (WPID in its arguments becomes the workload's pid),
-/// opens the gate once rcutrace has printed its banner, waits for the workload, then
+/// opens the gate once rcutrace has printed its banner (text or JSON), waits for the workload, then
 /// interrupts rcutrace like Ctrl-C and prints every output under `=== NAME.PART` headers.
 const PRELUDE: &str = r#"
 traced() {
@@ -27,7 +27,7 @@ traced() {
     /bin/rcutrace $args >/tmp/$name.out 2>/tmp/$name.err &
     tpid=$!
     i=0
-    while ! grep -q '^Attaching' /tmp/$name.out 2>/dev/null && kill -0 $tpid 2>/dev/null && [ $i -lt 600 ]; do
+    while ! grep -q -e '^Attaching' -e '"attached_probes"' /tmp/$name.out 2>/dev/null && kill -0 $tpid 2>/dev/null && [ $i -lt 600 ]; do
         sleep 0.1; i=$((i + 1))
     done
     touch /tmp/go
@@ -58,6 +58,17 @@ pub fn boot_with_module_within(series: &str, script: &str, limit: Duration) -> G
         .with_test_module()
         .expect("building the test module");
     job.timeout = limit;
+    run_job(job)
+}
+
+/// Like `boot`, with more host files at guest paths.
+pub fn boot_with_files(
+    series: &str,
+    script: &str,
+    files: &[(std::path::PathBuf, String)],
+) -> GuestOutput {
+    let mut job = guest_job(series, script);
+    job.files.extend(files.iter().cloned());
     run_job(job)
 }
 

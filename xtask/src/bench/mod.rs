@@ -1,0 +1,163 @@
+//! `cargo xtask bench`: rcutrace against bpftrace and against no tracer, measured side by side
+//! in one guest by the rcu-bench driver (`xtask/src/bin/rcu-bench.rs`), summarised as medians.
+//!
+//! One job per file: `run` boots the guest and runs the driver, `sample` is the line format
+//! both ends share (metrics, configurations), `stats` the median, `table` the rows and their
+//! targets, `prose` BENCHMARKS.md around the table, `date` its date stamp.
+
+mod date;
+mod prose;
+mod run;
+pub mod sample;
+pub mod stats;
+mod table;
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use crate::vm::{self, Kernel, shell_quote};
+
+pub use date::today;
+pub use prose::benchmarks_md;
+pub use run::{Outcome, run};
+pub use table::{Row, RowId, Summary, Target};
+
+/// The seed's reader count, run by bpftrace exactly as written.
+pub const BPFTRACE_COUNT: &str = "kprobe:__rcu_read_lock { @ = count(); }";
+/// The seed's synchronize_rcu() latency script, run by bpftrace exactly as written.
+pub const BPFTRACE_SRLAT: &str = "kprobe:synchronize_rcu { @start[tid] = nsecs; } \
+kretprobe:synchronize_rcu /@start[tid]/ { @srlat = hist((nsecs - @start[tid]) / 1000000); \
+delete(@start[tid]); }";
+
+/// Untimed membarrier() calls before a timed loop: the first calls after a probe is patched in
+/// pay for emulating freshly changed code, which is the emulator's cost, not the probe's.
+pub const MEMBARRIER_WARMUP: u64 = 3;
+
+/// Debian's bpftrace, which scripts/setup --bench installs.
+pub const HOST_BPFTRACE: &str = "/usr/bin/bpftrace";
+/// The guest needs room for bpftrace's ~200 MB of libraries in its initramfs.
+pub const DEFAULT_MEMORY_MB: u32 = 3072;
+/// Where the latest full-size table is kept, relative to the workspace root.
+pub const BENCHMARKS_MD: &str = "BENCHMARKS.md";
+
+/// How much work each measurement does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sizes {
+    /// Repetitions of every measurement; medians are quoted.
+    pub reps: u32,
+    /// getppid() calls per reader-path measurement.
+    pub calls: u64,
+    /// membarrier() calls per latency-path measurement.
+    pub membarriers: u64,
+    /// Seconds of each tracer's CPU-time run.
+    pub window_secs: u64,
+}
+
+impl Sizes {
+    /// The sizes of a run worth recording in BENCHMARKS.md.
+    pub const FULL: Sizes = Sizes {
+        reps: 5,
+        calls: 1_000_000,
+        membarriers: 100,
+        window_secs: 10,
+    };
+
+    /// At least the full sizes everywhere.
+    pub fn is_full(&self) -> bool {
+        self.reps >= Self::FULL.reps
+            && self.calls >= Self::FULL.calls
+            && self.membarriers >= Self::FULL.membarriers
+            && self.window_secs >= Self::FULL.window_secs
+    }
+
+    /// A generous limit for the whole guest run: emulation is slow, and the machine may be busy.
+    pub fn timeout(&self) -> Duration {
+        // Per repetition: 3 getppid loops of up to ~5 us a call, 3 membarrier loops of up to
+        // ~50 ms a call, two windows, and 8 tracer launches of up to ~10 s each.
+        let rep = self.calls * 3 * 5_000 + self.membarriers * 3 * 50_000_000;
+        let rep = Duration::from_nanos(rep) + Duration::from_secs(2 * self.window_secs + 80);
+        let stats = Duration::from_nanos(self.calls * 5_000 + self.membarriers * 50_000_000)
+            + Duration::from_secs(40);
+        (rep * self.reps + stats) * 3 + Duration::from_secs(180)
+    }
+}
+
+/// Everything `cargo xtask bench` needs to know.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub kernel: Kernel,
+    pub sizes: Sizes,
+    pub cpus: u32,
+    pub memory_mb: u32,
+    /// Kill the guest after this long; `None`: from the sizes.
+    pub timeout: Option<Duration>,
+}
+
+impl Options {
+    pub fn new(kernel: Kernel, sizes: Sizes) -> Self {
+        Options {
+            kernel,
+            sizes,
+            cpus: vm::DEFAULT_CPUS,
+            memory_mb: DEFAULT_MEMORY_MB,
+            timeout: None,
+        }
+    }
+
+    /// The command line that repeats this run, for BENCHMARKS.md.
+    pub fn command(&self) -> String {
+        let mut cmd = String::from("cargo xtask bench");
+        let kernel = match &self.kernel {
+            Kernel::Series(series) => series.clone(),
+            // A host path means nothing elsewhere: name the image only.
+            Kernel::Path(path) => format!(
+                "PATH/TO/{}",
+                path.file_name()
+                    .map_or_else(|| "vmlinuz".into(), |n| n.to_string_lossy().into_owned())
+            ),
+        };
+        let _ = write!(cmd, " --kernel {}", shell_quote(&kernel));
+        let (s, full) = (self.sizes, Sizes::FULL);
+        for (flag, value, default) in [
+            ("--reps", u64::from(s.reps), u64::from(full.reps)),
+            ("--calls", s.calls, full.calls),
+            ("--membarriers", s.membarriers, full.membarriers),
+            ("--window", s.window_secs, full.window_secs),
+            ("--cpus", u64::from(self.cpus), u64::from(vm::DEFAULT_CPUS)),
+            (
+                "--memory-mb",
+                u64::from(self.memory_mb),
+                u64::from(DEFAULT_MEMORY_MB),
+            ),
+        ] {
+            if value != default {
+                let _ = write!(cmd, " {flag} {value}");
+            }
+        }
+        cmd
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commands_and_sizes() {
+        let mut opts = Options::new(
+            Kernel::Path("/somewhere/vmlinuz-6.12.9".into()),
+            Sizes {
+                reps: 1,
+                ..Sizes::FULL
+            },
+        );
+        opts.cpus = 4;
+        assert_eq!(
+            opts.command(),
+            "cargo xtask bench --kernel PATH/TO/vmlinuz-6.12.9 --reps 1 --cpus 4"
+        );
+        assert!(Sizes::FULL.is_full());
+        assert!(!opts.sizes.is_full());
+        assert!(Sizes::FULL.timeout() > Duration::from_secs(600));
+    }
+}

@@ -1,0 +1,352 @@
+//! BENCHMARKS.md around the table: the run's facts, the targets, what explains each missed
+//! one, and what was run. The prose lives in `prose/*.md` templates whose `{name}` fields are
+//! filled from this run's figures.
+
+use std::fmt::Write as _;
+
+use super::run::Outcome;
+use super::sample::{Config, Job, Metric, Tracer};
+use super::table::{RowId, Summary};
+use super::{BPFTRACE_COUNT, BPFTRACE_SRLAT, MEMBARRIER_WARMUP};
+
+const HEADER: &str = include_str!("prose/header.md");
+const WHAT_WAS_RUN: &str = include_str!("prose/what_was_run.md");
+const GAP_READER: &str = include_str!("prose/gap_reader.md");
+const GAP_READER_FLOOR_ABOVE: &str = include_str!("prose/gap_reader_floor_above.md");
+const GAP_READER_FLOOR_BELOW: &str = include_str!("prose/gap_reader_floor_below.md");
+const GAP_STARTUP: &str = include_str!("prose/gap_startup.md");
+const GAP_RSS: &str = include_str!("prose/gap_rss.md");
+const GAP_CPU: &str = include_str!("prose/gap_cpu.md");
+
+/// `template` with every `{name}` replaced by its value; values are not scanned again.
+fn fill(template: &str, fields: &[(&str, String)]) -> String {
+    let mut out = String::with_capacity(template.len());
+    let mut rest = template;
+    while let Some(open) = rest.find('{') {
+        out.push_str(&rest[..open]);
+        let after = &rest[open + 1..];
+        let field = after.find('}').and_then(|close| {
+            let name = &after[..close];
+            let value = fields.iter().find(|(n, _)| *n == name)?;
+            Some((close, &value.1))
+        });
+        match field {
+            Some((close, value)) => {
+                out.push_str(value);
+                rest = &after[close + 1..];
+            }
+            None => {
+                out.push('{');
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// A figure with `decimals` places, or `?` where it was not measured.
+fn num(value: Option<f64>, decimals: usize) -> String {
+    value.map_or("?".into(), |v| format!("{v:.decimals$}"))
+}
+
+/// BENCHMARKS.md: the table, the kernel, the date, the command, and what the figures mean.
+pub fn benchmarks_md(outcome: &Outcome, command: &str, date: &str) -> String {
+    let summary = &outcome.summary;
+    let sizes = summary.sizes;
+    let info = |key: &str| {
+        outcome
+            .info
+            .iter()
+            .find_map(|l| l.strip_prefix(key)?.strip_prefix(' '))
+            .unwrap_or("?")
+            .to_string()
+    };
+    let mut md = fill(
+        HEADER,
+        &[
+            ("kernel", outcome.kernel_release.clone()),
+            ("cpus", info("cpus")),
+            ("bpftrace", info("bpftrace")),
+            ("rcutrace", info("rcutrace")),
+            ("date", date.into()),
+            ("elapsed", format!("{:.0}", outcome.elapsed.as_secs_f64())),
+            ("command", command.into()),
+        ],
+    );
+    md.push_str(&summary.table());
+    md.push_str("\nTargets:\n\n");
+    md.push_str(&summary.targets());
+    md.push_str(&gap_notes(summary));
+    md.push_str(&fill(
+        WHAT_WAS_RUN,
+        &[
+            ("reps", sizes.reps.to_string()),
+            ("calls", sizes.calls.to_string()),
+            ("membarriers", sizes.membarriers.to_string()),
+            ("window", sizes.window_secs.to_string()),
+            ("warmup", MEMBARRIER_WARMUP.to_string()),
+            ("count_script", BPFTRACE_COUNT.into()),
+            ("srlat_script", BPFTRACE_SRLAT.into()),
+        ],
+    ));
+    let attach: Vec<&String> = outcome
+        .info
+        .iter()
+        .filter(|l| l.starts_with("attach "))
+        .collect();
+    if !attach.is_empty() {
+        md.push_str("\nHow rcutrace attached (its `RUST_LOG=info` log):\n\n```\n");
+        for line in attach {
+            let _ = writeln!(md, "{}", line.trim_start_matches("attach "));
+        }
+        md.push_str("```\n");
+    }
+    md
+}
+
+/// For each missed target, the measured gap and what bounds it, from this run's figures.
+fn gap_notes(summary: &Summary) -> String {
+    let missed = |id| summary.row(id).is_some_and(|r| r.misses_target());
+    let running = |metric, tracer, job| summary.get(metric, Config::Running(tracer, job));
+    let under = |metric, tracer| summary.get(metric, Config::Under(tracer));
+    let kernel = |metric| summary.get(metric, Config::Kernel);
+    let btf_mib = num(kernel(Metric::BtfKib).map(|k| k / 1024.0), 1);
+    let mut notes = Vec::new();
+
+    if missed(RowId::ReaderAdded)
+        && let Some(row) = summary.row(RowId::ReaderAdded)
+    {
+        let programs = summary
+            .row(RowId::ReaderProgram)
+            .map_or((None, None), |r| (r.rcutrace, r.bpftrace));
+        let (rt_path, bt_path) = summary.reader_mechanism_ns;
+        let verdict = match (rt_path, row.bpftrace) {
+            (Some(path), Some(bt)) if bt > 0.0 => {
+                let floor = path / bt;
+                let template = if floor > 0.5 {
+                    GAP_READER_FLOOR_ABOVE
+                } else {
+                    GAP_READER_FLOOR_BELOW
+                };
+                fill(template, &[("floor", format!("{floor:.2}"))])
+            }
+            _ => String::new(),
+        };
+        notes.push(fill(
+            GAP_READER,
+            &[
+                ("ratio", num(row.ratio, 3)),
+                ("rcutrace_ns", num(row.rcutrace, 0)),
+                ("bpftrace_ns", num(row.bpftrace, 0)),
+                ("rcutrace_program_ns", num(programs.0, 1)),
+                ("bpftrace_program_ns", num(programs.1, 1)),
+                ("rcutrace_path_ns", num(rt_path, 0)),
+                ("bpftrace_path_ns", num(bt_path, 0)),
+                ("verdict", verdict.trim_end().into()),
+            ],
+        ));
+    }
+
+    if missed(RowId::StartupCount) || missed(RowId::StartupSrlat) {
+        let startup = |tracer, job| running(Metric::StartupMs, tracer, job);
+        let bpftrace_count = startup(Tracer::Bpftrace, Job::Count);
+        notes.push(fill(
+            GAP_STARTUP,
+            &[
+                (
+                    "rcutrace_count_ms",
+                    num(startup(Tracer::Rcutrace, Job::Count), 0),
+                ),
+                (
+                    "rcutrace_srlat_ms",
+                    num(startup(Tracer::Rcutrace, Job::Srlat), 0),
+                ),
+                ("bpftrace_count_ms", num(bpftrace_count, 0)),
+                (
+                    "bpftrace_srlat_ms",
+                    num(startup(Tracer::Bpftrace, Job::Srlat), 0),
+                ),
+                ("budget_ms", num(bpftrace_count.map(|b| b / 10.0), 0)),
+                (
+                    "first_attach_ms",
+                    num(
+                        running(Metric::FirstAttachMs, Tracer::Rcutrace, Job::Count),
+                        0,
+                    ),
+                ),
+                ("btf_mib", btf_mib.clone()),
+                ("kallsyms_ms", num(kernel(Metric::KallsymsReadMs), 0)),
+                ("kallsyms_lines", num(kernel(Metric::KallsymsLines), 0)),
+                (
+                    "rcutrace_utime_ms",
+                    num(
+                        running(Metric::StartupUtimeMs, Tracer::Rcutrace, Job::Count),
+                        0,
+                    ),
+                ),
+                (
+                    "bpftrace_utime_ms",
+                    num(
+                        running(Metric::StartupUtimeMs, Tracer::Bpftrace, Job::Count),
+                        0,
+                    ),
+                ),
+            ],
+        ));
+    }
+
+    if missed(RowId::RssCount) || missed(RowId::RssSrlat) {
+        let mib = |tracer| running(Metric::RssKib, tracer, Job::Count).map(|k| k / 1024.0);
+        notes.push(fill(
+            GAP_RSS,
+            &[
+                ("rcutrace_mib", num(mib(Tracer::Rcutrace), 1)),
+                ("bpftrace_mib", num(mib(Tracer::Bpftrace), 1)),
+                (
+                    "budget_mib",
+                    num(mib(Tracer::Bpftrace).map(|b| b / 10.0), 1),
+                ),
+                ("btf_mib", btf_mib.clone()),
+            ],
+        ));
+    }
+
+    if missed(RowId::UserCpuShare) {
+        let run_s = under(Metric::RunS, Tracer::Rcutrace);
+        notes.push(fill(
+            GAP_CPU,
+            &[
+                (
+                    "run_utime_ms",
+                    num(under(Metric::RunUtimeMs, Tracer::Rcutrace), 0),
+                ),
+                ("run_s", num(run_s, 1)),
+                ("budget_ms", num(run_s.map(|s| s * 10.0), 0)),
+                (
+                    "startup_utime_ms",
+                    num(
+                        running(Metric::StartupUtimeMs, Tracer::Rcutrace, Job::Count),
+                        0,
+                    ),
+                ),
+                (
+                    "window_utime_ms",
+                    num(under(Metric::WindowUtimeMs, Tracer::Rcutrace), 0),
+                ),
+                ("window", summary.sizes.window_secs.to_string()),
+            ],
+        ));
+    }
+
+    if notes.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from("\n## Gaps\n\n");
+    for note in notes {
+        // One line per note, however the template wraps it.
+        let words: Vec<&str> = note.lines().map(str::trim).collect();
+        let _ = writeln!(out, "{}", words.join(" ").trim_end());
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::super::{Options, Sizes, sample::Samples, table};
+    use super::*;
+    use crate::vm::Kernel;
+
+    #[test]
+    fn fields_are_filled_once() {
+        assert_eq!(
+            fill(
+                "a {x} b {y} {unknown} {",
+                &[("x", "{y}".into()), ("y", "2".into())]
+            ),
+            "a {y} b 2 {unknown} {"
+        );
+    }
+
+    /// Every `{name}` that is left is a field the code does not fill.
+    fn unfilled(text: &str) -> Vec<&str> {
+        text.split('{')
+            .skip(1)
+            .filter_map(|s| s.split_once('}'))
+            .map(|(name, _)| name)
+            .filter(|name| {
+                !name.is_empty() && name.chars().all(|c| c.is_ascii_lowercase() || c == '_')
+            })
+            .collect()
+    }
+
+    #[test]
+    fn document_names_kernel_command_and_every_gap() {
+        let outcome = Outcome {
+            kernel_release: "6.12.0-test".into(),
+            info: vec![
+                "kernel 6.12.0-test".into(),
+                "cpus 2".into(),
+                "bpftrace bpftrace v0.17.0".into(),
+                "attach rcutrace-count [INFO rcutrace::tracer] __rcu_read_lock: attached by kprobe"
+                    .into(),
+            ],
+            summary: Summary::new(&Samples::parse(&all_targets_missed()), Sizes::FULL),
+            elapsed: Duration::from_secs(300),
+        };
+        let opts = Options::new(Kernel::Series("6.12".into()), Sizes::FULL);
+        assert_eq!(opts.command(), "cargo xtask bench --kernel 6.12");
+        let md = benchmarks_md(&outcome, &opts.command(), "2026-11-30");
+        assert_eq!(unfilled(&md), Vec::<&str>::new(), "{md}");
+        assert!(
+            md.contains("- Kernel: `6.12.0-test` (Debian), 2 CPUs"),
+            "{md}"
+        );
+        assert!(md.contains("`cargo xtask bench --kernel 6.12`"), "{md}");
+        assert!(md.contains(BPFTRACE_COUNT) && md.contains(BPFTRACE_SRLAT));
+        assert!(md.contains("## Gaps"), "{md}");
+        for note in [
+            "- Added cost per `__rcu_read_lock` event: ratio 0.832, target 0.5.",
+            "kprobe and is skipped. Even a program that cost nothing would leave rcutrace at 0.75",
+            "- Start-up: rcutrace count was attached after 1000 ms",
+            "whole BTF (4.5 MiB here)",
+            "- Peak RSS: rcutrace 80.0 MiB (count) against bpftrace 100.0 MiB",
+            "- User CPU: rcutrace used 300 ms of user CPU in its whole run of 10.5 s",
+            "the median call, after 3 untimed ones",
+        ] {
+            assert!(md.contains(note), "{note}\n{md}");
+        }
+        assert!(md.contains("__rcu_read_lock: attached by kprobe"), "{md}");
+    }
+
+    #[test]
+    fn met_targets_need_no_notes() {
+        let summary = Summary::new(&Samples::parse(table::tests::SAMPLES), Sizes::FULL);
+        let notes = gap_notes(&summary);
+        assert!(notes.contains("Added cost per"), "{notes}");
+        assert!(
+            !notes.contains("Start-up") && !notes.contains("Peak RSS"),
+            "{notes}"
+        );
+    }
+
+    /// The table's test samples with every target missed.
+    fn all_targets_missed() -> String {
+        table::tests::SAMPLES
+            .replace(
+                "startup_ms rcutrace-count 100",
+                "startup_ms rcutrace-count 1000",
+            )
+            .replace(
+                "startup_ms rcutrace-srlat 90",
+                "startup_ms rcutrace-srlat 900",
+            )
+            .replace(
+                "rss_kib rcutrace-count 8192",
+                "rss_kib rcutrace-count 81920",
+            )
+            .replace("run_utime_ms rcutrace 30", "run_utime_ms rcutrace 300")
+    }
+}

@@ -1,0 +1,273 @@
+//! What the guest driver measures and how it tells the host: `sample METRIC CONFIG VALUE`
+//! lines, written and read through the same types, so that the two ends cannot disagree on a
+//! name.
+
+use std::collections::HashMap;
+
+use super::stats::median;
+
+/// Everything the guest driver measures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Metric {
+    /// Wall-clock ns per getppid() call.
+    GetppidNs,
+    /// `__rcu_read_lock` events a tracer counted per getppid() call.
+    EventsPerCall,
+    /// Wall-clock ns per membarrier() call (mean).
+    MembarrierWallNs,
+    /// The calling thread's CPU ns per membarrier() call (median).
+    MembarrierCpuNs,
+    /// Time the tracer's BPF programs ran per event (bpf_stats).
+    ProgramNs,
+    /// From launch until attached.
+    StartupMs,
+    /// From launch until the banner.
+    BannerMs,
+    /// User CPU from launch until attached.
+    StartupUtimeMs,
+    /// From launch until the first probe was attached (rcutrace's log).
+    FirstAttachMs,
+    /// Peak RSS.
+    RssKib,
+    /// User CPU over the tracer's whole run.
+    RunUtimeMs,
+    /// The tracer's whole run, launch to exit.
+    RunS,
+    /// User and system CPU of all the tracer's threads during the window only.
+    WindowCpuMs,
+    /// User CPU during the window only.
+    WindowUtimeMs,
+    /// Time to read /proc/kallsyms once.
+    KallsymsReadMs,
+    /// Lines of /proc/kallsyms.
+    KallsymsLines,
+    /// Size of the kernel's BTF.
+    BtfKib,
+}
+
+impl Metric {
+    pub const ALL: [Metric; 17] = [
+        Metric::GetppidNs,
+        Metric::EventsPerCall,
+        Metric::MembarrierWallNs,
+        Metric::MembarrierCpuNs,
+        Metric::ProgramNs,
+        Metric::StartupMs,
+        Metric::BannerMs,
+        Metric::StartupUtimeMs,
+        Metric::FirstAttachMs,
+        Metric::RssKib,
+        Metric::RunUtimeMs,
+        Metric::RunS,
+        Metric::WindowCpuMs,
+        Metric::WindowUtimeMs,
+        Metric::KallsymsReadMs,
+        Metric::KallsymsLines,
+        Metric::BtfKib,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Metric::GetppidNs => "getppid_ns",
+            Metric::EventsPerCall => "events_per_call",
+            Metric::MembarrierWallNs => "membarrier_wall_ns",
+            Metric::MembarrierCpuNs => "membarrier_cpu_ns",
+            Metric::ProgramNs => "program_ns",
+            Metric::StartupMs => "startup_ms",
+            Metric::BannerMs => "banner_ms",
+            Metric::StartupUtimeMs => "startup_utime_ms",
+            Metric::FirstAttachMs => "first_attach_ms",
+            Metric::RssKib => "rss_kib",
+            Metric::RunUtimeMs => "run_utime_ms",
+            Metric::RunS => "run_s",
+            Metric::WindowCpuMs => "window_cpu_ms",
+            Metric::WindowUtimeMs => "window_utime_ms",
+            Metric::KallsymsReadMs => "kallsyms_read_ms",
+            Metric::KallsymsLines => "kallsyms_lines",
+            Metric::BtfKib => "btf_kib",
+        }
+    }
+
+    fn from_name(name: &str) -> Option<Metric> {
+        Metric::ALL.into_iter().find(|m| m.name() == name)
+    }
+}
+
+/// Who traces during a measurement.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Tracer {
+    None,
+    Rcutrace,
+    Bpftrace,
+}
+
+impl Tracer {
+    pub const ALL: [Tracer; 3] = [Tracer::None, Tracer::Rcutrace, Tracer::Bpftrace];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Tracer::None => "none",
+            Tracer::Rcutrace => "rcutrace",
+            Tracer::Bpftrace => "bpftrace",
+        }
+    }
+}
+
+/// What the tracer traces.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Job {
+    /// Every `__rcu_read_lock()` (rcutrace also counts its updater and grace-period functions).
+    Count,
+    /// synchronize_rcu() latency.
+    Srlat,
+}
+
+impl Job {
+    pub fn name(self) -> &'static str {
+        match self {
+            Job::Count => "count",
+            Job::Srlat => "srlat",
+        }
+    }
+}
+
+/// What a sample was measured under.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Config {
+    /// The workload under a tracer (or none), whatever it traced.
+    Under(Tracer),
+    /// A tracer doing a job: its own start-up, memory, program time.
+    Running(Tracer, Job),
+    /// A fact about the kernel.
+    Kernel,
+}
+
+impl Config {
+    /// As written in a sample line: `rcutrace`, `bpftrace-srlat`, `kernel`.
+    pub fn name(self) -> String {
+        match self {
+            Config::Under(tracer) => tracer.name().into(),
+            Config::Running(tracer, job) => format!("{}-{}", tracer.name(), job.name()),
+            Config::Kernel => "kernel".into(),
+        }
+    }
+
+    /// Every configuration a sample can have.
+    pub fn all() -> Vec<Config> {
+        let mut all = vec![Config::Kernel];
+        for tracer in Tracer::ALL {
+            all.push(Config::Under(tracer));
+            all.push(Config::Running(tracer, Job::Count));
+            all.push(Config::Running(tracer, Job::Srlat));
+        }
+        all
+    }
+
+    fn from_name(name: &str) -> Option<Config> {
+        Config::all().into_iter().find(|c| c.name() == name)
+    }
+}
+
+/// One measured value.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Sample {
+    pub metric: Metric,
+    pub config: Config,
+    pub value: f64,
+}
+
+impl Sample {
+    /// The line the guest prints: `sample METRIC CONFIG VALUE`.
+    pub fn line(&self) -> String {
+        format!(
+            "sample {} {} {:.3}",
+            self.metric.name(),
+            self.config.name(),
+            self.value
+        )
+    }
+
+    /// A line the guest printed; `None` for any other line.
+    pub fn parse(line: &str) -> Option<Sample> {
+        let mut words = line.split_whitespace();
+        if words.next() != Some("sample") {
+            return None;
+        }
+        let sample = Sample {
+            metric: Metric::from_name(words.next()?)?,
+            config: Config::from_name(words.next()?)?,
+            value: words.next()?.parse().ok()?,
+        };
+        words.next().is_none().then_some(sample)
+    }
+}
+
+/// Every value measured, by metric and configuration.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Samples(HashMap<(Metric, Config), Vec<f64>>);
+
+impl Samples {
+    /// The sample lines in the guest's output.
+    pub fn parse(stdout: &str) -> Self {
+        let mut samples = Samples::default();
+        for sample in stdout.lines().filter_map(Sample::parse) {
+            samples.add(sample);
+        }
+        samples
+    }
+
+    pub fn add(&mut self, sample: Sample) {
+        self.0
+            .entry((sample.metric, sample.config))
+            .or_default()
+            .push(sample.value);
+    }
+
+    /// The median of a metric's values under a configuration.
+    pub fn median(&self, metric: Metric, config: Config) -> Option<f64> {
+        median(self.0.get(&(metric, config))?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_metric_and_config_survives_a_line() {
+        for metric in Metric::ALL {
+            for config in Config::all() {
+                let sample = Sample {
+                    metric,
+                    config,
+                    value: 1.5,
+                };
+                assert_eq!(
+                    Sample::parse(&sample.line()),
+                    Some(sample),
+                    "{}",
+                    sample.line()
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn other_lines_are_not_samples() {
+        for line in [
+            "info kernel 6.12.0",
+            "sample getppid_ns none",
+            "sample getppid_ns none 1 2",
+            "sample unknown_metric none 1",
+            "sample getppid_ns nobody 1",
+            "sample getppid_ns none many",
+        ] {
+            assert_eq!(Sample::parse(line), None, "{line}");
+        }
+        let samples = Samples::parse("sample getppid_ns none 3\nsample getppid_ns none 1\nx\n");
+        assert_eq!(
+            samples.median(Metric::GetppidNs, Config::Under(Tracer::None)),
+            Some(2.0)
+        );
+    }
+}

@@ -1,0 +1,521 @@
+//! The table: one row per figure, medians per configuration, rcutrace/bpftrace ratios, and the
+//! targets the issues set.
+
+use std::fmt::Write as _;
+
+use super::Sizes;
+use super::sample::{Config, Job, Metric, Samples, Tracer};
+
+/// Every row of the table, in order; rows are found by this, never by their label.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RowId {
+    GetppidCall,
+    EventsPerCall,
+    ReaderAdded,
+    ReaderProgram,
+    ReaderKprobePath,
+    MembarrierWall,
+    MembarrierAddedWall,
+    MembarrierCpu,
+    SyncAddedCpu,
+    SyncProgram,
+    StartupCount,
+    StartupSrlat,
+    BannerCount,
+    StartupUtimeCount,
+    RssCount,
+    RssSrlat,
+    RunUtime,
+    UserCpuShare,
+    WindowUtime,
+    WindowCpu,
+}
+
+impl RowId {
+    /// The row's label in the table, for a window of `window` seconds.
+    fn label(self, window: u64) -> String {
+        match self {
+            RowId::GetppidCall => "`getppid()` call (ns)".into(),
+            RowId::EventsPerCall => "`__rcu_read_lock` events per `getppid()`".into(),
+            RowId::ReaderAdded => "Added per `__rcu_read_lock` event (ns)".into(),
+            RowId::ReaderProgram => "BPF program time per `__rcu_read_lock` event (ns)".into(),
+            RowId::ReaderKprobePath => {
+                "Kprobe path per `__rcu_read_lock` event (added − program, ns)".into()
+            }
+            RowId::MembarrierWall => "`membarrier()` call, wall clock, mean (µs)".into(),
+            RowId::MembarrierAddedWall => "Added per `membarrier()` call, wall clock (µs)".into(),
+            RowId::MembarrierCpu => "`membarrier()` call, caller's CPU time, median (µs)".into(),
+            RowId::SyncAddedCpu => "Added CPU per `synchronize_rcu()` call (ns)".into(),
+            RowId::SyncProgram => "BPF program time per `synchronize_rcu()` call (ns)".into(),
+            RowId::StartupCount => "Start-up to attached, count (ms)".into(),
+            RowId::StartupSrlat => "Start-up to attached, srlat (ms)".into(),
+            RowId::BannerCount => "Start-up to banner, count (ms)".into(),
+            RowId::StartupUtimeCount => "User CPU until attached, count (ms)".into(),
+            RowId::RssCount => "Peak RSS, count (MiB)".into(),
+            RowId::RssSrlat => "Peak RSS, srlat (MiB)".into(),
+            RowId::RunUtime => format!("User CPU, whole {window} s count run (ms)"),
+            RowId::UserCpuShare => "User CPU, share of the whole count run (%)".into(),
+            RowId::WindowUtime => format!("User CPU while tracing, {window} s window (ms)"),
+            RowId::WindowCpu => {
+                format!("CPU while tracing, user + system, {window} s window (ms)")
+            }
+        }
+    }
+}
+
+/// What a target judges.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Judged {
+    /// The rcutrace/bpftrace ratio.
+    Ratio,
+    /// rcutrace's own figure, a percentage.
+    RcutracePercent,
+}
+
+/// A target a row must meet.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Target {
+    /// As written in the table, e.g. "≤ 0.5".
+    pub text: &'static str,
+    pub judged: Judged,
+    pub met: bool,
+}
+
+/// One line of the table: medians per configuration, and the rcutrace/bpftrace ratio.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row {
+    pub id: RowId,
+    pub label: String,
+    pub none: Option<f64>,
+    pub rcutrace: Option<f64>,
+    pub bpftrace: Option<f64>,
+    pub ratio: Option<f64>,
+    pub target: Option<Target>,
+    /// Decimal places for the values.
+    pub decimals: usize,
+    /// Whether the row has a no-tracer figure and a ratio.
+    pub has_baseline: bool,
+    pub has_ratio: bool,
+    /// Shown instead of a ratio that cannot be computed from measured figures.
+    pub ratio_note: Option<&'static str>,
+}
+
+impl Row {
+    fn new(id: RowId, sizes: Sizes, decimals: usize) -> Self {
+        Row {
+            id,
+            label: id.label(sizes.window_secs),
+            none: None,
+            rcutrace: None,
+            bpftrace: None,
+            ratio: None,
+            target: None,
+            decimals,
+            has_baseline: false,
+            has_ratio: false,
+            ratio_note: None,
+        }
+    }
+
+    /// The figures under each tracer.
+    fn traced(mut self, (rcutrace, bpftrace): (Option<f64>, Option<f64>)) -> Self {
+        self.rcutrace = rcutrace;
+        self.bpftrace = bpftrace;
+        self
+    }
+
+    /// The figure with no tracer, for rows that have one.
+    fn untraced(mut self, none: Option<f64>) -> Self {
+        self.has_baseline = true;
+        self.none = none;
+        self
+    }
+
+    /// Fills the ratio column with rcutrace / bpftrace.
+    fn with_ratio(mut self) -> Self {
+        self.has_ratio = true;
+        match (self.rcutrace, self.bpftrace) {
+            (Some(_), Some(0.0)) => self.ratio_note = Some("n/a (÷ 0)"),
+            (Some(r), Some(b)) => self.ratio = Some(r / b),
+            _ => {}
+        }
+        self
+    }
+
+    /// As `with_ratio` for added costs, which only have a ratio when both stand out of the
+    /// noise (are positive).
+    fn with_ratio_of_added(self) -> Self {
+        let mut row = self.with_ratio();
+        if row.rcutrace.is_some_and(|r| r <= 0.0) || row.bpftrace.is_some_and(|b| b <= 0.0) {
+            row.ratio = None;
+            row.ratio_note = Some("n/a (within noise)");
+        }
+        row
+    }
+
+    /// Whether every cell the row has was measured.
+    pub fn is_complete(&self) -> bool {
+        let finite = |v: Option<f64>| v.is_some_and(f64::is_finite);
+        finite(self.rcutrace)
+            && finite(self.bpftrace)
+            && (!self.has_baseline || finite(self.none))
+            && (!self.has_ratio || finite(self.ratio) || self.ratio_note.is_some())
+    }
+
+    /// The ratio must be at most `limit`.
+    fn ratio_at_most(mut self, limit: f64, text: &'static str) -> Self {
+        self.target = Some(Target {
+            text,
+            judged: Judged::Ratio,
+            met: self.ratio.is_some_and(|r| r <= limit),
+        });
+        self
+    }
+
+    /// rcutrace's own figure, a percentage, must be below `limit`.
+    fn rcutrace_percent_below(mut self, limit: f64, text: &'static str) -> Self {
+        self.target = Some(Target {
+            text,
+            judged: Judged::RcutracePercent,
+            met: self.rcutrace.is_some_and(|s| s < limit),
+        });
+        self
+    }
+
+    /// Whether the row has a target it misses.
+    pub fn misses_target(&self) -> bool {
+        self.target.as_ref().is_some_and(|t| !t.met)
+    }
+}
+
+/// The medians the table shows, and the figures derived from them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Summary {
+    pub sizes: Sizes,
+    pub rows: Vec<Row>,
+    /// Added ns per reader event outside the BPF program (the kprobe path), per tracer.
+    pub reader_mechanism_ns: (Option<f64>, Option<f64>),
+    /// Every value measured, for the figures the table does not show.
+    samples: Samples,
+}
+
+use Config::{Running, Under};
+use Job::{Count, Srlat};
+use Tracer::{Bpftrace, Rcutrace};
+
+impl Summary {
+    pub fn new(samples: &Samples, sizes: Sizes) -> Self {
+        let m = |metric: Metric, config: Config| samples.median(metric, config);
+        // A metric under both tracers, or in both tracers' runs of a job.
+        let under = |metric| (m(metric, Under(Rcutrace)), m(metric, Under(Bpftrace)));
+        let running = |metric, job| {
+            (
+                m(metric, Running(Rcutrace, job)),
+                m(metric, Running(Bpftrace, job)),
+            )
+        };
+        let both = |f: &dyn Fn(Tracer) -> Option<f64>| (f(Rcutrace), f(Bpftrace));
+        let none = |metric| m(metric, Under(Tracer::None));
+        let added = |metric, tracer| Some(m(metric, Under(tracer))? - none(metric)?);
+        let events_per_call = m(Metric::EventsPerCall, Under(Rcutrace));
+        let us = |(r, b): (Option<f64>, Option<f64>)| (r.map(|v| v / 1e3), b.map(|v| v / 1e3));
+        let mib =
+            |(r, b): (Option<f64>, Option<f64>)| (r.map(|k| k / 1024.0), b.map(|k| k / 1024.0));
+
+        let reader_added = both(&|t| Some(added(Metric::GetppidNs, t)? / events_per_call?));
+        let reader_program = running(Metric::ProgramNs, Count);
+        let mechanism = |added: Option<f64>, program: Option<f64>| Some(added? - program?);
+        let reader_mechanism_ns = (
+            mechanism(reader_added.0, reader_program.0),
+            mechanism(reader_added.1, reader_program.1),
+        );
+        let share =
+            both(&|t| Some(m(Metric::RunUtimeMs, Under(t))? / (m(Metric::RunS, Under(t))? * 10.0)));
+
+        let row = |id, decimals| Row::new(id, sizes, decimals);
+        let rows = vec![
+            row(RowId::GetppidCall, 1)
+                .untraced(none(Metric::GetppidNs))
+                .traced(under(Metric::GetppidNs)),
+            row(RowId::EventsPerCall, 3).traced(under(Metric::EventsPerCall)),
+            row(RowId::ReaderAdded, 1)
+                .traced(reader_added)
+                .with_ratio()
+                .ratio_at_most(0.5, "≤ 0.5"),
+            row(RowId::ReaderProgram, 1)
+                .traced(reader_program)
+                .with_ratio(),
+            row(RowId::ReaderKprobePath, 1)
+                .traced(reader_mechanism_ns)
+                .with_ratio(),
+            row(RowId::MembarrierWall, 1)
+                .untraced(none(Metric::MembarrierWallNs).map(|v| v / 1e3))
+                .traced(us(under(Metric::MembarrierWallNs))),
+            row(RowId::MembarrierAddedWall, 1)
+                .traced(us(both(&|t| added(Metric::MembarrierWallNs, t))))
+                .with_ratio_of_added(),
+            row(RowId::MembarrierCpu, 2)
+                .untraced(none(Metric::MembarrierCpuNs).map(|v| v / 1e3))
+                .traced(us(under(Metric::MembarrierCpuNs))),
+            row(RowId::SyncAddedCpu, 0)
+                .traced(both(&|t| added(Metric::MembarrierCpuNs, t)))
+                .with_ratio(),
+            row(RowId::SyncProgram, 1)
+                .traced(running(Metric::ProgramNs, Srlat))
+                .with_ratio(),
+            row(RowId::StartupCount, 0)
+                .traced(running(Metric::StartupMs, Count))
+                .with_ratio()
+                .ratio_at_most(0.1, "≤ 0.1"),
+            row(RowId::StartupSrlat, 0)
+                .traced(running(Metric::StartupMs, Srlat))
+                .with_ratio()
+                .ratio_at_most(0.1, "≤ 0.1"),
+            row(RowId::BannerCount, 0)
+                .traced(running(Metric::BannerMs, Count))
+                .with_ratio(),
+            row(RowId::StartupUtimeCount, 0)
+                .traced(running(Metric::StartupUtimeMs, Count))
+                .with_ratio(),
+            row(RowId::RssCount, 1)
+                .traced(mib(running(Metric::RssKib, Count)))
+                .with_ratio()
+                .ratio_at_most(0.1, "≤ 0.1"),
+            row(RowId::RssSrlat, 1)
+                .traced(mib(running(Metric::RssKib, Srlat)))
+                .with_ratio()
+                .ratio_at_most(0.1, "≤ 0.1"),
+            row(RowId::RunUtime, 0)
+                .traced(under(Metric::RunUtimeMs))
+                .with_ratio(),
+            row(RowId::UserCpuShare, 2)
+                .traced(share)
+                .with_ratio()
+                .rcutrace_percent_below(1.0, "rcutrace < 1 %"),
+            row(RowId::WindowUtime, 0)
+                .traced(under(Metric::WindowUtimeMs))
+                .with_ratio(),
+            row(RowId::WindowCpu, 1)
+                .traced(under(Metric::WindowCpuMs))
+                .with_ratio(),
+        ];
+        Summary {
+            sizes,
+            rows,
+            reader_mechanism_ns,
+            samples: samples.clone(),
+        }
+    }
+
+    /// The median of a metric under a configuration.
+    pub fn get(&self, metric: Metric, config: Config) -> Option<f64> {
+        self.samples.median(metric, config)
+    }
+
+    pub fn row(&self, id: RowId) -> Option<&Row> {
+        self.rows.iter().find(|r| r.id == id)
+    }
+
+    /// The table in Markdown (it reads as plain text too).
+    pub fn table(&self) -> String {
+        let mut out = format!(
+            "| Median of {} | no tracer | rcutrace | bpftrace | rcutrace / bpftrace | target | met |\n\
+             |---|--:|--:|--:|--:|:-:|:-:|\n",
+            reps_text(self.sizes.reps)
+        );
+        for row in &self.rows {
+            let value = |v: Option<f64>| v.map_or("".into(), |v| format!("{v:.*}", row.decimals));
+            let ratio = match (row.ratio, row.ratio_note) {
+                (Some(r), _) => format!("{r:.3}"),
+                (None, Some(note)) => note.into(),
+                (None, None) => String::new(),
+            };
+            let (target, met) = row
+                .target
+                .as_ref()
+                .map_or(("", ""), |t| (t.text, if t.met { "yes" } else { "**no**" }));
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | {} | {ratio} | {target} | {met} |",
+                row.label,
+                value(row.none),
+                value(row.rcutrace),
+                value(row.bpftrace),
+            );
+        }
+        out
+    }
+
+    /// One line per target: met or not, and by how much.
+    pub fn targets(&self) -> String {
+        let mut out = String::new();
+        for row in &self.rows {
+            let Some(target) = &row.target else { continue };
+            let figure = match target.judged {
+                Judged::RcutracePercent => row
+                    .rcutrace
+                    .map_or("not measured".into(), |v| format!("{v:.2} %")),
+                Judged::Ratio => row
+                    .ratio
+                    .map_or("not measured".into(), |r| format!("ratio {r:.3}")),
+            };
+            let _ = writeln!(
+                out,
+                "- {}: {figure}, target {}: {}",
+                row.label,
+                target.text,
+                if target.met { "met" } else { "**missed**" }
+            );
+        }
+        out
+    }
+}
+
+fn reps_text(reps: u32) -> String {
+    if reps == 1 {
+        "1 run".into()
+    } else {
+        format!("{reps} runs")
+    }
+}
+
+#[cfg(test)]
+pub(super) mod tests {
+    use super::*;
+
+    /// One sample of everything, as the guest driver prints them.
+    pub const SAMPLES: &str = "\
+info kernel 6.12.0-test
+sample getppid_ns none 400
+sample getppid_ns none 420
+sample getppid_ns rcutrace 1400
+sample getppid_ns bpftrace 1600
+sample events_per_call rcutrace 2.0
+sample events_per_call bpftrace 2.0
+sample program_ns rcutrace-count 50
+sample program_ns bpftrace-count 150
+sample program_ns rcutrace-srlat 120
+sample program_ns bpftrace-srlat 400
+sample membarrier_wall_ns none 10000000
+sample membarrier_wall_ns rcutrace 10100000
+sample membarrier_wall_ns bpftrace 10300000
+sample membarrier_cpu_ns none 9000
+sample membarrier_cpu_ns rcutrace 9500
+sample membarrier_cpu_ns bpftrace 11000
+sample startup_ms rcutrace-count 100
+sample startup_ms bpftrace-count 3000
+sample startup_ms rcutrace-srlat 90
+sample startup_ms bpftrace-srlat 3200
+sample banner_ms rcutrace-count 100
+sample banner_ms bpftrace-count 2900
+sample rss_kib rcutrace-count 8192
+sample rss_kib bpftrace-count 102400
+sample rss_kib rcutrace-srlat 8192
+sample rss_kib bpftrace-srlat 104448
+sample run_utime_ms rcutrace 30
+sample run_utime_ms bpftrace 2500
+sample run_s rcutrace 10.5
+sample run_s bpftrace 14
+sample window_cpu_ms rcutrace 1
+sample window_cpu_ms bpftrace 20
+sample window_utime_ms rcutrace 0
+sample window_utime_ms bpftrace 10
+sample startup_utime_ms rcutrace-count 20
+sample startup_utime_ms bpftrace-count 1200
+sample first_attach_ms rcutrace-count 60
+sample kallsyms_read_ms kernel 250
+sample kallsyms_lines kernel 150000
+sample btf_kib kernel 4576
+sample bogus line
+";
+
+    fn summary() -> Summary {
+        Summary::new(&Samples::parse(SAMPLES), Sizes::FULL)
+    }
+
+    #[test]
+    fn summary_rows_and_targets() {
+        let summary = summary();
+        let reader = summary.row(RowId::ReaderAdded).unwrap();
+        // (1400 - 410) / 2 and (1600 - 410) / 2.
+        assert_eq!(reader.rcutrace, Some(495.0));
+        assert_eq!(reader.bpftrace, Some(595.0));
+        assert!(reader.misses_target());
+        assert_eq!(summary.reader_mechanism_ns, (Some(445.0), Some(445.0)));
+        let startup = summary.row(RowId::StartupCount).unwrap();
+        assert!((startup.ratio.unwrap() - 1.0 / 30.0).abs() < 1e-9);
+        assert!(startup.target.as_ref().unwrap().met);
+        assert_eq!(summary.row(RowId::RssCount).unwrap().rcutrace, Some(8.0));
+        assert!(!summary.row(RowId::RssSrlat).unwrap().misses_target());
+        let share = summary.row(RowId::UserCpuShare).unwrap();
+        assert!((share.rcutrace.unwrap() - 30.0 / 105.0).abs() < 1e-9);
+        assert!(share.target.as_ref().unwrap().met);
+        assert!(summary.rows.iter().all(Row::is_complete));
+        assert_eq!(
+            summary.get(Metric::KallsymsLines, Config::Kernel),
+            Some(150_000.0)
+        );
+
+        let table = summary.table();
+        assert_eq!(table.lines().count(), summary.rows.len() + 2);
+        assert!(table.contains("| Median of 5 runs |"), "{table}");
+        assert!(
+            table.contains("| Added per `__rcu_read_lock` event (ns) |  | 495.0 | 595.0 | 0.832 | ≤ 0.5 | **no** |"),
+            "{table}"
+        );
+        assert!(
+            table
+                .contains("| User CPU while tracing, 10 s window (ms) |  | 0 | 10 | 0.000 |  |  |"),
+            "{table}"
+        );
+        let targets = summary.targets();
+        assert_eq!(targets.lines().count(), 6, "{targets}");
+        assert!(
+            targets
+                .contains("share of the whole count run (%): 0.29 %, target rcutrace < 1 %: met"),
+            "{targets}"
+        );
+        assert!(
+            targets.contains("Peak RSS, count (MiB): ratio 0.080, target ≤ 0.1: met"),
+            "{targets}"
+        );
+    }
+
+    /// Each row has its own id, so no lookup can find the wrong one.
+    #[test]
+    fn rows_have_distinct_ids_and_labels() {
+        let summary = summary();
+        for (i, row) in summary.rows.iter().enumerate() {
+            assert_eq!(summary.row(row.id), Some(row));
+            assert!(summary.rows[i + 1..].iter().all(|r| r.label != row.label));
+        }
+    }
+
+    #[test]
+    fn ratios_of_noise_and_zero_are_not_computed() {
+        let row = Row::new(RowId::MembarrierAddedWall, Sizes::FULL, 1)
+            .traced((Some(-6.0), Some(37.0)))
+            .with_ratio_of_added();
+        assert_eq!(row.ratio, None);
+        assert!(row.is_complete());
+        let row = Row::new(RowId::WindowUtime, Sizes::FULL, 0)
+            .traced((Some(0.0), Some(0.0)))
+            .with_ratio();
+        assert_eq!((row.ratio, row.ratio_note), (None, Some("n/a (÷ 0)")));
+        assert!(row.is_complete());
+        let summary = Summary {
+            rows: vec![row],
+            ..Summary::new(&Samples::default(), Sizes::FULL)
+        };
+        assert!(summary.table().contains(" | 0 | 0 | n/a (÷ 0) |  |  |"));
+    }
+
+    #[test]
+    fn missing_samples_leave_cells_empty() {
+        let summary = Summary::new(&Samples::default(), Sizes::FULL);
+        assert!(summary.rows.iter().all(|r| r.rcutrace.is_none()));
+        assert!(!summary.rows.iter().any(Row::is_complete));
+        assert!(summary.row(RowId::StartupCount).unwrap().misses_target());
+        assert!(summary.targets().contains("not measured"));
+    }
+}
