@@ -103,10 +103,11 @@ pub struct Extremes {
     pub max: u64,
 }
 
-/// Most callbacks that can be pending (queued while tracing, not yet invoked) at once.
+/// Most callbacks that can be pending (queued while tracing, not yet invoked) at once: about
+/// 20 MiB of kernel memory, preallocated.
 pub const MAX_PENDING: u32 = 262_144;
-/// Most rows (callback function and entry point pairs).
-pub const MAX_ROWS: u32 = 2048;
+/// Most rows (callback function and entry point pairs): about 8 MiB, preallocated.
+pub const MAX_ROWS: u32 = 1024;
 
 /// Slots of the per-CPU `CALLBACK_TOTALS` array: totals per CPU, and what the maps lost.
 pub const TOTAL_QUEUED: u32 = 0;

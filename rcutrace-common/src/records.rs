@@ -40,6 +40,12 @@ pub enum Record {
     NotMeasured(NotMeasured),
     #[serde(rename = "rcutrace_callbacks_summary")]
     CallbacksSummary(CallbacksSummary),
+    #[serde(rename = "rcutrace_environment")]
+    Environment(Environment),
+    /// A map the run printed with no entry (one empty line), which bpftrace would not have
+    /// written and so has no `map` or `hist` record.
+    #[serde(rename = "rcutrace_empty_map")]
+    EmptyMap { map: String },
 }
 
 /// A JSON object whose members keep their order: bpftrace orders a map's entries by value,
@@ -86,6 +92,17 @@ pub struct Bucket {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CountSummary {
     pub elapsed_s: f64,
+    /// The window exactly, for `rcutrace report` to print what the run printed.
+    #[serde(default)]
+    pub elapsed_ns: Option<u64>,
+    /// The counts behind the ratios (`null` where not traced).
+    #[serde(default)]
+    pub readers: Option<u64>,
+    #[serde(default)]
+    pub call_rcu: Option<u64>,
+    /// call_rcu, call_rcu_hurry and kvfree_call_rcu together.
+    #[serde(default)]
+    pub callbacks: Option<u64>,
     pub grace_periods: Option<u64>,
     pub readers_per_grace_period: Option<f64>,
     pub call_rcu_per_grace_period: Option<f64>,
@@ -119,6 +136,50 @@ pub struct LatencySummary {
     /// Estimates by name (`p50`, `p99.9`), each within `percentile_error` of the true value.
     pub percentiles_ns: Members<f64>,
     pub percentile_error: f64,
+    /// How the histogram's buckets are laid out, which its `hist` record does not say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub layout: Option<HistLayout>,
+}
+
+/// The bucket layout of a histogram, as the text labels it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum HistLayout {
+    /// bpftrace's `hist()`.
+    Log2,
+    /// bpftrace's `lhist(v, min, max, step)`.
+    Linear { min: u64, max: u64, step: u64 },
+    /// Only the non-empty buckets of width `step`.
+    Sparse { step: u64 },
+}
+
+/// What the run ran on: the kernel and the RCU settings that change the figures, and how
+/// each function was hooked. `rcutrace report A B` prints what differs between two runs.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Environment {
+    /// `uname -r`.
+    pub kernel_release: String,
+    /// `uname -v`: the build, with its preemption flags.
+    pub kernel_version: String,
+    /// CPUs online.
+    pub cpus: u64,
+    /// CONFIG_HZ, where the kernel's configuration can be read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hz: Option<u64>,
+    /// Preemption model: the current one of /sys/kernel/debug/sched/preempt, else from `uname -v`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preemption: Option<String>,
+    /// /sys/kernel/rcu_expedited and /sys/kernel/rcu_normal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rcu_expedited: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rcu_normal: Option<String>,
+    /// /sys/module/rcutree/parameters/*, by name (lazy and NOCB settings among them).
+    #[serde(default)]
+    pub rcutree_parameters: Members<String>,
+    /// How each traced function was hooked, e.g. `"synchronize_rcu": "kprobe+fexit"`.
+    #[serde(default)]
+    pub attach: Members<String>,
 }
 
 /// The calls of one timed function that were seen but not measured, by cause.
@@ -141,6 +202,9 @@ pub struct NotMeasured {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CallbacksSummary {
     pub elapsed_s: f64,
+    /// The window exactly, for `rcutrace report` to print what the run printed.
+    #[serde(default)]
+    pub elapsed_ns: Option<u64>,
     /// The latency histograms' unit: `ms`, `us` or `ns`.
     pub unit: String,
     pub percentile_error: f64,
@@ -323,6 +387,11 @@ mod tests {
             percentiles_ns: Members(vec![("p99.9".into(), 10.0), ("p50".into(), 5.0)]),
             percentile_error: 0.0078125,
             key: Some("kworker/0:1".into()),
+            layout: Some(HistLayout::Linear {
+                min: 0,
+                max: 1000,
+                step: 100,
+            }),
         });
         let line = serde_json::to_string(&latency).unwrap();
         assert!(line.starts_with(r#"{"type":"rcutrace_latency_summary","data":{"map":"#));
@@ -337,6 +406,10 @@ mod tests {
         assert_eq!(decode(&line), losses);
         let count = Record::CountSummary(CountSummary {
             elapsed_s: 1.5,
+            elapsed_ns: Some(1_500_000_000),
+            readers: None,
+            call_rcu: Some(6),
+            callbacks: None,
             grace_periods: None,
             readers_per_grace_period: None,
             call_rcu_per_grace_period: Some(2.0),
@@ -349,6 +422,29 @@ mod tests {
         let line = serde_json::to_string(&count).unwrap();
         assert!(line.contains(r#""grace_periods":null"#), "{line}");
         assert_eq!(decode(&line), count);
+        let environment = Record::Environment(Environment {
+            kernel_release: "6.12.57+deb13-cloud-amd64".into(),
+            cpus: 2,
+            hz: None,
+            rcu_expedited: Some("1".into()),
+            rcutree_parameters: Members(vec![("enable_rcu_lazy".into(), "Y".into())]),
+            attach: Members(vec![("synchronize_rcu".into(), "kprobe+fexit".into())]),
+            ..Environment::default()
+        });
+        let line = serde_json::to_string(&environment).unwrap();
+        assert!(!line.contains("hz"), "{line}");
+        assert_eq!(decode(&line), environment);
+    }
+
+    /// Files written before a figure existed still read.
+    #[test]
+    fn older_summaries_decode() {
+        let Record::CountSummary(count) = decode(
+            r#"{"type": "rcutrace_count_summary", "data": {"elapsed_s": 5.01, "grace_periods": 1, "readers_per_grace_period": null, "call_rcu_per_grace_period": null, "callbacks_per_grace_period": null, "call_rcu_per_second": null, "missed_by_kernel": 0}}"#,
+        ) else {
+            panic!("not a count summary");
+        };
+        assert_eq!((count.elapsed_ns, count.readers), (None, None));
     }
 
     #[test]

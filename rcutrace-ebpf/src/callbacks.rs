@@ -30,13 +30,15 @@ const NOEXIST: u64 = 1;
 
 #[map]
 static CALLER: PerCpuArray<Caller> = PerCpuArray::with_max_entries(1, 0);
+// The hash maps are preallocated (no allocation, so no call_rcu(), inside the programs): they
+// are declared with one entry, and `rcutrace callbacks` sizes them at load time (MAX_PENDING,
+// MAX_ROWS) so that the other commands do not pay for their memory.
 #[map]
-static PENDING: HashMap<u64, Pending> = HashMap::with_max_entries(MAX_PENDING, 0);
+static PENDING: HashMap<u64, Pending> = HashMap::with_max_entries(1, 0);
 #[map]
-static ROWS: HashMap<CallbackKey, CallbackStats> = HashMap::with_max_entries(MAX_ROWS, 0);
+static ROWS: HashMap<CallbackKey, CallbackStats> = HashMap::with_max_entries(1, 0);
 #[map]
-static EXTREMES: PerCpuHashMap<CallbackKey, Extremes> =
-    PerCpuHashMap::with_max_entries(MAX_ROWS, 0);
+static EXTREMES: PerCpuHashMap<CallbackKey, Extremes> = PerCpuHashMap::with_max_entries(1, 0);
 /// All zeros, never written: the initial value of a new row (too large for the BPF stack).
 #[map]
 static ZERO_ROW: Array<CallbackStats> = Array::with_max_entries(1, 0);

@@ -39,6 +39,9 @@ pub struct Cli {
     /// Output as bpftrace prints it (text) or as its JSON lines (-f json), one object a line.
     #[arg(long, short = 'f', global = true, value_enum, default_value_t = Format::Text)]
     pub format: Format,
+    /// Also save the run's JSON lines to FILE, for `rcutrace report` (the output stays as -f says).
+    #[arg(long, global = true, value_name = "FILE")]
+    pub save: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -74,6 +77,13 @@ pub enum Command {
         sudo rcutrace callbacks --top 0 --by cpu\n  \
         sudo rcutrace callbacks --unit us -f json")]
     Callbacks(CallbacksArgs),
+    /// Print a run saved with -f json as the text it printed, or compare two saved runs.
+    #[command(after_help = "Examples:\n  \
+        sudo rcutrace -f json srlat --secs 30 > normal.json\n  \
+        rcutrace report normal.json                  # the text that run printed\n  \
+        rcutrace report normal.json expedited.json   # what differs, and by how much\n\n\
+        Runs saved by bpftrace -f json print too, as far as their records allow.")]
+    Report(ReportArgs),
     /// Export RCU metrics for Prometheus: attach once, then serve /metrics in the OpenMetrics
     /// text format, from the live maps on every scrape, until SIGTERM or Ctrl-C.
     #[command(after_help = "Metrics (totals since rcutrace started):\n  \
@@ -109,6 +119,13 @@ pub struct ServeArgs {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum ServeBy {
     Cpu,
+}
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// A run saved with -f json; a second one to compare with the first (A, then B).
+    #[arg(value_name = "FILE", num_args = 1..=2, required = true)]
+    pub files: Vec<std::path::PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -240,6 +257,26 @@ pub struct SrlatArgs {
     /// Only calls made by this process (it must be running).
     #[arg(long, value_parser = parse_pid, value_name = "PID")]
     pub pid: Option<u32>,
+}
+
+/// Rules across a command and the global options, which clap cannot state.
+pub fn check(cli: &Cli) -> Result<(), clap::Error> {
+    if cli.save.is_some() && matches!(cli.command, Command::Report(_)) {
+        return Err(<Cli as clap::CommandFactory>::command().error(
+            clap::error::ErrorKind::ArgumentConflict,
+            "--save is for the commands that trace (count, gplat, srlat, callbacks); report reads saved runs",
+        ));
+    }
+    if let Command::Report(args) = &cli.command
+        && args.files.len() == 2
+        && cli.format == Format::Json
+    {
+        return Err(<Cli as clap::CommandFactory>::command().error(
+            clap::error::ErrorKind::ArgumentConflict,
+            "a comparison of two runs prints as text only; -f json takes one saved run",
+        ));
+    }
+    Ok(())
 }
 
 /// `MIN,MAX,STEP` with bpftrace's rules for lhist().
@@ -469,6 +506,20 @@ mod tests {
     }
 
     #[test]
+    fn report_takes_one_or_two_saved_runs() {
+        let Command::Report(args) = parse(&["report", "a.json", "b.json"]).unwrap().command else {
+            panic!("not report");
+        };
+        assert_eq!(args.files.len(), 2);
+        let cli = parse(&["report", "a.json", "--save", "b.json"]).unwrap();
+        assert_eq!(check(&cli).unwrap_err().exit_code(), 2);
+        assert!(check(&parse(&["srlat", "--save", "b.json"]).unwrap()).is_ok());
+        let cli = parse(&["-f", "json", "report", "a.json", "b.json"]).unwrap();
+        assert_eq!(check(&cli).unwrap_err().exit_code(), 2);
+        assert!(check(&parse(&["-f", "json", "report", "a.json"]).unwrap()).is_ok());
+    }
+
+    #[test]
     fn usage_errors_are_exit_status_2() {
         for args in [
             &["srlat", "--linear", "0,10"][..],
@@ -485,6 +536,8 @@ mod tests {
             &["count", "--interval", "0"],
             &["count", "--interval", "1.5"],
             &["count", "--cumulative"],
+            &["report"],
+            &["report", "a", "b", "c"],
             &["gplat", "--unit", "s"],
             &["serve", "--listen", "localhost"],
             &["serve", "--by", "comm"],

@@ -11,12 +11,17 @@ mod aggregate;
 mod attribution;
 mod cli;
 mod commands;
+mod compare;
+mod countdown;
+mod environment;
+mod generate;
 mod kernel;
 mod kernel_misses;
 mod model;
 mod probes;
 mod readings;
 mod render;
+mod saved;
 mod server;
 mod session;
 mod stats;
@@ -25,13 +30,26 @@ mod tracer;
 
 use std::{io::Write as _, process::ExitCode};
 
+use anyhow::Context as _;
 use clap::Parser as _;
 
 use crate::cli::{Cli, Command};
 
 fn main() -> ExitCode {
+    if let Some(dir) = generate::requested() {
+        return match generate::write_all(&dir) {
+            Ok(written) => {
+                written.iter().for_each(|w| println!("{w}"));
+                ExitCode::SUCCESS
+            }
+            Err(error) => report(&error),
+        };
+    }
     // Usage errors exit here with status 2 and clap's explanation.
     let cli = Cli::parse();
+    if let Err(error) = cli::check(&cli) {
+        error.exit();
+    }
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn"))
         .format_timestamp(None)
         .init();
@@ -54,6 +72,9 @@ fn main() -> ExitCode {
 
 fn run(cli: &Cli) -> anyhow::Result<String> {
     let format = cli.format;
+    if let Command::Report(args) = &cli.command {
+        return commands::report::run(args, format);
+    }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
@@ -64,9 +85,24 @@ fn run(cli: &Cli) -> anyhow::Result<String> {
             Command::Srlat(args) => commands::latency::srlat(args, format).await.map(Some),
             Command::Serve(args) => commands::serve::run(args).await.map(|()| None),
             Command::Callbacks(args) => commands::callbacks::run(args, format).await.map(Some),
+            Command::Report(_) => Err(anyhow::anyhow!("report reads files, it does not trace")),
         }
     })?;
-    Ok(report.map_or_else(String::new, |r| render::report(format, &r)))
+    let Some(report) = report else {
+        return Ok(String::new());
+    };
+    if let Some(path) = &cli.save {
+        save_run(path, &report)?;
+    }
+    Ok(render::report(format, &report))
+}
+
+/// The run's JSON lines, as `-f json` prints them, in a file.
+fn save_run(path: &std::path::Path, report: &model::Report) -> anyhow::Result<()> {
+    let probes = report.environment.as_ref().map_or(0, environment::probes);
+    let json = render::banner(render::Format::Json, probes)
+        + &render::report(render::Format::Json, report);
+    std::fs::write(path, json).with_context(|| format!("saving the run to {}", path.display()))
 }
 
 /// Runtime failures: the error and its causes, one per line, and exit status 1.

@@ -4,6 +4,8 @@
 use std::time::Duration;
 
 use rcutrace_common::hist::Linear;
+/// What a run ran on: plain data, the same as its JSON record.
+pub use rcutrace_common::records::Environment;
 
 /// A bpftrace-style map of counts, `@name[key]: count`.
 #[derive(Clone, Debug, PartialEq)]
@@ -74,10 +76,18 @@ impl HistMap {
     }
 }
 
+/// A map of one value, `@name: value`: bpftrace's `@ = count()`, read back from its JSON.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ScalarMap {
+    pub name: String,
+    pub value: u64,
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub enum Map {
     Count(CountMap),
     Hist(HistMap),
+    Scalar(ScalarMap),
 }
 
 impl Map {
@@ -85,6 +95,7 @@ impl Map {
         match self {
             Map::Count(m) => &m.name,
             Map::Hist(h) => &h.name,
+            Map::Scalar(s) => &s.name,
         }
     }
 }
@@ -95,7 +106,7 @@ pub fn maps_in_order(maps: &[Map]) -> Vec<&Map> {
     let mut sorted: Vec<&Map> = maps.iter().collect();
     let key_order = |map: &Map| match map {
         Map::Hist(h) => (h.total(), h.key.clone()),
-        Map::Count(_) => (0, None),
+        Map::Count(_) | Map::Scalar(_) => (0, None),
     };
     sorted.sort_by(|a, b| {
         a.name()
@@ -235,6 +246,8 @@ pub struct Report {
     pub time: Option<String>,
     pub maps: Vec<Map>,
     pub summary: Summary,
+    /// Recorded by the commands that trace; the text shows it only in a comparison.
+    pub environment: Option<Environment>,
 }
 
 #[derive(Clone, Debug, PartialEq)]

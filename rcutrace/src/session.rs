@@ -16,6 +16,8 @@ use tokio::{
     signal::unix::{Signal, SignalKind, signal},
 };
 
+use crate::countdown::Countdown;
+
 /// Ctrl-C and termination requests, caught from the start so that an interrupt during
 /// attaching still detaches cleanly instead of killing the process mid-way.
 pub struct Interrupts {
@@ -133,6 +135,8 @@ pub async fn run(
     });
     let mut ticks_done: u32 = 0;
     let mut process = traced_process.and_then(Process::watch);
+    let mut countdown = Countdown::start(duration);
+    let mut second = tokio::time::interval(Duration::from_secs(1));
     let interrupted = loop {
         let (every, listener) = match reports.as_ref().map(|r| &r.trigger) {
             Some(Trigger::Every(every)) => (Some(*every), None),
@@ -144,6 +148,7 @@ pub async fn run(
             .filter(|at| duration.is_none_or(|d| *at < d));
         tokio::select! {
             _ = &mut deadline => break false,
+            _ = second.tick(), if countdown.is_some() => countdown.iter_mut().for_each(Countdown::show),
             _ = interrupts.any() => break true,
             result = next_batch(&mut samples) => result?,
             due = next_due(next_tick.map(|at| started + at), listener) => {
@@ -162,11 +167,13 @@ pub async fn run(
             }
             () = exit_of(&process) => {
                 if let Some(p) = process.take() {
+                    countdown.iter_mut().for_each(Countdown::clear);
                     report_exit(p.pid, started);
                 }
             }
         }
     };
+    drop(countdown);
     // An exit that raced with the end of the window is still worth its word.
     if let Some(p) = &process
         && p.has_exited()

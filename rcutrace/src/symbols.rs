@@ -142,8 +142,11 @@ virtio_net 65536 0 - Live 0xffffffffc0500000
 hidden 4096 0 - Live 0x0000000000000000
 ";
 
-    fn symbolizer() -> Symbolizer {
-        let dir = std::env::temp_dir().join(format!("rcutrace-symbols-{}", std::process::id()));
+    /// A symbolizer over the test files, in a folder of the calling test's own (tests run in
+    /// parallel, and one test rewriting the files under another's symbolizer breaks it).
+    fn symbolizer(test: &str) -> Symbolizer {
+        let dir =
+            std::env::temp_dir().join(format!("rcutrace-symbols-{}-{test}", std::process::id()));
         fs::create_dir_all(&dir).unwrap();
         let (kallsyms, modules) = (dir.join("kallsyms"), dir.join("modules"));
         fs::write(&kallsyms, KALLSYMS).unwrap();
@@ -153,7 +156,7 @@ hidden 4096 0 - Live 0x0000000000000000
 
     #[test]
     fn functions_are_named_with_their_module() {
-        let s = symbolizer();
+        let s = symbolizer("functions_are_named_with_their_module");
         assert_eq!(s.function_name(0xffffffff81100000), "call_rcu");
         assert_eq!(s.function_name(0xffffffff81100040), "rcu_work_rcufn");
         assert_eq!(
@@ -166,7 +169,7 @@ hidden 4096 0 - Live 0x0000000000000000
 
     #[test]
     fn frames_are_name_plus_decimal_offset() {
-        let s = symbolizer();
+        let s = symbolizer("frames_are_name_plus_decimal_offset");
         assert_eq!(s.frame(0xffffffff81100005), "call_rcu+5");
         assert_eq!(s.frame(0xffffffff81100150), "kvfree_call_rcu+80");
         assert_eq!(
@@ -177,7 +180,7 @@ hidden 4096 0 - Live 0x0000000000000000
 
     #[test]
     fn unknown_addresses_print_as_hex() {
-        let s = symbolizer();
+        let s = symbolizer("unknown_addresses_print_as_hex");
         assert_eq!(s.function_name(0x1000), "0x1000");
         assert_eq!(s.frame(0), "0x0");
     }

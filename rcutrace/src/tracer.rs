@@ -24,6 +24,9 @@ static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/rc
 #[derive(Clone, Copy, Debug)]
 pub enum Constant {
     U32(&'static str, u32),
+    /// The number of entries of a map: large maps are declared with one entry, so that only
+    /// the command that uses one pays for its memory.
+    MaxEntries(&'static str, u32),
 }
 
 /// How one probe ended up.
@@ -61,6 +64,7 @@ impl Tracer {
         for constant in constants {
             match constant {
                 Constant::U32(name, value) => loader.override_global(name, value, true),
+                Constant::MaxEntries(name, entries) => loader.map_max_entries(name, *entries),
             };
         }
         let mut ebpf = loader

@@ -3,6 +3,7 @@
 pub mod bench;
 pub mod build;
 pub mod cpio;
+pub mod dist;
 pub mod guest;
 pub mod setup;
 pub mod testmod;

@@ -6,7 +6,7 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, Parser, Subcommand};
 
 use xtask::vm::{self, GuestJob, Kernel, shell_quote};
-use xtask::{bench, build, setup, workspace};
+use xtask::{bench, build, dist, setup, workspace};
 
 #[derive(Parser)]
 #[command(about = "Developer tasks for rcutrace")]
@@ -17,8 +17,11 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
-    /// Build rcutrace and the guest workload (rcu-workload) in release mode.
+    /// Build rcutrace (static, musl) and the guest workload (rcu-workload) in release mode.
     Build,
+    /// Build what an installation needs into target/dist/: the static rcutrace, its man pages
+    /// and shell completions (bash, zsh, fish).
+    Dist,
     /// Boot a Debian kernel in QEMU and run `rcutrace ARGS...` in it as root.
     #[command(after_help = "EXAMPLES:\n    \
         cargo xtask vm -- --help\n    \
@@ -88,7 +91,8 @@ struct VmArgs {
 
 fn main() -> ExitCode {
     let result = match Cli::parse().command {
-        Cmd::Build => build::build_all().map(|_| ExitCode::SUCCESS),
+        Cmd::Build => build_command(),
+        Cmd::Dist => dist_command(),
         Cmd::Vm(args) => vm_command(args),
         Cmd::Test => test_command(),
         Cmd::Bench(args) => bench_command(args),
@@ -98,6 +102,34 @@ fn main() -> ExitCode {
         eprintln!("xtask: error: {e:#}");
         ExitCode::FAILURE
     })
+}
+
+fn build_command() -> Result<ExitCode> {
+    let (rcutrace, workload) = build::build_all()?;
+    eprintln!(
+        "xtask: built {} and {}",
+        relative(&rcutrace),
+        relative(&workload)
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn dist_command() -> Result<ExitCode> {
+    setup::run_with(&["--no-vm"])?;
+    let dist = dist::run()?;
+    eprintln!("xtask: installable files in {}:", relative(&dist.dir));
+    for file in &dist.files {
+        eprintln!("  {file}");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A path inside the workspace, relative to its root.
+fn relative(path: &Path) -> String {
+    path.strip_prefix(workspace::root())
+        .unwrap_or(path)
+        .display()
+        .to_string()
 }
 
 fn vm_command(args: VmArgs) -> Result<ExitCode> {

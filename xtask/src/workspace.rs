@@ -33,6 +33,16 @@ pub fn release_binary(name: &str) -> PathBuf {
     target_dir().join("release").join(name)
 }
 
+/// Path of a binary built in the release profile for another target (`--target TARGET`).
+pub fn release_binary_for(target: &str, name: &str) -> PathBuf {
+    target_dir().join(target).join("release").join(name)
+}
+
+/// Where `cargo xtask dist` puts what it builds for installation.
+pub fn dist_dir() -> PathBuf {
+    target_dir().join("dist")
+}
+
 pub fn setup_script() -> PathBuf {
     root().join("scripts").join("setup")
 }

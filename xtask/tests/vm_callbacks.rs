@@ -158,6 +158,8 @@ fn exact_callbacks(series: &str) {
          /bin/rcu-workload module reset 0 >/dev/null\n\
          traced kprobe 'callbacks --secs 0 --top 0 --attach kprobe -f json' 'sh /tmp/kprobe.sh'\n\
          /bin/rcu-workload module reset 0 >/dev/null\n\
+         traced text 'callbacks --secs 0 --top 3 --by cpu' 'sh /tmp/kprobe.sh'\n\
+         /bin/rcu-workload module reset 0 >/dev/null\n\
          traced flood 'callbacks --secs 0 --top 0 --by cpu -f json' 'sh /tmp/flood.sh'\n\
          echo '=== flood_readout'; cat /proc/rcutrace_test\n"
     );
@@ -222,6 +224,27 @@ fn exact_callbacks(series: &str) {
     let kprobe = run_named(&sections, "kprobe");
     kprobe.assert_ok("kprobe");
     assert_exact(&decode(&kprobe), MODULE_CB, "call_rcu", CALLBACKS);
+
+    // The text: bpftrace's keyed histograms, then the table, the module's row in it.
+    let text = run_named(&sections, "text");
+    text.assert_ok("text");
+    assert!(
+        text.out.contains(&format!("\n@cblat[{MODULE_CB}]: \n")),
+        "{}",
+        text.out
+    );
+    let table_row = text
+        .out
+        .lines()
+        .find(|l| l.trim_start().starts_with(MODULE_CB))
+        .unwrap_or_else(|| panic!("no table row for {MODULE_CB}:\n{}", text.out));
+    let cells: Vec<&str> = table_row[table_row.find(']').unwrap() + 1..]
+        .split_whitespace()
+        .collect();
+    let n = CALLBACKS.to_string();
+    assert_eq!(cells[..5], ["call_rcu", &n, &n, "0", "0"], "{table_row}");
+    assert!(text.out.contains("\n@cpu_queued["), "{}", text.out);
+    assert!(text.out.contains("\n@cpu_invoked["), "{}", text.out);
 
     // A flood from kworkers on every CPU: each callback a sample, pending, or counted lost.
     let flood = run_named(&sections, "flood");

@@ -115,16 +115,27 @@ fn latency_ground_truth(series: &str) {
         .collect();
     let [
         Record::AttachedProbes { probes: 2 },
+        Record::Environment(environment),
         Record::Hist(hists),
         Record::LatencySummary(summary),
         Record::NotMeasured(losses),
     ] = records.as_slice()
     else {
         panic!(
-            "not attached_probes, hist, summary, not measured: {}",
+            "not attached_probes, environment, hist, summary, not measured: {}",
             json.out
         );
     };
+    assert!(
+        environment.kernel_release.starts_with(series),
+        "{}",
+        json.out
+    );
+    assert!(
+        environment.attach.get("synchronize_rcu").is_some(),
+        "{}",
+        json.out
+    );
     let Some(HistValue::Buckets(buckets)) = hists.get("@srlat") else {
         panic!("no @srlat buckets: {}", json.out);
     };

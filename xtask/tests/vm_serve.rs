@@ -96,7 +96,11 @@ fn scraped_by_prometheus(series: &str) {
             &PROMETHEUS_CONFIG.replace('\n', "\\n"),
         )
         .replace("CALLS", &CALLS.to_string());
-    let guest = boot_with_files(series, &script, &[(prometheus(), "/bin/prometheus")]);
+    let guest = boot_with_files(
+        series,
+        &script,
+        &[(prometheus(), "/bin/prometheus".to_string())],
+    );
     let sections = sections(&guest.stdout);
     let section = |name: &str| {
         sections

@@ -15,6 +15,7 @@ use rcutrace_common::{
 use super::{Need, Period, Request, trace};
 use crate::{
     cli::{CallbacksArgs, CallbacksBy},
+    environment,
     model::{
         Buckets, CallbackRow, CallbackTotals, CallbacksSummary, CountMap, HistMap, Map, Report,
         SeriesStats, Summary, Unit,
@@ -35,7 +36,12 @@ pub async fn run(args: &CallbacksArgs, format: Format) -> Result<Report> {
     let request = Request {
         probes: &probes,
         // At most 10^6 (ms): fits the program's u32.
-        constants: vec![Constant::U32("CALLBACK_UNIT_NS", args.unit.nanos() as u32)],
+        constants: vec![
+            Constant::U32("CALLBACK_UNIT_NS", args.unit.nanos() as u32),
+            Constant::MaxEntries("PENDING", MAX_PENDING),
+            Constant::MaxEntries("ROWS", MAX_ROWS),
+            Constant::MaxEntries("EXTREMES", MAX_ROWS),
+        ],
         choice: args.common.attach,
         by: None,
         need: Need::These(NEEDED),
@@ -54,7 +60,9 @@ pub async fn run(args: &CallbacksArgs, format: Format) -> Result<Report> {
     trace(request, None, &mut |period| {
         let raw = read(period)?;
         let names = function_names(&raw);
-        Ok(assemble(&raw, &names, &options, period.elapsed))
+        let mut report = assemble(&raw, &names, &options, period.elapsed);
+        report.environment = Some(environment::current(period.attached));
+        Ok(report)
     })
     .await
 }
@@ -252,6 +260,7 @@ fn assemble(
             totals,
             entry_points_not_traced: raw.entry_points_not_traced.clone(),
         }),
+        environment: None,
     }
 }
 

@@ -12,6 +12,7 @@ use super::{Need, Period, Request, stack_frames, trace};
 use crate::{
     attribution::{By, fold_top, key_text},
     cli::{ByArgs, CountArgs},
+    environment,
     model::{CountMap, CountSummary, KeyedLosses, Map, Report, Summary},
     probes::{COUNTED, Counted, Probe, counted_functions},
     render::Format,
@@ -78,6 +79,7 @@ fn report(period: &Period<'_>, by: &ByArgs, symbolizer: &mut Option<Symbolizer>)
             entries,
         })],
         summary: Summary::Count(summary),
+        environment: Some(environment::current(period.attached)),
     })
 }
 

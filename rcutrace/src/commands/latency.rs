@@ -10,7 +10,7 @@ use crate::{
     aggregate::{Aggregate, Layout, Series},
     attribution::{By, fold_top, key_text},
     cli::{ByArgs, LatencyArgs, SrlatArgs},
-    kernel,
+    environment, kernel,
     model::{HistMap, LatencySummary, Losses, Map, Report, Summary, Unit},
     probes::{self, Method, Probe, Timed},
     render::Format,
@@ -197,6 +197,7 @@ fn report(
         time: None,
         maps,
         summary: Summary::Latency(summaries),
+        environment: Some(environment::current(period.attached)),
     })
 }
 

@@ -4,6 +4,7 @@
 pub mod callbacks;
 pub mod count;
 pub mod latency;
+pub mod report;
 pub mod serve;
 
 use std::{

@@ -7,7 +7,7 @@ use std::io;
 
 use rcutrace_common::{
     hist::{SlotBounds, log2_bounds, sparse_bounds},
-    records::{self, Bucket, HistValue, MapValue, Members, NotMeasured, Record},
+    records::{self, Bucket, HistLayout, HistValue, MapValue, Members, NotMeasured, Record},
 };
 use serde::Serialize as _;
 use serde_json::ser::{CharEscape, Formatter, Serializer};
@@ -32,19 +32,16 @@ pub fn report(report: &Report) -> String {
 
 /// The records of a whole report, in output order.
 fn records(report: &Report) -> Vec<Record> {
-    let mut records: Vec<Record> = Vec::new();
+    let mut records: Vec<Record> = report
+        .environment
+        .iter()
+        .map(|e| Record::Environment(e.clone()))
+        .collect();
     if let Some(time) = &report.time {
         records.push(Record::Time(format!("{time}\n")));
     }
     let mut keyed_hists: Vec<&HistMap> = Vec::new();
-    // bpftrace prints no record for a map it never wrote.
-    let written = maps_in_order(&report.maps)
-        .into_iter()
-        .filter(|map| match map {
-            Map::Count(m) => !m.entries.is_empty(),
-            Map::Hist(h) => !h.is_empty(),
-        });
-    for map in written {
+    for map in maps_in_order(&report.maps) {
         // The keys of one histogram map, in order, make one record.
         if let Some(first) = keyed_hists.first()
             && map.name() != first.name
@@ -53,9 +50,17 @@ fn records(report: &Report) -> Vec<Record> {
             keyed_hists.clear();
         }
         match map {
+            // bpftrace prints no record for a map it never wrote; rcutrace says it was there,
+            // in a record of its own, so that `report` prints its empty line again.
+            Map::Count(m) if m.entries.is_empty() => records.push(empty_map(map)),
+            Map::Hist(h) if h.is_empty() => records.push(empty_map(map)),
             Map::Count(m) => records.push(count_map(m)),
             Map::Hist(h) if h.key.is_some() => keyed_hists.push(h),
             Map::Hist(h) => records.push(hist_map(h)),
+            Map::Scalar(s) => records.push(Record::Map(Members(vec![(
+                s.name.clone(),
+                MapValue::Scalar(s.value),
+            )]))),
         }
     }
     if !keyed_hists.is_empty() {
@@ -65,12 +70,22 @@ fn records(report: &Report) -> Vec<Record> {
         Summary::Count(s) => records.push(Record::CountSummary(count_summary(s))),
         Summary::Latency(summaries) => {
             for summary in summaries {
-                records.extend(latency_summary(summary));
+                let layout = report.maps.iter().find_map(|map| match map {
+                    Map::Hist(h) if h.name == summary.map_name => Some(hist_layout(&h.buckets)),
+                    _ => None,
+                });
+                records.extend(latency_summary(summary, layout));
             }
         }
         Summary::Callbacks(s) => records.push(Record::CallbacksSummary(callbacks_summary(s))),
     }
     records
+}
+
+fn empty_map(map: &Map) -> Record {
+    Record::EmptyMap {
+        map: map.name().to_string(),
+    }
 }
 
 /// One record and its newline, spaced as bpftrace spaces it: `{"a": 1, "b": [2, 3]}`.
@@ -195,6 +210,10 @@ fn count_summary(summary: &CountSummary) -> records::CountSummary {
     };
     records::CountSummary {
         elapsed_s: summary.elapsed.as_secs_f64(),
+        elapsed_ns: u64::try_from(summary.elapsed.as_nanos()).ok(),
+        readers: summary.readers,
+        call_rcu: summary.call_rcu,
+        callbacks: summary.callbacks,
         grace_periods: summary.grace_periods,
         readers_per_grace_period: ratio(summary.readers),
         call_rcu_per_grace_period: ratio(summary.call_rcu),
@@ -206,8 +225,21 @@ fn count_summary(summary: &CountSummary) -> records::CountSummary {
     }
 }
 
+/// What the text needs to label a histogram's buckets.
+fn hist_layout(buckets: &Buckets) -> HistLayout {
+    match buckets {
+        Buckets::Log2(_) => HistLayout::Log2,
+        Buckets::Linear(linear, _) => HistLayout::Linear {
+            min: linear.min,
+            max: linear.max,
+            step: linear.step,
+        },
+        Buckets::Sparse { step, .. } => HistLayout::Sparse { step: *step },
+    }
+}
+
 /// One record per histogram (per key), then the function's losses.
-fn latency_summary(summary: &LatencySummary) -> Vec<Record> {
+fn latency_summary(summary: &LatencySummary, layout: Option<HistLayout>) -> Vec<Record> {
     let mut records: Vec<Record> = summary
         .series
         .iter()
@@ -228,6 +260,7 @@ fn latency_summary(summary: &LatencySummary) -> Vec<Record> {
                         .collect(),
                 ),
                 percentile_error: summary.percentile_error,
+                layout,
             })
         })
         .collect();
@@ -272,6 +305,7 @@ fn callbacks_summary(summary: &CallbacksSummary) -> records::CallbacksSummary {
         .collect();
     records::CallbacksSummary {
         elapsed_s: summary.elapsed.as_secs_f64(),
+        elapsed_ns: u64::try_from(summary.elapsed.as_nanos()).ok(),
         unit: summary.unit.suffix().into(),
         percentile_error: summary.percentile_error,
         rows,
@@ -383,6 +417,7 @@ mod tests {
                 hist("small", vec![0, 0, 0, 1]),
             ],
             summary: Summary::Latency(Vec::new()),
+            environment: None,
         };
         assert_eq!(
             super::report(&report),
@@ -413,6 +448,7 @@ mod tests {
                     ..Losses::default()
                 },
             }]),
+            environment: None,
         };
         assert_eq!(
             super::report(&report),
@@ -439,6 +475,7 @@ mod tests {
     #[test]
     fn an_interval_starts_with_a_time_record() {
         let report = Report {
+            environment: None,
             time: Some("12:00:05".into()),
             maps: vec![Map::Count(CountMap {
                 name: "@".into(),
@@ -479,15 +516,17 @@ mod tests {
         assert_eq!(
             out,
             "{\"type\": \"rcutrace_count_summary\", \"data\": {\"elapsed_s\": 5.01, \
-             \"grace_periods\": 462, \"readers_per_grace_period\": 3030.779220779221, \
+             \"elapsed_ns\": 5010000000, \"readers\": 1400220, \"call_rcu\": 6697, \
+             \"callbacks\": 8777, \"grace_periods\": 462, \"readers_per_grace_period\": 3030.779220779221, \
              \"call_rcu_per_grace_period\": 14.495670995670995, \
              \"callbacks_per_grace_period\": 18.9978354978355, \
              \"call_rcu_per_second\": 1336.7265469061877, \"missed_by_kernel\": 0}}\n"
         );
     }
 
+    /// bpftrace's own records leave it out; rcutrace's own record says it was there.
     #[test]
-    fn an_empty_map_has_no_record() {
+    fn an_empty_map_has_no_bpftrace_record() {
         let report = Report {
             time: None,
             maps: vec![Map::Hist(HistMap {
@@ -496,11 +535,15 @@ mod tests {
                 buckets: Buckets::Log2(vec![0; LOG2_SLOTS as usize]),
             })],
             summary: Summary::Count(CountSummary::default()),
+            environment: None,
         };
         let out = super::report(&report);
-        assert_eq!(out.lines().count(), 1, "{out}");
+        assert_eq!(out.lines().count(), 2, "{out}");
         assert!(
-            out.starts_with("{\"type\": \"rcutrace_count_summary\""),
+            out.starts_with(
+                "{\"type\": \"rcutrace_empty_map\", \"data\": {\"map\": \"@gplat\"}}\n\
+                 {\"type\": \"rcutrace_count_summary\""
+            ),
             "{out}"
         );
     }
@@ -525,6 +568,7 @@ mod tests {
                 }),
             ],
             summary: Summary::Count(CountSummary::default()),
+            environment: None,
         };
         let decoded: Vec<Record> = super::report(&report)
             .lines()

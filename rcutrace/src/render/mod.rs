@@ -1,12 +1,16 @@
 //! The only place that formats results: bpftrace's text (`text`) or its JSON lines (`json`),
 //! both from the same `model::Report`.
 
+mod comparison;
 mod figure;
 mod json;
 mod openmetrics;
 mod text;
 
-use crate::model::{Metrics, Report};
+use crate::{
+    compare::Comparison,
+    model::{Metrics, Report},
+};
 
 /// Output format, as bpftrace's `-f`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -35,4 +39,9 @@ pub fn report(format: Format, report: &Report) -> String {
 /// `serve`'s metrics, in the OpenMetrics text format.
 pub fn openmetrics(metrics: &Metrics) -> String {
     openmetrics::exposition(metrics)
+}
+
+/// Two runs side by side, as text.
+pub fn comparison(comparison: &Comparison, a_name: &str, b_name: &str) -> String {
+    self::comparison::comparison(comparison, a_name, b_name)
 }

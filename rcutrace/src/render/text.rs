@@ -50,6 +50,9 @@ fn maps(maps: &[Map]) -> String {
         match map {
             Map::Count(m) => count_map(&mut out, m),
             Map::Hist(h) => hist_map(&mut out, h),
+            Map::Scalar(s) => {
+                let _ = writeln!(out, "{}: {}", s.name, s.value);
+            }
         }
     }
     out
@@ -127,7 +130,7 @@ fn power_of_two(value: u64) -> String {
     )
 }
 
-fn log2_label(slot: usize) -> String {
+pub(super) fn log2_label(slot: usize) -> String {
     match log2_bounds(slot as u32) {
         SlotBounds::Below(bound) => format!("(..., {bound})"),
         // 0 and 1 have a slot each.
@@ -152,7 +155,7 @@ fn linear_number(value: u64, step: u64) -> String {
     value.to_string()
 }
 
-fn linear_label(linear: &Linear, slot: usize) -> String {
+pub(super) fn linear_label(linear: &Linear, slot: usize) -> String {
     let number = |v| linear_number(v, linear.step);
     match linear.bounds(slot as u64) {
         SlotBounds::Below(bound) => format!("(..., {})", number(bound)),
@@ -220,7 +223,7 @@ fn count_summary(summary: &CountSummary) -> String {
 
 /// A key on one line, for rcutrace's own summary lines: a kernel stack's frames (one per
 /// line in bpftrace's key) joined by `; `.
-fn one_line(key: &str) -> String {
+pub(super) fn one_line(key: &str) -> String {
     let lines: Vec<&str> = key
         .lines()
         .map(str::trim)
@@ -535,6 +538,7 @@ mod tests {
     #[test]
     fn an_interval_starts_with_its_time() {
         let interval = Report {
+            environment: None,
             time: Some("12:00:05".into()),
             maps: vec![Map::Count(CountMap {
                 name: "@".into(),

@@ -61,17 +61,14 @@ pub fn boot_with_module_within(series: &str, script: &str, limit: Duration) -> G
     run_job(job)
 }
 
-/// Like `boot`, with more host files at the given guest paths (dynamic ELF files bring their
-/// libraries).
+/// Like `boot`, with more host files at guest paths.
 pub fn boot_with_files(
     series: &str,
     script: &str,
-    files: &[(std::path::PathBuf, &str)],
+    files: &[(std::path::PathBuf, String)],
 ) -> GuestOutput {
     let mut job = guest_job(series, script);
-    for (host, guest) in files {
-        job = job.file(host, *guest);
-    }
+    job.files.extend(files.iter().cloned());
     run_job(job)
 }
 
