@@ -149,6 +149,11 @@ fn intervals_add_up(series: &str) {
         "{series}: {intervals:?}\n{}",
         count.out
     );
+    let environments = records
+        .iter()
+        .filter(|r| matches!(r, Record::Environment(_)))
+        .count();
+    assert_eq!(environments, 1, "{}", count.out);
     let summaries = records
         .iter()
         .filter(|r| matches!(r, Record::CountSummary(_)))

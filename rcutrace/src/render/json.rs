@@ -32,14 +32,18 @@ pub fn report(report: &Report) -> String {
 
 /// The records of a whole report, in output order.
 fn records(report: &Report) -> Vec<Record> {
+    // An interval opens with its time, as bpftrace's `time()` prints it.
     let mut records: Vec<Record> = report
-        .environment
+        .time
         .iter()
-        .map(|e| Record::Environment(e.clone()))
+        .map(|time| Record::Time(format!("{time}\n")))
         .collect();
-    if let Some(time) = &report.time {
-        records.push(Record::Time(format!("{time}\n")));
-    }
+    records.extend(
+        report
+            .environment
+            .iter()
+            .map(|e| Record::Environment(e.clone())),
+    );
     let mut keyed_hists: Vec<&HistMap> = Vec::new();
     for map in maps_in_order(&report.maps) {
         // The keys of one histogram map, in order, make one record.
