@@ -135,7 +135,12 @@ pub async fn run(
     });
     let mut ticks_done: u32 = 0;
     let mut process = traced_process.and_then(Process::watch);
-    let mut countdown = Countdown::start(duration);
+    // Reports made during the window (--interval, serve) show progress themselves, and a
+    // countdown rewritten in place would break into their lines.
+    let mut countdown = match reports {
+        None => Countdown::start(duration),
+        Some(_) => None,
+    };
     let mut second = tokio::time::interval(Duration::from_secs(1));
     let interrupted = loop {
         let (every, listener) = match reports.as_ref().map(|r| &r.trigger) {
