@@ -5,20 +5,26 @@
 
 mod support;
 
-use std::path::PathBuf;
+use std::{path::PathBuf, sync::OnceLock};
 
 use support::{boot_with_files, sections};
 
 const CALLS: u64 = 40;
 
 /// Debian's Prometheus server, unpacked under target/ by scripts/setup --serve-test (run here
-/// if it has not been).
+/// if it has not been). Once per test process: the tests of both kernels run at once, and two
+/// set-ups at once fight over apt's lock.
 fn prometheus() -> PathBuf {
-    let unpacked = xtask::workspace::root().join("target/prometheus/usr/bin/prometheus");
-    if !unpacked.exists() {
-        xtask::setup::run_with(&["--serve-test"]).expect("scripts/setup --serve-test");
-    }
-    unpacked
+    static UNPACKED: OnceLock<PathBuf> = OnceLock::new();
+    UNPACKED
+        .get_or_init(|| {
+            let unpacked = xtask::workspace::root().join("target/prometheus/usr/bin/prometheus");
+            if !unpacked.exists() {
+                xtask::setup::run_with(&["--serve-test"]).expect("scripts/setup --serve-test");
+            }
+            unpacked
+        })
+        .clone()
 }
 
 /// Scrapes every second; the only target is rcutrace on the guest's loopback.
