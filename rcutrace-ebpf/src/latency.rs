@@ -96,8 +96,22 @@ fn on_return(timed: u32) {
         nanos: now.saturating_sub(call.start_ns),
         key: call.key,
     };
-    if SAMPLES.output::<Sample>(&sample, 0).is_err() {
+    if SAMPLES.output::<Sample>(&sample, wakeup()).is_err() {
         add_stat(timed, STAT_LOST_RING_FULL);
+    }
+}
+
+/// Wake user space only once the buffer is a quarter full: a wake-up is an interrupt, and
+/// user space reads the buffer every 100 ms anyway.
+#[inline(always)]
+fn wakeup() -> u64 {
+    const BPF_RB_AVAIL_DATA: u64 = 0;
+    const BPF_RB_NO_WAKEUP: u64 = 1;
+    const BPF_RB_FORCE_WAKEUP: u64 = 2;
+    if SAMPLES.query(BPF_RB_AVAIL_DATA) >= u64::from(SAMPLE_RING_BYTES / 4) {
+        BPF_RB_FORCE_WAKEUP
+    } else {
+        BPF_RB_NO_WAKEUP
     }
 }
 

@@ -55,6 +55,9 @@ pub struct Window {
 /// What takes each sample record as it arrives.
 pub type Consume<'a> = &'a mut dyn FnMut(&[u8]);
 
+/// How often samples are read when the kernel has not asked for it.
+const DRAIN_EVERY: Duration = Duration::from_millis(100);
+
 /// The kernel's ring buffer of samples, read as it fills.
 pub struct Samples {
     ring: AsyncFd<RingBuf<MapData>>,
@@ -80,17 +83,17 @@ impl Samples {
 
     /// Waits for samples, then hands every one waiting to `consume`. Cancelling it while it
     /// waits loses nothing: the samples stay in the buffer.
+    /// Waits until the kernel says the buffer is filling, or for `DRAIN_EVERY` (the programs
+    /// wake user space only then: a wake-up per sample costs each call an interrupt), and
+    /// hands every waiting sample to `consume`.
     async fn next_batch(&mut self, consume: Consume<'_>) -> Result<()> {
-        let mut ready = self
-            .ring
-            .readable_mut()
-            .await
-            .context("waiting for samples")?;
-        let ring = ready.get_inner_mut();
-        while let Some(item) = ring.next() {
-            consume(&item);
+        tokio::select! {
+            ready = self.ring.readable_mut() => {
+                ready.context("waiting for samples")?.clear_ready();
+            }
+            () = tokio::time::sleep(DRAIN_EVERY) => {}
         }
-        ready.clear_ready();
+        self.drain(consume);
         Ok(())
     }
 }
