@@ -59,10 +59,7 @@ fn row(key: &CallbackKey) -> Option<*mut CallbackStats> {
     if let Some(stats) = ROWS.get_ptr_mut(key) {
         return Some(stats);
     }
-    let zero = ZERO_ROW.get(0)?;
-    // Another CPU may create it meanwhile: NOEXIST keeps its counts, and the lookup finds it.
-    let _ = ROWS.insert(key, zero, NOEXIST);
-    ROWS.get_ptr_mut(key)
+    crate::hash::get_or_insert(&ROWS, key, ZERO_ROW.get(0)?)
 }
 
 /// The callback function in `head->func` (struct rcu_head is `{ next, func }`).

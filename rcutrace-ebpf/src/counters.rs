@@ -69,15 +69,7 @@ fn count_keyed<C: EbpfContext>(ctx: &C, slot: u32, tgid: u32) {
     if !stack_kept {
         bump_preemptible(&COUNT_LOSSES, LOST_STACK);
     }
-    if let Some(value) = KEYED_COUNTS.get_ptr_mut(&key) {
-        unsafe { crate::atomic::add(value, 1) };
-        return;
-    }
-    // BPF_NOEXIST: if another CPU created the key meanwhile, add to it instead.
-    if KEYED_COUNTS.insert(&key, &1, 1).is_ok() {
-        return;
-    }
-    match KEYED_COUNTS.get_ptr_mut(&key) {
+    match crate::hash::get_or_insert(&KEYED_COUNTS, &key, &0) {
         Some(value) => unsafe { crate::atomic::add(value, 1) },
         None => bump_preemptible(&COUNT_LOSSES, LOST_KEYED_MAP_FULL),
     }

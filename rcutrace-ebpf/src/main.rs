@@ -14,6 +14,7 @@ mod atomic;
 mod attribution;
 mod callbacks;
 mod counters;
+mod hash;
 mod latency;
 mod window;
 

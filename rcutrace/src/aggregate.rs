@@ -38,18 +38,28 @@ pub struct Series {
     max_ns: u64,
 }
 
+/// The display histogram, with the layout's parameters beside its counts.
 #[derive(Clone, Debug, PartialEq)]
 enum Display {
-    Slots(Vec<u64>),
-    Sparse(BTreeMap<u64, u64>),
+    Log2(Vec<u64>),
+    Linear(Linear, Vec<u64>),
+    Sparse {
+        step: u64,
+        buckets: BTreeMap<u64, u64>,
+    },
 }
 
 impl Series {
     pub fn new(layout: Layout) -> Self {
         let display = match layout {
-            Layout::Log2 => Display::Slots(vec![0; LOG2_SLOTS as usize]),
-            Layout::Linear(linear) => Display::Slots(vec![0; linear.buckets() as usize + 2]),
-            Layout::Sparse(_) => Display::Sparse(BTreeMap::new()),
+            Layout::Log2 => Display::Log2(vec![0; LOG2_SLOTS as usize]),
+            Layout::Linear(linear) => {
+                Display::Linear(linear, vec![0; linear.buckets() as usize + 2])
+            }
+            Layout::Sparse(step) => Display::Sparse {
+                step,
+                buckets: BTreeMap::new(),
+            },
         };
         Series {
             display,
@@ -63,17 +73,14 @@ impl Series {
 
     /// Adds one call of `nanos`; the display histogram counts it in whole `unit_ns` units,
     /// truncated, as the bpftrace scripts do.
-    pub fn record(&mut self, nanos: u64, unit_ns: u64, layout: Layout) {
+    pub fn record(&mut self, nanos: u64, unit_ns: u64) {
         let value = hist::div(nanos, unit_ns);
-        match (&mut self.display, layout) {
-            (Display::Slots(slots), Layout::Linear(linear)) => {
-                slots[linear.slot(value) as usize] += 1;
+        match &mut self.display {
+            Display::Log2(slots) => slots[hist::log2_slot(value as i64) as usize] += 1,
+            Display::Linear(linear, slots) => slots[linear.slot(value) as usize] += 1,
+            Display::Sparse { step, buckets } => {
+                *buckets.entry(hist::div(value, *step)).or_default() += 1;
             }
-            (Display::Slots(slots), _) => slots[hist::log2_slot(value as i64) as usize] += 1,
-            (Display::Sparse(buckets), Layout::Sparse(step)) => {
-                *buckets.entry(hist::div(value, step)).or_default() += 1;
-            }
-            (Display::Sparse(_), _) => unreachable!("a series keeps the layout it was made with"),
         }
         *self.fine.entry(hist::fine_slot(nanos)).or_default() += 1;
         self.count += 1;
@@ -85,12 +92,18 @@ impl Series {
     /// Adds `other` (same layout) to this series.
     pub fn merge(&mut self, other: Series) {
         match (&mut self.display, other.display) {
-            (Display::Slots(mine), Display::Slots(theirs)) => {
+            (Display::Log2(mine), Display::Log2(theirs))
+            | (Display::Linear(_, mine), Display::Linear(_, theirs)) => {
                 for (a, b) in mine.iter_mut().zip(theirs) {
                     *a += b;
                 }
             }
-            (Display::Sparse(mine), Display::Sparse(theirs)) => {
+            (
+                Display::Sparse { buckets: mine, .. },
+                Display::Sparse {
+                    buckets: theirs, ..
+                },
+            ) => {
                 for (bucket, n) in theirs {
                     *mine.entry(bucket).or_default() += n;
                 }
@@ -115,17 +128,14 @@ impl Series {
         self.sum_ns
     }
 
-    pub fn buckets(&self, layout: Layout) -> Buckets {
-        match (&self.display, layout) {
-            (Display::Slots(slots), Layout::Linear(linear)) => {
-                Buckets::Linear(linear, slots.clone())
-            }
-            (Display::Slots(slots), _) => Buckets::Log2(slots.clone()),
-            (Display::Sparse(buckets), Layout::Sparse(step)) => Buckets::Sparse {
-                step,
+    pub fn buckets(&self) -> Buckets {
+        match &self.display {
+            Display::Log2(slots) => Buckets::Log2(slots.clone()),
+            Display::Linear(linear, slots) => Buckets::Linear(*linear, slots.clone()),
+            Display::Sparse { step, buckets } => Buckets::Sparse {
+                step: *step,
                 buckets: buckets.iter().map(|(&b, &n)| (b, n)).collect(),
             },
-            (Display::Sparse(_), _) => unreachable!("a series keeps the layout it was made with"),
         }
     }
 
@@ -199,7 +209,7 @@ impl Aggregate {
         self.series
             .entry(sample.key)
             .or_insert_with(|| Series::new(layout))
-            .record(sample.nanos, unit_ns, layout);
+            .record(sample.nanos, unit_ns);
     }
 
     /// The series of timed function `index`, by raw key, kept for later.
@@ -267,7 +277,7 @@ mod tests {
         assert_eq!(series.len(), 1);
         let (_, s) = &series[0];
         // 2, 3, 20 and 7 us: [2, 4) twice, [4, 8) once, [16, 32) once.
-        let Buckets::Log2(slots) = s.buckets(Layout::Log2) else {
+        let Buckets::Log2(slots) = s.buckets() else {
             panic!("log2");
         };
         assert_eq!((slots[3], slots[4], slots[6]), (2, 1, 1));
@@ -290,18 +300,18 @@ mod tests {
         };
         let mut s = Series::new(Layout::Linear(linear));
         for v in [2, 3, 7, 11] {
-            s.record(v, 1, Layout::Linear(linear));
+            s.record(v, 1);
         }
         assert_eq!(
-            s.buckets(Layout::Linear(linear)),
+            s.buckets(),
             Buckets::Linear(linear, vec![0, 0, 2, 0, 1, 0, 1])
         );
         let mut sparse = Series::new(Layout::Sparse(5));
         for v in [1, 4, 12, 13] {
-            sparse.record(v, 1, Layout::Sparse(5));
+            sparse.record(v, 1);
         }
         assert_eq!(
-            sparse.buckets(Layout::Sparse(5)),
+            sparse.buckets(),
             Buckets::Sparse {
                 step: 5,
                 buckets: vec![(0, 2), (2, 2)]
@@ -315,8 +325,8 @@ mod tests {
         let mut b = Series::new(Layout::Log2);
         let mut all = Series::new(Layout::Log2);
         for (i, v) in [5u64, 900, 77, 1 << 40, 3].into_iter().enumerate() {
-            if i % 2 == 0 { &mut a } else { &mut b }.record(v, 1, Layout::Log2);
-            all.record(v, 1, Layout::Log2);
+            if i % 2 == 0 { &mut a } else { &mut b }.record(v, 1);
+            all.record(v, 1);
         }
         a.merge(b);
         assert_eq!(a, all);

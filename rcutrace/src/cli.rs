@@ -342,7 +342,7 @@ fn parse_pid(text: &str) -> Result<u32, String> {
         Ok(pid) => pid,
         Err(e) => return Err(format!("PID {text:?} is not a positive integer: {e}")),
     };
-    if !std::path::Path::new("/proc").join(pid.to_string()).exists() {
+    if !crate::kernel::task_exists(pid) {
         return Err(format!("no process {pid} is running"));
     }
     Ok(pid)

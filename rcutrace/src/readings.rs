@@ -48,6 +48,8 @@ impl Reading {
     /// of a hash map that is being written can miss one) counts nothing now and its events
     /// land in the next period, since `advance` keeps its earlier value.
     pub fn since(&self, earlier: &Reading) -> Reading {
+        let difference =
+            |now: &u64, before: Option<&u64>| now.wrapping_sub(before.copied().unwrap_or(0));
         let arrays = self
             .arrays
             .iter()
@@ -56,15 +58,11 @@ impl Reading {
                 let slots = now
                     .iter()
                     .enumerate()
-                    .map(|(i, n)| {
-                        n.wrapping_sub(before.and_then(|b| b.get(i)).copied().unwrap_or(0))
-                    })
+                    .map(|(i, n)| difference(n, before.and_then(|b| b.get(i))))
                     .collect();
                 (*name, slots)
             })
             .collect();
-        let difference =
-            |now: &u64, before: Option<&u64>| now.wrapping_sub(before.copied().unwrap_or(0));
         let keyed = self
             .keyed
             .iter()

@@ -177,7 +177,7 @@ fn report(
             maps.push(Map::Hist(HistMap {
                 name: timing.map_name.clone(),
                 key: key.clone(),
-                buckets: s.buckets(layout),
+                buckets: s.buckets(),
             }));
             stats.push(s.stats(key.clone()));
         }

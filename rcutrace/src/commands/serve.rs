@@ -243,7 +243,7 @@ fn latency(
     merged
         .into_iter()
         .map(|(cpu, s)| {
-            let log2_slots = match s.buckets(Layout::Log2) {
+            let log2_slots = match s.buckets() {
                 Buckets::Log2(slots) => slots,
                 _ => Vec::new(),
             };
