@@ -116,6 +116,23 @@ pub struct CountSummary {
     /// With `--by`: events whose kernel stack could not be kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stacks_lost: Option<u64>,
+    /// With `--sample-readers`: `readers` is estimated, from these windows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub readers_estimated: Option<ReadersEstimated>,
+}
+
+/// How `count --sample-readers` estimated the readers.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ReadersEstimated {
+    /// Readers counted exactly while the probe was attached.
+    pub counted: u64,
+    /// The time the probe was attached, in all.
+    pub sampled_ns: u64,
+    pub windows: u32,
+    /// Half the width of the 95% interval around `readers`; `null` with fewer than two windows.
+    pub margin_95: Option<u64>,
+    /// Grace periods that ended while rcutrace attached or detached the reader probe.
+    pub switching_grace_periods: u64,
 }
 
 /// What a latency histogram hides: exact extremes and mean, and percentiles. One record per
@@ -418,6 +435,13 @@ mod tests {
             missed_by_kernel: 0,
             keys_lost_to_full_map: Some(3),
             stacks_lost: None,
+            readers_estimated: Some(ReadersEstimated {
+                counted: 100,
+                sampled_ns: 200_000_000,
+                windows: 2,
+                margin_95: None,
+                switching_grace_periods: 4,
+            }),
         });
         let line = serde_json::to_string(&count).unwrap();
         assert!(line.contains(r#""grace_periods":null"#), "{line}");

@@ -21,6 +21,7 @@ mod model;
 mod probes;
 mod readings;
 mod render;
+mod sampling;
 mod saved;
 mod server;
 mod session;

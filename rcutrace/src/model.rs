@@ -201,6 +201,27 @@ pub struct CountSummary {
     pub missed: u64,
     /// With `--by`: events lost because the keyed map was full, and stacks not kept.
     pub keyed_losses: Option<KeyedLosses>,
+    /// With `--sample-readers`: `readers` is this estimate's.
+    pub readers_estimate: Option<ReadersEstimate>,
+}
+
+/// Readers estimated from windows in which the reader probe was attached
+/// (`count --sample-readers`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReadersEstimate {
+    /// Over the whole period; `None` if no window was sampled.
+    pub readers: Option<u64>,
+    /// Counted exactly, in the windows.
+    pub counted: u64,
+    /// The windows' time together.
+    pub sampled: Duration,
+    pub windows: u32,
+    /// Half the width of the estimate's 95% interval, in readers; `None` with fewer than two
+    /// windows (nothing to judge the spread by).
+    pub margin: Option<u64>,
+    /// Grace periods that ended while rcutrace attached or detached the reader probe: at most
+    /// this many of the grace periods counted are rcutrace's own doing.
+    pub switching_grace_periods: u64,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

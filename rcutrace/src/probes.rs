@@ -211,8 +211,11 @@ use Role::*;
 
 /// Everything `rcutrace count` counts: plain `count` the first seven; `count --all` every RCU
 /// update-side function the kernel's own tools/rcu/rcu-updaters.sh counts, and rcu_gp_init.
+/// The readers' probe: every rcu_read_lock() of a preemptible kernel.
+pub const READERS: Counted = counted("__rcu_read_lock", counters::READ_LOCK, Reader, true);
+
 pub const COUNTED: &[Counted] = &[
-    counted("__rcu_read_lock", counters::READ_LOCK, Reader, true),
+    READERS,
     counted("call_rcu", counters::CALL_RCU, Queues, true),
     counted("call_rcu_hurry", counters::CALL_RCU_HURRY, Queues, true),
     counted("kvfree_call_rcu", counters::KVFREE_CALL_RCU, Queues, true),

@@ -14,7 +14,8 @@ use rcutrace_common::{
 use crate::{
     model::{
         Buckets, CallbackRow, CallbackTotals, CallbacksSummary, CountMap, CountSummary, HistMap,
-        KeyedLosses, LatencySummary, Losses, Map, Report, ScalarMap, SeriesStats, Summary, Unit,
+        KeyedLosses, LatencySummary, Losses, Map, ReadersEstimate, Report, ScalarMap, SeriesStats,
+        Summary, Unit,
     },
     stats::{PERCENTILE_ERROR, QUANTILES, quantile_name},
 };
@@ -188,6 +189,14 @@ fn count(s: &records::CountSummary) -> CountSummary {
         keyed_losses: s.keys_lost_to_full_map.map(|map_full| KeyedLosses {
             map_full,
             stacks_lost: s.stacks_lost.unwrap_or(0),
+        }),
+        readers_estimate: s.readers_estimated.as_ref().map(|e| ReadersEstimate {
+            readers: s.readers,
+            counted: e.counted,
+            sampled: Duration::from_nanos(e.sampled_ns),
+            windows: e.windows,
+            margin: e.margin_95,
+            switching_grace_periods: e.switching_grace_periods,
         }),
     }
 }
@@ -555,27 +564,40 @@ mod tests {
             ],
             vec![],
         ] {
-            let report = Report {
-                time: None,
-                maps: vec![Map::Count(CountMap {
-                    name: "@".into(),
-                    entries,
-                })],
-                summary: Summary::Count(CountSummary {
-                    elapsed: Duration::from_nanos(5_010_123_456),
+            for readers_estimate in [
+                None,
+                Some(ReadersEstimate {
                     readers: Some(1_400_220),
-                    call_rcu: Some(6697),
-                    callbacks: Some(8777),
-                    grace_periods: Some(462),
-                    missed: 3,
-                    keyed_losses: Some(KeyedLosses {
-                        map_full: 1,
-                        stacks_lost: 2,
-                    }),
+                    counted: 140_000,
+                    sampled: Duration::from_nanos(501_012_345),
+                    windows: 5,
+                    margin: Some(20_000),
+                    switching_grace_periods: 12,
                 }),
-                environment: None,
-            };
-            assert_eq!(replayed(&report), live(Format::Text, &report));
+            ] {
+                let report = Report {
+                    time: None,
+                    maps: vec![Map::Count(CountMap {
+                        name: "@".into(),
+                        entries: entries.clone(),
+                    })],
+                    summary: Summary::Count(CountSummary {
+                        elapsed: Duration::from_nanos(5_010_123_456),
+                        readers: Some(1_400_220),
+                        call_rcu: Some(6697),
+                        callbacks: Some(8777),
+                        grace_periods: Some(462),
+                        missed: 3,
+                        keyed_losses: Some(KeyedLosses {
+                            map_full: 1,
+                            stacks_lost: 2,
+                        }),
+                        readers_estimate,
+                    }),
+                    environment: None,
+                };
+                assert_eq!(replayed(&report), live(Format::Text, &report));
+            }
         }
     }
 

@@ -119,8 +119,16 @@ pub struct Reports<'a> {
     pub report: &'a mut dyn FnMut(Due) -> Result<()>,
 }
 
-/// Waits for `duration` (forever if `None`) or an interrupt, feeding samples to `consume`
-/// and reporting when `reports` are due. If `traced_process` exits meanwhile, says so once on stderr
+/// Work the window does at times of its own (switching the sampled reader probe).
+pub struct Scheduled<'a> {
+    /// When the work is next due; `None`: never again.
+    pub next: Option<Instant>,
+    /// Does the work due now, and says when it is next due.
+    pub run: &'a mut dyn FnMut() -> Result<Option<Instant>>,
+}
+
+/// Waits for `duration` (forever if `None`) or an interrupt, feeding samples to `consume`,
+/// doing the `scheduled` work on time and reporting when `reports` are due. If `traced_process` exits meanwhile, says so once on stderr
 /// (its calls can no longer be traced) and keeps waiting.
 pub async fn run(
     duration: Option<Duration>,
@@ -128,6 +136,7 @@ pub async fn run(
     mut samples: Option<(&mut Samples, Consume<'_>)>,
     traced_process: Option<u32>,
     mut reports: Option<Reports<'_>>,
+    mut scheduled: Option<Scheduled<'_>>,
 ) -> Result<Window> {
     let started = Instant::now();
     let mut deadline = pin!(async {
@@ -159,6 +168,11 @@ pub async fn run(
             _ = second.tick(), if countdown.is_some() => countdown.iter_mut().for_each(Countdown::show),
             _ = interrupts.any() => break true,
             result = next_batch(&mut samples) => result?,
+            () = at(scheduled.as_ref().and_then(|s| s.next)) => {
+                if let Some(scheduled) = scheduled.as_mut() {
+                    scheduled.next = (scheduled.run)()?;
+                }
+            }
             due = next_due(next_tick.map(|at| started + at), listener) => {
                 // A late tick (a busy machine) skips the ticks it overran rather than
                 // making reports of nearly nothing right after it.
@@ -192,6 +206,14 @@ pub async fn run(
         elapsed: started.elapsed(),
         interrupted,
     })
+}
+
+/// Completes at `when`; never without one.
+async fn at(when: Option<Instant>) {
+    match when {
+        Some(when) => tokio::time::sleep_until(when.into()).await,
+        None => std::future::pending().await,
+    }
 }
 
 /// The next batch of samples; never without a sample buffer.

@@ -7,7 +7,7 @@ use anyhow::{Context as _, Result, anyhow, bail};
 use aya::{
     Btf, Ebpf, EbpfLoader, Pod,
     maps::{Array, HashMap as BpfHashMap, Map, MapData, PerCpuArray, PerCpuHashMap, RingBuf},
-    programs::{FEntry, FExit, KProbe, Program},
+    programs::{FEntry, FExit, KProbe, Program, kprobe::KProbeLinkId},
 };
 
 use rcutrace_common::{
@@ -46,6 +46,16 @@ pub struct Tracer {
     btf: Option<std::result::Result<Btf, String>>,
     /// Kernel ids of the programs attached, by the function and side they serve.
     program_ids: Vec<(Probe, u32)>,
+    /// The kprobe links, for probes switched on and off during the window
+    /// (`--sample-readers`).
+    kprobes: Vec<KprobeLink>,
+}
+
+struct KprobeLink {
+    probe: Probe,
+    program: String,
+    /// `None` while detached.
+    link: Option<KProbeLinkId>,
 }
 
 impl Tracer {
@@ -80,6 +90,7 @@ impl Tracer {
             maps,
             btf: None,
             program_ids: Vec::new(),
+            kprobes: Vec::new(),
         })
     }
 
@@ -90,7 +101,14 @@ impl Tracer {
         let mut failures = Vec::new();
         for (method, program) in plan(probe, choice, keys) {
             match self.attach_one(method, &program, probe.function) {
-                Ok(()) => {
+                Ok(link) => {
+                    if let Some(link) = link {
+                        self.kprobes.push(KprobeLink {
+                            probe: *probe,
+                            program: program.clone(),
+                            link: Some(link),
+                        });
+                    }
                     log::info!("{}: attached by {method} ({program})", probe.function);
                     if let Some(id) = self.program_id(&program) {
                         self.program_ids.push((*probe, id));
@@ -106,7 +124,13 @@ impl Tracer {
         Attachment::Failed(failures)
     }
 
-    fn attach_one(&mut self, method: Method, program: &str, function: &str) -> Result<()> {
+    /// Attaches `program` to `function`; a kprobe's link is returned, for switching it.
+    fn attach_one(
+        &mut self,
+        method: Method,
+        program: &str,
+        function: &str,
+    ) -> Result<Option<KProbeLinkId>> {
         let trampoline = matches!(method, Method::Fentry | Method::Fexit);
         if trampoline {
             self.read_kernel_btf()?;
@@ -120,7 +144,7 @@ impl Tracer {
             (Method::Kprobe | Method::Kretprobe, _) => {
                 let kprobe: &mut KProbe = program.try_into()?;
                 kprobe.load().context("loading the program")?;
-                kprobe.attach(function, 0).context("attaching")?;
+                return Ok(Some(kprobe.attach(function, 0).context("attaching")?));
             }
             (Method::Fentry, Some(btf)) => {
                 let fentry: &mut FEntry = program.try_into()?;
@@ -133,6 +157,34 @@ impl Tracer {
                 fexit.attach().context("attaching")?;
             }
             (Method::Fentry | Method::Fexit, None) => bail!("kernel BTF unavailable"),
+        }
+        Ok(None)
+    }
+
+    /// Detaches (`on` false) or attaches again (`on` true) the kprobe attached for `probe`;
+    /// its program stays loaded in between. Detached, the kprobe costs the kernel nothing.
+    pub fn switch_kprobe(&mut self, probe: &Probe, on: bool) -> Result<()> {
+        let entry = self
+            .kprobes
+            .iter_mut()
+            .find(|k| k.probe == *probe)
+            .ok_or_else(|| anyhow!("{}: no kprobe attached to switch", probe.function))?;
+        let program: &mut KProbe = self
+            .ebpf
+            .program_mut(&entry.program)
+            .ok_or_else(|| anyhow!("program {} missing from the eBPF object", entry.program))?
+            .try_into()?;
+        match (entry.link.take(), on) {
+            (Some(link), false) => program
+                .detach(link)
+                .with_context(|| format!("detaching the kprobe on {}", probe.function))?,
+            (None, true) => {
+                let link = program
+                    .attach(probe.function, 0)
+                    .with_context(|| format!("attaching the kprobe on {} again", probe.function))?;
+                entry.link = Some(link);
+            }
+            (link, _) => entry.link = link,
         }
         Ok(())
     }
@@ -222,6 +274,12 @@ impl Tracer {
                 Ok(values.iter().fold(0u64, |sum, v| sum.wrapping_add(*v)))
             })
             .collect()
+    }
+
+    /// One slot of a per-CPU u64 array, summed over the CPUs.
+    pub fn counter(&self, name: &str, index: u32) -> Result<u64> {
+        let values = self.per_cpu_values(name, index)?;
+        Ok(values.iter().fold(0u64, |sum, v| sum.wrapping_add(*v)))
     }
 
     /// One slot of a per-CPU u64 array, a value per CPU.

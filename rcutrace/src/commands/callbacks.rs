@@ -50,6 +50,7 @@ pub async fn run(args: &CallbacksArgs, format: Format) -> Result<Report> {
         interval: None,
         listener: None,
         traced_process: None,
+        sample_readers: None,
         format,
     };
     let options = Options {

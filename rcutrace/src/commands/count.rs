@@ -16,6 +16,7 @@ use crate::{
     model::{CountMap, CountSummary, KeyedLosses, Map, Report, Summary},
     probes::{COUNTED, Counted, Probe, counted_functions},
     render::Format,
+    sampling,
     symbols::Symbolizer,
 };
 
@@ -34,6 +35,7 @@ pub async fn run(args: &CountArgs, format: Format) -> Result<Report> {
             interval: args.over_time.interval(),
             listener: None,
             traced_process: None,
+            sample_readers: args.sample_readers,
             format,
         },
         None,
@@ -45,16 +47,30 @@ pub async fn run(args: &CountArgs, format: Format) -> Result<Report> {
 /// The counts of one period, as a map and their ratios.
 fn report(period: &Period<'_>, by: &ByArgs, symbolizer: &mut Option<Symbolizer>) -> Result<Report> {
     let totals = period.counters.array("COUNTS");
+    // Sampled readers: what the switches counted is in no window; the estimate replaces the
+    // count.
+    let readers_estimate = period
+        .sampled_readers
+        .as_ref()
+        .map(|sampled| sampling::estimate(sampled, period.elapsed));
     let counts: Vec<(&Counted, u64)> = COUNTED
         .iter()
         .filter(|c| period.attached.iter().any(|(probe, _)| *probe == c.probe))
-        .map(|c| (c, totals.get(c.slot() as usize).copied().unwrap_or(0)))
+        .filter_map(|c| match readers_estimate {
+            Some(estimate) if c.slot() == counters::READ_LOCK => estimate.readers.map(|n| (c, n)),
+            _ => Some((c, totals.get(c.slot() as usize).copied().unwrap_or(0))),
+        })
         .collect();
     let (counts, entries, keyed_losses) = match by.by {
         None => {
             let entries = counts
                 .iter()
-                .map(|(c, n)| (c.function().to_string(), *n))
+                .map(|(c, n)| match readers_estimate {
+                    Some(_) if c.slot() == counters::READ_LOCK => {
+                        (format!("{} (estimated)", c.function()), *n)
+                    }
+                    _ => (c.function().to_string(), *n),
+                })
                 .collect();
             (counts, entries, None)
         }
@@ -72,6 +88,7 @@ fn report(period: &Period<'_>, by: &ByArgs, symbolizer: &mut Option<Symbolizer>)
         period.counters.missed(period.tracer, &not_readers),
     );
     summary.keyed_losses = keyed_losses;
+    summary.readers_estimate = readers_estimate;
     Ok(Report {
         time: None,
         maps: vec![Map::Count(CountMap {
@@ -149,6 +166,7 @@ fn summarize(counts: &[(&Counted, u64)], elapsed: Duration, missed: u64) -> Coun
         grace_periods: count(counters::GP_FQS_LOOP),
         missed,
         keyed_losses: None,
+        readers_estimate: None,
     }
 }
 
@@ -183,6 +201,7 @@ mod tests {
                 grace_periods: Some(20),
                 missed: 3,
                 keyed_losses: None,
+                readers_estimate: None,
             }
         );
         let nothing = summarize(&[], Duration::ZERO, 0);

@@ -131,6 +131,7 @@ async fn run(
             interval: args.over_time.interval(),
             listener: None,
             traced_process: pid,
+            sample_readers: None,
             format,
         },
         Some(&mut consume),

@@ -8,6 +8,7 @@ pub mod report;
 pub mod serve;
 
 use std::{
+    cell::RefCell,
     collections::HashSet,
     fmt::Write as _,
     io::Write as _,
@@ -15,16 +16,18 @@ use std::{
 };
 
 use anyhow::{Context as _, Result, anyhow};
+use rcutrace_common::counters;
 use tokio::net::TcpListener;
 
 use crate::{
     attribution::{self, By},
     kernel,
     model::Report,
-    probes::{AttachChoice, Keys, Method, Probe},
+    probes::{AttachChoice, Keys, Method, Probe, READERS},
     readings::Reading,
     render::{self, Format},
-    session::{self, Consume, Due, Interrupts, Reports, Samples, Trigger},
+    sampling::{ReaderSampling, SampledReaders, Sampler, Switch},
+    session::{self, Consume, Due, Interrupts, Reports, Samples, Scheduled, Trigger},
     symbols::Symbolizer,
     tracer::{Attachment, Constant, Tracer},
 };
@@ -66,6 +69,8 @@ pub struct Request<'a> {
     pub listener: Option<&'a TcpListener>,
     /// The process a pid filter selects, whose exit is reported.
     pub traced_process: Option<u32>,
+    /// Attach the reader probe only part of the time (`count --sample-readers`).
+    pub sample_readers: Option<ReaderSampling>,
     pub format: Format,
 }
 
@@ -89,6 +94,8 @@ pub struct Period<'a> {
     /// Later reports cover this period too (`--cumulative`, `serve`): samples consumed so
     /// far must be kept, not taken.
     pub cumulative: bool,
+    /// With `--sample-readers`: the windows in which the reader probe counted.
+    pub sampled_readers: Option<SampledReaders>,
 }
 
 /// Makes a command's report of one period.
@@ -177,6 +184,17 @@ pub async fn trace_with<R>(
     let at_open = Reading::take(&tracer, keyed)?;
     tracer.set_running(true)?;
     let opened = Instant::now();
+    // Sampling needs the reader probe attached, and by kprobe (it is never anything else).
+    let sampler = match request.sample_readers {
+        Some(sampling) if attached.iter().any(|(p, _)| *p == READERS.probe) => {
+            Some(RefCell::new(Sampler::open(
+                sampling,
+                opened,
+                tracer.counter("COUNTS", counters::READ_LOCK)?,
+            )))
+        }
+        _ => None,
+    };
     print(&render::banner(request.format, attached.len()))?;
     let following = match (samples.as_mut(), consume.as_mut()) {
         (Some(samples), Some(consume)) => Some((samples, &mut **consume as Consume<'_>)),
@@ -188,10 +206,15 @@ pub async fn trace_with<R>(
         cumulative: request.listener.is_some() || request.interval.is_some_and(|i| i.cumulative),
         start: at_open,
         started: opened,
+        sampler: sampler.as_ref(),
     };
+    // The reports and the reader probe's switching both use the tracer: one at a time, from
+    // the window's one loop.
+    let tracer = RefCell::new(tracer);
     let mut report_due = |due: Due| {
+        let tracer = tracer.borrow();
         let now = Reading::take(&tracer, keyed)?;
-        let report = periods.report(&tracer, now, &mut *make_report)?;
+        let report = periods.report(&tracer, now, Instant::now(), &mut *make_report)?;
         publish(report, due)
     };
     let trigger = match (request.interval, request.listener) {
@@ -203,18 +226,26 @@ pub async fn trace_with<R>(
         trigger,
         report: &mut report_due,
     });
+    let mut switch = || switch_readers(&mut tracer.borrow_mut(), sampler.as_ref());
+    let scheduled = sampler.as_ref().map(|s| Scheduled {
+        next: Some(s.borrow().next().0),
+        run: &mut switch,
+    });
     let window = session::run(
         request.duration,
         &mut interrupts,
         following,
         request.traced_process,
         reports,
+        scheduled,
     )
     .await?;
+    let mut tracer = tracer.into_inner();
     tracer.set_running(false)?;
     // `count`'s plain counters do not check the window: read them before the wait, which
     // itself makes a grace period (and takes readers).
     let counts_at_close = tracer.per_cpu_sums("COUNTS")?;
+    let closed = Instant::now();
     kernel::wait_for_programs()?;
     if let (Some(samples), Some(consume)) = (samples.as_mut(), consume.as_mut()) {
         samples.drain(&mut **consume);
@@ -227,7 +258,34 @@ pub async fn trace_with<R>(
     }
     let mut at_close = Reading::take(&tracer, keyed)?;
     at_close.set_array("COUNTS", counts_at_close);
-    periods.report(&tracer, at_close, make_report)
+    periods.report(&tracer, at_close, closed, make_report)
+}
+
+/// Switches the sampled reader probe as its schedule says is due now, keeping out of every
+/// window what the switch itself counts; says when the next switch is due.
+fn switch_readers(
+    tracer: &mut Tracer,
+    sampler: Option<&RefCell<Sampler>>,
+) -> Result<Option<Instant>> {
+    let Some(sampler) = sampler else {
+        return Ok(None);
+    };
+    let mut sampler = sampler.borrow_mut();
+    let readers = |tracer: &Tracer| tracer.counter("COUNTS", counters::READ_LOCK);
+    let grace_periods_before = tracer.counter("COUNTS", counters::GP_FQS_LOOP)?;
+    match sampler.next().1 {
+        Switch::Detach => {
+            sampler.close_window(Instant::now(), readers(tracer)?);
+            tracer.switch_kprobe(&READERS.probe, false)?;
+        }
+        Switch::Attach => {
+            tracer.switch_kprobe(&READERS.probe, true)?;
+            sampler.open_window(Instant::now(), readers(tracer)?);
+        }
+    }
+    let grace_periods = tracer.counter("COUNTS", counters::GP_FQS_LOOP)?;
+    sampler.add_switching_grace_periods(grace_periods.wrapping_sub(grace_periods_before));
+    Ok(Some(sampler.next().0))
 }
 
 /// The periods of one window, one after another: where the current one started.
@@ -238,24 +296,35 @@ struct Periods<'a> {
     /// The counters when the current period started, and when that was.
     start: Reading,
     started: Instant,
+    /// With `--sample-readers`: the reader probe's windows so far.
+    sampler: Option<&'a RefCell<Sampler>>,
 }
 
 impl Periods<'_> {
-    /// The report of the period ending with reading `now`; the next period starts here
-    /// (unless every period starts at the opening).
+    /// The report of the period ending with reading `now`, taken at `ended`; the next period
+    /// starts here (unless every period starts at the opening).
     fn report<R>(
         &mut self,
         tracer: &Tracer,
         now: Reading,
+        ended: Instant,
         make_report: MakeReport<'_, R>,
     ) -> Result<R> {
-        let ended = Instant::now();
+        let readers = now
+            .array("COUNTS")
+            .get(counters::READ_LOCK as usize)
+            .copied()
+            .unwrap_or(0);
+        let sampled_readers = self
+            .sampler
+            .map(|s| s.borrow_mut().take_period(ended, readers, self.cumulative));
         let period = Period {
             tracer,
             attached: self.attached,
             counters: now.since(&self.start),
-            elapsed: ended - self.started,
+            elapsed: ended.saturating_duration_since(self.started),
             cumulative: self.cumulative,
+            sampled_readers,
         };
         let report = make_report(&period)?;
         if !self.cumulative {

@@ -76,6 +76,7 @@ pub async fn run(args: &ServeArgs) -> Result<()> {
             interval: None,
             listener: Some(&listener),
             traced_process: None,
+            sample_readers: None,
             format: Format::Text,
         },
         Some(&mut consume),

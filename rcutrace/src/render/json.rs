@@ -226,6 +226,13 @@ fn count_summary(summary: &CountSummary) -> records::CountSummary {
         missed_by_kernel: summary.missed,
         keys_lost_to_full_map: summary.keyed_losses.map(|l| l.map_full),
         stacks_lost: summary.keyed_losses.map(|l| l.stacks_lost),
+        readers_estimated: summary.readers_estimate.map(|e| records::ReadersEstimated {
+            counted: e.counted,
+            sampled_ns: u64::try_from(e.sampled.as_nanos()).unwrap_or(u64::MAX),
+            windows: e.windows,
+            margin_95: e.margin,
+            switching_grace_periods: e.switching_grace_periods,
+        }),
     }
 }
 
@@ -516,6 +523,7 @@ mod tests {
             callbacks: Some(8777),
             missed: 0,
             keyed_losses: None,
+            readers_estimate: None,
         })));
         assert_eq!(
             out,

@@ -1,15 +1,15 @@
 //! Text output exactly as bpftrace 0.17 prints maps and histograms, plus rcutrace's own
 //! summary lines.
 
-use std::fmt::Write as _;
+use std::{fmt::Write as _, time::Duration};
 
 use rcutrace_common::hist::{Linear, SlotBounds, log2_bounds, sparse_bounds};
 
 use crate::{
     model::{
         Buckets, CallbacksSummary, CountMap, CountSummary, HistMap, LatencySummary,
-        MIN_RATE_WINDOW_SECS, Map, PerGracePeriod, Report, Summary, maps_in_order, shown_slots,
-        sparse_in_order,
+        MIN_RATE_WINDOW_SECS, Map, PerGracePeriod, ReadersEstimate, Report, Summary, maps_in_order,
+        shown_slots, sparse_in_order,
     },
     render::figure,
     stats,
@@ -173,6 +173,9 @@ fn count_summary(summary: &CountSummary) -> String {
     } else {
         let _ = writeln!(out, "\nOver {secs:.2} s:");
     }
+    if let Some(estimate) = &summary.readers_estimate {
+        out.push_str(&readers_estimate(estimate, summary.elapsed));
+    }
     match summary.grace_periods {
         None => {
             let _ = writeln!(
@@ -185,8 +188,20 @@ fn count_summary(summary: &CountSummary) -> String {
                 .per_second(Some(gps))
                 .map_or(String::new(), |r| format!(" ({r:.1}/s)"));
             let _ = writeln!(out, "  grace periods:                {gps}{rate}");
+            if let Some(estimate) = &summary.readers_estimate {
+                let _ = writeln!(
+                    out,
+                    "    (up to {} of them ended while rcutrace attached or detached its reader probe)",
+                    estimate.switching_grace_periods
+                );
+            }
+            let estimated = if summary.readers_estimate.is_some() {
+                " (estimated)"
+            } else {
+                ""
+            };
             for (label, count, note) in [
-                ("RCU readers per grace period: ", summary.readers, ""),
+                ("RCU readers per grace period: ", summary.readers, estimated),
                 ("call_rcu() per grace period:  ", summary.call_rcu, ""),
                 (
                     "callbacks per grace period:   ",
@@ -219,6 +234,38 @@ fn count_summary(summary: &CountSummary) -> String {
         );
     }
     out
+}
+
+/// How `--sample-readers` estimated the readers: never passed off as a count.
+fn readers_estimate(estimate: &ReadersEstimate, elapsed: Duration) -> String {
+    let share = if elapsed.is_zero() {
+        100.0
+    } else {
+        100.0 * estimate.sampled.as_secs_f64() / elapsed.as_secs_f64()
+    };
+    let sampled = format!(
+        "counted {} in {} window{} of the reader probe, {:.3} s ({share:.1}% of the time)",
+        estimate.counted,
+        estimate.windows,
+        if estimate.windows == 1 { "" } else { "s" },
+        estimate.sampled.as_secs_f64(),
+    );
+    let figure = match (estimate.readers, estimate.margin) {
+        (None, _) => "not estimated (no window was sampled)".to_string(),
+        (Some(n), None) => format!("~{n}, margin unknown (one window)"),
+        (Some(n), Some(margin)) => {
+            let percent = if n == 0 {
+                String::new()
+            } else {
+                format!(" ({:.1}%)", 100.0 * margin as f64 / n as f64)
+            };
+            format!("~{n} \u{b1}{margin}{percent} at 95% confidence")
+        }
+    };
+    format!(
+        "  RCU readers, estimated:       {figure}\n    ({sampled}; assumes the load \
+         was the same while it was detached)\n"
+    )
 }
 
 /// A key on one line, for rcutrace's own summary lines: a kernel stack's frames (one per
@@ -661,7 +708,60 @@ mod tests {
             grace_periods: pairs[3],
             missed: 0,
             keyed_losses: None,
+            readers_estimate: None,
         })
+    }
+
+    /// A sampled estimate is never printed as a count: the figure, its margin, how it was
+    /// sampled, and the grace periods rcutrace's switching may have caused.
+    #[test]
+    fn an_estimate_says_so() {
+        let estimate = ReadersEstimate {
+            readers: Some(1_000_000),
+            counted: 99_000,
+            sampled: Duration::from_millis(990),
+            windows: 10,
+            margin: Some(12_345),
+            switching_grace_periods: 31,
+        };
+        let summary = |estimate: ReadersEstimate| {
+            count_summary(&CountSummary {
+                elapsed: Duration::from_secs(10),
+                readers: estimate.readers,
+                grace_periods: Some(400),
+                readers_estimate: Some(estimate),
+                ..CountSummary::default()
+            })
+        };
+        let text = summary(estimate);
+        assert!(
+            text.contains(
+                "  RCU readers, estimated:       ~1000000 \u{b1}12345 (1.2%) at 95% confidence\n    \
+                 (counted 99000 in 10 windows of the reader probe, 0.990 s (9.9% of the time); \
+                 assumes the load was the same while it was detached)\n"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("(up to 31 of them ended while rcutrace attached or detached"));
+        assert!(text.contains("RCU readers per grace period: 2500.0 (100000.0/s) (estimated)"));
+        let one = summary(ReadersEstimate {
+            windows: 1,
+            margin: None,
+            ..estimate
+        });
+        assert!(
+            one.contains("~1000000, margin unknown (one window)"),
+            "{one}"
+        );
+        let none = summary(ReadersEstimate {
+            readers: None,
+            windows: 0,
+            ..estimate
+        });
+        assert!(
+            none.contains("not estimated (no window was sampled)"),
+            "{none}"
+        );
     }
 
     #[test]
