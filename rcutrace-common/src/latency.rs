@@ -22,6 +22,9 @@ pub const SAMPLE_RING_BYTES: u32 = 1 << 20;
 pub const CONTROL_RUNNING: u32 = 0;
 pub const CONTROL_SLOTS: u32 = 1;
 
+/// How many tasks-RCU kthreads the programs can recognise (tasks, rude and trace).
+pub const TASKS_RCU_KTHREADS: usize = 3;
+
 /// Key of a call in flight.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -133,6 +133,9 @@ pub struct ReadersEstimated {
     pub margin_95: Option<u64>,
     /// Grace periods that ended while rcutrace attached or detached the reader probe.
     pub switching_grace_periods: u64,
+    /// Updater calls the tasks-RCU kthreads made for those switches, left out of the counts.
+    #[serde(default)]
+    pub switching_calls_left_out: u64,
 }
 
 /// What a latency histogram hides: exact extremes and mean, and percentiles. One record per
@@ -441,6 +444,7 @@ mod tests {
                 windows: 2,
                 margin_95: None,
                 switching_grace_periods: 4,
+                switching_calls_left_out: 6,
             }),
         });
         let line = serde_json::to_string(&count).unwrap();

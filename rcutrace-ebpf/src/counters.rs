@@ -49,6 +49,10 @@ fn count<C: EbpfContext>(ctx: &C, slot: u32, kprobe: bool) {
     if is_self {
         return;
     }
+    if window::switching_kthread(tgid) {
+        bump_preemptible(&COUNT_LOSSES, LEFT_OUT_SWITCHING);
+        return;
+    }
     if attribution::mode() == BY_NONE {
         if kprobe {
             bump_preempt_off(&COUNTS, slot);

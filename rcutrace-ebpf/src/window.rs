@@ -1,12 +1,20 @@
 //! The tracing window and rcutrace's own process, as every program family sees them.
 
 use aya_ebpf::{helpers::bpf_get_current_pid_tgid, macros::map, maps::Array};
-use rcutrace_common::latency::{CONTROL_RUNNING, CONTROL_SLOTS};
+use rcutrace_common::latency::{CONTROL_RUNNING, CONTROL_SLOTS, TASKS_RCU_KTHREADS};
 
 /// rcutrace's own process: its attaching, reading and detaching call RCU updaters too, and
 /// those are not the system's doing.
 #[unsafe(no_mangle)]
 static SELF_TGID: u32 = 0;
+
+/// The tasks-RCU kthreads' pids, set only when rcutrace switches its sampled reader probe on
+/// and off (0: none). Detaching a kprobe at a function's entry unregisters an ftrace hook and
+/// a perf trace event, which wait for tasks-RCU grace periods, and these threads call
+/// synchronize_rcu() to make them, some after the detach has returned: their updater calls
+/// are then rcutrace's doing.
+#[unsafe(no_mangle)]
+static TASKS_RCU_PIDS: [u32; TASKS_RCU_KTHREADS] = [0; TASKS_RCU_KTHREADS];
 
 /// Written by user space: `CONTROL_RUNNING` is set once every probe is attached and cleared
 /// before the first is detached.
@@ -23,6 +31,13 @@ pub fn constant<T: Copy>(value: &T) -> T {
 #[inline(always)]
 pub fn running() -> bool {
     CONTROL.get(CONTROL_RUNNING).is_some_and(|&flag| flag != 0)
+}
+
+/// Whether `tgid` is a tasks-RCU kthread doing rcutrace's probe switching.
+#[inline(always)]
+pub fn switching_kthread(tgid: u32) -> bool {
+    let pids = constant(&TASKS_RCU_PIDS);
+    tgid != 0 && (pids[0] == tgid || pids[1] == tgid || pids[2] == tgid)
 }
 
 /// `(tgid, tid)` of the current task, and whether it is rcutrace itself.

@@ -7,6 +7,7 @@ use std::{
 };
 
 use anyhow::{Context as _, Result, bail};
+use rcutrace_common::latency::TASKS_RCU_KTHREADS;
 
 /// Which of `wanted` are functions in /proc/kallsyms (text symbols only).
 pub fn functions_present(wanted: &[&str]) -> Result<HashSet<String>> {
@@ -72,6 +73,27 @@ pub fn local_time() -> String {
 /// Whether process or thread `pid` exists now (/proc/TID works for any thread).
 pub fn task_exists(pid: u32) -> bool {
     std::path::Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// The pids of the tasks-RCU kthreads (`rcu_tasks_kthread`, `rcu_tasks_rude_kthread`,
+/// `rcu_tasks_trace_kthread`; their names are cut to 15 characters), 0 where there are fewer.
+/// Kernel threads are told from processes that took such a name by their empty command line.
+pub fn tasks_rcu_kthreads() -> [u32; TASKS_RCU_KTHREADS] {
+    let mut pids = [0; TASKS_RCU_KTHREADS];
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return pids;
+    };
+    let found = entries
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            let read = |file: &str| std::fs::read(format!("/proc/{pid}/{file}")).ok();
+            read("comm").is_some_and(|comm| comm.starts_with(b"rcu_tasks_"))
+                && read("cmdline").is_some_and(|cmdline| cmdline.is_empty())
+        });
+    for (slot, pid) in pids.iter_mut().zip(found) {
+        *slot = pid;
+    }
+    pids
 }
 
 const CAP_SYS_ADMIN: u32 = 21;

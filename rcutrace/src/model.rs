@@ -222,6 +222,9 @@ pub struct ReadersEstimate {
     /// Grace periods that ended while rcutrace attached or detached the reader probe: at most
     /// this many of the grace periods counted are rcutrace's own doing.
     pub switching_grace_periods: u64,
+    /// Updater calls the tasks-RCU kthreads made in the window (switching the probe makes
+    /// them: each detach waits for tasks-RCU grace periods): left out of the counts.
+    pub switching_calls_left_out: u64,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

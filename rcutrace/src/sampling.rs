@@ -98,8 +98,9 @@ pub struct Sampler {
     /// Since when, and from which counter value, the open window counts.
     open: Option<(Instant, u64)>,
     windows: Vec<SampledWindow>,
-    /// Windows before this index were reported in an earlier period.
-    reported: usize,
+    /// Windows before this index, and this many of the switching grace periods, were reported
+    /// in an earlier period.
+    reported: (usize, u64),
     switching_grace_periods: u64,
     random: RandomState,
 }
@@ -113,7 +114,7 @@ impl Sampler {
             period: 0,
             open: Some((now, counter)),
             windows: Vec::new(),
-            reported: 0,
+            reported: (0, 0),
             switching_grace_periods: 0,
             random: RandomState::new(),
         }
@@ -121,15 +122,15 @@ impl Sampler {
 
     /// When the next switch is due, and which.
     pub fn next(&self) -> (Instant, Switch) {
-        let start = self.opened + self.window_start(self.period);
         match self.open {
-            Some(_) => (start + self.sampling.on, Switch::Detach),
-            None => (start, Switch::Attach),
+            // Attaching takes a while: the window lasts ON from when it began to count.
+            Some((since, _)) => (since + self.sampling.on, Switch::Detach),
+            None => (self.opened + self.window_start(self.period), Switch::Attach),
         }
     }
 
-    /// Where window `k` starts in the window: within period k, so that it ends by the
-    /// period's end.
+    /// Where window `k` is due to start in the tracing window: within period k, early enough
+    /// to end by the period's end.
     fn window_start(&self, k: u32) -> Duration {
         let slack = (self.sampling.period - self.sampling.on).as_millis() as u64;
         let offset = match k {
@@ -171,11 +172,11 @@ impl Sampler {
             });
             self.open = Some((now, counter));
         }
-        let first = if cumulative { 0 } else { self.reported };
-        self.reported = self.windows.len();
+        let (first, grace_periods_before) = if cumulative { (0, 0) } else { self.reported };
+        self.reported = (self.windows.len(), self.switching_grace_periods);
         SampledReaders {
             windows: self.windows[first..].to_vec(),
-            switching_grace_periods: self.switching_grace_periods,
+            switching_grace_periods: self.switching_grace_periods - grace_periods_before,
         }
     }
 }
@@ -218,6 +219,7 @@ pub fn estimate(sampled: &SampledReaders, elapsed: Duration) -> ReadersEstimate 
         windows: n as u32,
         margin,
         switching_grace_periods: sampled.switching_grace_periods,
+        switching_calls_left_out: 0,
     }
 }
 
@@ -328,8 +330,11 @@ mod tests {
             }]
         );
         assert_eq!(second.switching_grace_periods, 2);
+        sampler.add_switching_grace_periods(3);
+        let third = sampler.take_period(opened + ms(650), 40, false);
+        assert_eq!((third.windows.len(), third.switching_grace_periods), (0, 3));
         let all = sampler.take_period(opened + ms(700), 40, true);
-        assert_eq!(all.windows.len(), 2);
+        assert_eq!((all.windows.len(), all.switching_grace_periods), (2, 5));
     }
 
     fn windows(counts: &[u64], each_ms: u64) -> SampledReaders {

@@ -197,6 +197,7 @@ fn count(s: &records::CountSummary) -> CountSummary {
             windows: e.windows,
             margin: e.margin_95,
             switching_grace_periods: e.switching_grace_periods,
+            switching_calls_left_out: e.switching_calls_left_out,
         }),
     }
 }
@@ -573,6 +574,7 @@ mod tests {
                     windows: 5,
                     margin: Some(20_000),
                     switching_grace_periods: 12,
+                    switching_calls_left_out: 9,
                 }),
             ] {
                 let report = Report {

@@ -12,7 +12,7 @@ use aya::{
 
 use rcutrace_common::{
     attribution::{Attribution, StackFrames},
-    latency::CONTROL_RUNNING,
+    latency::{CONTROL_RUNNING, TASKS_RCU_KTHREADS},
 };
 
 use crate::probes::{AttachChoice, Keys, Method, Probe, plan};
@@ -24,6 +24,8 @@ static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/rc
 #[derive(Clone, Copy, Debug)]
 pub enum Constant {
     U32(&'static str, u32),
+    /// The tasks-RCU kthreads' pids (`TASKS_RCU_PIDS`).
+    TasksRcuPids([u32; TASKS_RCU_KTHREADS]),
     /// The number of entries of a map: large maps are declared with one entry, so that only
     /// the command that uses one pays for its memory.
     MaxEntries(&'static str, u32),
@@ -74,6 +76,9 @@ impl Tracer {
         for constant in constants {
             match constant {
                 Constant::U32(name, value) => loader.override_global(name, value, true),
+                Constant::TasksRcuPids(pids) => {
+                    loader.override_global("TASKS_RCU_PIDS", pids, true)
+                }
                 Constant::MaxEntries(name, entries) => loader.map_max_entries(name, *entries),
             };
         }

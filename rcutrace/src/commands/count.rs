@@ -12,22 +12,29 @@ use super::{Need, Period, Request, stack_frames, trace};
 use crate::{
     attribution::{By, fold_top, key_text},
     cli::{ByArgs, CountArgs},
-    environment,
-    model::{CountMap, CountSummary, KeyedLosses, Map, Report, Summary},
+    environment, kernel,
+    model::{CountMap, CountSummary, KeyedLosses, Map, ReadersEstimate, Report, Summary},
     probes::{COUNTED, Counted, Probe, counted_functions},
     render::Format,
     sampling,
     symbols::Symbolizer,
+    tracer::Constant,
 };
 
 pub async fn run(args: &CountArgs, format: Format) -> Result<Report> {
     let probes: Vec<Probe> = counted_functions(args.all).map(|c| c.probe).collect();
+    // Switching the sampled reader probe makes these threads call updaters for rcutrace:
+    // their calls are left out (and counted as such) only then.
+    let constants = match args.sample_readers {
+        Some(_) => vec![Constant::TasksRcuPids(kernel::tasks_rcu_kthreads())],
+        None => Vec::new(),
+    };
     // Made once, kept for every interval.
     let mut symbolizer = None;
     trace(
         Request {
             probes: &probes,
-            constants: Vec::new(),
+            constants,
             choice: args.common.attach,
             by: args.by.by,
             need: Need::Any,
@@ -49,10 +56,16 @@ fn report(period: &Period<'_>, by: &ByArgs, symbolizer: &mut Option<Symbolizer>)
     let totals = period.counters.array("COUNTS");
     // Sampled readers: what the switches counted is in no window; the estimate replaces the
     // count.
-    let readers_estimate = period
-        .sampled_readers
-        .as_ref()
-        .map(|sampled| sampling::estimate(sampled, period.elapsed));
+    let readers_estimate = period.sampled_readers.as_ref().map(|sampled| {
+        let left_out = period.counters.array("COUNT_LOSSES");
+        ReadersEstimate {
+            switching_calls_left_out: left_out
+                .get(counters::LEFT_OUT_SWITCHING as usize)
+                .copied()
+                .unwrap_or(0),
+            ..sampling::estimate(sampled, period.elapsed)
+        }
+    });
     let counts: Vec<(&Counted, u64)> = COUNTED
         .iter()
         .filter(|c| period.attached.iter().any(|(probe, _)| *probe == c.probe))

@@ -273,7 +273,9 @@ fn switch_readers(
     let mut sampler = sampler.borrow_mut();
     let readers = |tracer: &Tracer| tracer.counter("COUNTS", counters::READ_LOCK);
     let grace_periods_before = tracer.counter("COUNTS", counters::GP_FQS_LOOP)?;
-    match sampler.next().1 {
+    let began = Instant::now();
+    let switch = sampler.next().1;
+    match switch {
         Switch::Detach => {
             sampler.close_window(Instant::now(), readers(tracer)?);
             tracer.switch_kprobe(&READERS.probe, false)?;
@@ -283,6 +285,7 @@ fn switch_readers(
             sampler.open_window(Instant::now(), readers(tracer)?);
         }
     }
+    log::info!("reader probe: {switch:?} took {:?}", began.elapsed());
     let grace_periods = tracer.counter("COUNTS", counters::GP_FQS_LOOP)?;
     sampler.add_switching_grace_periods(grace_periods.wrapping_sub(grace_periods_before));
     Ok(Some(sampler.next().0))

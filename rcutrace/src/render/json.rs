@@ -232,6 +232,7 @@ fn count_summary(summary: &CountSummary) -> records::CountSummary {
             windows: e.windows,
             margin_95: e.margin,
             switching_grace_periods: e.switching_grace_periods,
+            switching_calls_left_out: e.switching_calls_left_out,
         }),
     }
 }

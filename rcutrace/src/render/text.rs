@@ -191,8 +191,10 @@ fn count_summary(summary: &CountSummary) -> String {
             if let Some(estimate) = &summary.readers_estimate {
                 let _ = writeln!(
                     out,
-                    "    (up to {} of them ended while rcutrace attached or detached its reader probe)",
-                    estimate.switching_grace_periods
+                    "    (up to {} of them ended while rcutrace attached or detached its reader probe; \
+                     the {} updater calls of the tasks-RCU kthreads, which its detaching makes \
+                     them do, are not counted)",
+                    estimate.switching_grace_periods, estimate.switching_calls_left_out
                 );
             }
             let estimated = if summary.readers_estimate.is_some() {
@@ -723,6 +725,7 @@ mod tests {
             windows: 10,
             margin: Some(12_345),
             switching_grace_periods: 31,
+            switching_calls_left_out: 20,
         };
         let summary = |estimate: ReadersEstimate| {
             count_summary(&CountSummary {
@@ -742,7 +745,11 @@ mod tests {
             ),
             "{text}"
         );
-        assert!(text.contains("(up to 31 of them ended while rcutrace attached or detached"));
+        assert!(text.contains(
+            "(up to 31 of them ended while rcutrace attached or detached its reader probe; the \
+             20 updater calls of the tasks-RCU kthreads, which its detaching makes them do, are \
+             not counted)"
+        ));
         assert!(text.contains("RCU readers per grace period: 2500.0 (100000.0/s) (estimated)"));
         let one = summary(ReadersEstimate {
             windows: 1,

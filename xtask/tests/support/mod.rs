@@ -158,6 +158,14 @@ impl Run {
         assert!(!self.err.contains("panicked"), "{name}: {}", self.err);
     }
 
+    /// The output's JSON lines (`-f json`), decoded into the records the renderer writes.
+    pub fn records(&self) -> Vec<rcutrace_common::records::Record> {
+        self.out
+            .lines()
+            .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{line}: {e}")))
+            .collect()
+    }
+
     /// The value of `@[key]: N` in the output.
     pub fn count(&self, key: &str) -> Option<u64> {
         let prefix = format!("@[{key}]: ");
