@@ -459,6 +459,28 @@ mod tests {
     }
 
     #[test]
+    fn sample_readers_takes_on_and_period() {
+        let Command::Count(args) = parse(&["count", "--sample-readers", "100/1000", "--all"])
+            .unwrap()
+            .command
+        else {
+            panic!("not count");
+        };
+        assert_eq!(
+            args.sample_readers,
+            Some(ReaderSampling {
+                on: Duration::from_millis(100),
+                period: Duration::from_millis(1000)
+            })
+        );
+        let err = parse(&["count", "--sample-readers", "50/1000"]).unwrap_err();
+        assert!(
+            err.to_string().contains("ON_MS must be at least 100"),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn interval_options() {
         let Command::Gplat(args) = parse(&["gplat", "--interval", "5", "--cumulative"])
             .unwrap()
@@ -545,6 +567,11 @@ mod tests {
             &["count", "--interval", "0"],
             &["count", "--interval", "1.5"],
             &["count", "--cumulative"],
+            &["count", "--sample-readers", "100"],
+            &["count", "--sample-readers", "50/1000"],
+            &["count", "--sample-readers", "100/150"],
+            &["count", "--sample-readers", "100/1000", "--by", "comm"],
+            &["srlat", "--sample-readers", "100/1000"],
             &["report"],
             &["report", "a", "b", "c"],
             &["gplat", "--unit", "s"],

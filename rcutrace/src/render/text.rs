@@ -191,9 +191,8 @@ fn count_summary(summary: &CountSummary) -> String {
             if let Some(estimate) = &summary.readers_estimate {
                 let _ = writeln!(
                     out,
-                    "    (up to {} of them ended while rcutrace attached or detached its reader probe; \
-                     the {} updater calls of the tasks-RCU kthreads, which its detaching makes \
-                     them do, are not counted)",
+                    "    up to {} of them ended while rcutrace switched its reader probe;\n    \
+                     {} updater calls the tasks-RCU kthreads made for its detaching are not counted",
                     estimate.switching_grace_periods, estimate.switching_calls_left_out
                 );
             }
@@ -246,7 +245,7 @@ fn readers_estimate(estimate: &ReadersEstimate, elapsed: Duration) -> String {
         100.0 * estimate.sampled.as_secs_f64() / elapsed.as_secs_f64()
     };
     let sampled = format!(
-        "counted {} in {} window{} of the reader probe, {:.3} s ({share:.1}% of the time)",
+        "counted {} in {} window{} of the reader probe, {:.3} s ({share:.1}% of the time),",
         estimate.counted,
         estimate.windows,
         if estimate.windows == 1 { "" } else { "s" },
@@ -265,8 +264,8 @@ fn readers_estimate(estimate: &ReadersEstimate, elapsed: Duration) -> String {
         }
     };
     format!(
-        "  RCU readers, estimated:       {figure}\n    ({sampled}; assumes the load \
-         was the same while it was detached)\n"
+        "  RCU readers, estimated:       {figure}\n    {sampled}\n    \
+         assuming the load was the same while it was detached\n"
     )
 }
 
@@ -740,15 +739,14 @@ mod tests {
         assert!(
             text.contains(
                 "  RCU readers, estimated:       ~1000000 \u{b1}12345 (1.2%) at 95% confidence\n    \
-                 (counted 99000 in 10 windows of the reader probe, 0.990 s (9.9% of the time); \
-                 assumes the load was the same while it was detached)\n"
+                 counted 99000 in 10 windows of the reader probe, 0.990 s (9.9% of the time),\n    \
+                 assuming the load was the same while it was detached\n"
             ),
             "{text}"
         );
         assert!(text.contains(
-            "(up to 31 of them ended while rcutrace attached or detached its reader probe; the \
-             20 updater calls of the tasks-RCU kthreads, which its detaching makes them do, are \
-             not counted)"
+            "    up to 31 of them ended while rcutrace switched its reader probe;\n    \
+             20 updater calls the tasks-RCU kthreads made for its detaching are not counted\n"
         ));
         assert!(text.contains("RCU readers per grace period: 2500.0 (100000.0/s) (estimated)"));
         let one = summary(ReadersEstimate {
