@@ -12,8 +12,6 @@ const CALLS: u64 = 30;
 /// CPU, at least 10), so that the kernel drops returns.
 const THREADS: u64 = 64;
 const PER_THREAD: u64 = 2;
-/// synchronize_rcu() calls a many-threaded process may make beyond its membarrier calls.
-const MARGIN: u64 = 4;
 
 /// `(in flight at exit, returns lost, begun before tracing, missed by the kernel, lost to a
 /// full map)`.
@@ -59,9 +57,8 @@ fn latency_ground_truth(series: &str) {
          traced srelat 'srlat --expedited --secs 0 --pid WPID' '/bin/rcu-workload membarrier {CALLS}'\n\
          traced srelat_kprobe 'srlat --expedited --secs 0 --pid WPID --attach kprobe' '/bin/rcu-workload membarrier {CALLS}'\n\
          echo 0 > /sys/kernel/rcu_expedited\n\
-         printf 'i=0; while [ $i -lt {THREADS} ]; do /bin/rcu-workload membarrier {PER_THREAD} >/dev/null & i=$((i+1)); done; wait\\n' > /tmp/many.sh\n\
-         traced many_kretprobe 'srlat --secs 0 --attach kprobe' 'sh /tmp/many.sh'\n\
-         traced many_fexit 'srlat --secs 0' 'sh /tmp/many.sh'\n\
+         traced many_kretprobe 'srlat --secs 0 --pid WPID --attach kprobe' '/bin/rcu-workload membarrier-threads {THREADS} {PER_THREAD}'\n\
+         traced many_fexit 'srlat --secs 0 --pid WPID' '/bin/rcu-workload membarrier-threads {THREADS} {PER_THREAD}'\n\
          /bin/rcu-workload background & bg=$!\n\
          echo '=== gplat.out'; /bin/rcutrace gplat --secs 3; echo '=== gplat.status'; echo $? 0\n\
          echo '=== gpcount.out'; /bin/rcutrace count --secs 3; echo '=== gpcount.status'; echo $? 0\n\
@@ -204,9 +201,8 @@ fn latency_ground_truth(series: &str) {
     // run out of instances (10 on two CPUs) when the 64 threads released into
     // synchronize_rcu() at once overlap (seen: 20 samples and 108 returns lost; how many
     // overlap is up to the emulator), and every thread has returned (and exited) before the
-    // window ends. Under --pid every call of the process is accounted for; the process may make
-    // a synchronize_rcu() or two of its own beyond its membarrier calls (seen: 130 for 128 with
-    // 64 threads), hence the small margin. fexit has no such limit: every call is a sample.
+    // window ends. Under --pid every call of the process is accounted for, exactly. fexit has no
+    // such limit: every call is a sample.
     let calls = THREADS * PER_THREAD;
     let kretprobe = run_named(&sections, "many_kretprobe");
     kretprobe.assert_ok("many_kretprobe");
@@ -218,10 +214,10 @@ fn latency_ground_truth(series: &str) {
         "every call had returned: {}",
         kretprobe.out
     );
-    let accounted = samples + returns_lost + missed;
-    assert!(
-        (calls..=calls + MARGIN).contains(&accounted),
-        "{series}: {accounted} calls accounted for, {calls} made: {}",
+    assert_eq!(
+        samples + returns_lost + missed,
+        calls,
+        "{series}: every call accounted for: {}",
         kretprobe.out
     );
     let fexit = run_named(&sections, "many_fexit");
@@ -229,11 +225,7 @@ fn latency_ground_truth(series: &str) {
     let samples = fexit.number_after("@srlat count", "count").unwrap() as u64;
     let [in_flight, returns_lost, _, missed, _] = not_measured(&fexit, "@srlat");
     assert_eq!((in_flight, returns_lost), (0, 0), "{series}: {}", fexit.out);
-    assert!(
-        (calls..=calls + MARGIN).contains(&(samples + missed)),
-        "{series}: {}",
-        fexit.out
-    );
+    assert_eq!(samples + missed, calls, "{series}: {}", fexit.out);
 
     // gplat sees the grace periods that count counts, over a comparable window.
     let gplat = &sections["gplat.out"];
