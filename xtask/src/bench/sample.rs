@@ -173,7 +173,9 @@ impl Job {
     }
 
     /// The tracers the job's timed work runs under (its getppid() loop for `Count`, its
-    /// membarrier() loop for `Srlat`), in the order of the first repetition.
+    /// membarrier() loop for `Srlat`), in the order of the first repetition. Another way of
+    /// running rcutrace on readers (a sampled mode, say) is one more entry here, its command
+    /// line in rcu-bench's `tracer_command`, and its rows in `table`.
     pub fn tracers(self) -> &'static [Tracer] {
         match self {
             Job::Count => &[

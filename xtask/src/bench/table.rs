@@ -51,7 +51,10 @@ impl RowId {
             RowId::MembarrierWall => "`membarrier()` call, wall clock, mean (µs)".into(),
             RowId::MembarrierAddedWall => "Added per `membarrier()` call, wall clock (µs)".into(),
             RowId::MembarrierCpu => "`membarrier()` call, caller's CPU time, median (µs)".into(),
-            RowId::SyncAddedCpu => "Added CPU per `synchronize_rcu()` call (ns)".into(),
+            RowId::SyncAddedCpu => {
+                "Added CPU per `synchronize_rcu()` call, each tracer as it runs by default (ns)"
+                    .into()
+            }
             RowId::SyncAddedBy(mechanism) => {
                 let rcutrace = match rcutrace_attach(mechanism) {
                     Some(Attach::Auto) => "; rcutrace's default".into(),
