@@ -60,7 +60,7 @@ fn tiny_benchmark_fills_every_row() {
         summary.targets()
     );
     // Tracers really ran: readers were counted, and programs ran under bpf_stats.
-    for tracer in [Tracer::Rcutrace, Tracer::Bpftrace] {
+    for tracer in [Tracer::RCUTRACE, Tracer::Bpftrace] {
         let per_call = summary
             .get(Metric::EventsPerCall, Config::Under(tracer))
             .unwrap();

@@ -2,10 +2,12 @@
 //! in one guest by the rcu-bench driver (`xtask/src/bin/rcu-bench.rs`), summarised as medians.
 //!
 //! One job per file: `run` boots the guest and runs the driver, `sample` is the line format
-//! both ends share (metrics, configurations), `stats` the median, `table` the rows and their
-//! targets, `prose` BENCHMARKS.md around the table, `date` its date stamp.
+//! both ends share (metrics, configurations), `floor` the empty programs that measure each
+//! attach mechanism's own cost, `stats` the median, `table` the rows and their targets,
+//! `prose` BENCHMARKS.md around the table, `date` its date stamp.
 
 mod date;
+pub mod floor;
 mod prose;
 mod run;
 pub mod sample;
@@ -16,6 +18,7 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use crate::vm::{self, Kernel, shell_quote};
+use sample::Job;
 
 pub use date::today;
 pub use prose::benchmarks_md;
@@ -72,12 +75,19 @@ impl Sizes {
 
     /// A generous limit for the whole guest run: emulation is slow, and the machine may be busy.
     pub fn timeout(&self) -> Duration {
-        // Per repetition: 3 getppid loops of up to ~5 us a call, 3 membarrier loops of up to
-        // ~50 ms a call, two windows, and 8 tracer launches of up to ~10 s each.
-        let rep = self.calls * 3 * 5_000 + self.membarriers * 3 * 50_000_000;
-        let rep = Duration::from_nanos(rep) + Duration::from_secs(2 * self.window_secs + 80);
-        let stats = Duration::from_nanos(self.calls * 5_000 + self.membarriers * 50_000_000)
-            + Duration::from_secs(40);
+        let tracers = |job: Job| job.tracers().len() as u64;
+        let (readers, updaters) = (tracers(Job::Count), tracers(Job::Srlat));
+        // Per repetition: a getppid loop of up to ~5 us a call and a membarrier loop of up to
+        // ~50 ms a call per configuration, two windows, and up to ~10 s per tracer launch.
+        let loops = |readers: u64, updaters: u64| {
+            Duration::from_nanos(self.calls * readers * 5_000)
+                + Duration::from_nanos(self.membarriers * updaters * 50_000_000)
+        };
+        let launches = readers + updaters - 2;
+        let rep = loops(readers, updaters)
+            + Duration::from_secs(2 * self.window_secs + 10 * (launches + 2));
+        // The bpf_stats pass: every tracer once.
+        let stats = loops(readers - 1, updaters - 1) + Duration::from_secs(10 * launches);
         (rep * self.reps + stats) * 3 + Duration::from_secs(180)
     }
 }

@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 
+pub use super::floor::Mechanism;
 use super::stats::median;
 
 /// Everything the guest driver measures.
@@ -97,18 +98,59 @@ impl Metric {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Tracer {
     None,
-    Rcutrace,
+    /// rcutrace with an `--attach` choice (`Auto` is what a user gets).
+    Rcutrace(Attach),
+    /// bpftrace running the seed's scripts.
     Bpftrace,
+    /// bpftrace running empty programs on the same hooks: the mechanism's own cost.
+    Floor(Mechanism),
+}
+
+/// rcutrace's `--attach` choice.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Attach {
+    Auto,
+    Kprobe,
+    Fentry,
+}
+
+impl Attach {
+    pub const ALL: [Attach; 3] = [Attach::Auto, Attach::Kprobe, Attach::Fentry];
+
+    /// As rcutrace's `--attach` takes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Attach::Auto => "auto",
+            Attach::Kprobe => "kprobe",
+            Attach::Fentry => "fentry",
+        }
+    }
 }
 
 impl Tracer {
-    pub const ALL: [Tracer; 3] = [Tracer::None, Tracer::Rcutrace, Tracer::Bpftrace];
+    /// rcutrace as a user runs it.
+    pub const RCUTRACE: Tracer = Tracer::Rcutrace(Attach::Auto);
 
-    pub fn name(self) -> &'static str {
+    pub const ALL: [Tracer; 8] = [
+        Tracer::None,
+        Tracer::RCUTRACE,
+        Tracer::Rcutrace(Attach::Kprobe),
+        Tracer::Rcutrace(Attach::Fentry),
+        Tracer::Bpftrace,
+        Tracer::Floor(Mechanism::Kprobe),
+        Tracer::Floor(Mechanism::KprobeFexit),
+        Tracer::Floor(Mechanism::Fentry),
+    ];
+
+    /// As written in a sample line: `rcutrace`, `rcutrace-fentry`, `floor-kprobe-fexit`.
+    pub fn name(self) -> String {
         match self {
-            Tracer::None => "none",
-            Tracer::Rcutrace => "rcutrace",
-            Tracer::Bpftrace => "bpftrace",
+            Tracer::None => "none".into(),
+            Tracer::RCUTRACE => "rcutrace".into(),
+            Tracer::Rcutrace(Attach::Kprobe) => "rcutrace-kprobe".into(),
+            Tracer::Rcutrace(Attach::Fentry) => "rcutrace-fentry".into(),
+            Tracer::Bpftrace => "bpftrace".into(),
+            Tracer::Floor(mechanism) => format!("floor-{}", mechanism.name()),
         }
     }
 }
@@ -129,6 +171,31 @@ impl Job {
             Job::Srlat => "srlat",
         }
     }
+
+    /// The tracers the job's timed work runs under (its getppid() loop for `Count`, its
+    /// membarrier() loop for `Srlat`), in the order of the first repetition. Another way of
+    /// running rcutrace on readers (a sampled mode, say) is one more entry here, its command
+    /// line in rcu-bench's `tracer_command`, and its rows in `table`.
+    pub fn tracers(self) -> &'static [Tracer] {
+        match self {
+            Job::Count => &[
+                Tracer::None,
+                Tracer::RCUTRACE,
+                Tracer::Bpftrace,
+                Tracer::Floor(Mechanism::Kprobe),
+            ],
+            Job::Srlat => &[
+                Tracer::None,
+                Tracer::RCUTRACE,
+                Tracer::Rcutrace(Attach::Kprobe),
+                Tracer::Rcutrace(Attach::Fentry),
+                Tracer::Bpftrace,
+                Tracer::Floor(Mechanism::Kprobe),
+                Tracer::Floor(Mechanism::KprobeFexit),
+                Tracer::Floor(Mechanism::Fentry),
+            ],
+        }
+    }
 }
 
 /// What a sample was measured under.
@@ -146,7 +213,7 @@ impl Config {
     /// As written in a sample line: `rcutrace`, `bpftrace-srlat`, `kernel`.
     pub fn name(self) -> String {
         match self {
-            Config::Under(tracer) => tracer.name().into(),
+            Config::Under(tracer) => tracer.name(),
             Config::Running(tracer, job) => format!("{}-{}", tracer.name(), job.name()),
             Config::Kernel => "kernel".into(),
         }

@@ -1,10 +1,12 @@
 //! The table: one row per figure, medians per configuration, rcutrace/bpftrace ratios, and the
-//! targets the issues set.
+//! targets the issues set. The "empty program" column is the floor (see `floor`): the same
+//! figure under empty programs attached by the same mechanism.
 
 use std::fmt::Write as _;
 
 use super::Sizes;
-use super::sample::{Config, Job, Metric, Samples, Tracer};
+use super::floor::Mechanism;
+use super::sample::{Attach, Config, Job, Metric, Samples, Tracer};
 
 /// Every row of the table, in order; rows are found by this, never by their label.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -12,12 +14,16 @@ pub enum RowId {
     GetppidCall,
     EventsPerCall,
     ReaderAdded,
+    ReaderOwn,
     ReaderProgram,
-    ReaderKprobePath,
     MembarrierWall,
     MembarrierAddedWall,
     MembarrierCpu,
     SyncAddedCpu,
+    /// The added CPU time by one mechanism: its floor, rcutrace attached that way, and
+    /// bpftrace where its script uses it.
+    SyncAddedBy(Mechanism),
+    SyncOwn,
     SyncProgram,
     StartupCount,
     StartupSrlat,
@@ -38,14 +44,31 @@ impl RowId {
             RowId::GetppidCall => "`getppid()` call (ns)".into(),
             RowId::EventsPerCall => "`__rcu_read_lock` events per `getppid()`".into(),
             RowId::ReaderAdded => "Added per `__rcu_read_lock` event (ns)".into(),
-            RowId::ReaderProgram => "BPF program time per `__rcu_read_lock` event (ns)".into(),
-            RowId::ReaderKprobePath => {
-                "Kprobe path per `__rcu_read_lock` event (added − program, ns)".into()
+            RowId::ReaderOwn => {
+                "Program's own share per `__rcu_read_lock` event (added − empty program, ns)".into()
             }
+            RowId::ReaderProgram => "BPF program time per `__rcu_read_lock` event (ns)".into(),
             RowId::MembarrierWall => "`membarrier()` call, wall clock, mean (µs)".into(),
             RowId::MembarrierAddedWall => "Added per `membarrier()` call, wall clock (µs)".into(),
             RowId::MembarrierCpu => "`membarrier()` call, caller's CPU time, median (µs)".into(),
-            RowId::SyncAddedCpu => "Added CPU per `synchronize_rcu()` call (ns)".into(),
+            RowId::SyncAddedCpu => {
+                "Added CPU per `synchronize_rcu()` call, each tracer as it runs by default (ns)"
+                    .into()
+            }
+            RowId::SyncAddedBy(mechanism) => {
+                let rcutrace = match rcutrace_attach(mechanism) {
+                    Some(Attach::Auto) => "; rcutrace's default".into(),
+                    Some(attach) => format!("; rcutrace `--attach {}`", attach.name()),
+                    None => String::new(),
+                };
+                format!(
+                    "Added CPU per `synchronize_rcu()` call by {} (ns{rcutrace})",
+                    mechanism.label(Job::Srlat)
+                )
+            }
+            RowId::SyncOwn => "Program's own share per `synchronize_rcu()` call \
+                (added − empty programs by the same mechanism, ns)"
+                .into(),
             RowId::SyncProgram => "BPF program time per `synchronize_rcu()` call (ns)".into(),
             RowId::StartupCount => "Start-up to attached, count (ms)".into(),
             RowId::StartupSrlat => "Start-up to attached, srlat (ms)".into(),
@@ -61,6 +84,13 @@ impl RowId {
             }
         }
     }
+}
+
+/// The `--attach` choice that makes `rcutrace srlat` hook synchronize_rcu() by `mechanism`.
+fn rcutrace_attach(mechanism: Mechanism) -> Option<Attach> {
+    Attach::ALL
+        .into_iter()
+        .find(|a| Mechanism::of(Tracer::Rcutrace(*a), Job::Srlat) == Some(mechanism))
 }
 
 /// What a target judges.
@@ -87,14 +117,18 @@ pub struct Row {
     pub id: RowId,
     pub label: String,
     pub none: Option<f64>,
+    /// Under empty programs attached the same way (the floor).
+    pub floor: Option<f64>,
     pub rcutrace: Option<f64>,
     pub bpftrace: Option<f64>,
     pub ratio: Option<f64>,
     pub target: Option<Target>,
     /// Decimal places for the values.
     pub decimals: usize,
-    /// Whether the row has a no-tracer figure and a ratio.
+    /// Whether the row has a no-tracer figure, a floor, a bpftrace figure and a ratio.
     pub has_baseline: bool,
+    pub has_floor: bool,
+    pub has_bpftrace: bool,
     pub has_ratio: bool,
     /// Shown instead of a ratio that cannot be computed from measured figures.
     pub ratio_note: Option<&'static str>,
@@ -106,12 +140,15 @@ impl Row {
             id,
             label: id.label(sizes.window_secs),
             none: None,
+            floor: None,
             rcutrace: None,
             bpftrace: None,
             ratio: None,
             target: None,
             decimals,
             has_baseline: false,
+            has_floor: false,
+            has_bpftrace: true,
             has_ratio: false,
             ratio_note: None,
         }
@@ -121,6 +158,20 @@ impl Row {
     fn traced(mut self, (rcutrace, bpftrace): (Option<f64>, Option<f64>)) -> Self {
         self.rcutrace = rcutrace;
         self.bpftrace = bpftrace;
+        self
+    }
+
+    /// rcutrace's figure alone, for rows bpftrace has none (a mechanism its script does not use).
+    fn rcutrace_only(mut self, rcutrace: Option<f64>) -> Self {
+        self.rcutrace = rcutrace;
+        self.has_bpftrace = false;
+        self
+    }
+
+    /// The figure under empty programs, for rows that have one.
+    fn floored(mut self, floor: Option<f64>) -> Self {
+        self.has_floor = true;
+        self.floor = floor;
         self
     }
 
@@ -157,8 +208,9 @@ impl Row {
     pub fn is_complete(&self) -> bool {
         let finite = |v: Option<f64>| v.is_some_and(f64::is_finite);
         finite(self.rcutrace)
-            && finite(self.bpftrace)
+            && (!self.has_bpftrace || finite(self.bpftrace))
             && (!self.has_baseline || finite(self.none))
+            && (!self.has_floor || finite(self.floor))
             && (!self.has_ratio || finite(self.ratio) || self.ratio_note.is_some())
     }
 
@@ -193,60 +245,81 @@ impl Row {
 pub struct Summary {
     pub sizes: Sizes,
     pub rows: Vec<Row>,
-    /// Added ns per reader event outside the BPF program (the kprobe path), per tracer.
-    pub reader_mechanism_ns: (Option<f64>, Option<f64>),
     /// Every value measured, for the figures the table does not show.
     samples: Samples,
 }
 
 use Config::{Running, Under};
 use Job::{Count, Srlat};
-use Tracer::{Bpftrace, Rcutrace};
+use Tracer::{Bpftrace, Floor};
+const RCUTRACE: Tracer = Tracer::RCUTRACE;
 
 impl Summary {
     pub fn new(samples: &Samples, sizes: Sizes) -> Self {
         let m = |metric: Metric, config: Config| samples.median(metric, config);
         // A metric under both tracers, or in both tracers' runs of a job.
-        let under = |metric| (m(metric, Under(Rcutrace)), m(metric, Under(Bpftrace)));
+        let under = |metric| (m(metric, Under(RCUTRACE)), m(metric, Under(Bpftrace)));
         let running = |metric, job| {
             (
-                m(metric, Running(Rcutrace, job)),
+                m(metric, Running(RCUTRACE, job)),
                 m(metric, Running(Bpftrace, job)),
             )
         };
-        let both = |f: &dyn Fn(Tracer) -> Option<f64>| (f(Rcutrace), f(Bpftrace));
+        let both = |f: &dyn Fn(Tracer) -> Option<f64>| (f(RCUTRACE), f(Bpftrace));
         let none = |metric| m(metric, Under(Tracer::None));
         let added = |metric, tracer| Some(m(metric, Under(tracer))? - none(metric)?);
-        let events_per_call = m(Metric::EventsPerCall, Under(Rcutrace));
+        let events_per_call = m(Metric::EventsPerCall, Under(RCUTRACE));
         let us = |(r, b): (Option<f64>, Option<f64>)| (r.map(|v| v / 1e3), b.map(|v| v / 1e3));
         let mib =
             |(r, b): (Option<f64>, Option<f64>)| (r.map(|k| k / 1024.0), b.map(|k| k / 1024.0));
 
-        let reader_added = both(&|t| Some(added(Metric::GetppidNs, t)? / events_per_call?));
-        let reader_program = running(Metric::ProgramNs, Count);
-        let mechanism = |added: Option<f64>, program: Option<f64>| Some(added? - program?);
-        let reader_mechanism_ns = (
-            mechanism(reader_added.0, reader_program.0),
-            mechanism(reader_added.1, reader_program.1),
-        );
+        // What a tracer adds per event of a job: per `__rcu_read_lock`, or the CPU time per
+        // synchronize_rcu() call; and what is left of that above the floor of its mechanism.
+        let added_per_event = |tracer, job| match job {
+            Count => Some(added(Metric::GetppidNs, tracer)? / events_per_call?),
+            Srlat => added(Metric::MembarrierCpuNs, tracer),
+        };
+        let floor = |mechanism, job| added_per_event(Floor(mechanism), job);
+        let own_share = |tracer, job| {
+            let mechanism = Mechanism::of(tracer, job)?;
+            Some(added_per_event(tracer, job)? - floor(mechanism, job)?)
+        };
         let share =
             both(&|t| Some(m(Metric::RunUtimeMs, Under(t))? / (m(Metric::RunS, Under(t))? * 10.0)));
+        let reader_mechanism = Mechanism::of(RCUTRACE, Count).expect("rcutrace hooks readers");
 
         let row = |id, decimals| Row::new(id, sizes, decimals);
-        let rows = vec![
+        let sync_by = |mechanism| {
+            let row = row(RowId::SyncAddedBy(mechanism), 0).floored(floor(mechanism, Srlat));
+            let rcutrace = rcutrace_attach(mechanism)
+                .and_then(|a| added_per_event(Tracer::Rcutrace(a), Srlat));
+            if Mechanism::of(Bpftrace, Srlat) == Some(mechanism) {
+                row.traced((rcutrace, added_per_event(Bpftrace, Srlat)))
+                    .with_ratio()
+            } else {
+                row.rcutrace_only(rcutrace)
+            }
+        };
+        let mut rows = vec![
             row(RowId::GetppidCall, 1)
                 .untraced(none(Metric::GetppidNs))
+                .floored(m(Metric::GetppidNs, Under(Floor(reader_mechanism))))
                 .traced(under(Metric::GetppidNs)),
             row(RowId::EventsPerCall, 3).traced(under(Metric::EventsPerCall)),
             row(RowId::ReaderAdded, 1)
-                .traced(reader_added)
+                .floored(floor(reader_mechanism, Count))
+                .traced(both(&|t| added_per_event(t, Count)))
                 .with_ratio()
                 .ratio_at_most(0.5, "≤ 0.5"),
+            row(RowId::ReaderOwn, 1)
+                .traced(both(&|t| own_share(t, Count)))
+                .with_ratio_of_added(),
             row(RowId::ReaderProgram, 1)
-                .traced(reader_program)
-                .with_ratio(),
-            row(RowId::ReaderKprobePath, 1)
-                .traced(reader_mechanism_ns)
+                .floored(m(
+                    Metric::ProgramNs,
+                    Running(Floor(reader_mechanism), Count),
+                ))
+                .traced(running(Metric::ProgramNs, Count))
                 .with_ratio(),
             row(RowId::MembarrierWall, 1)
                 .untraced(none(Metric::MembarrierWallNs).map(|v| v / 1e3))
@@ -258,8 +331,14 @@ impl Summary {
                 .untraced(none(Metric::MembarrierCpuNs).map(|v| v / 1e3))
                 .traced(us(under(Metric::MembarrierCpuNs))),
             row(RowId::SyncAddedCpu, 0)
-                .traced(both(&|t| added(Metric::MembarrierCpuNs, t)))
+                .traced(both(&|t| added_per_event(t, Srlat)))
                 .with_ratio(),
+        ];
+        rows.extend(Mechanism::ALL.map(sync_by));
+        rows.extend([
+            row(RowId::SyncOwn, 0)
+                .traced(both(&|t| own_share(t, Srlat)))
+                .with_ratio_of_added(),
             row(RowId::SyncProgram, 1)
                 .traced(running(Metric::ProgramNs, Srlat))
                 .with_ratio(),
@@ -298,11 +377,10 @@ impl Summary {
             row(RowId::WindowCpu, 1)
                 .traced(under(Metric::WindowCpuMs))
                 .with_ratio(),
-        ];
+        ]);
         Summary {
             sizes,
             rows,
-            reader_mechanism_ns,
             samples: samples.clone(),
         }
     }
@@ -319,8 +397,9 @@ impl Summary {
     /// The table in Markdown (it reads as plain text too).
     pub fn table(&self) -> String {
         let mut out = format!(
-            "| Median of {} | no tracer | rcutrace | bpftrace | rcutrace / bpftrace | target | met |\n\
-             |---|--:|--:|--:|--:|:-:|:-:|\n",
+            "| Median of {} | no tracer | empty program | rcutrace | bpftrace | rcutrace / bpftrace \
+             | target | met |\n\
+             |---|--:|--:|--:|--:|--:|:-:|:-:|\n",
             reps_text(self.sizes.reps)
         );
         for row in &self.rows {
@@ -336,9 +415,10 @@ impl Summary {
                 .map_or(("", ""), |t| (t.text, if t.met { "yes" } else { "**no**" }));
             let _ = writeln!(
                 out,
-                "| {} | {} | {} | {} | {ratio} | {target} | {met} |",
+                "| {} | {} | {} | {} | {} | {ratio} | {target} | {met} |",
                 row.label,
                 value(row.none),
+                value(row.floor),
                 value(row.rcutrace),
                 value(row.bpftrace),
             );
@@ -390,18 +470,25 @@ sample getppid_ns none 400
 sample getppid_ns none 420
 sample getppid_ns rcutrace 1400
 sample getppid_ns bpftrace 1600
+sample getppid_ns floor-kprobe 1200
 sample events_per_call rcutrace 2.0
 sample events_per_call bpftrace 2.0
 sample program_ns rcutrace-count 50
 sample program_ns bpftrace-count 150
 sample program_ns rcutrace-srlat 120
 sample program_ns bpftrace-srlat 400
+sample program_ns floor-kprobe-count 10
 sample membarrier_wall_ns none 10000000
 sample membarrier_wall_ns rcutrace 10100000
 sample membarrier_wall_ns bpftrace 10300000
 sample membarrier_cpu_ns none 9000
 sample membarrier_cpu_ns rcutrace 9500
 sample membarrier_cpu_ns bpftrace 11000
+sample membarrier_cpu_ns rcutrace-kprobe 9700
+sample membarrier_cpu_ns rcutrace-fentry 9400
+sample membarrier_cpu_ns floor-kprobe 9300
+sample membarrier_cpu_ns floor-kprobe-fexit 9200
+sample membarrier_cpu_ns floor-fentry 9100
 sample startup_ms rcutrace-count 100
 sample startup_ms bpftrace-count 3000
 sample startup_ms rcutrace-srlat 90
@@ -441,7 +528,26 @@ sample bogus line
         assert_eq!(reader.rcutrace, Some(495.0));
         assert_eq!(reader.bpftrace, Some(595.0));
         assert!(reader.misses_target());
-        assert_eq!(summary.reader_mechanism_ns, (Some(445.0), Some(445.0)));
+        // (1200 - 410) / 2: an empty program on the same kprobe.
+        assert_eq!(reader.floor, Some(395.0));
+        let own = summary.row(RowId::ReaderOwn).unwrap();
+        assert_eq!((own.rcutrace, own.bpftrace), (Some(100.0), Some(200.0)));
+        assert_eq!(summary.row(RowId::ReaderProgram).unwrap().floor, Some(10.0));
+        // Each mechanism's floor beside rcutrace attached that way; bpftrace's script uses
+        // kprobe + kretprobe only.
+        let by = |m| {
+            let row = summary.row(RowId::SyncAddedBy(m)).unwrap();
+            (row.floor, row.rcutrace, row.bpftrace)
+        };
+        assert_eq!(
+            by(Mechanism::Kprobe),
+            (Some(300.0), Some(700.0), Some(2000.0))
+        );
+        assert_eq!(by(Mechanism::KprobeFexit), (Some(200.0), Some(500.0), None));
+        assert_eq!(by(Mechanism::Fentry), (Some(100.0), Some(400.0), None));
+        let own = summary.row(RowId::SyncOwn).unwrap();
+        // rcutrace's default is kprobe + fexit, bpftrace's kprobe + kretprobe.
+        assert_eq!((own.rcutrace, own.bpftrace), (Some(300.0), Some(1700.0)));
         let startup = summary.row(RowId::StartupCount).unwrap();
         assert!((startup.ratio.unwrap() - 1.0 / 30.0).abs() < 1e-9);
         assert!(startup.target.as_ref().unwrap().met);
@@ -460,12 +566,27 @@ sample bogus line
         assert_eq!(table.lines().count(), summary.rows.len() + 2);
         assert!(table.contains("| Median of 5 runs |"), "{table}");
         assert!(
-            table.contains("| Added per `__rcu_read_lock` event (ns) |  | 495.0 | 595.0 | 0.832 | ≤ 0.5 | **no** |"),
+            table.contains(
+                "| Added CPU per `synchronize_rcu()` call by kprobe + fexit \
+                 (ns; rcutrace's default) |  | 200 | 500 |  |  |  |  |"
+            ),
             "{table}"
         );
         assert!(
-            table
-                .contains("| User CPU while tracing, 10 s window (ms) |  | 0 | 10 | 0.000 |  |  |"),
+            table.contains(
+                "| Added CPU per `synchronize_rcu()` call by kprobe + kretprobe \
+                 (ns; rcutrace `--attach kprobe`) |  | 300 | 700 | 2000 | 0.350 |  |  |"
+            ),
+            "{table}"
+        );
+        assert!(
+            table.contains("| Added per `__rcu_read_lock` event (ns) |  | 395.0 | 495.0 | 595.0 | 0.832 | ≤ 0.5 | **no** |"),
+            "{table}"
+        );
+        assert!(
+            table.contains(
+                "| User CPU while tracing, 10 s window (ms) |  |  | 0 | 10 | 0.000 |  |  |"
+            ),
             "{table}"
         );
         let targets = summary.targets();

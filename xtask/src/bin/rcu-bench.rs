@@ -10,7 +10,8 @@ use std::sync::mpsc;
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use xtask::bench::sample::{Config, Job, Metric, Sample, Tracer};
+use xtask::bench::floor::{self, Hook, Mechanism};
+use xtask::bench::sample::{Attach, Config, Job, Metric, Sample, Tracer};
 use xtask::bench::stats::median;
 use xtask::bench::{BPFTRACE_COUNT, BPFTRACE_SRLAT, MEMBARRIER_WARMUP};
 use xtask::guest::{online_cpus, sys_getppid};
@@ -22,13 +23,17 @@ USAGE:
     rcu-bench [--reps R] [--calls N] [--membarriers M] [--window SECS]
               [--rcutrace PATH] [--bpftrace PATH]
 
-Each repetition runs, for no tracer, `rcutrace count` and bpftrace's reader count (the order
-rotates from one repetition to the next):
+Each repetition runs, for no tracer, `rcutrace count`, bpftrace's reader count and an empty
+kprobe on __rcu_read_lock (the order rotates from one repetition to the next):
     N getppid() calls (readers), timed;
-then, for no tracer, `rcutrace srlat` and bpftrace's synchronize_rcu() latency script:
+then, for no tracer, `rcutrace srlat` (with --attach auto, kprobe and fentry), bpftrace's
+synchronize_rcu() latency script and empty programs on synchronize_rcu()'s entry and return
+(kprobe + kretprobe, kprobe + fexit, fentry + fexit):
     M membarrier(MEMBARRIER_CMD_GLOBAL) calls, timed by the clock and by the caller's CPU time;
 then each tracer's count for SECS seconds under a getppid() load, for its CPU time.
-A last pass with /proc/sys/kernel/bpf_stats_enabled set reads each tracer's BPF program time.
+A last pass with /proc/sys/kernel/bpf_stats_enabled set reads each one's BPF program time,
+checks that its programs ran for every timed call, and that rcutrace attached as expected.
+The empty programs are bpftrace scripts with empty blocks.
 
 Every tracer launch is timed until attached (its banner, and for a kprobe its entry in
 /sys/kernel/debug/kprobes/list), then stopped with SIGINT and reaped with wait4() for its peak
@@ -163,13 +168,13 @@ fn bench(opts: &Options) -> Result<(), String> {
     for rep in 0..opts.reps {
         let tag = format!("[{}/{}]", rep + 1, opts.reps);
         kernel_facts();
-        for tracer in rotated(&Tracer::ALL, rep) {
+        for tracer in rotated(Job::Count.tracers(), rep) {
             reader_path(opts, tracer, &tag)?;
         }
-        for tracer in rotated(&Tracer::ALL, rep) {
+        for tracer in rotated(Job::Srlat.tracers(), rep) {
             latency_path(opts, tracer, &tag)?;
         }
-        for tracer in rotated(&[Tracer::Rcutrace, Tracer::Bpftrace], rep) {
+        for tracer in rotated(&[Tracer::RCUTRACE, Tracer::Bpftrace], rep) {
             cpu_window(opts, tracer, &tag)?;
         }
     }
@@ -191,7 +196,11 @@ fn reader_path(opts: &Options, tracer: Tracer, tag: &str) -> Result<(), String> 
     ));
     if let Some(running) = running {
         let done = running.stop()?;
-        let events = reader_count(tracer, &done.stdout).ok_or_else(|| {
+        done.record_rss(tracer, Job::Count);
+        let Some(prefix) = reader_count_prefix(tracer) else {
+            return Ok(());
+        };
+        let events = reader_count(prefix, &done.stdout).ok_or_else(|| {
             format!(
                 "no __rcu_read_lock count in {}'s output:\n{}{}",
                 tracer.name(),
@@ -204,7 +213,6 @@ fn reader_path(opts: &Options, tracer: Tracer, tag: &str) -> Result<(), String> 
             Config::Under(tracer),
             events as f64 / opts.calls as f64,
         );
-        done.record_rss(tracer, Job::Count);
     }
     Ok(())
 }
@@ -273,24 +281,28 @@ fn cpu_window(opts: &Options, tracer: Tracer, tag: &str) -> Result<(), String> {
 }
 
 /// With bpf_stats on, the time each tracer's programs run per event, from their fdinfo, over
-/// the timed work only (after a warm-up).
+/// the timed work only (after a warm-up); with it, the proof that every tracer's programs,
+/// the empty ones too, ran for each timed call, and that rcutrace attached as the table says.
 fn program_times(opts: &Options) -> Result<(), String> {
-    for tracer in [Tracer::Rcutrace, Tracer::Bpftrace] {
-        for job in [Job::Count, Job::Srlat] {
+    for job in [Job::Count, Job::Srlat] {
+        for &tracer in job.tracers() {
+            if tracer == Tracer::None {
+                continue;
+            }
             // rcutrace logs how it attached each probe at info level.
-            let env: &[(&str, &str)] = if tracer == Tracer::Rcutrace {
+            let env: &[(&str, &str)] = if matches!(tracer, Tracer::Rcutrace(_)) {
                 &[("RUST_LOG", "info")]
             } else {
                 &[]
             };
             let running = launch(opts, tracer, job, env, false)?.expect("a tracer");
             thread::sleep(SETTLE);
-            let before = match job {
+            let (before, timed_calls) = match job {
                 Job::Count => {
                     getppid_loop(1_000);
                     let before = bpf_programs(running.pid);
                     getppid_loop(opts.calls);
-                    before
+                    (before, opts.calls)
                 }
                 Job::Srlat => {
                     for _ in 0..MEMBARRIER_WARMUP {
@@ -300,7 +312,7 @@ fn program_times(opts: &Options) -> Result<(), String> {
                     for _ in 0..opts.membarriers {
                         membarrier_global()?;
                     }
-                    before
+                    (before, opts.membarriers)
                 }
             };
             let after = bpf_programs(running.pid);
@@ -330,10 +342,12 @@ fn program_times(opts: &Options) -> Result<(), String> {
                 total_ns += run_ns;
             }
             // Per event of the busiest program: the reader probe, or synchronize_rcu()'s
-            // entry, whose return program runs as often.
-            if busiest == 0 {
+            // entry, whose return program runs as often. Each timed call is at least one
+            // event: fewer runs mean a program (an empty one, say) was never attached.
+            if busiest < timed_calls {
                 return Err(format!(
-                    "bpf_stats: no program of {} ran (programs: {})",
+                    "bpf_stats: the programs of {} ran {busiest} times for {timed_calls} timed \
+                     calls (programs: {})",
                     config.name(),
                     after.len()
                 ));
@@ -348,8 +362,11 @@ fn program_times(opts: &Options) -> Result<(), String> {
                 // Everything before the first probe is attached is loading.
                 sample(Metric::FirstAttachMs, config, first.as_secs_f64() * 1e3);
             }
-            for (_, line) in attached {
+            for (_, line) in &attached {
                 println!("info attach {} {}", config.name(), line.trim());
+            }
+            if matches!(tracer, Tracer::Rcutrace(_)) {
+                check_rcutrace_hooks(tracer, job, attached.iter().map(|(_, l)| l.as_str()))?;
             }
         }
     }
@@ -399,27 +416,92 @@ struct Finished {
     lifetime: Duration,
 }
 
-fn tracer_command(opts: &Options, tracer: Tracer, job: Job) -> Option<Command> {
-    let (program, args): (&str, &[&str]) = match (tracer, job) {
-        (Tracer::None, _) => return None,
-        (Tracer::Rcutrace, Job::Count) => (&opts.rcutrace, &["count", "--secs", "0"]),
-        (Tracer::Rcutrace, Job::Srlat) => (&opts.rcutrace, &["srlat", "--secs", "0"]),
-        (Tracer::Bpftrace, Job::Count) => (&opts.bpftrace, &["-e", BPFTRACE_COUNT]),
-        (Tracer::Bpftrace, Job::Srlat) => (&opts.bpftrace, &["-e", BPFTRACE_SRLAT]),
+/// The command line of `tracer` doing `job`; `None` for no tracer.
+fn tracer_command(opts: &Options, tracer: Tracer, job: Job) -> Result<Option<Command>, String> {
+    let (program, args): (&str, Vec<String>) = match tracer {
+        Tracer::None => return Ok(None),
+        Tracer::Rcutrace(attach) => {
+            let mut args: Vec<String> = vec![job.name().into(), "--secs".into(), "0".into()];
+            if attach != Attach::Auto {
+                args.extend(["--attach".into(), attach.name().into()]);
+            }
+            (&opts.rcutrace, args)
+        }
+        Tracer::Bpftrace => {
+            let script = match job {
+                Job::Count => BPFTRACE_COUNT,
+                Job::Srlat => BPFTRACE_SRLAT,
+            };
+            (&opts.bpftrace, vec!["-e".into(), script.into()])
+        }
+        Tracer::Floor(mechanism) => {
+            let script = floor::empty_script(job, mechanism).ok_or_else(|| {
+                format!(
+                    "{} must never hook {}",
+                    tracer.name(),
+                    floor::hooked_function(job)
+                )
+            })?;
+            (&opts.bpftrace, vec!["-e".into(), script])
+        }
     };
     let mut cmd = Command::new(program);
     cmd.args(args);
-    Some(cmd)
+    Ok(Some(cmd))
 }
 
-/// The kprobes a tracer registers that show it has attached: bpftrace prints its banner before
-/// it attaches, rcutrace after. Trampolines (rcutrace's srlat) are not listed; its banner is.
-fn kprobes_when_attached(tracer: Tracer, job: Job) -> Option<(&'static str, usize)> {
-    match (tracer, job) {
-        (Tracer::None, _) | (Tracer::Rcutrace, Job::Srlat) => None,
-        (_, Job::Count) => Some(("__rcu_read_lock", 1)),
-        (Tracer::Bpftrace, Job::Srlat) => Some(("synchronize_rcu", 2)),
+/// What shows that a tracer has attached, where its banner does not: bpftrace prints its
+/// banner before it attaches (rcutrace after), so wait for its kprobes to be listed as enabled
+/// and for a BPF link of each of its trampolines.
+#[derive(Clone, Copy, Debug)]
+struct Attachments {
+    function: &'static str,
+    kprobes: usize,
+    trampolines: usize,
+}
+
+fn attachments_to_wait_for(tracer: Tracer, job: Job) -> Option<Attachments> {
+    if !matches!(tracer, Tracer::Bpftrace | Tracer::Floor(_)) {
+        return None;
     }
+    let hooks = Mechanism::of(tracer, job)?.hooks(job)?;
+    let trampolines = hooks.iter().filter(|h| h.is_trampoline()).count();
+    Some(Attachments {
+        function: floor::hooked_function(job),
+        kprobes: hooks.len() - trampolines,
+        trampolines,
+    })
+}
+
+/// rcutrace's log must show it hooked the job's function by the mechanism the table files its
+/// figures under.
+fn check_rcutrace_hooks<'a>(
+    tracer: Tracer,
+    job: Job,
+    log: impl IntoIterator<Item = &'a str>,
+) -> Result<(), String> {
+    let function = floor::hooked_function(job);
+    let mut expected = Mechanism::of(tracer, job)
+        .and_then(|m| m.hooks(job))
+        .unwrap_or_default();
+    expected.sort();
+    let logged = floor::logged_hooks(log, function);
+    if logged != expected {
+        let names = |hooks: &[Hook]| {
+            hooks
+                .iter()
+                .map(|h| h.name())
+                .collect::<Vec<_>>()
+                .join(" + ")
+        };
+        return Err(format!(
+            "{} hooked {function} by {}, but the table files it under {}",
+            tracer.name(),
+            names(&logged),
+            names(&expected)
+        ));
+    }
+    Ok(())
 }
 
 /// Launches the tracer and waits until it has attached, sampling the time that took.
@@ -437,12 +519,12 @@ fn launch(
     record: bool,
 ) -> Result<Option<Running>, String> {
     thread::sleep(SETTLE);
-    let Some(mut cmd) = tracer_command(opts, tracer, job) else {
+    let Some(mut cmd) = tracer_command(opts, tracer, job)? else {
         return Ok(None);
     };
     let config = Config::Running(tracer, job);
-    let kprobes = kprobes_when_attached(tracer, job);
-    let baseline = kprobes.map_or(0, |(function, _)| enabled_kprobes(function));
+    let wait_for = attachments_to_wait_for(tracer, job);
+    let baseline = wait_for.map_or(0, |w| enabled_kprobes(w.function));
     cmd.envs(env.iter().copied())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -495,14 +577,20 @@ fn launch(
             ));
         }
     };
-    if let Some((function, count)) = kprobes {
-        while enabled_kprobes(function) < baseline + count {
+    if let Some(w) = wait_for {
+        while enabled_kprobes(w.function) < baseline + w.kprobes
+            || tracing_links(pid) < w.trampolines
+        {
             if launched.elapsed() > ATTACH_TIMEOUT {
                 let done = running.stop()?;
                 return Err(format!(
-                    "{}: no enabled kprobe on {function} in {KPROBE_LIST} after {:?}:\n{}{}",
+                    "{}: not attached to {} after {:?} ({} kprobes enabled in {KPROBE_LIST}, \
+                     {} trampoline links expected):\n{}{}",
                     config.name(),
+                    w.function,
                     ATTACH_TIMEOUT,
+                    w.kprobes,
+                    w.trampolines,
                     done.stdout,
                     done.stderr
                 ));
@@ -605,13 +693,18 @@ impl Finished {
     }
 }
 
-/// The reader count in a tracer's output: rcutrace's `@[__rcu_read_lock]: N`, bpftrace's `@: N`.
-fn reader_count(tracer: Tracer, output: &str) -> Option<u64> {
-    let prefix = match tracer {
-        Tracer::Rcutrace => "@[__rcu_read_lock]: ",
-        Tracer::Bpftrace => "@: ",
-        Tracer::None => return None,
-    };
+/// How a tracer's output starts the line of its reader count: rcutrace's
+/// `@[__rcu_read_lock]: N`, bpftrace's `@: N`; `None` for those that count nothing.
+fn reader_count_prefix(tracer: Tracer) -> Option<&'static str> {
+    match tracer {
+        Tracer::Rcutrace(_) => Some("@[__rcu_read_lock]: "),
+        Tracer::Bpftrace => Some("@: "),
+        Tracer::None | Tracer::Floor(_) => None,
+    }
+}
+
+/// The reader count on the line that starts with `prefix`.
+fn reader_count(prefix: &str, output: &str) -> Option<u64> {
     output
         .lines()
         .find_map(|l| l.strip_prefix(prefix))
@@ -629,6 +722,23 @@ fn enabled_kprobes(function: &str) -> usize {
                 .is_some_and(|s| s.starts_with(&at))
                 && !l.contains("[DISABLED]")
                 && !l.contains("[GONE]")
+        })
+        .count()
+}
+
+/// The BPF links of trampoline programs (fentry, fexit) a process holds: the kernel hands a
+/// link's fd out only after the trampoline is patched in.
+fn tracing_links(pid: libc::pid_t) -> usize {
+    let Ok(entries) = std::fs::read_dir(format!("/proc/{pid}/fdinfo")) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .filter(|entry| {
+            std::fs::read_to_string(entry.path()).is_ok_and(|info| {
+                info.lines()
+                    .any(|l| l.strip_prefix("link_type:").map(str::trim) == Some("tracing"))
+            })
         })
         .count()
 }
