@@ -32,6 +32,15 @@ pub const BPFTRACE_SRLAT: &str = "kprobe:synchronize_rcu { @start[tid] = nsecs; 
 kretprobe:synchronize_rcu /@start[tid]/ { @srlat = hist((nsecs - @start[tid]) / 1000000); \
 delete(@start[tid]); }";
 
+/// How the benchmark samples readers (`rcutrace count --sample-readers`): 5% of the time, in
+/// windows as short as rcutrace allows.
+pub const SAMPLE_READERS: &str = "100/2000";
+
+/// User-space work per getppid() call in the paced load, where readers are a small part of
+/// the work (as on most machines), so that the probe slowing the readers it samples barely
+/// changes the load.
+pub const PACED_WORK: Duration = Duration::from_micros(50);
+
 /// Untimed membarrier() calls before a timed loop: the first calls after a probe is patched in
 /// pay for emulating freshly changed code, which is the emulator's cost, not the probe's.
 pub const MEMBARRIER_WARMUP: u64 = 3;
@@ -83,9 +92,10 @@ impl Sizes {
             Duration::from_nanos(self.calls * readers * 5_000)
                 + Duration::from_nanos(self.membarriers * updaters * 50_000_000)
         };
-        let launches = readers + updaters - 2;
+        // The sampled readers: four windows (a load alone, and three tracer runs).
+        let launches = readers + updaters - 2 + 3;
         let rep = loops(readers, updaters)
-            + Duration::from_secs(2 * self.window_secs + 10 * (launches + 2));
+            + Duration::from_secs(6 * self.window_secs + 10 * (launches + 2));
         // The bpf_stats pass: every tracer once.
         let stats = loops(readers - 1, updaters - 1) + Duration::from_secs(10 * launches);
         (rep * self.reps + stats) * 3 + Duration::from_secs(180)

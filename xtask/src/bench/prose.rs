@@ -7,8 +7,8 @@ use std::fmt::Write as _;
 use super::floor;
 use super::run::Outcome;
 use super::sample::{Config, Job, Metric, Tracer};
-use super::table::{Row, RowId, Summary};
-use super::{BPFTRACE_COUNT, BPFTRACE_SRLAT, MEMBARRIER_WARMUP};
+use super::table::{self, Row, RowId, Summary};
+use super::{BPFTRACE_COUNT, BPFTRACE_SRLAT, MEMBARRIER_WARMUP, PACED_WORK, SAMPLE_READERS};
 
 const HEADER: &str = include_str!("prose/header.md");
 const WHAT_WAS_RUN: &str = include_str!("prose/what_was_run.md");
@@ -90,6 +90,18 @@ pub fn benchmarks_md(outcome: &Outcome, command: &str, date: &str) -> String {
             ("count_script", BPFTRACE_COUNT.into()),
             ("srlat_script", BPFTRACE_SRLAT.into()),
             ("floor_scripts", floor_scripts().join("\n  ")),
+            ("sample_readers", SAMPLE_READERS.into()),
+            ("paced_us", PACED_WORK.as_micros().to_string()),
+            (
+                "margin_pct",
+                num(
+                    summary.get(
+                        Metric::SampledMarginPct,
+                        Config::Under(Tracer::RcutraceSampled),
+                    ),
+                    1,
+                ),
+            ),
         ],
     ));
     let attach: Vec<&String> = outcome
@@ -187,7 +199,10 @@ fn gap_notes(summary: &Summary) -> String {
                     "bpftrace_srlat_ms",
                     num(startup(Tracer::Bpftrace, Job::Srlat), 0),
                 ),
-                ("budget_ms", num(bpftrace_count.map(|b| b / 10.0), 0)),
+                (
+                    "budget_ms",
+                    num(bpftrace_count.map(|b| b * table::STARTUP_RATIO), 0),
+                ),
                 (
                     "first_attach_ms",
                     num(
@@ -223,10 +238,7 @@ fn gap_notes(summary: &Summary) -> String {
             &[
                 ("rcutrace_mib", num(mib(Tracer::RCUTRACE), 1)),
                 ("bpftrace_mib", num(mib(Tracer::Bpftrace), 1)),
-                (
-                    "budget_mib",
-                    num(mib(Tracer::Bpftrace).map(|b| b / 10.0), 1),
-                ),
+                ("budget_mib", num(Some(table::RSS_MIB), 0)),
                 ("btf_mib", btf_mib.clone()),
             ],
         ));

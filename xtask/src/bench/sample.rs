@@ -44,10 +44,18 @@ pub enum Metric {
     KallsymsLines,
     /// Size of the kernel's BTF.
     BtfKib,
+    /// Wall-clock ns per getppid() call of a steady load on a thread of its own, over a
+    /// tracer's window (the sampled reader mode needs many of its periods).
+    LoadGetppidNs,
+    /// `__rcu_read_lock` events per second a tracer reported under the paced load: counted,
+    /// or estimated by the sampled reader mode.
+    PacedReadersPerS,
+    /// The sampled reader mode's stated 95% margin under the paced load, % of its estimate.
+    SampledMarginPct,
 }
 
 impl Metric {
-    pub const ALL: [Metric; 17] = [
+    pub const ALL: [Metric; 20] = [
         Metric::GetppidNs,
         Metric::EventsPerCall,
         Metric::MembarrierWallNs,
@@ -65,6 +73,9 @@ impl Metric {
         Metric::KallsymsReadMs,
         Metric::KallsymsLines,
         Metric::BtfKib,
+        Metric::LoadGetppidNs,
+        Metric::PacedReadersPerS,
+        Metric::SampledMarginPct,
     ];
 
     pub fn name(self) -> &'static str {
@@ -86,6 +97,9 @@ impl Metric {
             Metric::KallsymsReadMs => "kallsyms_read_ms",
             Metric::KallsymsLines => "kallsyms_lines",
             Metric::BtfKib => "btf_kib",
+            Metric::LoadGetppidNs => "load_getppid_ns",
+            Metric::PacedReadersPerS => "paced_readers_per_s",
+            Metric::SampledMarginPct => "sampled_margin_pct",
         }
     }
 
@@ -104,6 +118,8 @@ pub enum Tracer {
     Bpftrace,
     /// bpftrace running empty programs on the same hooks: the mechanism's own cost.
     Floor(Mechanism),
+    /// `rcutrace count --sample-readers` as `SAMPLE_READERS` says.
+    RcutraceSampled,
 }
 
 /// rcutrace's `--attach` choice.
@@ -131,7 +147,7 @@ impl Tracer {
     /// rcutrace as a user runs it.
     pub const RCUTRACE: Tracer = Tracer::Rcutrace(Attach::Auto);
 
-    pub const ALL: [Tracer; 8] = [
+    pub const ALL: [Tracer; 9] = [
         Tracer::None,
         Tracer::RCUTRACE,
         Tracer::Rcutrace(Attach::Kprobe),
@@ -140,6 +156,7 @@ impl Tracer {
         Tracer::Floor(Mechanism::Kprobe),
         Tracer::Floor(Mechanism::KprobeFexit),
         Tracer::Floor(Mechanism::Fentry),
+        Tracer::RcutraceSampled,
     ];
 
     /// As written in a sample line: `rcutrace`, `rcutrace-fentry`, `floor-kprobe-fexit`.
@@ -151,6 +168,7 @@ impl Tracer {
             Tracer::Rcutrace(Attach::Fentry) => "rcutrace-fentry".into(),
             Tracer::Bpftrace => "bpftrace".into(),
             Tracer::Floor(mechanism) => format!("floor-{}", mechanism.name()),
+            Tracer::RcutraceSampled => "rcutrace-sampled".into(),
         }
     }
 }

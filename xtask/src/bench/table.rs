@@ -4,9 +4,9 @@
 
 use std::fmt::Write as _;
 
-use super::Sizes;
 use super::floor::Mechanism;
 use super::sample::{Attach, Config, Job, Metric, Samples, Tracer};
+use super::{SAMPLE_READERS, Sizes};
 
 /// Every row of the table, in order; rows are found by this, never by their label.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -16,6 +16,12 @@ pub enum RowId {
     ReaderAdded,
     ReaderOwn,
     ReaderProgram,
+    /// `count --sample-readers`: its added cost per reader event, its estimate on a load of
+    /// nothing but readers, and its estimate against an exact count of a paced load.
+    SampledReaderAdded,
+    SampledEventsPerCall,
+    PacedReadersExact,
+    PacedEstimateOverExact,
     MembarrierWall,
     MembarrierAddedWall,
     MembarrierCpu,
@@ -48,6 +54,20 @@ impl RowId {
                 "Program's own share per `__rcu_read_lock` event (added − empty program, ns)".into()
             }
             RowId::ReaderProgram => "BPF program time per `__rcu_read_lock` event (ns)".into(),
+            RowId::SampledReaderAdded => format!(
+                "Added per `__rcu_read_lock` event, `count --sample-readers {SAMPLE_READERS}` \
+                 (ns, {window} s of a `getppid()` load)"
+            ),
+            RowId::SampledEventsPerCall => format!(
+                "`__rcu_read_lock` events per `getppid()` estimated by `--sample-readers \
+                 {SAMPLE_READERS}` on that load"
+            ),
+            RowId::PacedReadersExact => {
+                "`__rcu_read_lock` events per second under a paced load, counted".into()
+            }
+            RowId::PacedEstimateOverExact => {
+                format!("`--sample-readers {SAMPLE_READERS}` estimate ÷ count, same paced load")
+            }
             RowId::MembarrierWall => "`membarrier()` call, wall clock, mean (µs)".into(),
             RowId::MembarrierAddedWall => "Added per `membarrier()` call, wall clock (µs)".into(),
             RowId::MembarrierCpu => "`membarrier()` call, caller's CPU time, median (µs)".into(),
@@ -93,6 +113,11 @@ fn rcutrace_attach(mechanism: Mechanism) -> Option<Attach> {
         .find(|a| Mechanism::of(Tracer::Rcutrace(*a), Job::Srlat) == Some(mechanism))
 }
 
+/// Start-up to attached, at most this share of bpftrace's.
+pub const STARTUP_RATIO: f64 = 0.15;
+/// Peak RSS, at most this many MiB.
+pub const RSS_MIB: f64 = 10.0;
+
 /// What a target judges.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Judged {
@@ -100,6 +125,8 @@ pub enum Judged {
     Ratio,
     /// rcutrace's own figure, a percentage.
     RcutracePercent,
+    /// rcutrace's own figure.
+    RcutraceValue,
 }
 
 /// A target a row must meet.
@@ -234,6 +261,28 @@ impl Row {
         self
     }
 
+    /// rcutrace's own figure must be within `tolerance` of `center`.
+    fn rcutrace_within(mut self, center: f64, tolerance: f64, text: &'static str) -> Self {
+        self.target = Some(Target {
+            text,
+            judged: Judged::RcutraceValue,
+            met: self
+                .rcutrace
+                .is_some_and(|v| (v - center).abs() <= tolerance),
+        });
+        self
+    }
+
+    /// rcutrace's own figure must be at most `limit`.
+    fn rcutrace_at_most(mut self, limit: f64, text: &'static str) -> Self {
+        self.target = Some(Target {
+            text,
+            judged: Judged::RcutraceValue,
+            met: self.rcutrace.is_some_and(|v| v <= limit),
+        });
+        self
+    }
+
     /// Whether the row has a target it misses.
     pub fn misses_target(&self) -> bool {
         self.target.as_ref().is_some_and(|t| !t.met)
@@ -253,6 +302,7 @@ use Config::{Running, Under};
 use Job::{Count, Srlat};
 use Tracer::{Bpftrace, Floor};
 const RCUTRACE: Tracer = Tracer::RCUTRACE;
+const SAMPLED: Tracer = Tracer::RcutraceSampled;
 
 impl Summary {
     pub fn new(samples: &Samples, sizes: Sizes) -> Self {
@@ -287,6 +337,10 @@ impl Summary {
         let share =
             both(&|t| Some(m(Metric::RunUtimeMs, Under(t))? / (m(Metric::RunS, Under(t))? * 10.0)));
         let reader_mechanism = Mechanism::of(RCUTRACE, Count).expect("rcutrace hooks readers");
+        // The sampled mode's cost: its steady load against the same load with no tracer.
+        let sampled_added = m(Metric::LoadGetppidNs, Under(SAMPLED))
+            .zip(m(Metric::LoadGetppidNs, Under(Tracer::None)))
+            .map(|(sampled, none)| sampled - none);
 
         let row = |id, decimals| Row::new(id, sizes, decimals);
         let sync_by = |mechanism| {
@@ -321,6 +375,25 @@ impl Summary {
                 ))
                 .traced(running(Metric::ProgramNs, Count))
                 .with_ratio(),
+            row(RowId::SampledReaderAdded, 1)
+                .untraced(m(Metric::LoadGetppidNs, Under(Tracer::None)))
+                .traced((
+                    sampled_added.and_then(|ns| Some(ns / events_per_call?)),
+                    added_per_event(Bpftrace, Count),
+                ))
+                .with_ratio()
+                .ratio_at_most(0.1, "≤ 0.1"),
+            row(RowId::SampledEventsPerCall, 3)
+                .rcutrace_only(m(Metric::EventsPerCall, Under(SAMPLED))),
+            row(RowId::PacedReadersExact, 0)
+                .rcutrace_only(m(Metric::PacedReadersPerS, Under(RCUTRACE))),
+            row(RowId::PacedEstimateOverExact, 3)
+                .rcutrace_only(
+                    m(Metric::PacedReadersPerS, Under(SAMPLED))
+                        .zip(m(Metric::PacedReadersPerS, Under(RCUTRACE)))
+                        .map(|(estimate, exact)| estimate / exact),
+                )
+                .rcutrace_within(1.0, 0.02, "within 2 %"),
             row(RowId::MembarrierWall, 1)
                 .untraced(none(Metric::MembarrierWallNs).map(|v| v / 1e3))
                 .traced(us(under(Metric::MembarrierWallNs))),
@@ -345,11 +418,11 @@ impl Summary {
             row(RowId::StartupCount, 0)
                 .traced(running(Metric::StartupMs, Count))
                 .with_ratio()
-                .ratio_at_most(0.1, "≤ 0.1"),
+                .ratio_at_most(STARTUP_RATIO, "≤ 0.15"),
             row(RowId::StartupSrlat, 0)
                 .traced(running(Metric::StartupMs, Srlat))
                 .with_ratio()
-                .ratio_at_most(0.1, "≤ 0.1"),
+                .ratio_at_most(STARTUP_RATIO, "≤ 0.15"),
             row(RowId::BannerCount, 0)
                 .traced(running(Metric::BannerMs, Count))
                 .with_ratio(),
@@ -359,11 +432,11 @@ impl Summary {
             row(RowId::RssCount, 1)
                 .traced(mib(running(Metric::RssKib, Count)))
                 .with_ratio()
-                .ratio_at_most(0.1, "≤ 0.1"),
+                .rcutrace_at_most(RSS_MIB, "rcutrace ≤ 10 MiB"),
             row(RowId::RssSrlat, 1)
                 .traced(mib(running(Metric::RssKib, Srlat)))
                 .with_ratio()
-                .ratio_at_most(0.1, "≤ 0.1"),
+                .rcutrace_at_most(RSS_MIB, "rcutrace ≤ 10 MiB"),
             row(RowId::RunUtime, 0)
                 .traced(under(Metric::RunUtimeMs))
                 .with_ratio(),
@@ -438,6 +511,9 @@ impl Summary {
                 Judged::Ratio => row
                     .ratio
                     .map_or("not measured".into(), |r| format!("ratio {r:.3}")),
+                Judged::RcutraceValue => row
+                    .rcutrace
+                    .map_or("not measured".into(), |v| format!("{v:.*}", row.decimals)),
             };
             let _ = writeln!(
                 out,
@@ -513,6 +589,12 @@ sample first_attach_ms rcutrace-count 60
 sample kallsyms_read_ms kernel 250
 sample kallsyms_lines kernel 150000
 sample btf_kib kernel 4576
+sample load_getppid_ns none 500
+sample load_getppid_ns rcutrace-sampled 600
+sample events_per_call rcutrace-sampled 1.5
+sample paced_readers_per_s rcutrace 40000
+sample paced_readers_per_s rcutrace-sampled 40400
+sample sampled_margin_pct rcutrace-sampled 1.2
 sample bogus line
 ";
 
@@ -533,6 +615,13 @@ sample bogus line
         let own = summary.row(RowId::ReaderOwn).unwrap();
         assert_eq!((own.rcutrace, own.bpftrace), (Some(100.0), Some(200.0)));
         assert_eq!(summary.row(RowId::ReaderProgram).unwrap().floor, Some(10.0));
+        // Sampled: (600 - 500) / 2 per event against bpftrace's 595, under its own baseline.
+        let sampled = summary.row(RowId::SampledReaderAdded).unwrap();
+        assert_eq!((sampled.none, sampled.rcutrace), (Some(500.0), Some(50.0)));
+        assert!(!sampled.misses_target());
+        let estimate = summary.row(RowId::PacedEstimateOverExact).unwrap();
+        assert!((estimate.rcutrace.unwrap() - 1.01).abs() < 1e-9);
+        assert!(!estimate.misses_target());
         // Each mechanism's floor beside rcutrace attached that way; bpftrace's script uses
         // kprobe + kretprobe only.
         let by = |m| {
@@ -590,14 +679,14 @@ sample bogus line
             "{table}"
         );
         let targets = summary.targets();
-        assert_eq!(targets.lines().count(), 6, "{targets}");
+        assert_eq!(targets.lines().count(), 8, "{targets}");
         assert!(
             targets
                 .contains("share of the whole count run (%): 0.29 %, target rcutrace < 1 %: met"),
             "{targets}"
         );
         assert!(
-            targets.contains("Peak RSS, count (MiB): ratio 0.080, target ≤ 0.1: met"),
+            targets.contains("Peak RSS, count (MiB): 8.0, target rcutrace ≤ 10 MiB: met"),
             "{targets}"
         );
     }

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio, exit};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use xtask::bench::floor::{self, Hook, Mechanism};
 use xtask::bench::sample::{Attach, Config, Job, Metric, Sample, Tracer};
 use xtask::bench::stats::median;
-use xtask::bench::{BPFTRACE_COUNT, BPFTRACE_SRLAT, MEMBARRIER_WARMUP};
+use xtask::bench::{BPFTRACE_COUNT, BPFTRACE_SRLAT, MEMBARRIER_WARMUP, PACED_WORK, SAMPLE_READERS};
 use xtask::guest::{online_cpus, sys_getppid};
 
 const USAGE: &str = "\
@@ -177,6 +177,7 @@ fn bench(opts: &Options) -> Result<(), String> {
         for tracer in rotated(&[Tracer::RCUTRACE, Tracer::Bpftrace], rep) {
             cpu_window(opts, tracer, &tag)?;
         }
+        sampled_readers(opts, &tag)?;
     }
     set_bpf_stats(true)?;
     let result = program_times(opts);
@@ -215,6 +216,134 @@ fn reader_path(opts: &Options, tracer: Tracer, tag: &str) -> Result<(), String> 
         );
     }
     Ok(())
+}
+
+/// The sampled reader mode under steady loads that run through the tracer's whole life, so
+/// that the time it samples and the time it does not carry the same load: a load of nothing
+/// but getppid() calls, for its cost per reader and its estimate when the probe slows the
+/// very readers it samples; and a paced load (readers a small part of the work), for its
+/// estimate against an exact count of the same load.
+fn sampled_readers(opts: &Options, tag: &str) -> Result<(), String> {
+    let load = SteadyLoad::start(0);
+    thread::sleep(SETTLE);
+    let (calls_before, started) = (load.calls(), Instant::now());
+    thread::sleep(opts.window);
+    let ns = started.elapsed().as_nanos() as f64 / (load.calls() - calls_before).max(1) as f64;
+    load.stop();
+    sample(Metric::LoadGetppidNs, Config::Under(Tracer::None), ns);
+
+    let load = SteadyLoad::start(0);
+    let running = launch(opts, Tracer::RcutraceSampled, Job::Count, &[], false)?.expect("a tracer");
+    let (calls_at_open, opened) = (load.calls(), Instant::now());
+    thread::sleep(opts.window);
+    let ns = opened.elapsed().as_nanos() as f64 / (load.calls() - calls_at_open).max(1) as f64;
+    let calls = load.calls() - calls_at_open;
+    let done = running.stop()?;
+    load.stop();
+    let config = Config::Under(Tracer::RcutraceSampled);
+    sample(Metric::LoadGetppidNs, config, ns);
+    let estimate = reader_count(ESTIMATED_READERS, &done.stdout)
+        .ok_or_else(|| format!("no reader estimate in:\n{}{}", done.stdout, done.stderr))?;
+    sample(
+        Metric::EventsPerCall,
+        config,
+        estimate as f64 / calls as f64,
+    );
+    progress(&format!(
+        "{tag} sampled readers, getppid() load: {ns:.1} ns per call, {:.3} estimated events per call",
+        estimate as f64 / calls as f64
+    ));
+
+    let spin = spin_for(PACED_WORK);
+    for tracer in [Tracer::RCUTRACE, Tracer::RcutraceSampled] {
+        let load = SteadyLoad::start(spin);
+        let running = launch(opts, tracer, Job::Count, &[], false)?.expect("a tracer");
+        thread::sleep(opts.window);
+        let done = running.stop()?;
+        load.stop();
+        let prefix = reader_count_prefix(tracer).expect("a reader count");
+        let report = |what| format!("no {what} in:\n{}{}", done.stdout, done.stderr);
+        let readers = reader_count(prefix, &done.stdout).ok_or_else(|| report("reader count"))?;
+        let secs = window_secs(&done.stdout).ok_or_else(|| report("window"))?;
+        sample(
+            Metric::PacedReadersPerS,
+            Config::Under(tracer),
+            readers as f64 / secs,
+        );
+        // Unknown with a single window (a short smoke run).
+        if let Some(margin) = estimate_margin(&done.stdout).filter(|_| tracer != Tracer::RCUTRACE) {
+            sample(
+                Metric::SampledMarginPct,
+                Config::Under(tracer),
+                100.0 * margin as f64 / readers.max(1) as f64,
+            );
+        }
+        progress(&format!(
+            "{tag} paced load, {}: {:.0} readers/s",
+            tracer.name(),
+            readers as f64 / secs
+        ));
+    }
+    Ok(())
+}
+
+/// getppid() calls on a thread of their own until stopped, `spin` iterations of user-space
+/// work before each; the calls made so far can be read at any time.
+struct SteadyLoad {
+    calls: Arc<AtomicU64>,
+    stop: Arc<AtomicBool>,
+    thread: JoinHandle<()>,
+}
+
+impl SteadyLoad {
+    fn start(spin: u64) -> Self {
+        let calls = Arc::new(AtomicU64::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread = {
+            let (calls, stop) = (Arc::clone(&calls), Arc::clone(&stop));
+            thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    for _ in 0..100 {
+                        work(spin);
+                        sys_getppid();
+                    }
+                    calls.fetch_add(100, Ordering::Relaxed);
+                }
+            })
+        };
+        SteadyLoad {
+            calls,
+            stop,
+            thread,
+        }
+    }
+
+    fn calls(&self) -> u64 {
+        self.calls.load(Ordering::Relaxed)
+    }
+
+    fn stop(self) {
+        self.stop.store(true, Ordering::Relaxed);
+        let _ = self.thread.join();
+    }
+}
+
+/// `spin` iterations of arithmetic the compiler cannot drop.
+fn work(spin: u64) {
+    let mut x = 0u64;
+    for i in 0..spin {
+        x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(i));
+    }
+    std::hint::black_box(x);
+}
+
+/// The iterations of `work` that take about `duration` on this machine.
+fn spin_for(duration: Duration) -> u64 {
+    const TRIAL: u64 = 1_000_000;
+    let started = Instant::now();
+    work(TRIAL);
+    let per_iteration = started.elapsed().as_secs_f64() / TRIAL as f64;
+    (duration.as_secs_f64() / per_iteration.max(1e-12)) as u64
 }
 
 /// M membarrier(MEMBARRIER_CMD_GLOBAL) calls, each one synchronize_rcu().
@@ -434,6 +563,12 @@ fn tracer_command(opts: &Options, tracer: Tracer, job: Job) -> Result<Option<Com
             };
             (&opts.bpftrace, vec!["-e".into(), script.into()])
         }
+        Tracer::RcutraceSampled => (
+            &opts.rcutrace,
+            ["count", "--secs", "0", "--sample-readers", SAMPLE_READERS]
+                .map(String::from)
+                .to_vec(),
+        ),
         Tracer::Floor(mechanism) => {
             let script = floor::empty_script(job, mechanism).ok_or_else(|| {
                 format!(
@@ -698,9 +833,31 @@ impl Finished {
 fn reader_count_prefix(tracer: Tracer) -> Option<&'static str> {
     match tracer {
         Tracer::Rcutrace(_) => Some("@[__rcu_read_lock]: "),
+        Tracer::RcutraceSampled => Some(ESTIMATED_READERS),
         Tracer::Bpftrace => Some("@: "),
         Tracer::None | Tracer::Floor(_) => None,
     }
+}
+
+/// How the sampled reader mode prints its estimate.
+const ESTIMATED_READERS: &str = "@[__rcu_read_lock (estimated)]: ";
+
+/// The window's length in seconds, from rcutrace's `Over S s:` line.
+fn window_secs(output: &str) -> Option<f64> {
+    output
+        .lines()
+        .find_map(|l| l.strip_prefix("Over ")?.strip_suffix(" s:"))
+        .and_then(|s| s.trim().parse().ok())
+}
+
+/// The stated 95% margin of the sampled reader mode's estimate (`~N ±M ...`); `None` where it
+/// is unknown (fewer than two windows).
+fn estimate_margin(output: &str) -> Option<u64> {
+    output
+        .lines()
+        .find_map(|l| l.trim_start().strip_prefix("RCU readers, estimated:"))
+        .and_then(|rest| rest.split_once('\u{b1}'))
+        .and_then(|(_, margin)| margin.split_whitespace().next()?.parse().ok())
 }
 
 /// The reader count on the line that starts with `prefix`.
