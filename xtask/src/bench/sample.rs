@@ -52,10 +52,12 @@ pub enum Metric {
     PacedReadersPerS,
     /// The sampled reader mode's stated 95% margin under the paced load, % of its estimate.
     SampledMarginPct,
+    /// getppid() calls per second the paced load made while a tracer ran.
+    PacedCallsPerS,
 }
 
 impl Metric {
-    pub const ALL: [Metric; 20] = [
+    pub const ALL: [Metric; 21] = [
         Metric::GetppidNs,
         Metric::EventsPerCall,
         Metric::MembarrierWallNs,
@@ -76,6 +78,7 @@ impl Metric {
         Metric::LoadGetppidNs,
         Metric::PacedReadersPerS,
         Metric::SampledMarginPct,
+        Metric::PacedCallsPerS,
     ];
 
     pub fn name(self) -> &'static str {
@@ -100,6 +103,7 @@ impl Metric {
             Metric::LoadGetppidNs => "load_getppid_ns",
             Metric::PacedReadersPerS => "paced_readers_per_s",
             Metric::SampledMarginPct => "sampled_margin_pct",
+            Metric::PacedCallsPerS => "paced_calls_per_s",
         }
     }
 

@@ -22,6 +22,7 @@ pub enum RowId {
     SampledEventsPerCall,
     PacedReadersExact,
     PacedEstimateOverExact,
+    PacedEstimateOverMade,
     MembarrierWall,
     MembarrierAddedWall,
     MembarrierCpu,
@@ -68,6 +69,10 @@ impl RowId {
             RowId::PacedEstimateOverExact => {
                 format!("`--sample-readers {SAMPLE_READERS}` estimate ÷ count, same paced load")
             }
+            RowId::PacedEstimateOverMade => format!(
+                "`--sample-readers {SAMPLE_READERS}` estimate ÷ the readers its paced load made \
+                 (calls × the count's events per call)"
+            ),
             RowId::MembarrierWall => "`membarrier()` call, wall clock, mean (µs)".into(),
             RowId::MembarrierAddedWall => "Added per `membarrier()` call, wall clock (µs)".into(),
             RowId::MembarrierCpu => "`membarrier()` call, caller's CPU time, median (µs)".into(),
@@ -337,6 +342,15 @@ impl Summary {
         let share =
             both(&|t| Some(m(Metric::RunUtimeMs, Under(t))? / (m(Metric::RunS, Under(t))? * 10.0)));
         let reader_mechanism = Mechanism::of(RCUTRACE, Count).expect("rcutrace hooks readers");
+        // The readers the paced load made under the sampled count: its calls, times the
+        // events per call the exact count saw of the same load.
+        let paced = |metric, tracer| m(metric, Under(tracer));
+        let paced_estimate_over_made = (|| {
+            let exact_per_call = paced(Metric::PacedReadersPerS, RCUTRACE)?
+                / paced(Metric::PacedCallsPerS, RCUTRACE)?;
+            let made = paced(Metric::PacedCallsPerS, SAMPLED)? * exact_per_call;
+            Some(paced(Metric::PacedReadersPerS, SAMPLED)? / made)
+        })();
         // The sampled mode's cost: its steady load against the same load with no tracer.
         let sampled_added = m(Metric::LoadGetppidNs, Under(SAMPLED))
             .zip(m(Metric::LoadGetppidNs, Under(Tracer::None)))
@@ -394,6 +408,7 @@ impl Summary {
                         .map(|(estimate, exact)| estimate / exact),
                 )
                 .rcutrace_within(1.0, 0.02, "within 2 %"),
+            row(RowId::PacedEstimateOverMade, 3).rcutrace_only(paced_estimate_over_made),
             row(RowId::MembarrierWall, 1)
                 .untraced(none(Metric::MembarrierWallNs).map(|v| v / 1e3))
                 .traced(us(under(Metric::MembarrierWallNs))),
@@ -595,6 +610,8 @@ sample events_per_call rcutrace-sampled 1.5
 sample paced_readers_per_s rcutrace 40000
 sample paced_readers_per_s rcutrace-sampled 40400
 sample sampled_margin_pct rcutrace-sampled 1.2
+sample paced_calls_per_s rcutrace 20000
+sample paced_calls_per_s rcutrace-sampled 20800
 sample bogus line
 ";
 
@@ -622,6 +639,9 @@ sample bogus line
         let estimate = summary.row(RowId::PacedEstimateOverExact).unwrap();
         assert!((estimate.rcutrace.unwrap() - 1.01).abs() < 1e-9);
         assert!(!estimate.misses_target());
+        // 40400 / (20800 * 40000 / 20000).
+        let made = summary.row(RowId::PacedEstimateOverMade).unwrap();
+        assert!((made.rcutrace.unwrap() - 40400.0 / 41600.0).abs() < 1e-9);
         // Each mechanism's floor beside rcutrace attached that way; bpftrace's script uses
         // kprobe + kretprobe only.
         let by = |m| {

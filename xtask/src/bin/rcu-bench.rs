@@ -258,9 +258,12 @@ fn sampled_readers(opts: &Options, tag: &str) -> Result<(), String> {
     for tracer in [Tracer::RCUTRACE, Tracer::RcutraceSampled] {
         let load = SteadyLoad::start(spin);
         let running = launch(opts, tracer, Job::Count, &[], false)?.expect("a tracer");
+        let (calls_before, started) = (load.calls(), Instant::now());
         thread::sleep(opts.window);
+        let calls_per_s = (load.calls() - calls_before) as f64 / started.elapsed().as_secs_f64();
         let done = running.stop()?;
         load.stop();
+        sample(Metric::PacedCallsPerS, Config::Under(tracer), calls_per_s);
         let prefix = reader_count_prefix(tracer).expect("a reader count");
         let report = |what| format!("no {what} in:\n{}{}", done.stdout, done.stderr);
         let readers = reader_count(prefix, &done.stdout).ok_or_else(|| report("reader count"))?;
@@ -279,7 +282,7 @@ fn sampled_readers(opts: &Options, tag: &str) -> Result<(), String> {
             );
         }
         progress(&format!(
-            "{tag} paced load, {}: {:.0} readers/s",
+            "{tag} paced load, {}: {:.0} readers/s, {calls_per_s:.0} calls/s",
             tracer.name(),
             readers as f64 / secs
         ));
@@ -340,6 +343,8 @@ fn work(spin: u64) {
 /// The iterations of `work` that take about `duration` on this machine.
 fn spin_for(duration: Duration) -> u64 {
     const TRIAL: u64 = 1_000_000;
+    // Once untimed: the emulator translates the loop on its first run.
+    work(TRIAL);
     let started = Instant::now();
     work(TRIAL);
     let per_iteration = started.elapsed().as_secs_f64() / TRIAL as f64;
