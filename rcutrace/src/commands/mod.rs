@@ -275,15 +275,23 @@ fn switch_readers(
     let grace_periods_before = tracer.counter("COUNTS", counters::GP_FQS_LOOP)?;
     let began = Instant::now();
     let switch = sampler.next().1;
-    match switch {
+    let switched = match switch {
         Switch::Detach => {
             sampler.close_window(Instant::now(), readers(tracer)?);
-            tracer.switch_kprobe(&READERS.probe, false)?;
+            tracer.switch_kprobe(&READERS.probe, false)
         }
-        Switch::Attach => {
-            tracer.switch_kprobe(&READERS.probe, true)?;
-            sampler.open_window(Instant::now(), readers(tracer)?);
-        }
+        Switch::Attach => tracer.switch_kprobe(&READERS.probe, true),
+    };
+    // The windows so far still make an estimate: say why no more follow, and keep tracing.
+    if let Err(e) = switched {
+        eprintln!(
+            "rcutrace: warning: sampling readers stopped: {e:#}; they are estimated from the \
+             windows before"
+        );
+        return Ok(None);
+    }
+    if switch == Switch::Attach {
+        sampler.open_window(Instant::now(), readers(tracer)?);
     }
     log::info!("reader probe: {switch:?} took {:?}", began.elapsed());
     let grace_periods = tracer.counter("COUNTS", counters::GP_FQS_LOOP)?;
