@@ -9,7 +9,7 @@
 use aya_ebpf::{
     EbpfContext,
     helpers::bpf_ktime_get_ns,
-    macros::{fentry, fexit, kprobe, kretprobe, map},
+    macros::map,
     maps::{HashMap, PerCpuArray, RingBuf},
     programs::{FEntryContext, FExitContext, ProbeContext, RetProbeContext},
 };
@@ -117,28 +117,32 @@ fn wakeup() -> u64 {
 
 macro_rules! timed_programs {
     ($($timed:literal => $kprobe:ident, $fentry:ident, $kretprobe:ident, $fexit:ident;)*) => {$(
-        #[kprobe]
-        pub fn $kprobe(ctx: ProbeContext) -> u32 {
-            on_entry(&ctx, $timed);
-            0
+        program! {
+            kprobe fn $kprobe(ctx: ProbeContext) -> u32 {
+                on_entry(&ctx, $timed);
+                0
+            }
         }
 
-        #[fentry]
-        pub fn $fentry(ctx: FEntryContext) -> u32 {
-            on_entry(&ctx, $timed);
-            0
+        program! {
+            fentry fn $fentry(ctx: FEntryContext) -> u32 {
+                on_entry(&ctx, $timed);
+                0
+            }
         }
 
-        #[kretprobe]
-        pub fn $kretprobe(_ctx: RetProbeContext) -> u32 {
-            on_return($timed);
-            0
+        program! {
+            kretprobe fn $kretprobe(_ctx: RetProbeContext) -> u32 {
+                on_return($timed);
+                0
+            }
         }
 
-        #[fexit]
-        pub fn $fexit(_ctx: FExitContext) -> u32 {
-            on_return($timed);
-            0
+        program! {
+            fexit fn $fexit(_ctx: FExitContext) -> u32 {
+                on_return($timed);
+                0
+            }
         }
     )*};
 }
