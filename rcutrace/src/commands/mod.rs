@@ -146,10 +146,10 @@ pub async fn trace_with<R>(
     };
     let mut attached = Vec::new();
     let mut problems = Vec::new();
-    for probe in request.probes {
-        match tracer.attach(probe, request.choice, keys) {
-            Attachment::Attached(method) => attached.push((*probe, method)),
-            other => problems.push((*probe, other)),
+    for (probe, attachment) in tracer.attach(request.probes, request.choice, keys) {
+        match attachment {
+            Attachment::Attached(method) => attached.push((probe, method)),
+            other => problems.push((probe, other)),
         }
     }
     // A function that failed every method may simply not exist on this kernel: say so.
