@@ -4,7 +4,10 @@
 //! stub object and a warning; the binary then refuses to trace. Release builds fail instead,
 //! so a stub can never ship.
 
-use std::{env, fs, path::PathBuf};
+use std::{
+    env, fs,
+    path::{Path, PathBuf},
+};
 
 use anyhow::{Context as _, anyhow};
 
@@ -55,7 +58,36 @@ fn main() -> anyhow::Result<()> {
         }],
         aya_build::Toolchain::default(),
     )
-    .context("building the eBPF programs (scripts/setup installs the toolchain)")
+    .context("building the eBPF programs (scripts/setup installs the toolchain)")?;
+    let object = PathBuf::from(env::var("OUT_DIR")?).join(OBJECT_NAME);
+    strip_dwarf(&object).with_context(|| format!("stripping DWARF from {}", object.display()))
+}
+
+/// Drops the DWARF sections (and their relocations) from the eBPF object. bpf-linker needs the
+/// DWARF to write the object's BTF, and nothing reads it after that; left in, it would be two
+/// thirds of the object embedded in rcutrace, and aya would read its relocations at every
+/// start. The BTF (`.BTF`, `.BTF.ext`) stays.
+fn strip_dwarf(path: &Path) -> anyhow::Result<()> {
+    let data = fs::read(path)?;
+    let mut elf = object::build::elf::Builder::read(data.as_slice())?;
+    for section in elf.sections.iter_mut() {
+        let name: &[u8] = &section.name;
+        if name.starts_with(b".debug_") || name.starts_with(b".rel.debug_") {
+            section.delete = true;
+        }
+    }
+    elf.delete_orphans();
+    // bpf-linker names the sections in the symbols' string table; the writer wants a table of
+    // their own.
+    let names = elf.sections.add();
+    names.name = b".shstrtab"[..].into();
+    names.sh_type = object::elf::SHT_STRTAB;
+    names.sh_addralign = 1;
+    names.data = object::build::elf::SectionData::SectionString;
+    let mut stripped = Vec::new();
+    elf.write(&mut stripped)?;
+    fs::write(path, stripped)?;
+    Ok(())
 }
 
 fn which_bpf_linker() -> Option<PathBuf> {

@@ -46,9 +46,6 @@ pub struct Tracer {
     /// Dropping the object detaches and unloads every program; the maps stay readable.
     ebpf: Ebpf,
     maps: HashMap<String, Map>,
-    /// The functions trampolines may be attached to, at their kernel BTF ids: read on first
-    /// need, all together.
-    trampoline_targets: Option<std::result::Result<Btf, String>>,
     /// Kernel ids of the programs attached, by the function and side they serve.
     program_ids: Vec<(Probe, u32)>,
 }
@@ -80,7 +77,6 @@ impl Tracer {
         Ok(Tracer {
             ebpf,
             maps,
-            trampoline_targets: None,
             program_ids: Vec::new(),
         })
     }
@@ -94,18 +90,21 @@ impl Tracer {
         choice: AttachChoice,
         keys: Keys,
     ) -> Vec<(Probe, Attachment)> {
-        let trampolined: Vec<&str> = probes
-            .iter()
-            .filter(|probe| {
-                plan(probe, choice, keys)
-                    .iter()
-                    .any(|(method, _)| is_trampoline(*method))
-            })
-            .map(|probe| probe.function)
-            .collect();
+        let mut targets = TrampolineTargets {
+            functions: probes
+                .iter()
+                .filter(|probe| {
+                    plan(probe, choice, keys)
+                        .iter()
+                        .any(|(method, _)| is_trampoline(*method))
+                })
+                .map(|probe| probe.function)
+                .collect(),
+            btf: None,
+        };
         probes
             .iter()
-            .map(|probe| (*probe, self.attach_probe(probe, choice, keys, &trampolined)))
+            .map(|probe| (*probe, self.attach_probe(probe, choice, keys, &mut targets)))
             .collect()
     }
 
@@ -114,11 +113,11 @@ impl Tracer {
         probe: &Probe,
         choice: AttachChoice,
         keys: Keys,
-        trampolined: &[&str],
+        targets: &mut TrampolineTargets,
     ) -> Attachment {
         let mut failures = Vec::new();
         for (method, program) in plan(probe, choice, keys) {
-            match self.attach_one(method, &program, probe.function, trampolined) {
+            match self.attach_one(method, &program, probe.function, targets) {
                 Ok(()) => {
                     log::info!("{}: attached by {method} ({program})", probe.function);
                     if let Some(id) = self.program_id(&program) {
@@ -135,43 +134,37 @@ impl Tracer {
         Attachment::Failed(failures)
     }
 
-    /// `trampolined`: the functions of this attach whose plan has a trampoline, whose kernel
-    /// BTF ids are read together on the first trampoline's need.
     fn attach_one(
         &mut self,
         method: Method,
         program: &str,
         function: &str,
-        trampolined: &[&str],
+        targets: &mut TrampolineTargets,
     ) -> Result<()> {
-        if is_trampoline(method) {
-            self.read_trampoline_targets(trampolined)?;
-        }
-        let btf = self
-            .trampoline_targets
-            .as_ref()
-            .and_then(|btf| btf.as_ref().ok());
         let program: &mut Program = self
             .ebpf
             .program_mut(program)
             .ok_or_else(|| anyhow!("program {program} missing from the eBPF object"))?;
-        match (method, btf) {
-            (Method::Kprobe | Method::Kretprobe, _) => {
+        match method {
+            Method::Kprobe | Method::Kretprobe => {
                 let kprobe: &mut KProbe = program.try_into()?;
                 kprobe.load().context("loading the program")?;
                 kprobe.attach(function, 0).context("attaching")?;
             }
-            (Method::Fentry, Some(btf)) => {
+            Method::Fentry => {
                 let fentry: &mut FEntry = program.try_into()?;
-                fentry.load(function, btf).context("loading the program")?;
+                fentry
+                    .load(function, targets.btf()?)
+                    .context("loading the program")?;
                 fentry.attach().context("attaching")?;
             }
-            (Method::Fexit, Some(btf)) => {
+            Method::Fexit => {
                 let fexit: &mut FExit = program.try_into()?;
-                fexit.load(function, btf).context("loading the program")?;
+                fexit
+                    .load(function, targets.btf()?)
+                    .context("loading the program")?;
                 fexit.attach().context("attaching")?;
             }
-            (Method::Fentry | Method::Fexit, None) => bail!("kernel BTF unavailable"),
         }
         Ok(())
     }
@@ -187,16 +180,6 @@ impl Tracer {
             .iter()
             .filter(|(p, _)| probes.contains(p))
             .map(|(_, id)| *id)
-    }
-
-    /// Looks up the kernel BTF ids of `functions` once; fentry/fexit are loaded against them.
-    fn read_trampoline_targets(&mut self, functions: &[&str]) -> Result<()> {
-        let targets = self.trampoline_targets.get_or_insert_with(|| {
-            kernel_btf::function_ids(functions)
-                .map(|ids| kernel_btf::btf_of(&ids))
-                .map_err(|e| format!("{e:#}"))
-        });
-        targets.as_ref().map(|_| ()).map_err(|e| anyhow!(e.clone()))
     }
 
     /// Opens or closes the tracing window for the programs that check it (`CONTROL`).
@@ -299,6 +282,25 @@ impl Tracer {
         map.keys()
             .map(|key| key.map(|k| (k.tid, k.timed)).context("reading IN_FLIGHT"))
             .collect()
+    }
+}
+
+/// The functions of one `attach` that may get a trampoline, and their kernel BTF ids, read
+/// for all of them on the first trampoline's need and dropped after the attach.
+struct TrampolineTargets<'a> {
+    functions: Vec<&'a str>,
+    btf: Option<std::result::Result<Btf, String>>,
+}
+
+impl TrampolineTargets<'_> {
+    fn btf(&mut self) -> Result<&Btf> {
+        let functions = &self.functions;
+        let btf = self.btf.get_or_insert_with(|| {
+            kernel_btf::function_ids(functions)
+                .map(|ids| kernel_btf::btf_of(&ids))
+                .map_err(|e| format!("{e:#}"))
+        });
+        btf.as_ref().map_err(|e| anyhow!(e.clone()))
     }
 }
 
