@@ -116,7 +116,7 @@ fn name_offsets<'a>(mut strings: impl BufRead, names: &[&'a str]) -> Result<Hash
 }
 
 /// The ids of the functions named at `offsets`, from the type section; type ids count from 1.
-fn func_ids(mut types: impl Read, offsets: &HashMap<u32, &str>) -> Result<HashMap<String, u32>> {
+fn func_ids(mut types: impl BufRead, offsets: &HashMap<u32, &str>) -> Result<HashMap<String, u32>> {
     let wanted = offsets
         .values()
         .collect::<std::collections::HashSet<_>>()
@@ -140,11 +140,24 @@ fn func_ids(mut types: impl Read, offsets: &HashMap<u32, &str>) -> Result<HashMa
         }
         let trailing = trailing_bytes(kind, info & 0xffff)
             .with_context(|| format!("type {id} has unknown kind {kind}"))?;
-        std::io::copy(&mut (&mut types).take(trailing), &mut std::io::sink())
-            .context("reading the types")?;
+        skip(&mut types, trailing).context("reading the types")?;
         id += 1;
     }
     Ok(ids)
+}
+
+/// Reads past `count` bytes.
+fn skip(input: &mut impl BufRead, mut count: u64) -> std::io::Result<()> {
+    while count > 0 {
+        let available = input.fill_buf()?.len();
+        if available == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        let step = available.min(usize::try_from(count).unwrap_or(usize::MAX));
+        input.consume(step);
+        count -= step as u64;
+    }
+    Ok(())
 }
 
 /// The bytes that follow a type's common part, by kind and `vlen` (the kernel's

@@ -60,6 +60,7 @@ impl Tracer {
             );
         }
         let mut loader = loader_without_kernel_btf();
+
         for constant in constants {
             match constant {
                 Constant::U32(name, value) => loader.override_global(name, value, true),
