@@ -92,26 +92,43 @@ fn read_header(input: &mut impl Read) -> Result<Header> {
 }
 
 /// Where each of `names` is in the string section, by offset. A type's name may start inside a
-/// longer string (a shared suffix), so every string's suffixes are matched.
+/// longer string (a shared suffix), so every string's suffixes are matched. The strings are
+/// matched where they lie in the reader's buffer; only one cut by its end is copied.
 fn name_offsets<'a>(mut strings: impl BufRead, names: &[&'a str]) -> Result<HashMap<u32, &'a str>> {
     let mut offsets = HashMap::new();
-    let mut string = Vec::new();
-    let mut start = 0u32;
-    loop {
-        string.clear();
-        let read = strings
-            .read_until(0, &mut string)
-            .context("reading the strings")?;
-        if read == 0 {
-            return Ok(offsets);
-        }
-        let text = string.strip_suffix(&[0]).unwrap_or(&string);
+    let mut match_names = |string: &[u8], start: usize| {
         for name in names {
-            if let Some(prefix) = text.strip_suffix(name.as_bytes()) {
-                offsets.insert(start + prefix.len() as u32, *name);
+            if let Some(prefix) = string.strip_suffix(name.as_bytes()) {
+                offsets.insert((start + prefix.len()) as u32, *name);
             }
         }
-        start += read as u32;
+    };
+    // The start of the string being read, and its bytes so far if a chunk's end cut it.
+    let mut start = 0usize;
+    let mut cut = Vec::new();
+    let mut chunk_at = 0usize;
+    loop {
+        let chunk = strings.fill_buf().context("reading the strings")?;
+        if chunk.is_empty() {
+            return Ok(offsets);
+        }
+        let mut from = 0;
+        while let Some(nul) = chunk[from..].iter().position(|&b| b == 0) {
+            let end = from + nul;
+            if cut.is_empty() {
+                match_names(&chunk[from..end], start);
+            } else {
+                cut.extend_from_slice(&chunk[from..end]);
+                match_names(&cut, start);
+                cut.clear();
+            }
+            from = end + 1;
+            start = chunk_at + from;
+        }
+        cut.extend_from_slice(&chunk[from..]);
+        let read = chunk.len();
+        strings.consume(read);
+        chunk_at += read;
     }
 }
 
@@ -218,14 +235,19 @@ mod tests {
         types.push((KIND_FUNC, 1, 15)); // id 21
         types.push((KIND_FUNC, 1, 5)); // id 22
         types.push((KIND_FUNC, 1, 5)); // id 23: the same name again
-        let ids = scan(
-            Cursor::new(blob(&types, strings)),
-            &["call_rcu", "synchronize_rcu", "absent"],
-        )
-        .unwrap();
-        assert_eq!(ids.len(), 2);
-        assert_eq!(ids["synchronize_rcu"], 21);
-        assert_eq!(ids["call_rcu"], 22);
+        let blob = blob(&types, strings);
+        let names = ["call_rcu", "synchronize_rcu", "absent"];
+        // Read whole, and a few bytes at a time so that reads cut strings and types.
+        for capacity in [blob.len(), 1, 3, 7] {
+            let input = std::io::BufReader::with_capacity(capacity, Cursor::new(&blob));
+            let ids = scan(input, &names).unwrap();
+            assert_eq!(ids.len(), 2, "read {capacity} bytes at a time");
+            assert_eq!(
+                ids["synchronize_rcu"], 21,
+                "read {capacity} bytes at a time"
+            );
+            assert_eq!(ids["call_rcu"], 22, "read {capacity} bytes at a time");
+        }
     }
 
     #[test]

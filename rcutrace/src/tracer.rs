@@ -60,7 +60,6 @@ impl Tracer {
             );
         }
         let mut loader = loader_without_kernel_btf();
-
         for constant in constants {
             match constant {
                 Constant::U32(name, value) => loader.override_global(name, value, true),
