@@ -15,8 +15,10 @@
 ///
 /// aya 0.14 gives every program a copy of the line information of its whole section when it
 /// parses the object: ~150 programs sharing four sections cost user space ~24 MiB and most of
-/// the parse's time. With a section each, a program carries only its own lines. aya ignores
-/// what follows the slash: user space names the function to attach to.
+/// the parse's time. With a section each, a program carries only its own lines and function
+/// records (rcutrace's build.rs also drops the line information, so this keeps the object
+/// cheap to parse should that ever be skipped). aya ignores what follows the slash: user space
+/// names the function to attach to.
 macro_rules! program {
     ($kind:ident fn $name:ident($ctx:ident: $context:ty) -> u32 $body:block) => {
         #[unsafe(no_mangle)]
