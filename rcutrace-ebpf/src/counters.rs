@@ -19,8 +19,9 @@ use crate::{attribution, window};
 
 #[map]
 static COUNTS: PerCpuArray<u64> = PerCpuArray::with_max_entries(COUNTER_SLOTS, 0);
+// One entry: only a run with `--by` sizes it at load time (MAX_KEYED_COUNTS).
 #[map]
-static KEYED_COUNTS: HashMap<Attribution, u64> = HashMap::with_max_entries(MAX_KEYED_COUNTS, 0);
+static KEYED_COUNTS: HashMap<Attribution, u64> = HashMap::with_max_entries(1, 0);
 #[map]
 static COUNT_LOSSES: PerCpuArray<u64> = PerCpuArray::with_max_entries(COUNT_LOSS_SLOTS, 0);
 
