@@ -15,8 +15,9 @@ use crate::window::constant;
 static BY_MODE: u32 = BY_NONE;
 
 /// Kernel stacks of the callers, for BY_STACK, by content hash.
+// One entry: only `--by stack` sizes it at load time (MAX_STACKS).
 #[map]
-static STACKS: HashMap<u64, StackFrames> = HashMap::with_max_entries(MAX_STACKS, 0);
+static STACKS: HashMap<u64, StackFrames> = HashMap::with_max_entries(1, 0);
 /// Room to read a stack into (too large for the BPF stack).
 #[map]
 static STACK_SCRATCH: PerCpuArray<StackFrames> = PerCpuArray::with_max_entries(1, 0);

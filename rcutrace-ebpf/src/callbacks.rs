@@ -10,7 +10,7 @@
 
 use aya_ebpf::{
     helpers::{bpf_get_smp_processor_id, bpf_ktime_get_ns, bpf_probe_read_kernel},
-    macros::{fentry, fexit, kprobe, kretprobe, map},
+    macros::map,
     maps::{Array, HashMap, PerCpuArray, PerCpuHashMap},
     programs::{FEntryContext, FExitContext, ProbeContext, RetProbeContext},
 };
@@ -193,16 +193,18 @@ fn record_extremes(key: &CallbackKey, nanos: u64) {
 /// takes its srcu_struct first) with its own `Via`.
 macro_rules! caller_programs {
     ($($via:ident, $head:literal => $kprobe:ident, $fentry:ident;)*) => {$(
-        #[kprobe]
-        pub fn $kprobe(ctx: ProbeContext) -> u32 {
-            note_caller(ctx.arg::<u64>($head).unwrap_or(0), $via);
-            0
+        program! {
+            kprobe fn $kprobe(ctx: ProbeContext) -> u32 {
+                note_caller(ctx.arg::<u64>($head).unwrap_or(0), $via);
+                0
+            }
         }
 
-        #[fentry]
-        pub fn $fentry(ctx: FEntryContext) -> u32 {
-            note_caller(ctx.arg::<u64>($head), $via);
-            0
+        program! {
+            fentry fn $fentry(ctx: FEntryContext) -> u32 {
+                note_caller(ctx.arg::<u64>($head), $via);
+                0
+            }
         }
     )*};
 }
@@ -216,56 +218,64 @@ caller_programs! {
     VIA_CALL_RCU_TASKS_RUDE, 0 => callbacks_call_rcu_tasks_rude_kprobe, callbacks_call_rcu_tasks_rude_fentry;
 }
 
-#[kprobe]
-pub fn callbacks_enqueue_kprobe(ctx: ProbeContext) -> u32 {
-    on_enqueue(ctx.arg::<u64>(1).unwrap_or(0), false);
-    0
-}
-
-#[fentry]
-pub fn callbacks_enqueue_fentry(ctx: FEntryContext) -> u32 {
-    on_enqueue(ctx.arg::<u64>(1), false);
-    0
-}
-
-#[kprobe]
-pub fn callbacks_entrain_kprobe(ctx: ProbeContext) -> u32 {
-    on_enqueue(ctx.arg::<u64>(1).unwrap_or(0), true);
-    0
-}
-
-#[fentry]
-pub fn callbacks_entrain_fentry(ctx: FEntryContext) -> u32 {
-    on_enqueue(ctx.arg::<u64>(1), true);
-    0
-}
-
-#[kretprobe]
-pub fn callbacks_dequeue_kretprobe(ctx: RetProbeContext) -> u32 {
-    on_dequeue(ctx.ret::<u64>());
-    0
-}
-
-#[fexit]
-pub fn callbacks_dequeue_fexit(ctx: FExitContext) -> u32 {
-    // An fexit program sees the return value after the arguments: rcu_cblist_dequeue has one.
-    on_dequeue(ctx.arg::<u64>(1));
-    0
-}
-
-/// `kvfree_call_rcu()`: objects freed in batches by the kernel, counted on queueing only.
-#[kprobe]
-pub fn callbacks_kvfree_kprobe(_ctx: ProbeContext) -> u32 {
-    if running() {
-        total(TOTAL_KVFREE);
+program! {
+    kprobe fn callbacks_enqueue_kprobe(ctx: ProbeContext) -> u32 {
+        on_enqueue(ctx.arg::<u64>(1).unwrap_or(0), false);
+        0
     }
-    0
 }
 
-#[fentry]
-pub fn callbacks_kvfree_fentry(_ctx: FEntryContext) -> u32 {
-    if running() {
-        total(TOTAL_KVFREE);
+program! {
+    fentry fn callbacks_enqueue_fentry(ctx: FEntryContext) -> u32 {
+        on_enqueue(ctx.arg::<u64>(1), false);
+        0
     }
-    0
+}
+
+program! {
+    kprobe fn callbacks_entrain_kprobe(ctx: ProbeContext) -> u32 {
+        on_enqueue(ctx.arg::<u64>(1).unwrap_or(0), true);
+        0
+    }
+}
+
+program! {
+    fentry fn callbacks_entrain_fentry(ctx: FEntryContext) -> u32 {
+        on_enqueue(ctx.arg::<u64>(1), true);
+        0
+    }
+}
+
+program! {
+    kretprobe fn callbacks_dequeue_kretprobe(ctx: RetProbeContext) -> u32 {
+        on_dequeue(ctx.ret::<u64>());
+        0
+    }
+}
+
+program! {
+    fexit fn callbacks_dequeue_fexit(ctx: FExitContext) -> u32 {
+        // An fexit program sees the return value after the arguments: rcu_cblist_dequeue has one.
+        on_dequeue(ctx.arg::<u64>(1));
+        0
+    }
+}
+
+// `kvfree_call_rcu()`: objects freed in batches by the kernel, counted on queueing only.
+program! {
+    kprobe fn callbacks_kvfree_kprobe(_ctx: ProbeContext) -> u32 {
+        if running() {
+            total(TOTAL_KVFREE);
+        }
+        0
+    }
+}
+
+program! {
+    fentry fn callbacks_kvfree_fentry(_ctx: FEntryContext) -> u32 {
+        if running() {
+            total(TOTAL_KVFREE);
+        }
+        0
+    }
 }

@@ -9,7 +9,7 @@
 
 use aya_ebpf::{
     EbpfContext,
-    macros::{fentry, kprobe, map},
+    macros::map,
     maps::{HashMap, PerCpuArray},
     programs::{FEntryContext, ProbeContext},
 };
@@ -19,8 +19,9 @@ use crate::{attribution, window};
 
 #[map]
 static COUNTS: PerCpuArray<u64> = PerCpuArray::with_max_entries(COUNTER_SLOTS, 0);
+// One entry: only a run with `--by` sizes it at load time (MAX_KEYED_COUNTS).
 #[map]
-static KEYED_COUNTS: HashMap<Attribution, u64> = HashMap::with_max_entries(MAX_KEYED_COUNTS, 0);
+static KEYED_COUNTS: HashMap<Attribution, u64> = HashMap::with_max_entries(1, 0);
 #[map]
 static COUNT_LOSSES: PerCpuArray<u64> = PerCpuArray::with_max_entries(COUNT_LOSS_SLOTS, 0);
 
@@ -83,29 +84,32 @@ fn count_keyed<C: EbpfContext>(ctx: &C, slot: u32, tgid: u32) {
 // it reads its maps are within the noise of "at least"). An fentry program on __rcu_read_lock
 // recurses through the BPF trampoline's own rcu_read_lock() and hangs some kernels, so no
 // such program exists at all.
-#[kprobe]
-pub fn count_read_lock_kprobe(ctx: ProbeContext) -> u32 {
-    if attribution::mode() == BY_NONE {
-        bump_preempt_off(&COUNTS, READ_LOCK);
-    } else {
-        let (tgid, _, _) = window::current();
-        count_keyed(&ctx, READ_LOCK, tgid);
+program! {
+    kprobe fn count_read_lock_kprobe(ctx: ProbeContext) -> u32 {
+        if attribution::mode() == BY_NONE {
+            bump_preempt_off(&COUNTS, READ_LOCK);
+        } else {
+            let (tgid, _, _) = window::current();
+            count_keyed(&ctx, READ_LOCK, tgid);
+        }
+        0
     }
-    0
 }
 
 macro_rules! counter_programs {
     ($($slot:literal => $kprobe:ident, $fentry:ident;)*) => {$(
-        #[kprobe]
-        pub fn $kprobe(ctx: ProbeContext) -> u32 {
-            count(&ctx, $slot, true);
-            0
+        program! {
+            kprobe fn $kprobe(ctx: ProbeContext) -> u32 {
+                count(&ctx, $slot, true);
+                0
+            }
         }
 
-        #[fentry]
-        pub fn $fentry(ctx: FEntryContext) -> u32 {
-            count(&ctx, $slot, false);
-            0
+        program! {
+            fentry fn $fentry(ctx: FEntryContext) -> u32 {
+                count(&ctx, $slot, false);
+                0
+            }
         }
     )*};
 }

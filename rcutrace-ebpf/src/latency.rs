@@ -9,7 +9,7 @@
 use aya_ebpf::{
     EbpfContext,
     helpers::bpf_ktime_get_ns,
-    macros::{fentry, fexit, kprobe, kretprobe, map},
+    macros::map,
     maps::{HashMap, PerCpuArray, RingBuf},
     programs::{FEntryContext, FExitContext, ProbeContext, RetProbeContext},
 };
@@ -25,10 +25,12 @@ static SAME_FUNCTION_MASK: u32 = 0;
 #[unsafe(no_mangle)]
 static TARGET_TGID: u32 = 0;
 
+// Declared as small as they can be: only a run that times calls sizes them at load time
+// (MAX_IN_FLIGHT entries, SAMPLE_RING_BYTES), so that the other commands do not pay for them.
 #[map]
-static IN_FLIGHT: HashMap<InFlightKey, InFlight> = HashMap::with_max_entries(MAX_IN_FLIGHT, 0);
+static IN_FLIGHT: HashMap<InFlightKey, InFlight> = HashMap::with_max_entries(1, 0);
 #[map]
-static SAMPLES: RingBuf = RingBuf::with_byte_size(SAMPLE_RING_BYTES, 0);
+static SAMPLES: RingBuf = RingBuf::with_byte_size(1, 0);
 #[map]
 static STATS: PerCpuArray<u64> = PerCpuArray::with_max_entries(MAX_TIMED * STAT_SLOTS, 0);
 
@@ -117,28 +119,32 @@ fn wakeup() -> u64 {
 
 macro_rules! timed_programs {
     ($($timed:literal => $kprobe:ident, $fentry:ident, $kretprobe:ident, $fexit:ident;)*) => {$(
-        #[kprobe]
-        pub fn $kprobe(ctx: ProbeContext) -> u32 {
-            on_entry(&ctx, $timed);
-            0
+        program! {
+            kprobe fn $kprobe(ctx: ProbeContext) -> u32 {
+                on_entry(&ctx, $timed);
+                0
+            }
         }
 
-        #[fentry]
-        pub fn $fentry(ctx: FEntryContext) -> u32 {
-            on_entry(&ctx, $timed);
-            0
+        program! {
+            fentry fn $fentry(ctx: FEntryContext) -> u32 {
+                on_entry(&ctx, $timed);
+                0
+            }
         }
 
-        #[kretprobe]
-        pub fn $kretprobe(_ctx: RetProbeContext) -> u32 {
-            on_return($timed);
-            0
+        program! {
+            kretprobe fn $kretprobe(_ctx: RetProbeContext) -> u32 {
+                on_return($timed);
+                0
+            }
         }
 
-        #[fexit]
-        pub fn $fexit(_ctx: FExitContext) -> u32 {
-            on_return($timed);
-            0
+        program! {
+            fexit fn $fexit(_ctx: FExitContext) -> u32 {
+                on_return($timed);
+                0
+            }
         }
     )*};
 }

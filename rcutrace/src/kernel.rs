@@ -9,19 +9,27 @@ use std::{
 use anyhow::{Context as _, Result, bail};
 use rcutrace_common::latency::TASKS_RCU_KTHREADS;
 
-/// Which of `wanted` are functions in /proc/kallsyms (text symbols only).
+/// Which of `wanted` are functions in /proc/kallsyms (text symbols only). Its lines are read
+/// into one buffer: there are a few hundred thousand.
 pub fn functions_present(wanted: &[&str]) -> Result<HashSet<String>> {
     let file = File::open("/proc/kallsyms").context("opening /proc/kallsyms")?;
+    let mut kallsyms = BufReader::with_capacity(64 * 1024, file);
     let mut present = HashSet::new();
-    for line in BufReader::new(file).lines() {
-        let line = line.context("reading /proc/kallsyms")?;
-        if let Some(name) = text_symbol(&line)
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        let read = kallsyms
+            .read_until(b'\n', &mut line)
+            .context("reading /proc/kallsyms")?;
+        if read == 0 {
+            return Ok(present);
+        }
+        if let Some(name) = std::str::from_utf8(&line).ok().and_then(text_symbol)
             && wanted.contains(&name)
         {
             present.insert(name.to_string());
         }
     }
-    Ok(present)
 }
 
 /// The name in a kallsyms line `ADDRESS TYPE NAME [MODULE]` if it is a text symbol.

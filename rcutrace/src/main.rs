@@ -16,6 +16,7 @@ mod countdown;
 mod environment;
 mod generate;
 mod kernel;
+mod kernel_btf;
 mod kernel_misses;
 mod model;
 mod probes;

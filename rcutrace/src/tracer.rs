@@ -1,7 +1,7 @@
 //! Loads rcutrace's eBPF object, attaches programs as `probes::plan` says, reads the maps, and
 //! detaches. The only module that talks to aya.
 
-use std::{collections::HashMap, fmt};
+use std::{collections::HashMap, fmt, os::fd::AsRawFd as _};
 
 use anyhow::{Context as _, Result, anyhow, bail};
 use aya::{
@@ -15,7 +15,10 @@ use rcutrace_common::{
     latency::{CONTROL_RUNNING, TASKS_RCU_KTHREADS},
 };
 
-use crate::probes::{AttachChoice, Keys, Method, Probe, plan};
+use crate::{
+    kernel_btf,
+    probes::{AttachChoice, Keys, Method, Probe, plan},
+};
 
 /// The eBPF object built by build.rs (empty when the toolchain was missing at build time).
 static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/rcutrace"));
@@ -45,7 +48,6 @@ pub struct Tracer {
     /// Dropping the object detaches and unloads every program; the maps stay readable.
     ebpf: Ebpf,
     maps: HashMap<String, Map>,
-    btf: Option<std::result::Result<Btf, String>>,
     /// Kernel ids of the programs attached, by the function and side they serve.
     program_ids: Vec<(Probe, u32)>,
     /// The kprobe links, for probes switched on and off during the window
@@ -69,10 +71,7 @@ impl Tracer {
                  was missing when it was compiled); run scripts/setup, then rebuild"
             );
         }
-        let mut loader = EbpfLoader::new();
-        // The programs need no CO-RE relocations: free the kernel BTF the loader parsed (it is
-        // large); fentry/fexit parse it again only if they are tried.
-        loader.btf(None);
+        let mut loader = loader_without_kernel_btf();
         for constant in constants {
             match constant {
                 Constant::U32(name, value) => loader.override_global(name, value, true),
@@ -93,19 +92,48 @@ impl Tracer {
         Ok(Tracer {
             ebpf,
             maps,
-            btf: None,
             program_ids: Vec::new(),
             kprobes: Vec::new(),
         })
     }
 
-    /// Attaches `probe` with the first planned method that works. `Failed` may still mean the
-    /// function does not exist: the caller checks /proc/kallsyms only then, since producing it
-    /// is slow.
-    pub fn attach(&mut self, probe: &Probe, choice: AttachChoice, keys: Keys) -> Attachment {
+    /// Attaches each of `probes` with the first planned method that works. `Failed` may still
+    /// mean the function does not exist: the caller checks /proc/kallsyms only then, since
+    /// producing it is slow.
+    pub fn attach(
+        &mut self,
+        probes: &[Probe],
+        choice: AttachChoice,
+        keys: Keys,
+    ) -> Vec<(Probe, Attachment)> {
+        let mut targets = TrampolineTargets {
+            functions: probes
+                .iter()
+                .filter(|probe| {
+                    plan(probe, choice, keys)
+                        .iter()
+                        .any(|(method, _)| is_trampoline(*method))
+                })
+                .map(|probe| probe.function)
+                .collect(),
+            btf: None,
+        };
+        probes
+            .iter()
+            .map(|probe| (*probe, self.attach_probe(probe, choice, keys, &mut targets)))
+            .collect()
+    }
+
+    fn attach_probe(
+        &mut self,
+        probe: &Probe,
+        choice: AttachChoice,
+        keys: Keys,
+        targets: &mut TrampolineTargets,
+    ) -> Attachment {
         let mut failures = Vec::new();
         for (method, program) in plan(probe, choice, keys) {
-            match self.attach_one(method, &program, probe.function) {
+            match self.attach_one(method, &program, probe.function, targets) {
                 Ok(link) => {
                     if let Some(link) = link {
                         self.kprobes.push(KprobeLink {
@@ -135,33 +163,32 @@ impl Tracer {
         method: Method,
         program: &str,
         function: &str,
+        targets: &mut TrampolineTargets,
     ) -> Result<Option<KProbeLinkId>> {
-        let trampoline = matches!(method, Method::Fentry | Method::Fexit);
-        if trampoline {
-            self.read_kernel_btf()?;
-        }
-        let btf = self.btf.as_ref().and_then(|btf| btf.as_ref().ok());
         let program: &mut Program = self
             .ebpf
             .program_mut(program)
             .ok_or_else(|| anyhow!("program {program} missing from the eBPF object"))?;
-        match (method, btf) {
-            (Method::Kprobe | Method::Kretprobe, _) => {
+        match method {
+            Method::Kprobe | Method::Kretprobe => {
                 let kprobe: &mut KProbe = program.try_into()?;
                 kprobe.load().context("loading the program")?;
                 return Ok(Some(kprobe.attach(function, 0).context("attaching")?));
             }
-            (Method::Fentry, Some(btf)) => {
+            Method::Fentry => {
                 let fentry: &mut FEntry = program.try_into()?;
-                fentry.load(function, btf).context("loading the program")?;
+                fentry
+                    .load(function, targets.btf()?)
+                    .context("loading the program")?;
                 fentry.attach().context("attaching")?;
             }
-            (Method::Fexit, Some(btf)) => {
+            Method::Fexit => {
                 let fexit: &mut FExit = program.try_into()?;
-                fexit.load(function, btf).context("loading the program")?;
+                fexit
+                    .load(function, targets.btf()?)
+                    .context("loading the program")?;
                 fexit.attach().context("attaching")?;
             }
-            (Method::Fentry | Method::Fexit, None) => bail!("kernel BTF unavailable"),
         }
         Ok(None)
     }
@@ -205,19 +232,6 @@ impl Tracer {
             .iter()
             .filter(|(p, _)| probes.contains(p))
             .map(|(_, id)| *id)
-    }
-
-    /// Reads the kernel's BTF once; fentry/fexit need it to find the function's type.
-    fn read_kernel_btf(&mut self) -> Result<()> {
-        let btf = self.btf.get_or_insert_with(|| {
-            Btf::from_sys_fs().map_err(|e| {
-                format!(
-                    "{:#}",
-                    anyhow!(e).context("reading kernel BTF (/sys/kernel/btf/vmlinux)")
-                )
-            })
-        });
-        btf.as_ref().map(|_| ()).map_err(|e| anyhow!(e.clone()))
     }
 
     /// Opens or closes the tracing window for the programs that check it (`CONTROL`).
@@ -327,6 +341,69 @@ impl Tracer {
             .map(|key| key.map(|k| (k.tid, k.timed)).context("reading IN_FLIGHT"))
             .collect()
     }
+}
+
+/// The functions of one `attach` that may get a trampoline, and their kernel BTF ids, read
+/// for all of them on the first trampoline's need and dropped after the attach.
+struct TrampolineTargets<'a> {
+    functions: Vec<&'a str>,
+    btf: Option<std::result::Result<Btf, String>>,
+}
+
+impl TrampolineTargets<'_> {
+    fn btf(&mut self) -> Result<&Btf> {
+        let functions = &self.functions;
+        let btf = self.btf.get_or_insert_with(|| {
+            kernel_btf::function_ids(functions)
+                .map(|ids| kernel_btf::btf_of(&ids))
+                .map_err(|e| format!("{e:#}"))
+        });
+        btf.as_ref().map_err(|e| anyhow!(e.clone()))
+    }
+}
+
+fn is_trampoline(method: Method) -> bool {
+    matches!(method, Method::Fentry | Method::Fexit)
+}
+
+/// An `EbpfLoader` that has not parsed the kernel's BTF.
+///
+/// aya 0.14's `EbpfLoader::new()` parses all of /sys/kernel/btf/vmlinux (over 15 MiB of memory
+/// and about a fifth of a second in a small VM) for CO-RE relocations, which rcutrace's
+/// programs do not have, and has no way to skip it (later aya versions read it lazily). It goes
+/// without when the file cannot be opened, so the loader is made while no file descriptor is
+/// free: the soft limit is lowered to the lowest free descriptor and restored at once.
+/// rcutrace has one thread here, so nothing else can be refused a file meanwhile.
+fn loader_without_kernel_btf() -> EbpfLoader<'static> {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes the limit into the struct we own.
+    let have_limit = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0;
+    // The next descriptor the kernel would give out.
+    let lowest_free = std::fs::File::open("/dev/null").map(|f| f.as_raw_fd());
+    let lowered = match (have_limit, lowest_free) {
+        (true, Ok(fd)) => {
+            let none_free = libc::rlimit {
+                rlim_cur: fd as libc::rlim_t,
+                ..limit
+            };
+            // SAFETY: setrlimit reads the struct we own.
+            unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &none_free) == 0 }
+        }
+        _ => false,
+    };
+    let mut loader = EbpfLoader::new();
+    if lowered {
+        // SAFETY: as above; the soft limit goes back to what it was.
+        unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &limit) };
+    } else {
+        log::info!("could not keep aya from parsing the kernel BTF");
+    }
+    // The programs need no relocation against the kernel's types.
+    loader.btf(None);
+    loader
 }
 
 impl fmt::Debug for Tracer {

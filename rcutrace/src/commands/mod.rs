@@ -16,7 +16,11 @@ use std::{
 };
 
 use anyhow::{Context as _, Result, anyhow};
-use rcutrace_common::counters;
+use rcutrace_common::{
+    attribution::MAX_STACKS,
+    counters::{self, MAX_KEYED_COUNTS},
+    latency::{MAX_IN_FLIGHT, SAMPLE_RING_BYTES},
+};
 use tokio::net::TcpListener;
 
 use crate::{
@@ -145,6 +149,17 @@ pub async fn trace_with<R>(
     let mut constants = request.constants;
     constants.push(Constant::U32("SELF_TGID", std::process::id()));
     constants.push(Constant::U32("BY_MODE", attribution::mode(request.by)));
+    // The large maps are declared with one entry: only a run that uses one sizes it.
+    if request.by.is_some() {
+        constants.push(Constant::MaxEntries("KEYED_COUNTS", MAX_KEYED_COUNTS));
+    }
+    if request.by == Some(By::Stack) {
+        constants.push(Constant::MaxEntries("STACKS", MAX_STACKS));
+    }
+    if consume.is_some() {
+        constants.push(Constant::MaxEntries("IN_FLIGHT", MAX_IN_FLIGHT));
+        constants.push(Constant::MaxEntries("SAMPLES", SAMPLE_RING_BYTES));
+    }
     let mut tracer = Tracer::load(&constants)?;
     let keys = if request.by == Some(By::Stack) {
         Keys::Stacks
@@ -153,10 +168,10 @@ pub async fn trace_with<R>(
     };
     let mut attached = Vec::new();
     let mut problems = Vec::new();
-    for probe in request.probes {
-        match tracer.attach(probe, request.choice, keys) {
-            Attachment::Attached(method) => attached.push((*probe, method)),
-            other => problems.push((*probe, other)),
+    for (probe, attachment) in tracer.attach(request.probes, request.choice, keys) {
+        match attachment {
+            Attachment::Attached(method) => attached.push((probe, method)),
+            other => problems.push((probe, other)),
         }
     }
     // A function that failed every method may simply not exist on this kernel: say so.

@@ -1,0 +1,276 @@
+//! The kernel's BTF type ids of the functions that fentry and fexit programs are loaded against.
+//!
+//! aya 0.14 takes them from a `Btf` it has parsed whole (/sys/kernel/btf/vmlinux is several MiB
+//! and parses into several times that). This module streams the file once for the few functions
+//! rcutrace attaches to, and gives aya a `Btf` that holds only those.
+
+use std::{
+    collections::HashMap,
+    fs::File,
+    io::{BufRead, BufReader, Read, Seek, SeekFrom},
+};
+
+use anyhow::{Context as _, Result, bail};
+use aya::Btf;
+use aya_obj::btf::{BtfType, Func, FuncLinkage};
+
+const VMLINUX: &str = "/sys/kernel/btf/vmlinux";
+
+/// The kernel BTF type ids of those of `names` that are functions. A name that several
+/// functions share gets the first one's id, as aya's lookup by name would.
+pub fn function_ids(names: &[&str]) -> Result<HashMap<String, u32>> {
+    let file = File::open(VMLINUX).with_context(|| format!("opening {VMLINUX}"))?;
+    scan(BufReader::with_capacity(64 * 1024, file), names)
+        .with_context(|| format!("reading kernel BTF ({VMLINUX})"))
+}
+
+/// A `Btf` in which each of `functions` is a function at its kernel type id, and every other
+/// id up to the largest a placeholder. That is all `FEntry::load` and `FExit::load` read: they
+/// look the function up by name and load the program against its position.
+pub fn btf_of(functions: &HashMap<String, u32>) -> Btf {
+    let mut by_id: Vec<(u32, &str)> = functions
+        .iter()
+        .map(|(name, id)| (*id, name.as_str()))
+        .collect();
+    by_id.sort_unstable();
+    // Id 0 (void) is there from the start.
+    let mut btf = Btf::new();
+    let mut next_id = 1;
+    for (id, name) in by_id {
+        while next_id < id {
+            next_id = btf.add_type(BtfType::Unknown) + 1;
+        }
+        let name = btf.add_string(name);
+        let func = Func::new(name, 0, FuncLinkage::Global);
+        next_id = btf.add_type(BtfType::Func(func)) + 1;
+    }
+    btf
+}
+
+/// BTF's header (`struct btf_header`); its offsets count from its end.
+struct Header {
+    length: u32,
+    types_at: u32,
+    types_length: u32,
+    strings_at: u32,
+    strings_length: u32,
+}
+
+const MAGIC: u16 = 0xeb9f;
+const KIND_FUNC: u32 = 12;
+
+fn scan<R: BufRead + Seek>(mut input: R, names: &[&str]) -> Result<HashMap<String, u32>> {
+    let header = read_header(&mut input)?;
+    input.seek(SeekFrom::Start(
+        u64::from(header.length) + u64::from(header.strings_at),
+    ))?;
+    let offsets = name_offsets((&mut input).take(header.strings_length.into()), names)?;
+    input.seek(SeekFrom::Start(
+        u64::from(header.length) + u64::from(header.types_at),
+    ))?;
+    func_ids((&mut input).take(header.types_length.into()), &offsets)
+}
+
+fn read_header(input: &mut impl Read) -> Result<Header> {
+    let mut bytes = [0u8; 24];
+    input.read_exact(&mut bytes).context("reading the header")?;
+    let u32_at =
+        |at: usize| u32::from_le_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]]);
+    if u16::from_le_bytes([bytes[0], bytes[1]]) != MAGIC {
+        bail!(
+            "not little-endian BTF (magic {:#06x})",
+            u16::from_le_bytes([bytes[0], bytes[1]])
+        );
+    }
+    Ok(Header {
+        length: u32_at(4),
+        types_at: u32_at(8),
+        types_length: u32_at(12),
+        strings_at: u32_at(16),
+        strings_length: u32_at(20),
+    })
+}
+
+/// Where each of `names` is in the string section, by offset. A type's name may start inside a
+/// longer string (a shared suffix), so every string's suffixes are matched. The strings are
+/// matched where they lie in the reader's buffer; only one cut by its end is copied.
+fn name_offsets<'a>(mut strings: impl BufRead, names: &[&'a str]) -> Result<HashMap<u32, &'a str>> {
+    let mut offsets = HashMap::new();
+    let mut match_names = |string: &[u8], start: usize| {
+        for name in names {
+            if let Some(prefix) = string.strip_suffix(name.as_bytes()) {
+                offsets.insert((start + prefix.len()) as u32, *name);
+            }
+        }
+    };
+    // The start of the string being read, and its bytes so far if a chunk's end cut it.
+    let mut start = 0usize;
+    let mut cut = Vec::new();
+    let mut chunk_at = 0usize;
+    loop {
+        let chunk = strings.fill_buf().context("reading the strings")?;
+        if chunk.is_empty() {
+            return Ok(offsets);
+        }
+        let mut from = 0;
+        while let Some(nul) = chunk[from..].iter().position(|&b| b == 0) {
+            let end = from + nul;
+            if cut.is_empty() {
+                match_names(&chunk[from..end], start);
+            } else {
+                cut.extend_from_slice(&chunk[from..end]);
+                match_names(&cut, start);
+                cut.clear();
+            }
+            from = end + 1;
+            start = chunk_at + from;
+        }
+        cut.extend_from_slice(&chunk[from..]);
+        let read = chunk.len();
+        strings.consume(read);
+        chunk_at += read;
+    }
+}
+
+/// The ids of the functions named at `offsets`, from the type section; type ids count from 1.
+fn func_ids(mut types: impl BufRead, offsets: &HashMap<u32, &str>) -> Result<HashMap<String, u32>> {
+    let wanted = offsets
+        .values()
+        .collect::<std::collections::HashSet<_>>()
+        .len();
+    let mut ids = HashMap::new();
+    let mut id = 1u32;
+    let mut common = [0u8; 12];
+    while ids.len() < wanted {
+        match types.read_exact(&mut common) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => break,
+            Err(e) => return Err(e).context("reading the types"),
+        }
+        let name_at = u32::from_le_bytes([common[0], common[1], common[2], common[3]]);
+        let info = u32::from_le_bytes([common[4], common[5], common[6], common[7]]);
+        let kind = (info >> 24) & 0x1f;
+        if kind == KIND_FUNC
+            && let Some(name) = offsets.get(&name_at)
+        {
+            ids.entry(name.to_string()).or_insert(id);
+        }
+        let trailing = trailing_bytes(kind, info & 0xffff)
+            .with_context(|| format!("type {id} has unknown kind {kind}"))?;
+        skip(&mut types, trailing).context("reading the types")?;
+        id += 1;
+    }
+    Ok(ids)
+}
+
+/// Reads past `count` bytes.
+fn skip(input: &mut impl BufRead, mut count: u64) -> std::io::Result<()> {
+    while count > 0 {
+        let available = input.fill_buf()?.len();
+        if available == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        let step = available.min(usize::try_from(count).unwrap_or(usize::MAX));
+        input.consume(step);
+        count -= step as u64;
+    }
+    Ok(())
+}
+
+/// The bytes that follow a type's common part, by kind and `vlen` (the kernel's
+/// include/uapi/linux/btf.h).
+fn trailing_bytes(kind: u32, vlen: u32) -> Option<u64> {
+    let vlen = u64::from(vlen);
+    Some(match kind {
+        // ptr, fwd, typedef, volatile, const, restrict, func, float, type tag
+        2 | 7..=12 | 16 | 18 => 0,
+        // int, var, decl tag
+        1 | 14 | 17 => 4,
+        // array
+        3 => 12,
+        // struct, union (members); datasec (variables); enum64 (values)
+        4 | 5 | 15 | 19 => 12 * vlen,
+        // enum (values), func proto (parameters)
+        6 | 13 => 8 * vlen,
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Cursor;
+
+    use super::*;
+
+    /// A BTF blob with these types (kind, vlen, name) and strings.
+    fn blob(types: &[(u32, u32, u32)], strings: &[u8]) -> Vec<u8> {
+        let mut type_bytes = Vec::new();
+        for &(kind, vlen, name) in types {
+            type_bytes.extend(name.to_le_bytes());
+            type_bytes.extend(((kind << 24) | vlen).to_le_bytes());
+            type_bytes.extend(0u32.to_le_bytes());
+            let trailing = trailing_bytes(kind, vlen).unwrap();
+            type_bytes.extend(std::iter::repeat_n(0xaa, trailing as usize));
+        }
+        let mut out = Vec::new();
+        out.extend(MAGIC.to_le_bytes());
+        out.extend([1, 0]);
+        out.extend(24u32.to_le_bytes());
+        out.extend(0u32.to_le_bytes());
+        out.extend((type_bytes.len() as u32).to_le_bytes());
+        out.extend((type_bytes.len() as u32).to_le_bytes());
+        out.extend((strings.len() as u32).to_le_bytes());
+        out.extend(type_bytes);
+        out.extend(strings);
+        out
+    }
+
+    #[test]
+    fn finds_functions_by_name_past_every_kind() {
+        // Offsets: 1 "int", 5 "call_rcu", 14 "xsynchronize_rcu" (so "synchronize_rcu" at 15).
+        let strings = b"\0int\0call_rcu\0xsynchronize_rcu\0";
+        let mut types: Vec<(u32, u32, u32)> = (1..=19).map(|kind| (kind, 2, 1)).collect();
+        // A struct named call_rcu is not the function.
+        types.push((4, 1, 5));
+        types.push((KIND_FUNC, 1, 15)); // id 21
+        types.push((KIND_FUNC, 1, 5)); // id 22
+        types.push((KIND_FUNC, 1, 5)); // id 23: the same name again
+        let blob = blob(&types, strings);
+        let names = ["call_rcu", "synchronize_rcu", "absent"];
+        // Read whole, and a few bytes at a time so that reads cut strings and types.
+        for capacity in [blob.len(), 1, 3, 7] {
+            let input = std::io::BufReader::with_capacity(capacity, Cursor::new(&blob));
+            let ids = scan(input, &names).unwrap();
+            assert_eq!(ids.len(), 2, "read {capacity} bytes at a time");
+            assert_eq!(
+                ids["synchronize_rcu"], 21,
+                "read {capacity} bytes at a time"
+            );
+            assert_eq!(ids["call_rcu"], 22, "read {capacity} bytes at a time");
+        }
+    }
+
+    #[test]
+    fn refuses_what_is_not_btf() {
+        assert!(scan(Cursor::new(vec![0u8; 64]), &["call_rcu"]).is_err());
+        let mut unknown_kind = blob(&[(1, 0, 1)], b"\0int\0");
+        unknown_kind[24 + 7] = 31; // kind 31 in the first type's info
+        assert!(scan(Cursor::new(unknown_kind), &["int"]).is_err());
+    }
+
+    #[test]
+    fn the_btf_given_to_aya_names_each_function_at_its_id() {
+        let functions = HashMap::from([
+            ("call_rcu".to_string(), 7),
+            ("synchronize_rcu".to_string(), 3),
+        ]);
+        let btf = btf_of(&functions);
+        let func = aya_obj::btf::BtfKind::Func;
+        assert_eq!(btf.id_by_type_name_kind("call_rcu", func).unwrap(), 7);
+        assert_eq!(
+            btf.id_by_type_name_kind("synchronize_rcu", func).unwrap(),
+            3
+        );
+        assert!(btf.id_by_type_name_kind("kfree_rcu", func).is_err());
+    }
+}
