@@ -545,7 +545,8 @@ struct Finished {
     stderr: String,
     /// stderr's lines with the time since launch each was read at.
     stderr_lines: Vec<(Duration, String)>,
-    maxrss_kib: u64,
+    /// The tracer's own peak RSS (`VmHWM`), as last read before it exited.
+    peak_rss_kib: Option<u64>,
     utime: Duration,
     lifetime: Duration,
 }
@@ -769,7 +770,15 @@ impl Running {
         let mut last_signal: Option<Instant> = None;
         let mut status = 0;
         let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        // Not wait4's ru_maxrss: the kernel records the old memory's high-water mark at exec,
+        // and a child spawned by vfork execs from its parent's, so that figure is at least
+        // this driver's own peak. The tracer's high-water mark only grows; the last read
+        // before it exits misses at most its last few milliseconds.
+        let mut peak_rss_kib = None;
         loop {
+            if let Some(kib) = peak_rss(self.pid) {
+                peak_rss_kib = Some(kib);
+            }
             // bpftrace 0.17 misses a SIGINT that lands while it is still setting up: ask again.
             if last_signal.is_none_or(|t| t.elapsed() > Duration::from_secs(5)) {
                 let signal = if started.elapsed() > EXIT_TIMEOUT {
@@ -816,7 +825,7 @@ impl Running {
             stdout,
             stderr,
             stderr_lines,
-            maxrss_kib: usage.ru_maxrss as u64,
+            peak_rss_kib,
             utime: time(usage.ru_utime),
             lifetime,
         })
@@ -825,11 +834,9 @@ impl Running {
 
 impl Finished {
     fn record_rss(&self, tracer: Tracer, job: Job) {
-        sample(
-            Metric::RssKib,
-            Config::Running(tracer, job),
-            self.maxrss_kib as f64,
-        );
+        if let Some(kib) = self.peak_rss_kib {
+            sample(Metric::RssKib, Config::Running(tracer, job), kib as f64);
+        }
     }
 }
 
@@ -947,6 +954,19 @@ fn thread_cpu_ns() -> u64 {
     };
     unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// A live process's peak RSS so far (`VmHWM` in /proc/PID/status), in KiB.
+fn peak_rss(pid: libc::pid_t) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))?
+        .trim()
+        .strip_suffix("kB")?
+        .trim()
+        .parse()
+        .ok()
 }
 
 fn ticks_per_sec() -> f64 {
