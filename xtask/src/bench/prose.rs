@@ -354,7 +354,7 @@ mod tests {
             "rcutrace's program adds 100 ns and bpftrace's 200 ns",
             "10.0 ns for the empty program). The empty program alone costs 0.66 of bpftrace's",
             "- Start-up: rcutrace count was attached after 1000 ms",
-            "whole BTF (4.5 MiB here)",
+            "rcutrace parses none of the kernel's BTF (4.5 MiB here)",
             "- Peak RSS: rcutrace 80.0 MiB (count) against bpftrace 100.0 MiB",
             "- User CPU: rcutrace used 300 ms of user CPU in its whole run of 10.5 s",
             "the median call, after 3 untimed ones",
