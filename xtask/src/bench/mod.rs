@@ -39,7 +39,7 @@ pub const SAMPLE_READERS: &str = "100/2000";
 /// User-space work per getppid() call in the paced load, where readers are a small part of
 /// the work (as on most machines), so that the probe slowing the readers it samples barely
 /// changes the load.
-pub const PACED_WORK: Duration = Duration::from_micros(50);
+pub const PACED_WORK: Duration = Duration::from_micros(200);
 
 /// Untimed membarrier() calls before a timed loop: the first calls after a probe is patched in
 /// pay for emulating freshly changed code, which is the emulator's cost, not the probe's.

@@ -47,9 +47,10 @@ pub enum Metric {
     /// Wall-clock ns per getppid() call of a steady load on a thread of its own, over a
     /// tracer's window (the sampled reader mode needs many of its periods).
     LoadGetppidNs,
-    /// `__rcu_read_lock` events per second a tracer reported under the paced load: counted,
-    /// or estimated by the sampled reader mode.
-    PacedReadersPerS,
+    /// `__rcu_read_lock` events per getppid() call of the paced load, from the readers per
+    /// second a tracer reported (counted, or estimated by the sampled reader mode) and the
+    /// calls per second the load made meanwhile.
+    PacedEventsPerCall,
     /// The sampled reader mode's stated 95% margin under the paced load, % of its estimate.
     SampledMarginPct,
     /// getppid() calls per second the paced load made while a tracer ran.
@@ -76,7 +77,7 @@ impl Metric {
         Metric::KallsymsLines,
         Metric::BtfKib,
         Metric::LoadGetppidNs,
-        Metric::PacedReadersPerS,
+        Metric::PacedEventsPerCall,
         Metric::SampledMarginPct,
         Metric::PacedCallsPerS,
     ];
@@ -101,7 +102,7 @@ impl Metric {
             Metric::KallsymsLines => "kallsyms_lines",
             Metric::BtfKib => "btf_kib",
             Metric::LoadGetppidNs => "load_getppid_ns",
-            Metric::PacedReadersPerS => "paced_readers_per_s",
+            Metric::PacedEventsPerCall => "paced_events_per_call",
             Metric::SampledMarginPct => "sampled_margin_pct",
             Metric::PacedCallsPerS => "paced_calls_per_s",
         }

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use super::floor::Mechanism;
 use super::sample::{Attach, Config, Job, Metric, Samples, Tracer};
-use super::{SAMPLE_READERS, Sizes};
+use super::{PACED_WORK, SAMPLE_READERS, Sizes};
 
 /// Every row of the table, in order; rows are found by this, never by their label.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -20,9 +20,9 @@ pub enum RowId {
     /// nothing but readers, and its estimate against an exact count of a paced load.
     SampledReaderAdded,
     SampledEventsPerCall,
-    PacedReadersExact,
-    PacedEstimateOverExact,
-    PacedEstimateOverMade,
+    PacedCounted,
+    PacedEstimated,
+    PacedEstimateOverCount,
     MembarrierWall,
     MembarrierAddedWall,
     MembarrierCpu,
@@ -63,15 +63,16 @@ impl RowId {
                 "`__rcu_read_lock` events per `getppid()` estimated by `--sample-readers \
                  {SAMPLE_READERS}` on that load"
             ),
-            RowId::PacedReadersExact => {
-                "`__rcu_read_lock` events per second under a paced load, counted".into()
+            RowId::PacedCounted => format!(
+                "`__rcu_read_lock` events per `getppid()` of a paced load (~{} µs of work a \
+                 call), counted",
+                PACED_WORK.as_micros()
+            ),
+            RowId::PacedEstimated => {
+                format!("The same, estimated by `--sample-readers {SAMPLE_READERS}`")
             }
-            RowId::PacedEstimateOverExact => {
-                format!("`--sample-readers {SAMPLE_READERS}` estimate ÷ count, same paced load")
-            }
-            RowId::PacedEstimateOverMade => format!(
-                "`--sample-readers {SAMPLE_READERS}` estimate ÷ the readers its paced load made \
-                 (calls × the count's events per call)"
+            RowId::PacedEstimateOverCount => format!(
+                "`--sample-readers {SAMPLE_READERS}` estimate ÷ count, per call of the paced load"
             ),
             RowId::MembarrierWall => "`membarrier()` call, wall clock, mean (µs)".into(),
             RowId::MembarrierAddedWall => "Added per `membarrier()` call, wall clock (µs)".into(),
@@ -342,15 +343,7 @@ impl Summary {
         let share =
             both(&|t| Some(m(Metric::RunUtimeMs, Under(t))? / (m(Metric::RunS, Under(t))? * 10.0)));
         let reader_mechanism = Mechanism::of(RCUTRACE, Count).expect("rcutrace hooks readers");
-        // The readers the paced load made under the sampled count: its calls, times the
-        // events per call the exact count saw of the same load.
-        let paced = |metric, tracer| m(metric, Under(tracer));
-        let paced_estimate_over_made = (|| {
-            let exact_per_call = paced(Metric::PacedReadersPerS, RCUTRACE)?
-                / paced(Metric::PacedCallsPerS, RCUTRACE)?;
-            let made = paced(Metric::PacedCallsPerS, SAMPLED)? * exact_per_call;
-            Some(paced(Metric::PacedReadersPerS, SAMPLED)? / made)
-        })();
+        let paced_per_call = |tracer| m(Metric::PacedEventsPerCall, Under(tracer));
         // The sampled mode's cost: its steady load against the same load with no tracer.
         let sampled_added = m(Metric::LoadGetppidNs, Under(SAMPLED))
             .zip(m(Metric::LoadGetppidNs, Under(Tracer::None)))
@@ -399,16 +392,17 @@ impl Summary {
                 .ratio_at_most(0.1, "≤ 0.1"),
             row(RowId::SampledEventsPerCall, 3)
                 .rcutrace_only(m(Metric::EventsPerCall, Under(SAMPLED))),
-            row(RowId::PacedReadersExact, 0)
-                .rcutrace_only(m(Metric::PacedReadersPerS, Under(RCUTRACE))),
-            row(RowId::PacedEstimateOverExact, 3)
+            // Per call of the load, each from its own run: the load's speed varies from one
+            // run to the next under emulation, its readers per call do not.
+            row(RowId::PacedCounted, 3).rcutrace_only(paced_per_call(RCUTRACE)),
+            row(RowId::PacedEstimated, 3).rcutrace_only(paced_per_call(SAMPLED)),
+            row(RowId::PacedEstimateOverCount, 3)
                 .rcutrace_only(
-                    m(Metric::PacedReadersPerS, Under(SAMPLED))
-                        .zip(m(Metric::PacedReadersPerS, Under(RCUTRACE)))
-                        .map(|(estimate, exact)| estimate / exact),
+                    paced_per_call(SAMPLED)
+                        .zip(paced_per_call(RCUTRACE))
+                        .map(|(estimate, count)| estimate / count),
                 )
                 .rcutrace_within(1.0, 0.02, "within 2 %"),
-            row(RowId::PacedEstimateOverMade, 3).rcutrace_only(paced_estimate_over_made),
             row(RowId::MembarrierWall, 1)
                 .untraced(none(Metric::MembarrierWallNs).map(|v| v / 1e3))
                 .traced(us(under(Metric::MembarrierWallNs))),
@@ -607,8 +601,8 @@ sample btf_kib kernel 4576
 sample load_getppid_ns none 500
 sample load_getppid_ns rcutrace-sampled 600
 sample events_per_call rcutrace-sampled 1.5
-sample paced_readers_per_s rcutrace 40000
-sample paced_readers_per_s rcutrace-sampled 40400
+sample paced_events_per_call rcutrace 2.01
+sample paced_events_per_call rcutrace-sampled 1.99
 sample sampled_margin_pct rcutrace-sampled 1.2
 sample paced_calls_per_s rcutrace 20000
 sample paced_calls_per_s rcutrace-sampled 20800
@@ -636,12 +630,9 @@ sample bogus line
         let sampled = summary.row(RowId::SampledReaderAdded).unwrap();
         assert_eq!((sampled.none, sampled.rcutrace), (Some(500.0), Some(50.0)));
         assert!(!sampled.misses_target());
-        let estimate = summary.row(RowId::PacedEstimateOverExact).unwrap();
-        assert!((estimate.rcutrace.unwrap() - 1.01).abs() < 1e-9);
+        let estimate = summary.row(RowId::PacedEstimateOverCount).unwrap();
+        assert!((estimate.rcutrace.unwrap() - 1.99 / 2.01).abs() < 1e-9);
         assert!(!estimate.misses_target());
-        // 40400 / (20800 * 40000 / 20000).
-        let made = summary.row(RowId::PacedEstimateOverMade).unwrap();
-        assert!((made.rcutrace.unwrap() - 40400.0 / 41600.0).abs() < 1e-9);
         // Each mechanism's floor beside rcutrace attached that way; bpftrace's script uses
         // kprobe + kretprobe only.
         let by = |m| {

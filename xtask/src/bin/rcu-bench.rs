@@ -269,9 +269,9 @@ fn sampled_readers(opts: &Options, tag: &str) -> Result<(), String> {
         let readers = reader_count(prefix, &done.stdout).ok_or_else(|| report("reader count"))?;
         let secs = window_secs(&done.stdout).ok_or_else(|| report("window"))?;
         sample(
-            Metric::PacedReadersPerS,
+            Metric::PacedEventsPerCall,
             Config::Under(tracer),
-            readers as f64 / secs,
+            readers as f64 / secs / calls_per_s,
         );
         // Unknown with a single window (a short smoke run).
         if let Some(margin) = estimate_margin(&done.stdout).filter(|_| tracer != Tracer::RCUTRACE) {
