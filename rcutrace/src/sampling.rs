@@ -17,6 +17,11 @@ use crate::model::ReadersEstimate;
 /// off) would be mostly switching.
 pub const MIN_SWITCH_MS: u64 = 100;
 
+/// How long after an attach a window begins to count: patching the probe in disturbs the
+/// machine for a moment (code is rewritten on every CPU), and a window counting through that
+/// would see fewer readers than the load makes.
+pub const SETTLE: Duration = Duration::from_millis(20);
+
 /// z for a two-sided 95% interval.
 const Z95: f64 = 1.96;
 
@@ -84,6 +89,8 @@ pub struct SampledReaders {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Switch {
     Attach,
+    /// The attached probe has settled: the window begins to count.
+    Begin,
     Detach,
 }
 
@@ -97,6 +104,8 @@ pub struct Sampler {
     period: u32,
     /// Since when, and from which counter value, the open window counts.
     open: Option<(Instant, u64)>,
+    /// When the probe was attached again, while it settles before its window begins.
+    attached: Option<Instant>,
     windows: Vec<SampledWindow>,
     /// Windows before this index, and this many of the switching grace periods, were reported
     /// in an earlier period.
@@ -113,6 +122,7 @@ impl Sampler {
             opened: now,
             period: 0,
             open: Some((now, counter)),
+            attached: None,
             windows: Vec::new(),
             reported: (0, 0),
             switching_grace_periods: 0,
@@ -122,17 +132,22 @@ impl Sampler {
 
     /// When the next switch is due, and which.
     pub fn next(&self) -> (Instant, Switch) {
-        match self.open {
+        match (self.open, self.attached) {
             // Attaching takes a while: the window lasts ON from when it began to count.
-            Some((since, _)) => (since + self.sampling.on, Switch::Detach),
-            None => (self.opened + self.window_start(self.period), Switch::Attach),
+            (Some((since, _)), _) => (since + self.sampling.on, Switch::Detach),
+            (None, Some(attached)) => (attached + SETTLE, Switch::Begin),
+            (None, None) => (self.opened + self.window_start(self.period), Switch::Attach),
         }
     }
 
     /// Where window `k` is due to start in the tracing window: within period k, early enough
     /// to end by the period's end.
     fn window_start(&self, k: u32) -> Duration {
-        let slack = (self.sampling.period - self.sampling.on).as_millis() as u64;
+        let slack = self
+            .sampling
+            .period
+            .saturating_sub(self.sampling.on + SETTLE)
+            .as_millis() as u64;
         let offset = match k {
             0 => 0,
             _ => self.random.hash_one(k) % (slack + 1),
@@ -151,8 +166,14 @@ impl Sampler {
         self.period += 1;
     }
 
-    /// The probe was attached again: a window counts from `counter` at `now`.
+    /// The probe was attached again at `now`; its window begins once it has settled.
+    pub fn attached(&mut self, now: Instant) {
+        self.attached = Some(now);
+    }
+
+    /// The attached probe has settled: a window counts from `counter` at `now`.
     pub fn open_window(&mut self, now: Instant, counter: u64) {
+        self.attached = None;
         self.open = Some((now, counter));
     }
 
@@ -279,15 +300,20 @@ mod tests {
             if k == 0 {
                 assert_eq!(start, Duration::ZERO);
             }
+            // Within its period, but for the time the attach itself took.
             assert!(
-                start >= ms(300) * k && at - opened <= ms(300) * (k + 1),
+                start >= ms(300) * k && at - opened <= ms(300) * (k + 1) + ms(5),
                 "window {k}"
             );
             counter += 7;
             sampler.close_window(at, counter);
-            let (again, switch) = sampler.next();
+            let (attach, switch) = sampler.next();
             assert_eq!(switch, Switch::Attach);
-            assert!(again >= at, "window {} starts before {k} ends", k + 1);
+            assert!(attach >= at, "window {} starts before {k} ends", k + 1);
+            // Attaching took 5 ms; the window begins once the probe has settled.
+            sampler.attached(attach + ms(5));
+            let (again, switch) = sampler.next();
+            assert_eq!((again, switch), (attach + ms(5) + SETTLE, Switch::Begin));
             // What the attach itself counted (3) is in no window.
             counter += 3;
             sampler.open_window(again, counter);

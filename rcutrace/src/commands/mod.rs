@@ -296,6 +296,10 @@ fn switch_readers(
             tracer.switch_kprobe(&READERS.probe, false)
         }
         Switch::Attach => tracer.switch_kprobe(&READERS.probe, true),
+        Switch::Begin => {
+            sampler.open_window(Instant::now(), readers(tracer)?);
+            return Ok(Some(sampler.next().0));
+        }
     };
     // The windows so far still make an estimate: say why no more follow, and keep tracing.
     if let Err(e) = switched {
@@ -306,7 +310,7 @@ fn switch_readers(
         return Ok(None);
     }
     if switch == Switch::Attach {
-        sampler.open_window(Instant::now(), readers(tracer)?);
+        sampler.attached(Instant::now());
     }
     log::info!("reader probe: {switch:?} took {:?}", began.elapsed());
     let grace_periods = tracer.counter("COUNTS", counters::GP_FQS_LOOP)?;
