@@ -79,6 +79,7 @@ pub fn benchmarks_md(outcome: &Outcome, command: &str, date: &str) -> String {
     md.push_str("\nTargets:\n\n");
     md.push_str(&summary.targets());
     md.push_str(&gap_notes(summary));
+    let paced_calls = summary.get(Metric::PacedCallsPerS, Config::Under(Tracer::RCUTRACE));
     md.push_str(&fill(
         WHAT_WAS_RUN,
         &[
@@ -92,6 +93,8 @@ pub fn benchmarks_md(outcome: &Outcome, command: &str, date: &str) -> String {
             ("floor_scripts", floor_scripts().join("\n  ")),
             ("sample_readers", SAMPLE_READERS.into()),
             ("paced_us", PACED_WORK.as_micros().to_string()),
+            ("paced_calls", num(paced_calls, 0)),
+            ("paced_call_us", num(paced_calls.map(|c| 1e6 / c), 0)),
             (
                 "margin_pct",
                 num(

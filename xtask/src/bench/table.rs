@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use super::floor::Mechanism;
 use super::sample::{Attach, Config, Job, Metric, Samples, Tracer};
-use super::{PACED_WORK, SAMPLE_READERS, Sizes};
+use super::{SAMPLE_READERS, Sizes};
 
 /// Every row of the table, in order; rows are found by this, never by their label.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -63,11 +63,9 @@ impl RowId {
                 "`__rcu_read_lock` events per `getppid()` estimated by `--sample-readers \
                  {SAMPLE_READERS}` on that load"
             ),
-            RowId::PacedCounted => format!(
-                "`__rcu_read_lock` events per `getppid()` of a paced load (~{} µs of work a \
-                 call), counted",
-                PACED_WORK.as_micros()
-            ),
+            RowId::PacedCounted => {
+                "`__rcu_read_lock` events per `getppid()` of a paced load, counted".into()
+            }
             RowId::PacedEstimated => {
                 format!("The same, estimated by `--sample-readers {SAMPLE_READERS}`")
             }
