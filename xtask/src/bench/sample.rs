@@ -313,6 +313,11 @@ impl Samples {
             .push(sample.value);
     }
 
+    /// A metric's values under a configuration, in the order measured.
+    pub fn values(&self, metric: Metric, config: Config) -> &[f64] {
+        self.0.get(&(metric, config)).map_or(&[], Vec::as_slice)
+    }
+
     /// The median of a metric's values under a configuration.
     pub fn median(&self, metric: Metric, config: Config) -> Option<f64> {
         median(self.0.get(&(metric, config))?)

@@ -465,6 +465,11 @@ impl Summary {
         }
     }
 
+    /// Every value of a metric under a configuration, in the order measured.
+    pub fn values(&self, metric: Metric, config: Config) -> &[f64] {
+        self.samples.values(metric, config)
+    }
+
     /// The median of a metric under a configuration.
     pub fn get(&self, metric: Metric, config: Config) -> Option<f64> {
         self.samples.median(metric, config)
