@@ -193,8 +193,9 @@ pub struct CountArgs {
     /// Attach the reader probe (__rcu_read_lock) only ON_MS of every PERIOD_MS, detached in
     /// between, and estimate the readers from what it counted, with a 95% margin: readers then
     /// cost a fraction of their usual overhead. The updater and grace-period counts stay exact.
-    /// Each window starts at a random point of its period; ON_MS and the time off are at least
-    /// 100 ms each, since every attach and detach waits for grace periods.
+    /// Each window starts counting 100 ms after its attach, at a random point of its period;
+    /// ON_MS is at least 100 and PERIOD_MS at least ON_MS + 200, since every attach and detach
+    /// waits for grace periods.
     #[arg(long, value_name = "ON_MS/PERIOD_MS", conflicts_with = "by")]
     pub sample_readers: Option<ReaderSampling>,
 }
