@@ -229,8 +229,8 @@ fn gap_notes(summary: &Summary) -> String {
                 ("margins", list(margins, 1)),
                 ("within", format!("{within} of {}", ratios.len())),
                 ("window", summary.sizes.window_secs.to_string()),
-                ("sample_readers", SAMPLE_READERS.into()),
                 ("on_ms", on_ms.to_string()),
+                ("period_ms", period_ms.to_string()),
                 (
                     "windows",
                     (summary.sizes.window_secs * 1000 / period_ms.max(1)).to_string(),
