@@ -37,7 +37,8 @@ pub fn running() -> bool {
 #[inline(always)]
 pub fn switching_kthread(tgid: u32) -> bool {
     let pids = constant(&TASKS_RCU_PIDS);
-    tgid != 0 && (pids[0] == tgid || pids[1] == tgid || pids[2] == tgid)
+    // Without sampling every pid is 0: the verifier knows the constant and drops the rest.
+    pids[0] != 0 && tgid != 0 && (pids[0] == tgid || pids[1] == tgid || pids[2] == tgid)
 }
 
 /// `(tgid, tid)` of the current task, and whether it is rcutrace itself.

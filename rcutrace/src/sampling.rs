@@ -98,6 +98,16 @@ pub enum Switch {
     Detach,
 }
 
+/// Where the reader probe is in its schedule.
+#[derive(Clone, Copy, Debug)]
+enum ProbeState {
+    Detached,
+    /// Attached again at this moment, settling before its window begins.
+    Settling(Instant),
+    /// Counting since this moment, from this counter value.
+    Counting(Instant, u64),
+}
+
 /// The schedule of the reader probe and the log of what it counted. Window k starts at a
 /// random offset within period k (the first at the opening), so that a load which repeats
 /// with the period is not always sampled at the same phase.
@@ -106,10 +116,7 @@ pub struct Sampler {
     opened: Instant,
     /// The period whose window is open or next.
     period: u32,
-    /// Since when, and from which counter value, the open window counts.
-    open: Option<(Instant, u64)>,
-    /// When the probe was attached again, while it settles before its window begins.
-    attached: Option<Instant>,
+    probe: ProbeState,
     windows: Vec<SampledWindow>,
     /// Windows before this index, and this many of the switching grace periods, were reported
     /// in an earlier period.
@@ -125,8 +132,7 @@ impl Sampler {
             sampling,
             opened: now,
             period: 0,
-            open: Some((now, counter)),
-            attached: None,
+            probe: ProbeState::Counting(now, counter),
             windows: Vec::new(),
             reported: (0, 0),
             switching_grace_periods: 0,
@@ -136,11 +142,11 @@ impl Sampler {
 
     /// When the next switch is due, and which.
     pub fn next(&self) -> (Instant, Switch) {
-        match (self.open, self.attached) {
+        match self.probe {
             // Attaching takes a while: the window lasts ON from when it began to count.
-            (Some((since, _)), _) => (since + self.sampling.on, Switch::Detach),
-            (None, Some(attached)) => (attached + SETTLE, Switch::Begin),
-            (None, None) => (self.opened + self.window_start(self.period), Switch::Attach),
+            ProbeState::Counting(since, _) => (since + self.sampling.on, Switch::Detach),
+            ProbeState::Settling(attached) => (attached + SETTLE, Switch::Begin),
+            ProbeState::Detached => (self.opened + self.window_start(self.period), Switch::Attach),
         }
     }
 
@@ -161,24 +167,32 @@ impl Sampler {
 
     /// The probe is about to be detached: the open window ends at `now` with `counter`.
     pub fn close_window(&mut self, now: Instant, counter: u64) {
-        if let Some((since, from)) = self.open.take() {
-            self.windows.push(SampledWindow {
-                readers: counter.wrapping_sub(from),
-                length: now.saturating_duration_since(since),
-            });
-        }
+        self.log_window(now, counter);
+        self.probe = ProbeState::Detached;
         self.period += 1;
     }
 
     /// The probe was attached again at `now`; its window begins once it has settled.
     pub fn attached(&mut self, now: Instant) {
-        self.attached = Some(now);
+        self.probe = ProbeState::Settling(now);
     }
 
     /// The attached probe has settled: a window counts from `counter` at `now`.
     pub fn open_window(&mut self, now: Instant, counter: u64) {
-        self.attached = None;
-        self.open = Some((now, counter));
+        self.probe = ProbeState::Counting(now, counter);
+    }
+
+    /// Logs what the counting window has counted up to `now` (`counter` then); whether one
+    /// was counting.
+    fn log_window(&mut self, now: Instant, counter: u64) -> bool {
+        let ProbeState::Counting(since, from) = self.probe else {
+            return false;
+        };
+        self.windows.push(SampledWindow {
+            readers: counter.wrapping_sub(from),
+            length: now.saturating_duration_since(since),
+        });
+        true
     }
 
     /// Grace periods that ended during one attach or detach.
@@ -190,12 +204,8 @@ impl Sampler {
     /// an open window is cut there and goes on counting in the next period. `cumulative`: every
     /// window since the opening.
     pub fn take_period(&mut self, now: Instant, counter: u64, cumulative: bool) -> SampledReaders {
-        if let Some((since, from)) = self.open {
-            self.windows.push(SampledWindow {
-                readers: counter.wrapping_sub(from),
-                length: now.saturating_duration_since(since),
-            });
-            self.open = Some((now, counter));
+        if self.log_window(now, counter) {
+            self.open_window(now, counter);
         }
         let (first, grace_periods_before) = if cumulative { (0, 0) } else { self.reported };
         self.reported = (self.windows.len(), self.switching_grace_periods);
@@ -210,7 +220,12 @@ impl Sampler {
 /// times the period, and a 95% margin from how much the windows' rates differ (the ratio
 /// estimator of cluster sampling, with the finite-population correction: sampling everything
 /// leaves no error). Assumes the unsampled time carries the same load as the sampled.
-pub fn estimate(sampled: &SampledReaders, elapsed: Duration) -> ReadersEstimate {
+/// `switching_calls_left_out`: the updater calls the counters left out as rcutrace's switching.
+pub fn estimate(
+    sampled: &SampledReaders,
+    elapsed: Duration,
+    switching_calls_left_out: u64,
+) -> ReadersEstimate {
     let windows = &sampled.windows;
     let counted: u64 = windows.iter().map(|w| w.readers).sum();
     let time: Duration = windows.iter().map(|w| w.length).sum();
@@ -244,7 +259,7 @@ pub fn estimate(sampled: &SampledReaders, elapsed: Duration) -> ReadersEstimate 
         windows: n as u32,
         margin,
         switching_grace_periods: sampled.switching_grace_periods,
-        switching_calls_left_out: 0,
+        switching_calls_left_out,
     }
 }
 
@@ -369,6 +384,10 @@ mod tests {
         assert_eq!((all.windows.len(), all.switching_grace_periods), (2, 5));
     }
 
+    fn estimate_of(sampled: &SampledReaders, elapsed: Duration) -> ReadersEstimate {
+        estimate(sampled, elapsed, 0)
+    }
+
     fn windows(counts: &[u64], each_ms: u64) -> SampledReaders {
         SampledReaders {
             windows: counts
@@ -384,7 +403,7 @@ mod tests {
 
     #[test]
     fn a_steady_load_scales_with_no_spread() {
-        let e = estimate(&windows(&[1000; 10], 100), ms(10_000));
+        let e = estimate_of(&windows(&[1000; 10], 100), ms(10_000));
         assert_eq!(e.readers, Some(100_000));
         assert_eq!((e.counted, e.sampled, e.windows), (10_000, ms(1000), 10));
         assert_eq!(e.margin, Some(0));
@@ -398,7 +417,7 @@ mod tests {
         let counts: Vec<u64> = (0..10)
             .map(|i| if i % 2 == 0 { 900 } else { 1100 })
             .collect();
-        let e = estimate(&windows(&counts, 100), ms(10_000));
+        let e = estimate_of(&windows(&counts, 100), ms(10_000));
         assert_eq!(e.readers, Some(100_000));
         let sd = (10.0 * 100.0f64.powi(2) / 9.0).sqrt();
         let expected = 1.96 * (0.9f64).sqrt() * sd / 10f64.sqrt() / 0.1 * 10.0;
@@ -408,13 +427,13 @@ mod tests {
     #[test]
     fn what_cannot_be_estimated_says_so() {
         // One window: no spread to judge by.
-        let one = estimate(&windows(&[500], 100), ms(1000));
+        let one = estimate_of(&windows(&[500], 100), ms(1000));
         assert_eq!((one.readers, one.margin), (Some(5000), None));
         // Nothing sampled (interrupted before the first window closed).
-        let none = estimate(&SampledReaders::default(), ms(50));
+        let none = estimate_of(&SampledReaders::default(), ms(50));
         assert_eq!((none.readers, none.margin, none.windows), (None, None, 0));
         // The whole period was sampled: exact.
-        let whole = estimate(&windows(&[500], 100), ms(100));
+        let whole = estimate_of(&windows(&[500], 100), ms(100));
         assert_eq!((whole.readers, whole.margin), (Some(500), Some(0)));
     }
 }

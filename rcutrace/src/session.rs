@@ -128,8 +128,9 @@ pub struct Scheduled<'a> {
 }
 
 /// Waits for `duration` (forever if `None`) or an interrupt, feeding samples to `consume`,
-/// doing the `scheduled` work on time and reporting when `reports` are due. If `traced_process` exits meanwhile, says so once on stderr
-/// (its calls can no longer be traced) and keeps waiting.
+/// doing the `scheduled` work on time and reporting when `reports` are due. If
+/// `traced_process` exits meanwhile, says so once on stderr (its calls can no longer be
+/// traced) and keeps waiting.
 pub async fn run(
     duration: Option<Duration>,
     interrupts: &mut Interrupts,

@@ -290,15 +290,14 @@ impl Tracer {
                 let values = array
                     .get(&index, 0)
                     .with_context(|| format!("reading {name}[{index}]"))?;
-                Ok(values.iter().fold(0u64, |sum, v| sum.wrapping_add(*v)))
+                Ok(sum_over_cpus(&values))
             })
             .collect()
     }
 
     /// One slot of a per-CPU u64 array, summed over the CPUs.
     pub fn counter(&self, name: &str, index: u32) -> Result<u64> {
-        let values = self.per_cpu_values(name, index)?;
-        Ok(values.iter().fold(0u64, |sum, v| sum.wrapping_add(*v)))
+        Ok(sum_over_cpus(&self.per_cpu_values(name, index)?))
     }
 
     /// One slot of a per-CPU u64 array, a value per CPU.
@@ -360,6 +359,11 @@ impl TrampolineTargets<'_> {
         });
         btf.as_ref().map_err(|e| anyhow!(e.clone()))
     }
+}
+
+/// A per-CPU counter's total (counters wrap; so do their differences).
+fn sum_over_cpus(values: &[u64]) -> u64 {
+    values.iter().fold(0, |sum, v| sum.wrapping_add(*v))
 }
 
 fn is_trampoline(method: Method) -> bool {

@@ -13,7 +13,7 @@ use crate::{
     attribution::{By, fold_top, key_text},
     cli::{ByArgs, CountArgs},
     environment, kernel,
-    model::{CountMap, CountSummary, KeyedLosses, Map, ReadersEstimate, Report, Summary},
+    model::{CountMap, CountSummary, KeyedLosses, Map, Report, Summary},
     probes::{COUNTED, Counted, Probe, counted_functions},
     render::Format,
     sampling,
@@ -57,14 +57,9 @@ fn report(period: &Period<'_>, by: &ByArgs, symbolizer: &mut Option<Symbolizer>)
     // Sampled readers: what the switches counted is in no window; the estimate replaces the
     // count.
     let readers_estimate = period.sampled_readers.as_ref().map(|sampled| {
-        let left_out = period.counters.array("COUNT_LOSSES");
-        ReadersEstimate {
-            switching_calls_left_out: left_out
-                .get(counters::LEFT_OUT_SWITCHING as usize)
-                .copied()
-                .unwrap_or(0),
-            ..sampling::estimate(sampled, period.elapsed)
-        }
+        let losses = period.counters.array("COUNT_LOSSES");
+        let left_out = losses.get(counters::LEFT_OUT_SWITCHING as usize);
+        sampling::estimate(sampled, period.elapsed, left_out.copied().unwrap_or(0))
     });
     let counts: Vec<(&Counted, u64)> = COUNTED
         .iter()

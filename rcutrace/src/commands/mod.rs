@@ -287,19 +287,18 @@ fn switch_readers(
     };
     let mut sampler = sampler.borrow_mut();
     let readers = |tracer: &Tracer| tracer.counter("COUNTS", counters::READ_LOCK);
+    let switch = sampler.next().1;
+    if switch == Switch::Begin {
+        sampler.open_window(Instant::now(), readers(tracer)?);
+        return Ok(Some(sampler.next().0));
+    }
     let grace_periods_before = tracer.counter("COUNTS", counters::GP_FQS_LOOP)?;
     let began = Instant::now();
-    let switch = sampler.next().1;
-    let switched = match switch {
-        Switch::Detach => {
-            sampler.close_window(Instant::now(), readers(tracer)?);
-            tracer.switch_kprobe(&READERS.probe, false)
-        }
-        Switch::Attach => tracer.switch_kprobe(&READERS.probe, true),
-        Switch::Begin => {
-            sampler.open_window(Instant::now(), readers(tracer)?);
-            return Ok(Some(sampler.next().0));
-        }
+    let switched = if switch == Switch::Detach {
+        sampler.close_window(Instant::now(), readers(tracer)?);
+        tracer.switch_kprobe(&READERS.probe, false)
+    } else {
+        tracer.switch_kprobe(&READERS.probe, true)
     };
     // The windows so far still make an estimate: say why no more follow, and keep tracing.
     if let Err(e) = switched {

@@ -196,9 +196,9 @@ impl Job {
     }
 
     /// The tracers the job's timed work runs under (its getppid() loop for `Count`, its
-    /// membarrier() loop for `Srlat`), in the order of the first repetition. Another way of
-    /// running rcutrace on readers (a sampled mode, say) is one more entry here, its command
-    /// line in rcu-bench's `tracer_command`, and its rows in `table`.
+    /// membarrier() loop for `Srlat`), in the order of the first repetition. The sampled reader
+    /// mode is not among them: it needs a load that lasts many of its periods, and rcu-bench
+    /// measures it apart (`sampled_readers`).
     pub fn tracers(self) -> &'static [Tracer] {
         match self {
             Job::Count => &[

@@ -226,18 +226,18 @@ fn reader_path(opts: &Options, tracer: Tracer, tag: &str) -> Result<(), String> 
 fn sampled_readers(opts: &Options, tag: &str) -> Result<(), String> {
     let load = SteadyLoad::start(0);
     thread::sleep(SETTLE);
-    let (calls_before, started) = (load.calls(), Instant::now());
-    thread::sleep(opts.window);
-    let ns = started.elapsed().as_nanos() as f64 / (load.calls() - calls_before).max(1) as f64;
+    let alone = load.measure(opts.window);
     load.stop();
-    sample(Metric::LoadGetppidNs, Config::Under(Tracer::None), ns);
+    sample(
+        Metric::LoadGetppidNs,
+        Config::Under(Tracer::None),
+        alone.ns_per_call(),
+    );
 
     let load = SteadyLoad::start(0);
     let running = launch(opts, Tracer::RcutraceSampled, Job::Count, &[], false)?.expect("a tracer");
-    let (calls_at_open, opened) = (load.calls(), Instant::now());
-    thread::sleep(opts.window);
-    let ns = opened.elapsed().as_nanos() as f64 / (load.calls() - calls_at_open).max(1) as f64;
-    let calls = load.calls() - calls_at_open;
+    let traced = load.measure(opts.window);
+    let (ns, calls) = (traced.ns_per_call(), traced.calls);
     let done = running.stop()?;
     load.stop();
     let config = Config::Under(Tracer::RcutraceSampled);
@@ -258,9 +258,7 @@ fn sampled_readers(opts: &Options, tag: &str) -> Result<(), String> {
     for tracer in [Tracer::RCUTRACE, Tracer::RcutraceSampled] {
         let load = SteadyLoad::start(spin);
         let running = launch(opts, tracer, Job::Count, &[], false)?.expect("a tracer");
-        let (calls_before, started) = (load.calls(), Instant::now());
-        thread::sleep(opts.window);
-        let calls_per_s = (load.calls() - calls_before) as f64 / started.elapsed().as_secs_f64();
+        let calls_per_s = load.measure(opts.window).per_second();
         let done = running.stop()?;
         load.stop();
         sample(Metric::PacedCallsPerS, Config::Under(tracer), calls_per_s);
@@ -321,13 +319,35 @@ impl SteadyLoad {
         }
     }
 
-    fn calls(&self) -> u64 {
-        self.calls.load(Ordering::Relaxed)
+    /// The calls the load makes over the next `window`.
+    fn measure(&self, window: Duration) -> Calls {
+        let (before, started) = (self.calls.load(Ordering::Relaxed), Instant::now());
+        thread::sleep(window);
+        Calls {
+            calls: self.calls.load(Ordering::Relaxed) - before,
+            elapsed: started.elapsed(),
+        }
     }
 
     fn stop(self) {
         self.stop.store(true, Ordering::Relaxed);
         let _ = self.thread.join();
+    }
+}
+
+/// Calls a load made over a stretch of time.
+struct Calls {
+    calls: u64,
+    elapsed: Duration,
+}
+
+impl Calls {
+    fn ns_per_call(&self) -> f64 {
+        self.elapsed.as_nanos() as f64 / self.calls.max(1) as f64
+    }
+
+    fn per_second(&self) -> f64 {
+        self.calls as f64 / self.elapsed.as_secs_f64()
     }
 }
 
@@ -374,20 +394,11 @@ fn latency_path(opts: &Options, tracer: Tracer, tag: &str) -> Result<(), String>
 fn cpu_window(opts: &Options, tracer: Tracer, tag: &str) -> Result<(), String> {
     let running = start(opts, tracer, Job::Count)?.expect("a tracer");
     thread::sleep(SETTLE);
-    let stop = Arc::new(AtomicBool::new(false));
-    let load = {
-        let stop = Arc::clone(&stop);
-        thread::spawn(move || {
-            while !stop.load(Ordering::Relaxed) {
-                getppid_loop(1_000);
-            }
-        })
-    };
+    let load = SteadyLoad::start(0);
     let before = cpu_now(running.pid);
     thread::sleep(opts.window);
     let after = cpu_now(running.pid);
-    stop.store(true, Ordering::Relaxed);
-    let _ = load.join();
+    load.stop();
     let done = running.stop()?;
     let config = Config::Under(tracer);
     if let (Some(before), Some(after)) = (before, after) {
