@@ -7,12 +7,12 @@ use clap::{Args, Parser, Subcommand};
 use rcutrace_common::hist::Linear;
 
 use crate::{
-    attribution::By,
     commands::Interval,
     model::Unit,
-    probes::{self, AttachChoice},
+    model::attribution::By,
     render::Format,
-    sampling::ReaderSampling,
+    trace::probes::{self, AttachChoice},
+    trace::sampling::ReaderSampling,
 };
 
 #[derive(Debug, Parser)]

@@ -1,34 +1,20 @@
 //! rcutrace: see how the Linux kernel uses RCU.
 //!
-//! Layout: `cli` parses, `commands` compose the shared parts (`probes` says what to hook and
-//! how, `tracer` does it through aya, `session` runs the window, `readings` reads its counters
-//! while it runs, `server` answers `serve`'s scrapes), `aggregate` turns latency samples into
-//! histograms, `attribution` keys them by caller (`symbols` names kernel addresses), `model`
-//! holds results, `stats` derives percentiles, and `render` is the only place that formats
-//! output.
+//! Layout, one folder per room: `cli` parses; `commands` are thin compositions of the rest;
+//! `trace` is the tracing machinery (the probe table, the tracer that attaches it through aya,
+//! the window and what it reads while it runs); `kernel` holds facts about the running kernel
+//! (its functions, BTF, symbols, skipped hits, environment); `model` is the data model every
+//! command fills (results, statistics, histograms, attribution); `runs` reads saved runs back
+//! and compares them; `render` is the only place that formats output.
 
-mod aggregate;
-mod attribution;
 mod cli;
 mod commands;
-mod compare;
-mod countdown;
-mod environment;
 mod generate;
 mod kernel;
-mod kernel_btf;
-mod kernel_misses;
 mod model;
-mod probes;
-mod readings;
 mod render;
-mod sampling;
-mod saved;
-mod server;
-mod session;
-mod stats;
-mod symbols;
-mod tracer;
+mod runs;
+mod trace;
 
 use std::{io::Write as _, process::ExitCode};
 
@@ -101,7 +87,10 @@ fn run(cli: &Cli) -> anyhow::Result<String> {
 
 /// The run's JSON lines, as `-f json` prints them, in a file.
 fn save_run(path: &std::path::Path, report: &model::Report) -> anyhow::Result<()> {
-    let probes = report.environment.as_ref().map_or(0, environment::probes);
+    let probes = report
+        .environment
+        .as_ref()
+        .map_or(0, kernel::environment::probes);
     let json = render::banner(render::Format::Json, probes)
         + &render::report(render::Format::Json, report);
     std::fs::write(path, json).with_context(|| format!("saving the run to {}", path.display()))

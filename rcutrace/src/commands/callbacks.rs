@@ -15,16 +15,16 @@ use rcutrace_common::{
 use super::{Need, Period, Request, trace};
 use crate::{
     cli::{CallbacksArgs, CallbacksBy},
-    environment,
+    kernel::environment,
+    kernel::symbols::Symbolizer,
+    model::stats::{QUANTILES, percentile_bits, percentile_error},
     model::{
         Buckets, CallbackRow, CallbackTotals, CallbacksSummary, CountMap, HistMap, Map, Report,
         SeriesStats, Summary, Unit,
     },
-    probes::{CALLBACKS, Probe},
     render::Format,
-    stats::{QUANTILES, percentile_bits, percentile_error},
-    symbols::Symbolizer,
-    tracer::Constant,
+    trace::probes::{CALLBACKS, Probe},
+    trace::tracer::Constant,
 };
 
 /// Without these two nothing can be paired.

@@ -10,15 +10,16 @@ use rcutrace_common::{
 
 use super::{Need, Period, Request, stack_frames, trace};
 use crate::{
-    attribution::{By, fold_top, key_text},
     cli::{ByArgs, CountArgs},
-    environment, kernel,
+    kernel,
+    kernel::environment,
+    kernel::symbols::Symbolizer,
+    model::attribution::{By, fold_top, key_text},
     model::{CountMap, CountSummary, KeyedLosses, Map, Report, Summary},
-    probes::{COUNTED, Counted, Probe, counted_functions},
     render::Format,
-    sampling,
-    symbols::Symbolizer,
-    tracer::Constant,
+    trace::probes::{COUNTED, Counted, Probe, counted_functions},
+    trace::sampling,
+    trace::tracer::Constant,
 };
 
 pub async fn run(args: &CountArgs, format: Format) -> Result<Report> {

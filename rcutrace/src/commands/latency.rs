@@ -7,16 +7,17 @@ use rcutrace_common::latency::*;
 
 use super::{Need, Period, Request, trace};
 use crate::{
-    aggregate::{Aggregate, Layout, Series},
-    attribution::{By, fold_top, key_text},
     cli::{ByArgs, LatencyArgs, SrlatArgs},
-    environment, kernel,
+    kernel,
+    kernel::environment,
+    kernel::symbols::Symbolizer,
+    model::aggregate::{Aggregate, Layout, Series},
+    model::attribution::{By, fold_top, key_text},
+    model::stats::PERCENTILE_ERROR,
     model::{HistMap, LatencySummary, Losses, Map, Report, Summary, Unit},
-    probes::{self, Method, Probe, Timed},
     render::Format,
-    stats::PERCENTILE_ERROR,
-    symbols::Symbolizer,
-    tracer::{Constant, Tracer},
+    trace::probes::{self, Method, Probe, Timed},
+    trace::tracer::{Constant, Tracer},
 };
 
 /// One timed function of a run: what is timed, the map it prints as, and its unit.

@@ -24,16 +24,16 @@ use rcutrace_common::{
 use tokio::net::TcpListener;
 
 use crate::{
-    attribution::{self, By},
     kernel,
+    kernel::symbols::Symbolizer,
     model::Report,
-    probes::{AttachChoice, Keys, Method, Probe, READERS},
-    readings::Reading,
+    model::attribution::{self, By},
     render::{self, Format},
-    sampling::{ReaderSampling, SampledReaders, Sampler, Switch},
-    session::{self, Consume, Due, Interrupts, Reports, Samples, Scheduled, Trigger},
-    symbols::Symbolizer,
-    tracer::{Attachment, Constant, Tracer},
+    trace::probes::{AttachChoice, Keys, Method, Probe, READERS},
+    trace::readings::Reading,
+    trace::sampling::{ReaderSampling, SampledReaders, Sampler, Switch},
+    trace::session::{self, Consume, Due, Interrupts, Reports, Samples, Scheduled, Trigger},
+    trace::tracer::{Attachment, Constant, Tracer},
 };
 
 /// Whether a command can run without some of its probes.

@@ -3,7 +3,7 @@
 
 use anyhow::Result;
 
-use crate::{cli::ReportArgs, compare, render, saved};
+use crate::{cli::ReportArgs, render, runs::compare, runs::saved};
 
 pub fn run(args: &ReportArgs, format: render::Format) -> Result<String> {
     match &args.files[..] {

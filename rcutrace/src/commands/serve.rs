@@ -17,15 +17,15 @@ use rcutrace_common::{
 
 use super::{Need, Period, Request, trace_with};
 use crate::{
-    aggregate::{Aggregate, Layout, Series},
-    attribution::By,
     cli::{ServeArgs, ServeBy},
+    model::aggregate::{Aggregate, Layout, Series},
+    model::attribution::By,
     model::{Buckets, Labelled, LatencyHistogram, Metrics, ProbeInfo},
-    probes::{self, Probe, Programs, Side, Timed, counted_functions},
     render::{self, Format},
-    server,
-    session::Due,
-    tracer::Constant,
+    trace::probes::{self, Probe, Programs, Side, Timed, counted_functions},
+    trace::server,
+    trace::session::Due,
+    trace::tracer::Constant,
 };
 
 /// The timed functions, each with the histogram it feeds.

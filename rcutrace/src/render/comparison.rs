@@ -6,10 +6,10 @@ use std::fmt::Write as _;
 use rcutrace_common::hist::{SlotBounds, sparse_bounds};
 
 use crate::{
-    compare::{Comparison, CountComparison, EnvironmentDifference, HistComparison, ratio},
+    model::stats,
     model::{Buckets, SeriesStats, Unit, shown_slots},
     render::{figure, text},
-    stats,
+    runs::compare::{Comparison, CountComparison, EnvironmentDifference, HistComparison, ratio},
 };
 
 /// Half of bpftrace's 52 columns for each run's bar.
@@ -268,8 +268,8 @@ fn table(out: &mut String, rows: &[Vec<String>], left: usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::compare::compare;
     use crate::model::{CountMap, CountSummary, Map, Report, Summary};
+    use crate::runs::compare::compare;
 
     #[test]
     fn counts_and_their_ratio_in_aligned_columns() {

@@ -67,7 +67,7 @@ pub fn percent_bound(fraction: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stats::PERCENTILE_ERROR;
+    use crate::model::stats::PERCENTILE_ERROR;
 
     #[test]
     fn exact_values_keep_every_decimal() {

@@ -13,11 +13,11 @@ use serde::Serialize as _;
 use serde_json::ser::{CharEscape, Formatter, Serializer};
 
 use crate::{
+    model::stats,
     model::{
         Buckets, CallbacksSummary, CountMap, CountSummary, HistMap, LatencySummary, Map,
         PerGracePeriod, Report, Summary, maps_in_order, shown_slots, sparse_in_order,
     },
-    stats,
 };
 
 pub fn banner(probes: usize) -> String {

@@ -8,8 +8,8 @@ mod openmetrics;
 mod text;
 
 use crate::{
-    compare::Comparison,
     model::{Metrics, Report},
+    runs::compare::Comparison,
 };
 
 /// Output format, as bpftrace's `-f`.

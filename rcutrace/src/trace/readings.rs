@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use anyhow::Result;
 use rcutrace_common::attribution::Attribution;
 
-use crate::{probes::Probe, tracer::Tracer};
+use crate::{trace::probes::Probe, trace::tracer::Tracer};
 
 /// The per-CPU arrays of counters: `count`'s per-function counts and its losses, and the
 /// latency programs' per-function statistics.
@@ -40,7 +40,7 @@ impl Reading {
         Ok(Reading {
             arrays,
             keyed,
-            missed: crate::kernel_misses::missed_by_program_id(),
+            missed: crate::kernel::misses::missed_by_program_id(),
         })
     }
 

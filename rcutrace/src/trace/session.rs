@@ -16,7 +16,7 @@ use tokio::{
     signal::unix::{Signal, SignalKind, signal},
 };
 
-use crate::countdown::Countdown;
+use crate::trace::countdown::Countdown;
 
 /// Ctrl-C and termination requests, caught from the start so that an interrupt during
 /// attaching still detaches cleanly instead of killing the process mid-way.

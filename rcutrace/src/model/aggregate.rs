@@ -11,8 +11,8 @@ use rcutrace_common::{
 };
 
 use crate::{
+    model::stats::{QUANTILES, percentile},
     model::{Buckets, SeriesStats},
-    stats::{QUANTILES, percentile},
 };
 
 /// The display histogram's layout, as chosen on the command line.

@@ -16,8 +16,8 @@ use rcutrace_common::{
 };
 
 use crate::{
-    kernel_btf,
-    probes::{AttachChoice, Keys, Method, Probe, plan},
+    kernel::btf,
+    trace::probes::{AttachChoice, Keys, Method, Probe, plan},
 };
 
 /// The eBPF object built by build.rs (empty when the toolchain was missing at build time).
@@ -353,8 +353,8 @@ impl TrampolineTargets<'_> {
     fn btf(&mut self) -> Result<&Btf> {
         let functions = &self.functions;
         let btf = self.btf.get_or_insert_with(|| {
-            kernel_btf::function_ids(functions)
-                .map(|ids| kernel_btf::btf_of(&ids))
+            btf::function_ids(functions)
+                .map(|ids| btf::btf_of(&ids))
                 .map_err(|e| format!("{e:#}"))
         });
         btf.as_ref().map_err(|e| anyhow!(e.clone()))

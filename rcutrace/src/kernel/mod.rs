@@ -1,4 +1,12 @@
-//! Facts about the running kernel and this process that decide what can be traced.
+//! Facts about the running kernel and this process that decide what can be traced: here, its
+//! functions (kallsyms), privileges and tasks; `btf` reads the kernel's own type information,
+//! `misses` the probe hits it skipped, `symbols` names its addresses, and `environment`
+//! records what a run ran on.
+
+pub mod btf;
+pub mod environment;
+pub mod misses;
+pub mod symbols;
 
 use std::{
     collections::HashSet,

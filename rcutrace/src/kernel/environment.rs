@@ -6,7 +6,7 @@ use std::{fs, path::Path};
 
 use rcutrace_common::records::{Environment, Members};
 
-use crate::probes::{Method, Probe};
+use crate::trace::probes::{Method, Probe};
 
 /// Reads the running kernel's environment; `attached` is how each probe was hooked.
 pub fn current(attached: &[(Probe, Method)]) -> Environment {
@@ -159,8 +159,8 @@ mod tests {
 
     #[test]
     fn entry_and_return_of_one_function_share_a_line() {
-        let call = crate::probes::timed_call(1, "synchronize_rcu");
-        let gp = crate::probes::GP_LATENCY;
+        let call = crate::trace::probes::timed_call(1, "synchronize_rcu");
+        let gp = crate::trace::probes::GP_LATENCY;
         let attached = [
             (call.entry, Method::Kprobe),
             (call.exit, Method::Fexit),

@@ -1,5 +1,11 @@
 //! The one data model every command produces and every renderer consumes: counter maps,
-//! histograms with their slots, latency statistics and what was lost.
+//! histograms with their slots, latency statistics and what was lost. `aggregate` turns
+//! latency samples into histograms, `stats` derives percentiles, and `attribution` keys
+//! events by who caused them.
+
+pub mod aggregate;
+pub mod attribution;
+pub mod stats;
 
 use std::time::Duration;
 

@@ -12,12 +12,12 @@ use rcutrace_common::{
 };
 
 use crate::{
+    model::stats::{PERCENTILE_ERROR, QUANTILES, quantile_name},
     model::{
         Buckets, CallbackRow, CallbackTotals, CallbacksSummary, CountMap, CountSummary, HistMap,
         KeyedLosses, LatencySummary, Losses, Map, ReadersEstimate, Report, ScalarMap, SeriesStats,
         Summary, Unit,
     },
-    stats::{PERCENTILE_ERROR, QUANTILES, quantile_name},
 };
 
 /// A run as it was saved.
