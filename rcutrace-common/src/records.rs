@@ -40,6 +40,11 @@ pub enum Record {
     NotMeasured(NotMeasured),
     #[serde(rename = "rcutrace_callbacks_summary")]
     CallbacksSummary(CallbacksSummary),
+    #[serde(rename = "rcutrace_gp_summary")]
+    GracePeriodsSummary(GracePeriodsSummary),
+    /// One of `rcutrace gp`'s slowest grace periods, slowest first.
+    #[serde(rename = "rcutrace_grace_period")]
+    GracePeriod(GracePeriod),
     #[serde(rename = "rcutrace_environment")]
     Environment(Environment),
     /// A map the run printed with no entry (one empty line), which bpftrace would not have
@@ -200,6 +205,111 @@ pub struct Environment {
     /// How each traced function was hooked, e.g. `"synchronize_rcu": "kprobe+fexit"`.
     #[serde(default)]
     pub attach: Members<String>,
+}
+
+/// `rcutrace gp`'s tables: each phase, the last holdouts, and what was not assembled. The
+/// duration's statistics are the `@gplat` latency summary's; the slowest grace periods follow
+/// as `rcutrace_grace_period` records.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GracePeriodsSummary {
+    pub elapsed_s: f64,
+    #[serde(default)]
+    pub elapsed_ns: Option<u64>,
+    /// The tables' unit: `ms`, `us` or `ns`.
+    pub unit: String,
+    pub grace_periods: u64,
+    /// How many ended by `rcu_state.gp_seq`, from the first listed to the last.
+    pub by_gp_seq: Option<u64>,
+    pub without_report: u64,
+    pub phases: Vec<PhaseRecord>,
+    pub holdouts_by_cpu: Vec<CpuHoldoutsRecord>,
+    pub holdouts_by_task: Vec<TaskHoldoutsRecord>,
+    pub begun_before_tracing: u64,
+    pub incomplete: u64,
+    pub spurious_inits: u64,
+    pub lost_events: u64,
+    pub lost_stacks: u64,
+    pub blocked_readers_not_followed: u64,
+    pub kernel_reads_failed: u64,
+    pub missed_by_kernel: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PhaseRecord {
+    pub name: String,
+    pub count: u64,
+    pub min_ns: Option<u64>,
+    pub mean_ns: Option<f64>,
+    pub max_ns: Option<u64>,
+    pub percentiles_ns: Members<f64>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CpuHoldoutsRecord {
+    pub cpu: u32,
+    pub grace_periods: u64,
+    pub found_by_pass: u64,
+    pub held_ns: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskHoldoutsRecord {
+    pub pid: u32,
+    pub comm: String,
+    pub grace_periods: u64,
+    pub held_ns: u64,
+}
+
+/// One grace period taken apart. The four phases add up to `duration_ns`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GracePeriod {
+    /// `rcu_state.gp_seq` while it was in progress, signed as the kernel prints it.
+    pub gp_seq: i64,
+    /// When `rcu_gp_init()` was entered, CLOCK_MONOTONIC.
+    pub started_ns: u64,
+    pub duration_ns: u64,
+    pub init_ns: u64,
+    pub quiescent_wait_ns: u64,
+    pub kthread_wake_ns: u64,
+    pub cleanup_ns: u64,
+    /// From the request that woke the kthread to init; `null` where none was seen.
+    pub request_wait_ns: Option<u64>,
+    pub fqs_passes: u32,
+    pub cpus_reported: u32,
+    pub blocked_readers: u32,
+    /// From the end of init to the last holdout's report.
+    pub held_ns: u64,
+    /// `null` if no report was seen.
+    pub last_holdout: Option<LastHoldout>,
+}
+
+/// The CPU or blocked reader whose report ended a grace period's wait.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LastHoldout {
+    /// `cpu` or `task`.
+    pub kind: String,
+    /// The CPU (for a task: the one it was switched out on).
+    pub cpu: u32,
+    /// CPUs in the report that ended the wait (`cpu` only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpus: Option<u32>,
+    /// Reported by a force-quiescent-state pass, not by the CPU itself (`cpu` only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub found_by_pass: Option<bool>,
+    /// The task: the blocked reader, or what a tick found running on the CPU.
+    pub pid: Option<u32>,
+    #[serde(default)]
+    pub tgid: Option<u32>,
+    pub comm: Option<String>,
+    /// What the tick interrupted: `kernel`, `user` or `idle` (`cpu` only, where sampled).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
+    /// How long the reader was blocked (`task` only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blocked_ns: Option<u64>,
+    /// Kernel stack frames, deepest first: sampled on the CPU, or where the reader blocked.
+    #[serde(default)]
+    pub stack: Vec<String>,
 }
 
 /// The calls of one timed function that were seen but not measured, by cause.

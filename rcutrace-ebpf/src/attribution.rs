@@ -54,7 +54,7 @@ pub fn attribute<C: EbpfContext>(ctx: &C, event: u32, tgid: u32) -> (Attribution
 /// Reads the kernel stack, stores it under its hash, and returns the hash (`NO_STACK` if it
 /// could not be read or stored).
 #[inline(always)]
-fn keep_stack<C: EbpfContext>(ctx: &C) -> u64 {
+pub fn keep_stack<C: EbpfContext>(ctx: &C) -> u64 {
     let Some(frames) = STACK_SCRATCH.get_ptr_mut(0) else {
         return NO_STACK;
     };

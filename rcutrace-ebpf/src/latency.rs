@@ -98,9 +98,16 @@ fn on_return(timed: u32) {
         nanos: now.saturating_sub(call.start_ns),
         key: call.key,
     };
-    if SAMPLES.output::<Sample>(&sample, wakeup()).is_err() {
+    if !send(&sample) {
         add_stat(timed, STAT_LOST_RING_FULL);
     }
+}
+
+/// Sends one record to user space through the sample ring (latency samples, or another
+/// command's records); false if the ring had no room.
+#[inline(always)]
+pub fn send<T>(record: &T) -> bool {
+    SAMPLES.output::<T>(record, wakeup()).is_ok()
 }
 
 /// Wake user space only once the buffer is a quarter full: a wake-up is an interrupt, and

@@ -2,7 +2,8 @@
 //!
 //! One module per family: `counters` (one program per counted function, for `rcutrace count`),
 //! `latency` (entry/return pairs per timed function, for `rcutrace gplat` and `srlat`) and
-//! `callbacks` (every RCU callback from queueing to invocation, for `rcutrace callbacks`).
+//! `callbacks` (every RCU callback from queueing to invocation, for `rcutrace callbacks`) and
+//! `gp` (each grace period's events, for `rcutrace gp`).
 //! `window` (is tracing on, is this rcutrace itself) serves all; `attribution` (the `--by`
 //! key) the first two.
 #![no_std]
@@ -34,6 +35,7 @@ mod atomic;
 mod attribution;
 mod callbacks;
 mod counters;
+mod gp;
 mod hash;
 mod latency;
 mod window;

@@ -28,6 +28,7 @@ use crate::{
         sudo rcutrace count --secs 10\n  \
         sudo rcutrace count --all --by comm\n  \
         sudo rcutrace gplat --secs 30\n  \
+        sudo rcutrace gp --secs 10\n  \
         sudo rcutrace srlat --expedited --linear 0,1000,100\n  \
         sudo rcutrace srlat --func rcu_barrier --by stack\n  \
         sudo rcutrace count --interval 1 --secs 0\n  \
@@ -79,6 +80,16 @@ pub enum Command {
         sudo rcutrace callbacks --top 0 --by cpu\n  \
         sudo rcutrace callbacks --unit us -f json")]
     Callbacks(CallbacksArgs),
+    /// Why grace periods are slow: each one taken apart into its phases (init, the wait for
+    /// quiescent states, the kthread's wake-up, cleanup), with the CPU or blocked reader whose
+    /// report ended the wait, what ran on that CPU and its kernel stack.
+    #[command(after_help = "Examples:\n  \
+        sudo rcutrace gp --secs 10\n  \
+        sudo rcutrace gp --top 20 --unit us\n  \
+        sudo rcutrace gp --interval 1 --secs 0\n  \
+        sudo rcutrace -f json gp --secs 30 > gp.json\n\n\
+        Every hook is a kprobe: the functions run in the scheduler, the tick and RCU's core.")]
+    Gp(GpArgs),
     /// Print a run saved with -f json as the text it printed, or compare two saved runs.
     #[command(after_help = "Examples:\n  \
         sudo rcutrace -f json srlat --secs 30 > normal.json\n  \
@@ -250,6 +261,35 @@ pub struct LatencyArgs {
     pub buckets: Option<u64>,
     #[command(flatten)]
     pub by: ByArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct GpArgs {
+    #[command(flatten)]
+    pub common: Secs,
+    #[command(flatten)]
+    pub over_time: OverTime,
+    /// Unit of the histogram and the tables.
+    #[arg(long, value_enum, default_value_t = Unit::Ms, value_name = "UNIT")]
+    pub unit: Unit,
+    /// The N slowest grace periods to list, each with its anatomy and its last holdout's
+    /// stack (0: none).
+    #[arg(long, default_value_t = 10, value_name = "N")]
+    pub top: usize,
+}
+
+/// How long to trace, for the commands that choose their hooks themselves.
+#[derive(Debug, Args)]
+pub struct Secs {
+    /// Seconds to trace (0: until Ctrl-C). Ctrl-C always ends early and still prints.
+    #[arg(long, default_value_t = 10, value_name = "N")]
+    pub secs: u64,
+}
+
+impl Secs {
+    pub fn duration(&self) -> Option<Duration> {
+        (self.secs > 0).then(|| Duration::from_secs(self.secs))
+    }
 }
 
 #[derive(Debug, Args)]

@@ -73,6 +73,7 @@ fn run(cli: &Cli) -> anyhow::Result<String> {
             Command::Srlat(args) => commands::latency::srlat(args, format).await.map(Some),
             Command::Serve(args) => commands::serve::run(args).await.map(|()| None),
             Command::Callbacks(args) => commands::callbacks::run(args, format).await.map(Some),
+            Command::Gp(args) => commands::gp::run(args, format).await.map(Some),
             Command::Report(_) => Err(anyhow::anyhow!("report reads files, it does not trace")),
         }
     })?;

@@ -43,6 +43,16 @@
  *   flood N                      N call_rcu() with callback rcutrace_test_flood_cb, split evenly
  *                                across the online CPUs and queued by a work item bound to each
  *                                (so from kworkers, not the writer); returns when all are queued.
+ *   hold_cpu C MS                on CPU C (the writer moves there, and back after): inside
+ *                                rcu_read_lock() with preemption off, one
+ *                                start_poll_synchronize_rcu() (so a grace period is wanted),
+ *                                then a busy-wait of MS ms (MS <= 30000) in
+ *                                rcutrace_test_hold_spin(): CPU C holds that grace period up.
+ *   block_reader N MS            N times: inside rcu_read_lock(), one
+ *                                start_poll_synchronize_rcu(), then msleep(MS) in
+ *                                rcutrace_test_block_in_reader() (MS <= 30000): the writer is a
+ *                                blocked reader that holds the grace period up. The kernel warns
+ *                                once about the voluntary switch inside a reader.
  *   reset N                      zeroes every counter below (N is ignored).
  * The `uses OP:` lines of the read-out list the kernel functions each op calls.
  *
@@ -57,6 +67,10 @@
  *   reader_held_ns call_rcu_delayed: N  how long the last call_rcu_delayed held its reader
  *                                  after its last call_rcu() (a lower bound of every wait)
  *   flood_queued cpuC: N           flood callbacks queued on online CPU C
+ *   hold_start_ns: N               when the last hold_cpu or block_reader began holding
+ *                                  (ktime_get_ns(), CLOCK_MONOTONIC), after its request
+ *   hold_end_ns: N                 when it stopped holding (before rcu_read_unlock())
+ *   hold_cpu: C                    the CPU the last hold ran on
  * FUNC and CALLBACK lines appear for what this kernel supports. Callbacks are static functions
  * of the module, listed in /proc/kallsyms as "t rcutrace_test_cb [rcutrace_test]" and so on.
  *
@@ -66,6 +80,7 @@
 
 #include <linux/atomic.h>
 #include <linux/cpu.h>
+#include <linux/delay.h>
 #include <linux/kernel.h>
 #include <linux/ktime.h>
 #include <linux/module.h>
@@ -645,6 +660,67 @@ static int op_reset(unsigned long n, unsigned long arg)
 	return 0;
 }
 
+/* ---- Holdouts: a CPU, or a blocked reader, that holds a grace period up ---------------- */
+#define MAX_HOLD_MS 30000UL
+#if HAVE(start_poll_synchronize_rcu)
+static atomic64_t hold_start_ns, hold_end_ns;
+static atomic_t hold_cpu_used;
+
+/* A function of its own, so that a stack sampled during the hold names it. */
+static noinline void rcutrace_test_hold_spin(unsigned long ms)
+{
+	u64 from = ktime_get_ns();
+
+	/* The clock, not mdelay(): under emulation mdelay()'s TSC loops return early. */
+	while (ktime_get_ns() - from < ms * NSEC_PER_MSEC)
+		cpu_relax();
+}
+
+static int op_hold_cpu(unsigned long cpu, unsigned long ms)
+{
+	cpumask_var_t old;
+	int err;
+
+	if (cpu >= nr_cpu_ids || !cpu_online(cpu) || !ms)
+		return -EINVAL;
+	if (!alloc_cpumask_var(&old, GFP_KERNEL))
+		return -ENOMEM;
+	cpumask_copy(old, current->cpus_ptr);
+	err = set_cpus_allowed_ptr(current, cpumask_of(cpu));
+	if (!err) {
+		rcu_read_lock();
+		preempt_disable();
+		CALL(start_poll_synchronize_rcu);
+		atomic_set(&hold_cpu_used, smp_processor_id());
+		atomic64_set(&hold_start_ns, ktime_get_ns());
+		rcutrace_test_hold_spin(ms);
+		atomic64_set(&hold_end_ns, ktime_get_ns());
+		/* Unlock first: a preemption inside the reader would make it a blocked one. */
+		rcu_read_unlock();
+		preempt_enable();
+		set_cpus_allowed_ptr(current, old);
+	}
+	free_cpumask_var(old);
+	return err;
+}
+
+static noinline void rcutrace_test_block_in_reader(unsigned long ms)
+{
+	rcu_read_lock();
+	CALL(start_poll_synchronize_rcu);
+	atomic_set(&hold_cpu_used, raw_smp_processor_id());
+	atomic64_set(&hold_start_ns, ktime_get_ns());
+	msleep(ms);
+	atomic64_set(&hold_end_ns, ktime_get_ns());
+	rcu_read_unlock();
+}
+
+DEFINE_OP(block_reader, NOTHING, rcutrace_test_block_in_reader(arg))
+#else
+#define op_hold_cpu NULL
+#define op_block_reader NULL
+#endif
+
 struct test_op {
 	const char *name;
 	/* NULL: this kernel lacks the function. */
@@ -704,6 +780,8 @@ static const struct test_op test_ops[] = {
 	   " (ARG 1: get_state_synchronize_rcu_full per unit)"),
 	OP_WITH_ARG(call_rcu_delayed, MAX_DELAY_MS, "call_rcu (inside rcu_read_lock)"),
 	OP(flood, "call_rcu (from a kworker per CPU)"),
+	OP_WITH_ARG(hold_cpu, MAX_HOLD_MS, "start_poll_synchronize_rcu (inside the held reader)"),
+	OP_WITH_ARG(block_reader, MAX_HOLD_MS, "start_poll_synchronize_rcu (inside the blocked reader)"),
 	OP(reset, "nothing"),
 };
 
@@ -792,6 +870,11 @@ static int rcutrace_test_show(struct seq_file *m, void *v)
 	for_each_online_cpu(i)
 		seq_printf(m, "flood_queued cpu%d: %ld\n", i,
 			   atomic_long_read(&per_cpu_ptr(&flood_shares, i)->queued));
+#endif
+#if HAVE(start_poll_synchronize_rcu)
+	seq_printf(m, "hold_start_ns: %llu\n", (u64)atomic64_read(&hold_start_ns));
+	seq_printf(m, "hold_end_ns: %llu\n", (u64)atomic64_read(&hold_end_ns));
+	seq_printf(m, "hold_cpu: %d\n", atomic_read(&hold_cpu_used));
 #endif
 	return 0;
 }

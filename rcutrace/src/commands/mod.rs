@@ -3,6 +3,7 @@
 
 pub mod callbacks;
 pub mod count;
+pub mod gp;
 pub mod latency;
 pub mod report;
 pub mod serve;

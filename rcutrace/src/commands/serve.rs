@@ -173,6 +173,7 @@ fn metrics(period: &Period<'_>, by: Option<By>, aggregate: &Aggregate) -> Result
                     Programs::Counter(_) => "count",
                     Programs::Timed(_) => "latency",
                     Programs::Callbacks(_) => "callbacks",
+                    Programs::GracePeriod(_) => "grace_periods",
                 },
                 method: method.to_string(),
             })

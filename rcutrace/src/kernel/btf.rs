@@ -1,8 +1,11 @@
-//! The kernel's BTF type ids of the functions that fentry and fexit programs are loaded against.
+//! What rcutrace needs from the kernel's BTF: the type ids of the functions that fentry and
+//! fexit programs are loaded against, and the byte offsets of the kernel structures' fields
+//! that programs read (aya builds no CO-RE relocations for Rust programs, so offsets reach
+//! them as load-time constants).
 //!
-//! aya 0.14 takes them from a `Btf` it has parsed whole (/sys/kernel/btf/vmlinux is several MiB
-//! and parses into several times that). This module streams the file once for the few functions
-//! rcutrace attaches to, and gives aya a `Btf` that holds only those.
+//! aya 0.14 takes the ids from a `Btf` it has parsed whole (/sys/kernel/btf/vmlinux is several
+//! MiB and parses into several times that). This module streams the file once for the few
+//! names wanted, and gives aya a `Btf` that holds only those functions.
 
 use std::{
     collections::HashMap,
@@ -19,9 +22,29 @@ const VMLINUX: &str = "/sys/kernel/btf/vmlinux";
 /// The kernel BTF type ids of those of `names` that are functions. A name that several
 /// functions share gets the first one's id, as aya's lookup by name would.
 pub fn function_ids(names: &[&str]) -> Result<HashMap<String, u32>> {
+    Ok(read_kernel_btf(names, &[])?.function_ids)
+}
+
+/// A field of a kernel structure: `(struct name, member name)`, a direct member.
+pub type Field = (&'static str, &'static str);
+
+/// The byte offset of each of `fields` in its structure; a field this kernel's structure
+/// lacks (or has only inside a nested anonymous member) is absent from the answer.
+pub fn field_offsets(fields: &[Field]) -> Result<HashMap<Field, u32>> {
+    Ok(read_kernel_btf(&[], fields)?.field_offsets)
+}
+
+fn read_kernel_btf(functions: &[&str], fields: &[Field]) -> Result<Found> {
     let file = File::open(VMLINUX).with_context(|| format!("opening {VMLINUX}"))?;
-    scan(BufReader::with_capacity(64 * 1024, file), names)
+    scan(BufReader::with_capacity(64 * 1024, file), functions, fields)
         .with_context(|| format!("reading kernel BTF ({VMLINUX})"))
+}
+
+/// What one pass over the BTF found.
+#[derive(Debug, Default)]
+struct Found {
+    function_ids: HashMap<String, u32>,
+    field_offsets: HashMap<Field, u32>,
 }
 
 /// A `Btf` in which each of `functions` is a function at its kernel type id, and every other
@@ -57,18 +80,30 @@ struct Header {
 }
 
 const MAGIC: u16 = 0xeb9f;
+const KIND_STRUCT: u32 = 4;
 const KIND_FUNC: u32 = 12;
 
-fn scan<R: BufRead + Seek>(mut input: R, names: &[&str]) -> Result<HashMap<String, u32>> {
+fn scan<R: BufRead + Seek>(mut input: R, functions: &[&str], fields: &[Field]) -> Result<Found> {
     let header = read_header(&mut input)?;
     input.seek(SeekFrom::Start(
         u64::from(header.length) + u64::from(header.strings_at),
     ))?;
-    let offsets = name_offsets((&mut input).take(header.strings_length.into()), names)?;
+    let mut names: Vec<&str> = functions.to_vec();
+    names.extend(
+        fields
+            .iter()
+            .flat_map(|&(structure, member)| [structure, member]),
+    );
+    let offsets = name_offsets((&mut input).take(header.strings_length.into()), &names)?;
     input.seek(SeekFrom::Start(
         u64::from(header.length) + u64::from(header.types_at),
     ))?;
-    func_ids((&mut input).take(header.types_length.into()), &offsets)
+    find_types(
+        (&mut input).take(header.types_length.into()),
+        &offsets,
+        functions,
+        fields,
+    )
 }
 
 fn read_header(input: &mut impl Read) -> Result<Header> {
@@ -132,16 +167,27 @@ fn name_offsets<'a>(mut strings: impl BufRead, names: &[&'a str]) -> Result<Hash
     }
 }
 
-/// The ids of the functions named at `offsets`, from the type section; type ids count from 1.
-fn func_ids(mut types: impl BufRead, offsets: &HashMap<u32, &str>) -> Result<HashMap<String, u32>> {
-    let wanted = offsets
+/// The ids of the functions and the offsets of the fields named at `offsets`, from the type
+/// section; type ids count from 1. Stops once everything wanted is found.
+fn find_types(
+    mut types: impl BufRead,
+    offsets: &HashMap<u32, &str>,
+    functions: &[&str],
+    fields: &[Field],
+) -> Result<Found> {
+    let functions_wanted = offsets
         .values()
+        .filter(|name| functions.contains(name))
         .collect::<std::collections::HashSet<_>>()
         .len();
-    let mut ids = HashMap::new();
+    let mut structs_wanted: Vec<&str> = fields.iter().map(|(structure, _)| *structure).collect();
+    structs_wanted.sort_unstable();
+    structs_wanted.dedup();
+    let mut found = Found::default();
     let mut id = 1u32;
     let mut common = [0u8; 12];
-    while ids.len() < wanted {
+    let mut members = Vec::new();
+    while found.function_ids.len() < functions_wanted || !structs_wanted.is_empty() {
         match types.read_exact(&mut common) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => break,
@@ -150,17 +196,56 @@ fn func_ids(mut types: impl BufRead, offsets: &HashMap<u32, &str>) -> Result<Has
         let name_at = u32::from_le_bytes([common[0], common[1], common[2], common[3]]);
         let info = u32::from_le_bytes([common[4], common[5], common[6], common[7]]);
         let kind = (info >> 24) & 0x1f;
+        let vlen = info & 0xffff;
+        let name = offsets.get(&name_at).copied();
         if kind == KIND_FUNC
-            && let Some(name) = offsets.get(&name_at)
+            && let Some(name) = name.filter(|name| functions.contains(name))
         {
-            ids.entry(name.to_string()).or_insert(id);
+            found.function_ids.entry(name.to_string()).or_insert(id);
         }
-        let trailing = trailing_bytes(kind, info & 0xffff)
+        let trailing = trailing_bytes(kind, vlen)
             .with_context(|| format!("type {id} has unknown kind {kind}"))?;
-        skip(&mut types, trailing).context("reading the types")?;
+        // The first struct of a wanted name is the kernel's (others of the name are forward
+        // declarations, of another kind).
+        match name.and_then(|name| structs_wanted.iter().position(|s| *s == name)) {
+            Some(at) if kind == KIND_STRUCT => {
+                let structure = structs_wanted.swap_remove(at);
+                members.resize(trailing as usize, 0);
+                types
+                    .read_exact(&mut members)
+                    .context("reading a struct's members")?;
+                // A struct with kind_flag set packs a bitfield's size into the top byte.
+                let bitfields = info & (1 << 31) != 0;
+                for member in members.chunks_exact(12) {
+                    let word = |at: usize| {
+                        u32::from_le_bytes([
+                            member[at],
+                            member[at + 1],
+                            member[at + 2],
+                            member[at + 3],
+                        ])
+                    };
+                    let Some(member_name) = offsets.get(&word(0)) else {
+                        continue;
+                    };
+                    let bits = if bitfields {
+                        word(8) & 0xff_ffff
+                    } else {
+                        word(8)
+                    };
+                    if let Some(field) = fields
+                        .iter()
+                        .find(|(s, m)| *s == structure && m == member_name)
+                    {
+                        found.field_offsets.insert(*field, bits / 8);
+                    }
+                }
+            }
+            _ => skip(&mut types, trailing).context("reading the types")?,
+        }
         id += 1;
     }
-    Ok(ids)
+    Ok(found)
 }
 
 /// Reads past `count` bytes.
@@ -240,7 +325,7 @@ mod tests {
         // Read whole, and a few bytes at a time so that reads cut strings and types.
         for capacity in [blob.len(), 1, 3, 7] {
             let input = std::io::BufReader::with_capacity(capacity, Cursor::new(&blob));
-            let ids = scan(input, &names).unwrap();
+            let ids = scan(input, &names, &[]).unwrap().function_ids;
             assert_eq!(ids.len(), 2, "read {capacity} bytes at a time");
             assert_eq!(
                 ids["synchronize_rcu"], 21,
@@ -251,11 +336,55 @@ mod tests {
     }
 
     #[test]
+    fn finds_field_offsets_of_the_struct_of_that_name() {
+        // Offsets: 1 "rcu_node", 10 "qsmask", 17 "grplo", 23 "rcu_state", 33 "gp_seq".
+        let strings = b"\0rcu_node\0qsmask\0grplo\0rcu_state\0gp_seq\0";
+        let mut types = Vec::new();
+        let mut add = |name: u32, kind: u32, flag: bool, members: &[(u32, u32)]| {
+            types.extend(name.to_le_bytes());
+            let info = (u32::from(flag) << 31) | (kind << 24) | members.len() as u32;
+            types.extend(info.to_le_bytes());
+            types.extend(0u32.to_le_bytes());
+            for &(name, offset) in members {
+                types.extend(name.to_le_bytes());
+                types.extend(1u32.to_le_bytes());
+                types.extend(offset.to_le_bytes());
+            }
+        };
+        // A forward declaration of the name comes first; a struct of another name has a
+        // member called gp_seq too.
+        add(1, 7, false, &[]);
+        add(10, KIND_STRUCT, false, &[(33, 64)]);
+        add(1, KIND_STRUCT, false, &[(10, 64), (17, 256)]);
+        // kind_flag: bitfield size in the top byte of each offset.
+        add(23, KIND_STRUCT, true, &[(33, (5 << 24) | 8192)]);
+        let mut blob = blob(&[], strings);
+        let types_length = types.len() as u32;
+        blob[12..16].copy_from_slice(&types_length.to_le_bytes());
+        blob[16..20].copy_from_slice(&types_length.to_le_bytes());
+        blob.splice(24..24, types);
+        let fields = [
+            ("rcu_node", "qsmask"),
+            ("rcu_node", "grplo"),
+            ("rcu_state", "gp_seq"),
+            ("rcu_state", "absent"),
+        ];
+        for capacity in [blob.len(), 1, 5] {
+            let input = std::io::BufReader::with_capacity(capacity, Cursor::new(&blob));
+            let offsets = scan(input, &[], &fields).unwrap().field_offsets;
+            assert_eq!(offsets.len(), 3, "read {capacity} bytes at a time");
+            assert_eq!(offsets[&("rcu_node", "qsmask")], 8);
+            assert_eq!(offsets[&("rcu_node", "grplo")], 32);
+            assert_eq!(offsets[&("rcu_state", "gp_seq")], 1024);
+        }
+    }
+
+    #[test]
     fn refuses_what_is_not_btf() {
-        assert!(scan(Cursor::new(vec![0u8; 64]), &["call_rcu"]).is_err());
+        assert!(scan(Cursor::new(vec![0u8; 64]), &["call_rcu"], &[]).is_err());
         let mut unknown_kind = blob(&[(1, 0, 1)], b"\0int\0");
         unknown_kind[24 + 7] = 31; // kind 31 in the first type's info
-        assert!(scan(Cursor::new(unknown_kind), &["int"]).is_err());
+        assert!(scan(Cursor::new(unknown_kind), &["int"], &[]).is_err());
     }
 
     #[test]

@@ -6,6 +6,7 @@
 pub mod btf;
 pub mod environment;
 pub mod misses;
+pub mod rcu_state;
 pub mod symbols;
 
 use std::{
@@ -17,12 +18,36 @@ use std::{
 use anyhow::{Context as _, Result, bail};
 use rcutrace_common::latency::TASKS_RCU_KTHREADS;
 
-/// Which of `wanted` are functions in /proc/kallsyms (text symbols only). Its lines are read
-/// into one buffer: there are a few hundred thousand.
+/// Which of `wanted` are functions in /proc/kallsyms (text symbols only).
 pub fn functions_present(wanted: &[&str]) -> Result<HashSet<String>> {
+    let mut present = HashSet::new();
+    scan_kallsyms(|symbol| {
+        if let Some(name) = text_symbol(symbol)
+            && wanted.contains(&name)
+        {
+            present.insert(name.to_string());
+        }
+        true
+    })?;
+    Ok(present)
+}
+
+/// The address of kernel variable `name` (a data or bss symbol of the kernel proper), if
+/// /proc/kallsyms lists it with a real address (not zeroed by kptr_restrict).
+pub fn variable_address(name: &str) -> Result<Option<u64>> {
+    let mut address = None;
+    scan_kallsyms(|symbol| {
+        address = data_symbol(symbol, name);
+        address.is_none()
+    })?;
+    Ok(address.filter(|&a| a != 0))
+}
+
+/// Hands each line of /proc/kallsyms to `visit` until it returns false. The lines are read
+/// into one buffer: there are a few hundred thousand.
+fn scan_kallsyms(mut visit: impl FnMut(&str) -> bool) -> Result<()> {
     let file = File::open("/proc/kallsyms").context("opening /proc/kallsyms")?;
     let mut kallsyms = BufReader::with_capacity(64 * 1024, file);
-    let mut present = HashSet::new();
     let mut line = Vec::new();
     loop {
         line.clear();
@@ -30,12 +55,12 @@ pub fn functions_present(wanted: &[&str]) -> Result<HashSet<String>> {
             .read_until(b'\n', &mut line)
             .context("reading /proc/kallsyms")?;
         if read == 0 {
-            return Ok(present);
+            return Ok(());
         }
-        if let Some(name) = std::str::from_utf8(&line).ok().and_then(text_symbol)
-            && wanted.contains(&name)
+        if let Ok(symbol) = std::str::from_utf8(&line)
+            && !visit(symbol)
         {
-            present.insert(name.to_string());
+            return Ok(());
         }
     }
 }
@@ -47,6 +72,37 @@ fn text_symbol(line: &str) -> Option<&str> {
     let kind = fields.next()?;
     let name = fields.next()?;
     matches!(kind, "t" | "T").then_some(name)
+}
+
+/// The address in a kallsyms line if it is the kernel's own data or bss symbol `wanted`.
+fn data_symbol(line: &str, wanted: &str) -> Option<u64> {
+    let mut fields = line.split_whitespace();
+    let address = fields.next()?;
+    let kind = fields.next()?;
+    let name = fields.next()?;
+    let in_module = fields.next().is_some();
+    (name == wanted && !in_module && matches!(kind, "d" | "D" | "b" | "B"))
+        .then(|| u64::from_str_radix(address, 16).ok())
+        .flatten()
+}
+
+/// How many CPUs this kernel can have (the highest possible CPU's number, plus one).
+pub fn possible_cpus() -> Result<u32> {
+    const POSSIBLE: &str = "/sys/devices/system/cpu/possible";
+    let list = std::fs::read_to_string(POSSIBLE).with_context(|| format!("reading {POSSIBLE}"))?;
+    highest_in_cpu_list(&list)
+        .map(|highest| highest + 1)
+        .with_context(|| format!("{POSSIBLE} is not a CPU list: {list:?}"))
+}
+
+/// The highest CPU of a kernel CPU list such as `0-3,8-11`.
+fn highest_in_cpu_list(list: &str) -> Option<u32> {
+    let mut highest = None;
+    for range in list.trim().split(',') {
+        let last = range.rsplit('-').next()?.parse::<u32>().ok()?;
+        highest = Some(highest.map_or(last, |h: u32| h.max(last)));
+    }
+    highest
 }
 
 /// Returns once every eBPF program that may have started before now has finished.
@@ -159,6 +215,34 @@ mod tests {
         assert_eq!(text_symbol("ffffffff82000000 D rcu_state"), None);
         assert_eq!(text_symbol("ffffffffc0001000 t foo\t[ext4]"), Some("foo"));
         assert_eq!(text_symbol("garbage"), None);
+    }
+
+    #[test]
+    fn kernel_variables_in_kallsyms() {
+        let line = "ffffffff82a4b8c0 d rcu_state";
+        assert_eq!(data_symbol(line, "rcu_state"), Some(0xffff_ffff_82a4_b8c0));
+        assert_eq!(
+            data_symbol("ffffffff82a4b8c0 b rcu_state", "rcu_state"),
+            Some(0xffff_ffff_82a4_b8c0)
+        );
+        assert_eq!(
+            data_symbol("ffffffff81123450 T rcu_state", "rcu_state"),
+            None
+        );
+        assert_eq!(
+            data_symbol("ffffffffc0001000 d rcu_state\t[mod]", "rcu_state"),
+            None
+        );
+        assert_eq!(data_symbol(line, "rcu_stat"), None);
+    }
+
+    #[test]
+    fn cpu_lists() {
+        assert_eq!(highest_in_cpu_list("0-1\n"), Some(1));
+        assert_eq!(highest_in_cpu_list("0"), Some(0));
+        assert_eq!(highest_in_cpu_list("0-3,8-11"), Some(11));
+        assert_eq!(highest_in_cpu_list(""), None);
+        assert_eq!(highest_in_cpu_list("x"), None);
     }
 
     #[test]

@@ -1,10 +1,13 @@
 //! The one data model every command produces and every renderer consumes: counter maps,
 //! histograms with their slots, latency statistics and what was lost. `aggregate` turns
 //! latency samples into histograms, `stats` derives percentiles, and `attribution` keys
-//! events by who caused them.
+//! events by who caused them; `anatomy` assembles grace periods from the kernel's events and
+//! `grace_periods` tallies them.
 
 pub mod aggregate;
+pub mod anatomy;
 pub mod attribution;
+pub mod grace_periods;
 pub mod stats;
 
 use std::time::Duration;
@@ -285,6 +288,75 @@ pub enum Summary {
     Count(CountSummary),
     Latency(Vec<LatencySummary>),
     Callbacks(CallbacksSummary),
+    GracePeriods(Box<GracePeriodsSummary>),
+}
+
+/// What `rcutrace gp` adds to its latency histogram: each grace period taken apart.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GracePeriodsSummary {
+    pub elapsed: Duration,
+    /// Exact statistics of the `@gplat` histogram (the grace periods' durations).
+    pub latency: LatencySummary,
+    /// Each phase's statistics, in order: the wait before init (outside the duration), then
+    /// the four phases the duration splits into.
+    pub phases: Vec<PhaseStats>,
+    /// Grace periods whose last holdout was a CPU, by CPU, most first.
+    pub holdouts_by_cpu: Vec<CpuHoldouts>,
+    /// Grace periods whose last holdout was a blocked reader, by task, most first.
+    pub holdouts_by_task: Vec<TaskHoldouts>,
+    /// The slowest grace periods, slowest first (`--top`).
+    pub slowest: Vec<GracePeriodRow>,
+    /// Grace periods `rcu_state.gp_seq` says ended from the first listed to the last: equal
+    /// to the count unless some were lost.
+    pub by_gp_seq: Option<u64>,
+    /// Grace periods with no quiescent-state report seen (a hook that never fired).
+    pub without_report: u64,
+    pub unassembled: anatomy::Unassembled,
+    pub lost: GracePeriodLosses,
+}
+
+/// One phase: `name` as printed, and its statistics over the grace periods.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PhaseStats {
+    pub name: String,
+    pub stats: SeriesStats,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct CpuHoldouts {
+    pub cpu: u32,
+    pub grace_periods: u64,
+    /// Of those, reported by a force-quiescent-state pass (found idle or quiescent).
+    pub found_by_pass: u64,
+    /// Time they held grace periods up, from init's end to their report, summed.
+    pub held_ns: u64,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct TaskHoldouts {
+    pub pid: u32,
+    pub comm: String,
+    pub grace_periods: u64,
+    pub held_ns: u64,
+}
+
+/// One grace period of the slowest, with its holdout's stack symbolized.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GracePeriodRow {
+    pub grace_period: anatomy::GracePeriod,
+    /// `name+offset` frames, deepest first; empty without a stack.
+    pub stack: Vec<String>,
+}
+
+/// Events the programs could not send or complete.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GracePeriodLosses {
+    pub events: u64,
+    pub stacks: u64,
+    pub blocked_readers: u64,
+    pub kernel_reads: u64,
+    /// Hook hits the kernel skipped.
+    pub missed_by_kernel: u64,
 }
 
 /// One callback function queued one way: what `rcutrace callbacks` prints per row.

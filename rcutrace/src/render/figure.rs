@@ -39,6 +39,13 @@ pub fn exact_number(nanos: u64, unit: Unit) -> String {
     format!("{whole}.{}", &fraction[..needed])
 }
 
+/// Nanoseconds in `unit` with three decimals in ms and us (none in ns), rounded: for the
+/// columns of a table, which take one precision each.
+pub fn fixed_number(nanos: f64, unit: Unit) -> String {
+    let places = decimals(unit).min(3) as usize;
+    format!("{:.places$}", nanos / unit.nanos() as f64)
+}
+
 /// An estimate in nanoseconds, in `unit` with five significant digits: `296.96 us`,
 /// `0.020297 ms`, `12124 ms`.
 pub fn estimate(nanos: f64, unit: Unit) -> String {

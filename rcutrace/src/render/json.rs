@@ -15,8 +15,9 @@ use serde_json::ser::{CharEscape, Formatter, Serializer};
 use crate::{
     model::stats,
     model::{
-        Buckets, CallbacksSummary, CountMap, CountSummary, HistMap, LatencySummary, Map,
-        PerGracePeriod, Report, Summary, maps_in_order, shown_slots, sparse_in_order,
+        Buckets, CallbacksSummary, CountMap, CountSummary, GracePeriodRow, GracePeriodsSummary,
+        HistMap, LatencySummary, Map, PerGracePeriod, Report, Summary, anatomy::Holdout,
+        maps_in_order, shown_slots, sparse_in_order,
     },
 };
 
@@ -82,8 +83,138 @@ fn records(report: &Report) -> Vec<Record> {
             }
         }
         Summary::Callbacks(s) => records.push(Record::CallbacksSummary(callbacks_summary(s))),
+        Summary::GracePeriods(s) => {
+            let layout = report.maps.iter().find_map(|map| match map {
+                Map::Hist(h) if h.name == s.latency.map_name => Some(hist_layout(&h.buckets)),
+                _ => None,
+            });
+            records.extend(latency_summary(&s.latency, layout));
+            records.push(Record::GracePeriodsSummary(grace_periods_summary(s)));
+            records.extend(
+                s.slowest
+                    .iter()
+                    .map(|row| Record::GracePeriod(grace_period(row))),
+            );
+        }
     }
     records
+}
+
+fn grace_periods_summary(s: &GracePeriodsSummary) -> records::GracePeriodsSummary {
+    records::GracePeriodsSummary {
+        elapsed_s: s.elapsed.as_secs_f64(),
+        elapsed_ns: Some(s.elapsed.as_nanos() as u64),
+        unit: s.latency.unit.suffix().into(),
+        grace_periods: s.latency.series.first().map_or(0, |series| series.count),
+        by_gp_seq: s.by_gp_seq,
+        without_report: s.without_report,
+        phases: s
+            .phases
+            .iter()
+            .map(|phase| records::PhaseRecord {
+                name: phase.name.clone(),
+                count: phase.stats.count,
+                min_ns: phase.stats.min_ns,
+                mean_ns: phase.stats.mean_ns,
+                max_ns: phase.stats.max_ns,
+                percentiles_ns: percentiles(&phase.stats),
+            })
+            .collect(),
+        holdouts_by_cpu: s
+            .holdouts_by_cpu
+            .iter()
+            .map(|row| records::CpuHoldoutsRecord {
+                cpu: row.cpu,
+                grace_periods: row.grace_periods,
+                found_by_pass: row.found_by_pass,
+                held_ns: row.held_ns,
+            })
+            .collect(),
+        holdouts_by_task: s
+            .holdouts_by_task
+            .iter()
+            .map(|row| records::TaskHoldoutsRecord {
+                pid: row.pid,
+                comm: row.comm.clone(),
+                grace_periods: row.grace_periods,
+                held_ns: row.held_ns,
+            })
+            .collect(),
+        begun_before_tracing: s.unassembled.began_before_tracing,
+        incomplete: s.unassembled.incomplete,
+        spurious_inits: s.unassembled.spurious_inits,
+        lost_events: s.lost.events,
+        lost_stacks: s.lost.stacks,
+        blocked_readers_not_followed: s.lost.blocked_readers,
+        kernel_reads_failed: s.lost.kernel_reads,
+        missed_by_kernel: s.lost.missed_by_kernel,
+    }
+}
+
+fn grace_period(row: &GracePeriodRow) -> records::GracePeriod {
+    let gp = &row.grace_period;
+    let stack = row.stack.clone();
+    let last_holdout = gp.last_holdout.as_ref().map(|holdout| match holdout {
+        Holdout::Cpu {
+            cpu,
+            cpus,
+            found_by_pass,
+            sample,
+        } => records::LastHoldout {
+            kind: holdout.kind().into(),
+            cpu: *cpu,
+            cpus: Some(*cpus),
+            found_by_pass: Some(*found_by_pass),
+            pid: sample.as_ref().map(|s| s.task.pid),
+            tgid: sample.as_ref().map(|s| s.task.tgid),
+            comm: sample.as_ref().map(|s| s.task.comm.clone()),
+            mode: sample.as_ref().map(|s| s.mode.name().into()),
+            blocked_ns: None,
+            stack,
+        },
+        Holdout::Task {
+            task,
+            cpu,
+            blocked_ns,
+            ..
+        } => records::LastHoldout {
+            kind: holdout.kind().into(),
+            cpu: *cpu,
+            cpus: None,
+            found_by_pass: None,
+            pid: Some(task.pid),
+            tgid: Some(task.tgid),
+            comm: Some(task.comm.clone()),
+            mode: None,
+            blocked_ns: Some(*blocked_ns),
+            stack,
+        },
+    });
+    records::GracePeriod {
+        gp_seq: gp.gp_seq as i64,
+        started_ns: gp.started_ns,
+        duration_ns: gp.duration_ns,
+        init_ns: gp.phases.init_ns,
+        quiescent_wait_ns: gp.phases.quiescent_wait_ns,
+        kthread_wake_ns: gp.phases.kthread_wake_ns,
+        cleanup_ns: gp.phases.cleanup_ns,
+        request_wait_ns: gp.request_wait_ns,
+        fqs_passes: gp.fqs_passes,
+        cpus_reported: gp.cpus_reported,
+        blocked_readers: gp.blocked_readers,
+        held_ns: gp.held_ns,
+        last_holdout,
+    }
+}
+
+fn percentiles(stats: &crate::model::SeriesStats) -> Members<f64> {
+    Members(
+        stats
+            .percentiles
+            .iter()
+            .map(|&(q, ns)| (stats::quantile_name(q), ns))
+            .collect(),
+    )
 }
 
 fn empty_map(map: &Map) -> Record {

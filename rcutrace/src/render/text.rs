@@ -8,9 +8,9 @@ use rcutrace_common::hist::{Linear, SlotBounds, log2_bounds, sparse_bounds};
 use crate::{
     model::stats,
     model::{
-        Buckets, CallbacksSummary, CountMap, CountSummary, HistMap, LatencySummary,
-        MIN_RATE_WINDOW_SECS, Map, PerGracePeriod, ReadersEstimate, Report, Summary, maps_in_order,
-        shown_slots, sparse_in_order,
+        Buckets, CallbacksSummary, CountMap, CountSummary, GracePeriodsSummary, HistMap,
+        LatencySummary, MIN_RATE_WINDOW_SECS, Map, PerGracePeriod, ReadersEstimate, Report,
+        Summary, maps_in_order, shown_slots, sparse_in_order,
     },
     render::figure,
 };
@@ -31,6 +31,7 @@ pub fn report(report: &Report) -> String {
             }
         }
         Summary::Callbacks(summary) => out.push_str(&callbacks_summary(summary)),
+        Summary::GracePeriods(summary) => out.push_str(&grace_periods_summary(summary)),
     }
     out
 }
@@ -338,6 +339,213 @@ fn latency_summary(summary: &LatencySummary) -> String {
         losses.lost_to_full_map,
     );
     out
+}
+
+/// `rcutrace gp`'s lines after the duration histogram: its statistics, each phase's, the
+/// last holdouts by CPU and by task, the slowest grace periods, and what was not seen.
+fn grace_periods_summary(summary: &GracePeriodsSummary) -> String {
+    let unit = summary.latency.unit;
+    let mut out = latency_summary(&summary.latency);
+    let count = summary.latency.series.first().map_or(0, |s| s.count);
+    let secs = summary.elapsed.as_secs_f64();
+    let rate = if secs >= MIN_RATE_WINDOW_SECS {
+        format!(" ({:.1}/s)", count as f64 / secs)
+    } else {
+        String::new()
+    };
+    let by_gp_seq = match summary.by_gp_seq {
+        Some(n) if n == count => format!("; rcu_state.gp_seq advanced by as many"),
+        Some(n) => format!(
+            "; warning: rcu_state.gp_seq says {n} from the first to the last, so {} were not seen",
+            n.saturating_sub(count)
+        ),
+        None => String::new(),
+    };
+    let _ = writeln!(
+        out,
+        "\nGrace periods: {count} in {secs:.2} s{rate}{by_gp_seq}"
+    );
+    if summary.without_report > 0 {
+        let _ = writeln!(
+            out,
+            "warning: {} grace periods ended with no quiescent-state report seen (rcu_report_qs_rnp \
+             never fired for them): their last holdout is unknown",
+            summary.without_report
+        );
+    }
+    let suffix = unit.suffix();
+    let fixed = |ns: u64| figure::fixed_number(ns as f64, unit);
+    let _ = writeln!(
+        out,
+        "\n{:<46}{:>6}  {:>10}  {:>10}  {:>10}",
+        format!("Phases ({suffix})"),
+        "count",
+        "p50",
+        "p99",
+        "max",
+    );
+    for phase in &summary.phases {
+        let stats = &phase.stats;
+        let percentile = |q: f64| {
+            stats
+                .percentiles
+                .iter()
+                .find(|(pq, _)| *pq == q)
+                .map_or("-".to_string(), |&(_, ns)| figure::fixed_number(ns, unit))
+        };
+        let _ = writeln!(
+            out,
+            "  {:<44}{:>6}  {:>10}  {:>10}  {:>10}",
+            phase.name,
+            stats.count,
+            percentile(0.5),
+            percentile(0.99),
+            stats.max_ns.map_or("-".to_string(), fixed),
+        );
+    }
+    let _ = writeln!(
+        out,
+        "  (the last four add up to each grace period's duration; the first is known only \
+         where the request that woke the kthread was seen)"
+    );
+    if !summary.holdouts_by_cpu.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nLast holdouts, by CPU:\n  {:>5}  {:>13}  {:>15}  {:>12}",
+            "CPU",
+            "GRACE PERIODS",
+            "FOUND BY A PASS",
+            format!("HELD ({suffix})"),
+        );
+        for row in &summary.holdouts_by_cpu {
+            let _ = writeln!(
+                out,
+                "  {:>5}  {:>13}  {:>15}  {:>12}",
+                row.cpu,
+                row.grace_periods,
+                row.found_by_pass,
+                fixed(row.held_ns)
+            );
+        }
+    }
+    if !summary.holdouts_by_task.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nLast holdouts, by blocked reader:\n  {:>7}  {:<16}  {:>13}  {:>12}",
+            "PID",
+            "COMM",
+            "GRACE PERIODS",
+            format!("HELD ({suffix})"),
+        );
+        for row in &summary.holdouts_by_task {
+            let _ = writeln!(
+                out,
+                "  {:>7}  {:<16}  {:>13}  {:>12}",
+                row.pid,
+                row.comm,
+                row.grace_periods,
+                fixed(row.held_ns)
+            );
+        }
+    }
+    if !summary.slowest.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nSlowest {} grace periods ({suffix}):\n  {:>12}  {:>10}  {:>8}  {:>10}  {:>8}  {:>8}  {:>4}  LAST HOLDOUT",
+            summary.slowest.len(),
+            "GP_SEQ",
+            "DURATION",
+            "INIT",
+            "QS WAIT",
+            "WAKE",
+            "CLEANUP",
+            "FQS",
+        );
+        for row in &summary.slowest {
+            let gp = &row.grace_period;
+            let p = gp.phases;
+            let _ = writeln!(
+                out,
+                "  {:>12}  {:>10}  {:>8}  {:>10}  {:>8}  {:>8}  {:>4}  {}",
+                gp.gp_seq as i64,
+                fixed(gp.duration_ns),
+                fixed(p.init_ns),
+                fixed(p.quiescent_wait_ns),
+                fixed(p.kthread_wake_ns),
+                fixed(p.cleanup_ns),
+                gp.fqs_passes,
+                holdout_text(gp.last_holdout.as_ref(), unit),
+            );
+            if !row.stack.is_empty() {
+                let _ = writeln!(out, "      stack: {}", row.stack.join("; "));
+            }
+        }
+    }
+    let u = &summary.unassembled;
+    let l = &summary.lost;
+    let _ = writeln!(
+        out,
+        "\nNot assembled: {} begun before tracing, {} incomplete, {} inits for nothing; lost: {} \
+         events, {} stacks, {} blocked readers not followed, {} kernel reads failed, {} missed \
+         by the kernel",
+        u.began_before_tracing,
+        u.incomplete,
+        u.spurious_inits,
+        l.events,
+        l.stacks,
+        l.blocked_readers,
+        l.kernel_reads,
+        l.missed_by_kernel
+    );
+    out
+}
+
+/// A grace period's last holdout in a few words.
+fn holdout_text(
+    holdout: Option<&crate::model::anatomy::Holdout>,
+    unit: crate::model::Unit,
+) -> String {
+    use crate::model::anatomy::Holdout;
+    match holdout {
+        None => "unknown (no report seen)".into(),
+        Some(Holdout::Cpu {
+            cpu,
+            cpus,
+            found_by_pass,
+            sample,
+        }) => {
+            let others = if *cpus > 1 {
+                format!(" and {} more", cpus - 1)
+            } else {
+                String::new()
+            };
+            let how = if *found_by_pass {
+                "found quiescent by a pass"
+            } else {
+                "reported itself"
+            };
+            let running = sample.as_ref().map_or(String::new(), |s| {
+                format!(
+                    ", running pid {} {} in {}",
+                    s.task.pid,
+                    s.task.comm,
+                    s.mode.name()
+                )
+            });
+            format!("CPU {cpu}{others} ({how}{running})")
+        }
+        Some(Holdout::Task {
+            task,
+            cpu,
+            blocked_ns,
+            ..
+        }) => format!(
+            "blocked reader pid {} {} (on CPU {cpu}, blocked {})",
+            task.pid,
+            task.comm,
+            figure::exact(*blocked_ns, unit)
+        ),
+    }
 }
 
 /// `rcutrace callbacks`' table: one row per callback function and entry point, most queued

@@ -59,7 +59,7 @@ pub fn parse(text: &str) -> Result<Saved> {
     from_records(&records)
 }
 
-const KNOWN_TYPES: [&str; 9] = [
+const KNOWN_TYPES: [&str; 11] = [
     "attached_probes",
     "map",
     "hist",
@@ -69,6 +69,8 @@ const KNOWN_TYPES: [&str; 9] = [
     "rcutrace_environment",
     "rcutrace_empty_map",
     "rcutrace_callbacks_summary",
+    "rcutrace_gp_summary",
+    "rcutrace_grace_period",
 ];
 
 fn from_records(records: &[Record]) -> Result<Saved> {
@@ -77,6 +79,8 @@ fn from_records(records: &[Record]) -> Result<Saved> {
     let mut maps = Vec::new();
     let mut count_summary = None;
     let mut callbacks_summary = None;
+    let mut gp_summary = None;
+    let mut grace_periods = Vec::new();
     let mut latency = Vec::new();
     // Histograms wait for their layout, which the summaries after them carry.
     let mut hists: Vec<(String, Option<String>, &[Bucket])> = Vec::new();
@@ -95,6 +99,8 @@ fn from_records(records: &[Record]) -> Result<Saved> {
                 entries: Vec::new(),
             })),
             Record::CallbacksSummary(s) => callbacks_summary = Some(callbacks(s)),
+            Record::GracePeriodsSummary(s) => gp_summary = Some(s),
+            Record::GracePeriod(g) => grace_periods.push(g),
             Record::Map(members) => {
                 for (name, value) in &members.0 {
                     maps.push(match value {
@@ -150,10 +156,13 @@ fn from_records(records: &[Record]) -> Result<Saved> {
             buckets: model_buckets(layout, buckets).with_context(|| format!("histogram {name}"))?,
         }));
     }
-    let summary = match (count_summary, callbacks_summary) {
-        (Some(summary), _) => Summary::Count(summary),
-        (None, Some(summary)) => Summary::Callbacks(summary),
-        (None, None) => Summary::Latency(latency),
+    let summary = match (count_summary, callbacks_summary, gp_summary) {
+        (Some(summary), _, _) => Summary::Count(summary),
+        (None, Some(summary), _) => Summary::Callbacks(summary),
+        (None, None, Some(summary)) => Summary::GracePeriods(Box::new(
+            super::grace_periods::summary(summary, &grace_periods, latency)?,
+        )),
+        (None, None, None) => Summary::Latency(latency),
     };
     Ok(Saved {
         probes,
@@ -249,7 +258,7 @@ fn callbacks(s: &records::CallbacksSummary) -> CallbacksSummary {
     }
 }
 
-fn percentiles(by_name: &records::Members<f64>) -> Vec<(f64, f64)> {
+pub(super) fn percentiles(by_name: &records::Members<f64>) -> Vec<(f64, f64)> {
     by_name
         .0
         .iter()
@@ -294,7 +303,7 @@ fn latency_summary(
 
 /// A window in seconds from a file, which may say anything: no panic on a negative or
 /// absurd figure, just no window.
-fn seconds(secs: f64) -> Duration {
+pub(super) fn seconds(secs: f64) -> Duration {
     Duration::try_from_secs_f64(secs).unwrap_or_default()
 }
 

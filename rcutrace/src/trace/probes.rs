@@ -60,6 +60,9 @@ pub enum Programs {
     Timed(u32),
     /// `callbacks`' programs for one hook (`enqueue`, `dequeue`, `call_rcu`, ...).
     Callbacks(&'static str),
+    /// `gp`'s programs for one hook (`init`, `report`, `tick`, ...): kprobes and kretprobes
+    /// only, since these functions run in the scheduler, the tick and RCU's core.
+    GracePeriod(&'static str),
 }
 
 /// One hook: a kernel function, the side, and the programs that can serve it.
@@ -110,6 +113,7 @@ impl Probe {
                 Some(format!("timed_{index}_{side}_{method}"))
             }
             Programs::Callbacks(hook) => Some(format!("callbacks_{hook}_{method}")),
+            Programs::GracePeriod(hook) => (!trampoline).then(|| format!("gp_{hook}_{method}")),
             Programs::Counter(_) | Programs::Timed(_) => None,
         }
     }
@@ -182,7 +186,7 @@ impl Counted {
     pub fn slot(&self) -> CounterSlot {
         match self.probe.programs {
             Programs::Counter(slot) => slot,
-            Programs::Timed(_) | Programs::Callbacks(_) => {
+            Programs::Timed(_) | Programs::Callbacks(_) | Programs::GracePeriod(_) => {
                 unreachable!("counted functions use counter programs")
             }
         }
@@ -289,7 +293,7 @@ impl Timed {
     pub fn index(&self) -> u32 {
         match self.entry.programs {
             Programs::Timed(index) => index,
-            Programs::Counter(_) | Programs::Callbacks(_) => {
+            Programs::Counter(_) | Programs::Callbacks(_) | Programs::GracePeriod(_) => {
                 unreachable!("timed probes use timed programs")
             }
         }
@@ -400,6 +404,80 @@ impl CallbackProbes {
     }
 }
 
+const fn gp_hook(function: &'static str, side: Side, hook: &'static str) -> Probe {
+    Probe {
+        function,
+        side,
+        programs: Programs::GracePeriod(hook),
+        prefer_kprobe: false,
+    }
+}
+
+/// What `rcutrace gp` hooks: each grace period's milestones in the grace-period kthread, the
+/// quiescent-state reports, and the two hot hooks that find holdouts (the tick, on CPUs
+/// that still owe the grace period in progress a quiescent state; the context switch, for
+/// readers switched out inside their critical section). The same functions on Debian's 6.1,
+/// 6.12 and 7.3 (none inlined there).
+pub struct GracePeriodProbes {
+    /// `rcu_start_this_gp()` returning true: a grace period was wanted and the kthread woken.
+    pub request: Probe,
+    pub init: Probe,
+    pub init_return: Probe,
+    /// One force-quiescent-state pass over a node.
+    pub fqs: Probe,
+    pub report: Probe,
+    pub cleanup: Probe,
+    pub cleanup_return: Probe,
+    pub context_switch: Probe,
+    /// A blocked reader's outermost `rcu_read_unlock()` comes here, to be dequeued from its
+    /// node. (`rcu_preempt_deferred_qs_irqrestore()`, which does the dequeueing, refuses
+    /// kprobes on Debian's 6.12.)
+    pub unblock: Probe,
+    pub tick: Probe,
+}
+
+pub const GRACE_PERIODS: GracePeriodProbes = GracePeriodProbes {
+    request: gp_hook("rcu_start_this_gp", Side::Return, "request"),
+    init: gp_hook("rcu_gp_init", Side::Entry, "init"),
+    init_return: gp_hook("rcu_gp_init", Side::Return, "init"),
+    fqs: gp_hook("force_qs_rnp", Side::Entry, "fqs"),
+    report: gp_hook("rcu_report_qs_rnp", Side::Entry, "report"),
+    cleanup: gp_hook("rcu_gp_cleanup", Side::Entry, "cleanup"),
+    cleanup_return: gp_hook("rcu_gp_cleanup", Side::Return, "cleanup"),
+    context_switch: gp_hook("rcu_note_context_switch", Side::Entry, "context_switch"),
+    unblock: gp_hook("rcu_read_unlock_special", Side::Entry, "unblock"),
+    tick: gp_hook("rcu_sched_clock_irq", Side::Entry, "tick"),
+};
+
+/// Without these no grace period can be assembled; without the others, what they show
+/// (requests, passes, blocked readers, holdout samples) is said to be missing.
+pub const GRACE_PERIODS_NEEDED: &[Probe] = &[
+    GRACE_PERIODS.init,
+    GRACE_PERIODS.init_return,
+    GRACE_PERIODS.report,
+    GRACE_PERIODS.cleanup,
+    GRACE_PERIODS.cleanup_return,
+];
+
+impl GracePeriodProbes {
+    /// Attach order: the optional hooks first, so that once the needed ones are in, every
+    /// grace period is seen whole.
+    pub fn in_attach_order(&self) -> [Probe; 10] {
+        [
+            self.request,
+            self.fqs,
+            self.context_switch,
+            self.unblock,
+            self.tick,
+            self.report,
+            self.cleanup_return,
+            self.cleanup,
+            self.init_return,
+            self.init,
+        ]
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -461,6 +539,41 @@ mod tests {
             CALLBACKS.queue.program(Method::Kprobe).as_deref(),
             Some("callbacks_enqueue_kprobe")
         );
+    }
+
+    #[test]
+    fn grace_period_hooks_are_kprobes_whatever_is_asked() {
+        for probe in GRACE_PERIODS.in_attach_order() {
+            for choice in [
+                AttachChoice::Auto,
+                AttachChoice::Fentry,
+                AttachChoice::Kprobe,
+            ] {
+                let methods = plan_methods(&probe, choice);
+                assert!(
+                    matches!(methods[..], [] | [Method::Kprobe] | [Method::Kretprobe]),
+                    "{}: {methods:?}",
+                    probe.function
+                );
+            }
+            let methods = plan_methods(&probe, AttachChoice::Auto);
+            assert_eq!(methods.len(), 1, "{}", probe.function);
+        }
+        assert_eq!(
+            GRACE_PERIODS
+                .init_return
+                .program(Method::Kretprobe)
+                .as_deref(),
+            Some("gp_init_kretprobe")
+        );
+        assert_eq!(
+            GRACE_PERIODS.tick.program(Method::Kprobe).as_deref(),
+            Some("gp_tick_kprobe")
+        );
+        let all = GRACE_PERIODS.in_attach_order();
+        assert!(GRACE_PERIODS_NEEDED.iter().all(|p| all.contains(p)));
+        // The kthread's milestones go in last, init's entry the very last.
+        assert_eq!(all.last(), Some(&GRACE_PERIODS.init));
     }
 
     #[test]

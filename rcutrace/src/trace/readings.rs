@@ -10,9 +10,9 @@ use rcutrace_common::attribution::Attribution;
 
 use crate::{trace::probes::Probe, trace::tracer::Tracer};
 
-/// The per-CPU arrays of counters: `count`'s per-function counts and its losses, and the
-/// latency programs' per-function statistics.
-const ARRAYS: [&str; 3] = ["COUNTS", "COUNT_LOSSES", "STATS"];
+/// The per-CPU arrays of counters: `count`'s per-function counts and its losses, the
+/// latency programs' per-function statistics, and what `gp`'s programs could not send.
+const ARRAYS: [&str; 4] = ["COUNTS", "COUNT_LOSSES", "STATS", "GP_LOSSES"];
 
 /// Counters as read at one moment, or the differences between two such readings.
 #[derive(Clone, Debug, Default, PartialEq)]

@@ -27,6 +27,7 @@ static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/rc
 #[derive(Clone, Copy, Debug)]
 pub enum Constant {
     U32(&'static str, u32),
+    U64(&'static str, u64),
     /// The tasks-RCU kthreads' pids (`TASKS_RCU_PIDS`).
     TasksRcuPids([u32; TASKS_RCU_KTHREADS]),
     /// The number of entries of a map: large maps are declared with one entry, so that only
@@ -75,6 +76,7 @@ impl Tracer {
         for constant in constants {
             match constant {
                 Constant::U32(name, value) => loader.override_global(name, value, true),
+                Constant::U64(name, value) => loader.override_global(name, value, true),
                 Constant::TasksRcuPids(pids) => {
                     loader.override_global("TASKS_RCU_PIDS", pids, true)
                 }

@@ -1,0 +1,104 @@
+//! The grace-period event stream behind `rcutrace gp` (and the stall watch that shares it).
+//!
+//! The eBPF programs only report what happened where and when, one `GpEvent` per hook hit,
+//! through the same ring buffer the latency samples use; user space assembles each grace
+//! period's anatomy from the stream (`rcutrace::model::anatomy`). The kernel keeps just enough
+//! state to decide cheaply what is worth reporting: the grace period in progress and which
+//! CPUs have reported their quiescent state for it, so that the tick hook samples only CPUs
+//! that hold a grace period up.
+
+/// A grace period was wanted and the grace-period kthread had to be woken
+/// (`rcu_start_this_gp()` returned true).
+pub const EVENT_REQUEST: u32 = 1;
+/// The kthread entered `rcu_gp_init()`.
+pub const EVENT_INIT_START: u32 = 2;
+/// `rcu_gp_init()` returned; `value` is the new `rcu_state.gp_seq`, `extra` 1 if a grace
+/// period started, 0 if the kthread woke for nothing.
+pub const EVENT_INIT_END: u32 = 3;
+/// A force-quiescent-state pass over a node (`force_qs_rnp()`).
+pub const EVENT_FQS: u32 = 4;
+/// Quiescent states reported to a node for the grace period in progress
+/// (`rcu_report_qs_rnp()`): `value` the CPUs' bits that were still awaited, `extra` the
+/// node's first CPU (bit 0). `tgid`/`pid` are the reporter's.
+pub const EVENT_REPORT: u32 = 5;
+/// `rcu_gp_cleanup()` entered: every quiescent state was in.
+pub const EVENT_CLEANUP_START: u32 = 6;
+/// `rcu_gp_cleanup()` returned: the grace period is over.
+pub const EVENT_CLEANUP_END: u32 = 7;
+/// A task was switched out inside a read-side critical section (it is queued on its node
+/// as a blocked reader): `value` its nesting, `extra` 1 if its CPU had not yet reported a
+/// quiescent state for the grace period in progress (so the task blocks that one too).
+/// `stack` is where it was switched out.
+pub const EVENT_BLOCK: u32 = 8;
+/// A blocked reader left its critical section (`rcu_read_unlock_special()`).
+pub const EVENT_UNBLOCK: u32 = 9;
+/// A tick on a CPU that still holds up a grace period older than the sampling threshold:
+/// `value` what the tick interrupted (`MODE_*`), `extra` the grace period's `gp_seq`;
+/// `tgid`/`pid`/`comm` the task running there, `stack` the kernel stack under the tick.
+pub const EVENT_HOLDOUT_SAMPLE: u32 = 10;
+
+/// What a CPU was doing when a tick sampled it.
+pub const MODE_KERNEL: u64 = 0;
+pub const MODE_USER: u64 = 1;
+pub const MODE_IDLE: u64 = 2;
+
+/// Bits of `rcu_state.gp_seq` that hold the grace period's state (the kernel's
+/// `RCU_SEQ_CTR_SHIFT`, a macro, so not in BTF); each grace period advances it by
+/// `1 << GP_SEQ_STATE_BITS`.
+pub const GP_SEQ_STATE_BITS: u32 = 2;
+
+/// Blocked readers that can be followed at once; more are counted as lost.
+pub const MAX_BLOCKED: u32 = 4096;
+
+/// One hook hit. Fixed-size so that the ring buffer's records need no framing.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GpEvent {
+    /// `bpf_ktime_get_ns()`: CLOCK_MONOTONIC.
+    pub at_ns: u64,
+    pub kind: u32,
+    /// The CPU the hook ran on.
+    pub cpu: u32,
+    pub tgid: u32,
+    pub pid: u32,
+    pub value: u64,
+    pub extra: u64,
+    /// A kernel stack kept in the stack map (`attribution::stack_hash`), or `NO_STACK`.
+    pub stack: u64,
+    pub comm: [u8; 16],
+}
+
+/// The grace period in progress, as the kthread's programs leave it for the others.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GpState {
+    /// `rcu_state.gp_seq` of the grace period being initialised or waited for.
+    pub gp_seq: u64,
+    /// When the wait for quiescent states began (`rcu_gp_init()` returned); 0 while none.
+    pub waiting_since_ns: u64,
+}
+
+/// Per CPU: the last grace period it reported a quiescent state for.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CpuState {
+    pub reported_gp_seq: u64,
+}
+
+/// Slots of the per-CPU `GP_LOSSES` array: what the programs could not report.
+/// An event the ring buffer had no room for.
+pub const GP_LOST_EVENTS: u32 = 0;
+/// A stack that could not be kept (an event went without it).
+pub const GP_LOST_STACKS: u32 = 1;
+/// A blocked reader not followed: the map of blocked readers was full.
+pub const GP_LOST_BLOCKED: u32 = 2;
+/// A kernel structure that could not be read (its event was not sent).
+pub const GP_LOST_READS: u32 = 3;
+pub const GP_LOSS_SLOTS: u32 = 4;
+
+#[cfg(feature = "user")]
+mod pod {
+    unsafe impl aya::Pod for super::GpEvent {}
+    unsafe impl aya::Pod for super::GpState {}
+    unsafe impl aya::Pod for super::CpuState {}
+}

@@ -1,0 +1,306 @@
+//! `rcutrace gp`: each grace period's anatomy, as a stream of events (`GpEvent`) that user
+//! space assembles. The programs keep only what decides cheaply whether an event is worth
+//! sending: the grace period in progress (`GP_STATE`, written by the grace-period kthread's
+//! programs alone) and, per CPU, the last grace period it reported for (`CPU_STATE`), so that
+//! the tick and context-switch hooks, which run all the time, exit after a load or two unless
+//! a grace period is old or a reader is blocked.
+//!
+//! Every program here is a kprobe or kretprobe: these functions run in the scheduler, the
+//! tick and RCU's own core with locks held, and a BPF trampoline takes `rcu_read_lock()`
+//! itself. Kernel structures are read at offsets user space took from the kernel's BTF
+//! (aya builds no CO-RE relocations for Rust programs).
+
+use aya_ebpf::{
+    EbpfContext,
+    helpers::{
+        bpf_get_current_comm, bpf_get_current_task, bpf_get_smp_processor_id, bpf_ktime_get_ns,
+        bpf_probe_read_kernel,
+    },
+    macros::map,
+    maps::{Array, HashMap, PerCpuArray},
+    programs::{ProbeContext, RetProbeContext},
+};
+use rcutrace_common::{attribution::NO_STACK, gp::*};
+
+use crate::{attribution::keep_stack, latency, window};
+
+/// Address of `rcu_state` (from /proc/kallsyms) and the byte offsets of the fields read.
+#[unsafe(no_mangle)]
+static RCU_STATE_ADDRESS: u64 = 0;
+#[unsafe(no_mangle)]
+static RCU_STATE_GP_SEQ: u32 = 0;
+#[unsafe(no_mangle)]
+static RCU_NODE_QSMASK: u32 = 0;
+#[unsafe(no_mangle)]
+static RCU_NODE_GRPLO: u32 = 0;
+#[unsafe(no_mangle)]
+static TASK_RCU_READ_LOCK_NESTING: u32 = 0;
+/// A CPU still holding up a grace period this old is sampled at each of its ticks.
+#[unsafe(no_mangle)]
+static HOLDOUT_SAMPLE_AFTER_NS: u64 = 0;
+
+#[map]
+static GP_STATE: Array<GpState> = Array::with_max_entries(1, 0);
+/// Indexed by CPU; sized to the possible CPUs at load time.
+#[map]
+static CPU_STATE: Array<CpuState> = Array::with_max_entries(1, 0);
+/// Readers switched out inside their critical section, by thread id; sized at load time.
+#[map]
+static BLOCKED: HashMap<u32, u64> = HashMap::with_max_entries(1, 0);
+#[map]
+static GP_LOSSES: PerCpuArray<u64> = PerCpuArray::with_max_entries(GP_LOSS_SLOTS, 0);
+
+#[inline(always)]
+fn lose(slot: u32) {
+    if let Some(count) = GP_LOSSES.get_ptr_mut(slot) {
+        unsafe { crate::atomic::add(count, 1) };
+    }
+}
+
+#[inline(always)]
+fn read<T>(address: u64) -> Option<T> {
+    match unsafe { bpf_probe_read_kernel(address as *const T) } {
+        Ok(value) => Some(value),
+        Err(_) => {
+            lose(GP_LOST_READS);
+            None
+        }
+    }
+}
+
+#[inline(always)]
+fn gp_seq_address() -> u64 {
+    window::constant(&RCU_STATE_ADDRESS) + u64::from(window::constant(&RCU_STATE_GP_SEQ))
+}
+
+#[inline(always)]
+fn state() -> Option<*mut GpState> {
+    GP_STATE.get_ptr_mut(0)
+}
+
+/// Sends one event of `kind` about the current task and CPU, with a stack if asked.
+#[inline(always)]
+fn send<C: EbpfContext>(ctx: &C, kind: u32, value: u64, extra: u64, with_stack: bool) {
+    let (tgid, pid, _) = window::current();
+    let stack = if with_stack {
+        let stack = keep_stack(ctx);
+        if stack == NO_STACK {
+            lose(GP_LOST_STACKS);
+        }
+        stack
+    } else {
+        NO_STACK
+    };
+    let event = GpEvent {
+        at_ns: unsafe { bpf_ktime_get_ns() },
+        kind,
+        cpu: unsafe { bpf_get_smp_processor_id() },
+        tgid,
+        pid,
+        value,
+        extra,
+        stack,
+        comm: bpf_get_current_comm().unwrap_or_default(),
+    };
+    if !latency::send(&event) {
+        lose(GP_LOST_EVENTS);
+    }
+}
+
+program! {
+    kretprobe fn gp_request_kretprobe(ctx: RetProbeContext) -> u32 {
+        // rcu_start_this_gp() returns a bool: true when the kthread must be woken.
+        if window::running() && ctx.ret::<u64>() & 0xff != 0 {
+            send(&ctx, EVENT_REQUEST, 0, 0, false);
+        }
+        0
+    }
+}
+
+program! {
+    kprobe fn gp_init_kprobe(ctx: ProbeContext) -> u32 {
+        let Some(state) = state() else { return 0 };
+        // rcu_seq_start() will make the counter odd in its state bits: the new grace
+        // period's number, which reports during the initialisation already carry.
+        if let Some(current) = read::<u64>(gp_seq_address()) {
+            unsafe {
+                (*state).gp_seq = current.wrapping_add(1);
+                (*state).waiting_since_ns = 0;
+            }
+        }
+        if window::running() {
+            send(&ctx, EVENT_INIT_START, 0, 0, false);
+        }
+        0
+    }
+}
+
+program! {
+    kretprobe fn gp_init_kretprobe(ctx: RetProbeContext) -> u32 {
+        let started = ctx.ret::<u64>() & 0xff != 0;
+        let Some(state) = state() else { return 0 };
+        let current = read::<u64>(gp_seq_address()).unwrap_or(0);
+        unsafe {
+            if started {
+                (*state).gp_seq = current;
+                (*state).waiting_since_ns = bpf_ktime_get_ns();
+            } else {
+                (*state).waiting_since_ns = 0;
+            }
+        }
+        if window::running() {
+            send(&ctx, EVENT_INIT_END, current, u64::from(started), false);
+        }
+        0
+    }
+}
+
+program! {
+    kprobe fn gp_fqs_kprobe(ctx: ProbeContext) -> u32 {
+        if window::running() {
+            send(&ctx, EVENT_FQS, 0, 0, false);
+        }
+        0
+    }
+}
+
+program! {
+    kprobe fn gp_report_kprobe(ctx: ProbeContext) -> u32 {
+        // rcu_report_qs_rnp(mask, rnp, gps, flags), called with rnp->lock held.
+        let (Some(mask), Some(node), Some(gps)) =
+            (ctx.arg::<u64>(0), ctx.arg::<u64>(1), ctx.arg::<u64>(2))
+        else {
+            return 0;
+        };
+        let Some(state) = state() else { return 0 };
+        let gp_seq = unsafe { (*state).gp_seq };
+        // The kernel ignores a report for another grace period, or for CPUs already in.
+        if gps != gp_seq {
+            return 0;
+        }
+        let Some(awaited) = read::<u64>(node + u64::from(window::constant(&RCU_NODE_QSMASK))) else {
+            return 0;
+        };
+        let Some(first_cpu) = read::<i32>(node + u64::from(window::constant(&RCU_NODE_GRPLO))) else {
+            return 0;
+        };
+        let reported = mask & awaited;
+        if reported == 0 {
+            return 0;
+        }
+        let mut bits = reported;
+        let mut bit = 0u32;
+        while bit < 64 && bits != 0 {
+            if bits & 1 != 0
+                && let Some(cpu) = CPU_STATE.get_ptr_mut(first_cpu as u32 + bit)
+            {
+                unsafe { (*cpu).reported_gp_seq = gp_seq };
+            }
+            bits >>= 1;
+            bit += 1;
+        }
+        if window::running() {
+            send(&ctx, EVENT_REPORT, reported, first_cpu as u64, false);
+        }
+        0
+    }
+}
+
+program! {
+    kprobe fn gp_cleanup_kprobe(ctx: ProbeContext) -> u32 {
+        if let Some(state) = state() {
+            unsafe { (*state).waiting_since_ns = 0 };
+        }
+        if window::running() {
+            send(&ctx, EVENT_CLEANUP_START, 0, 0, false);
+        }
+        0
+    }
+}
+
+program! {
+    kretprobe fn gp_cleanup_kretprobe(ctx: RetProbeContext) -> u32 {
+        if window::running() {
+            send(&ctx, EVENT_CLEANUP_END, 0, 0, false);
+        }
+        0
+    }
+}
+
+/// Whether this CPU still owes the grace period in progress its quiescent state, and that
+/// grace period's number.
+#[inline(always)]
+fn holding_out(cpu: u32) -> Option<(u64, u64)> {
+    let state = state()?;
+    let (gp_seq, since) = unsafe { ((*state).gp_seq, (*state).waiting_since_ns) };
+    if since == 0 {
+        return None;
+    }
+    let reported = CPU_STATE.get(cpu).map_or(0, |c| c.reported_gp_seq);
+    (reported != gp_seq).then_some((gp_seq, since))
+}
+
+program! {
+    kprobe fn gp_context_switch_kprobe(ctx: ProbeContext) -> u32 {
+        if !window::running() {
+            return 0;
+        }
+        let task = unsafe { bpf_get_current_task() };
+        let offset = u64::from(window::constant(&TASK_RCU_READ_LOCK_NESTING));
+        // One more than the switched-out code's: the kernel runs this program under
+        // rcu_read_lock().
+        let Some(nesting) = read::<i32>(task + offset) else { return 0 };
+        if nesting <= 1 {
+            return 0;
+        }
+        let (_, pid, _) = window::current();
+        if unsafe { BLOCKED.get(&pid) }.is_some() {
+            return 0;
+        }
+        if BLOCKED.insert(&pid, &0, 0).is_err() {
+            lose(GP_LOST_BLOCKED);
+            return 0;
+        }
+        let cpu = unsafe { bpf_get_smp_processor_id() };
+        let blocks_current = holding_out(cpu).is_some();
+        send(&ctx, EVENT_BLOCK, (nesting - 1) as u64, u64::from(blocks_current), true);
+        0
+    }
+}
+
+program! {
+    kprobe fn gp_unblock_kprobe(ctx: ProbeContext) -> u32 {
+        let (_, pid, _) = window::current();
+        if unsafe { BLOCKED.get(&pid) }.is_none() {
+            return 0;
+        }
+        let _ = BLOCKED.remove(&pid);
+        if window::running() {
+            send(&ctx, EVENT_UNBLOCK, 0, 0, false);
+        }
+        0
+    }
+}
+
+program! {
+    kprobe fn gp_tick_kprobe(ctx: ProbeContext) -> u32 {
+        let cpu = unsafe { bpf_get_smp_processor_id() };
+        let Some((gp_seq, since)) = holding_out(cpu) else { return 0 };
+        let now = unsafe { bpf_ktime_get_ns() };
+        if now.saturating_sub(since) < window::constant(&HOLDOUT_SAMPLE_AFTER_NS) || !window::running() {
+            return 0;
+        }
+        // rcu_sched_clock_irq(int user): whether the tick interrupted user mode.
+        let user = ctx.arg::<u64>(0).unwrap_or(0) & 0xffff_ffff != 0;
+        let (_, pid, _) = window::current();
+        let mode = if user {
+            MODE_USER
+        } else if pid == 0 {
+            MODE_IDLE
+        } else {
+            MODE_KERNEL
+        };
+        send(&ctx, EVENT_HOLDOUT_SAMPLE, mode, gp_seq, true);
+        0
+    }
+}

@@ -1,0 +1,54 @@
+//! Where RCU's own state lies in this kernel's memory, for the programs that read it: the
+//! address of `rcu_state` (from /proc/kallsyms) and the byte offsets of the fields read, from
+//! the kernel's BTF. Layouts differ between kernels (`task_struct.rcu_read_lock_nesting` is at
+//! byte 2036 on Debian's 6.1 and 2044 on its 6.12), so nothing here is assumed.
+
+use anyhow::{Context as _, Result, bail};
+
+use super::btf::{self, Field};
+
+const GP_SEQ: Field = ("rcu_state", "gp_seq");
+const NODE_QSMASK: Field = ("rcu_node", "qsmask");
+const NODE_GRPLO: Field = ("rcu_node", "grplo");
+const TASK_NESTING: Field = ("task_struct", "rcu_read_lock_nesting");
+
+/// What the grace-period programs need to read RCU's state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RcuLayout {
+    pub rcu_state: u64,
+    pub gp_seq: u32,
+    pub node_qsmask: u32,
+    pub node_grplo: u32,
+    pub task_nesting: u32,
+}
+
+/// Reads this kernel's layout; fails naming what is missing (a kernel without preemptible
+/// RCU has no reader nesting in its tasks, for one).
+pub fn layout() -> Result<RcuLayout> {
+    let fields = [GP_SEQ, NODE_QSMASK, NODE_GRPLO, TASK_NESTING];
+    let offsets =
+        btf::field_offsets(&fields).context("reading RCU's structures from the kernel BTF")?;
+    let missing: Vec<String> = fields
+        .iter()
+        .filter(|field| !offsets.contains_key(*field))
+        .map(|(structure, member)| format!("{structure}.{member}"))
+        .collect();
+    if !missing.is_empty() {
+        bail!(
+            "this kernel's BTF has no {} (grace-period tracing needs tree RCU with \
+             CONFIG_PREEMPT_RCU)",
+            missing.join(", ")
+        );
+    }
+    let rcu_state = super::variable_address("rcu_state")?.context(
+        "/proc/kallsyms gives no address for rcu_state (kernel.kptr_restrict hides \
+         addresses, or the kernel lacks CONFIG_KALLSYMS_ALL)",
+    )?;
+    Ok(RcuLayout {
+        rcu_state,
+        gp_seq: offsets[&GP_SEQ],
+        node_qsmask: offsets[&NODE_QSMASK],
+        node_grplo: offsets[&NODE_GRPLO],
+        task_nesting: offsets[&TASK_NESTING],
+    })
+}

@@ -1,0 +1,587 @@
+//! Grace periods assembled from the kernel's event stream (`rcutrace_common::gp`): when each
+//! was requested, initialised, waited for and cleaned up, which CPU or blocked reader was the
+//! last to let it end, and what that holdout was doing. Pure logic: the events arrive in the
+//! order the programs reserved their ring-buffer records, which follows causality (the last
+//! report wakes the kthread that then cleans up), so one pass in arrival order is enough.
+
+use std::collections::HashMap;
+
+use rcutrace_common::{
+    attribution::NO_STACK,
+    gp::{self, GP_SEQ_STATE_BITS, GpEvent},
+};
+
+/// The phases a grace period's duration (`rcu_gp_init()` entry to `rcu_gp_cleanup()`
+/// return, as `gplat` measures it) splits into; they add up to it exactly.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Phases {
+    /// `rcu_gp_init()`: setting up the nodes.
+    pub init_ns: u64,
+    /// From the end of init to the last quiescent state (or blocked reader) reported.
+    pub quiescent_wait_ns: u64,
+    /// From that report to the kthread starting cleanup: how long the woken kthread took.
+    pub kthread_wake_ns: u64,
+    /// `rcu_gp_cleanup()`.
+    pub cleanup_ns: u64,
+}
+
+/// What a CPU was doing when a tick found it holding a grace period up.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    Kernel,
+    User,
+    Idle,
+}
+
+impl Mode {
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Kernel => "kernel",
+            Mode::User => "user",
+            Mode::Idle => "idle",
+        }
+    }
+}
+
+/// A task as the programs saw it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Task {
+    pub pid: u32,
+    pub tgid: u32,
+    pub comm: String,
+}
+
+/// What a tick saw on a CPU that held a grace period up.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Sample {
+    pub task: Task,
+    pub mode: Mode,
+    /// Stack id in the programs' stack map.
+    pub stack: Option<u64>,
+}
+
+/// Whose report ended the wait for quiescent states.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Holdout {
+    Cpu {
+        /// The first CPU of the report that ended the wait.
+        cpu: u32,
+        /// CPUs in that report (a force-quiescent-state pass reports several at once).
+        cpus: u32,
+        /// Reported by the kthread's pass (found idle or quiescent), not by the CPU itself.
+        found_by_pass: bool,
+        /// The first tick sample of that CPU during this grace period, if it was sampled.
+        sample: Option<Sample>,
+    },
+    /// A reader switched out inside its critical section, queued on its node.
+    Task {
+        task: Task,
+        /// The CPU it was switched out on.
+        cpu: u32,
+        /// How long it was blocked inside the reader.
+        blocked_ns: u64,
+        /// Where it was switched out.
+        stack: Option<u64>,
+    },
+}
+
+impl Holdout {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Holdout::Cpu { .. } => "cpu",
+            Holdout::Task { .. } => "task",
+        }
+    }
+}
+
+/// One complete grace period.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GracePeriod {
+    /// `rcu_state.gp_seq` while it was in progress.
+    pub gp_seq: u64,
+    /// When `rcu_gp_init()` was entered (CLOCK_MONOTONIC).
+    pub started_ns: u64,
+    pub duration_ns: u64,
+    pub phases: Phases,
+    /// From the request that woke the kthread to its init; `None` when no waking request was
+    /// seen (it was requested while the previous one ran, and the kthread went straight on).
+    pub request_wait_ns: Option<u64>,
+    pub fqs_passes: u32,
+    /// CPUs whose quiescent states were reported to the grace period.
+    pub cpus_reported: u32,
+    /// Blocked readers that held this grace period up and left their critical section.
+    pub blocked_readers: u32,
+    /// `None` if no report was seen (a hook that never fired; the cross-check says so).
+    pub last_holdout: Option<Holdout>,
+    /// How long the last holdout held it, from the end of init to its report.
+    pub held_ns: u64,
+}
+
+/// A blocked reader being followed.
+#[derive(Clone, Debug)]
+struct Blocked {
+    since_ns: u64,
+    task: Task,
+    cpu: u32,
+    /// Blocked while its CPU still owed the grace period in progress then (this one).
+    blocks_gp_seq: Option<u64>,
+    stack: Option<u64>,
+}
+
+/// The grace period being assembled.
+#[derive(Clone, Debug)]
+struct InProgress {
+    started_ns: u64,
+    kthread_pid: u32,
+    request_ns: Option<u64>,
+    gp_seq: Option<u64>,
+    init_end_ns: Option<u64>,
+    cleanup_start_ns: Option<u64>,
+    fqs_passes: u32,
+    cpus_reported: u32,
+    blocked_readers: u32,
+    last: Option<(u64, Holdout)>,
+}
+
+/// What the stream could not make whole grace periods of.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Unassembled {
+    /// Grace periods under way when tracing started (their beginning was not seen).
+    pub began_before_tracing: u64,
+    /// A grace period whose end was not seen before the next began (an event lost).
+    pub incomplete: u64,
+    /// Times the kthread ran init for nothing (`rcu_gp_init()` returned false).
+    pub spurious_inits: u64,
+}
+
+/// Builds grace periods from events, one at a time.
+#[derive(Debug, Default)]
+pub struct Assembler {
+    current: Option<InProgress>,
+    pending_request_ns: Option<u64>,
+    blocked: HashMap<u32, Blocked>,
+    /// The first tick sample per CPU of the grace period it was taken for.
+    samples: HashMap<u32, (u64, Sample)>,
+    done: Vec<GracePeriod>,
+    pub unassembled: Unassembled,
+}
+
+fn comm(bytes: &[u8; 16]) -> String {
+    let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
+    String::from_utf8_lossy(&bytes[..end]).into_owned()
+}
+
+fn stack(id: u64) -> Option<u64> {
+    (id != NO_STACK).then_some(id)
+}
+
+fn task(event: &GpEvent) -> Task {
+    Task {
+        pid: event.pid,
+        tgid: event.tgid,
+        comm: comm(&event.comm),
+    }
+}
+
+impl Assembler {
+    pub fn add(&mut self, event: &GpEvent) {
+        let at = event.at_ns;
+        match event.kind {
+            gp::EVENT_REQUEST => {
+                // A request while a grace period is being set up or waited for is for a
+                // later one: kept until the next init.
+                self.pending_request_ns.get_or_insert(at);
+            }
+            gp::EVENT_INIT_START => {
+                if self.current.is_some() {
+                    self.unassembled.incomplete += 1;
+                }
+                self.current = Some(InProgress {
+                    started_ns: at,
+                    kthread_pid: event.pid,
+                    request_ns: self.pending_request_ns.take(),
+                    gp_seq: None,
+                    init_end_ns: None,
+                    cleanup_start_ns: None,
+                    fqs_passes: 0,
+                    cpus_reported: 0,
+                    blocked_readers: 0,
+                    last: None,
+                });
+            }
+            gp::EVENT_INIT_END => match (&mut self.current, event.extra != 0) {
+                (Some(current), true) => {
+                    current.gp_seq = Some(event.value);
+                    current.init_end_ns = Some(at);
+                }
+                (Some(current), false) => {
+                    // The request that woke it still waits for a grace period.
+                    self.pending_request_ns = current.request_ns;
+                    self.current = None;
+                    self.unassembled.spurious_inits += 1;
+                }
+                (None, _) => {}
+            },
+            gp::EVENT_FQS => {
+                if let Some(current) = &mut self.current {
+                    current.fqs_passes += 1;
+                }
+            }
+            gp::EVENT_REPORT => {
+                if let Some(current) = &mut self.current {
+                    let cpus = event.value.count_ones();
+                    current.cpus_reported += cpus;
+                    let holdout = Holdout::Cpu {
+                        cpu: event.extra as u32 + event.value.trailing_zeros(),
+                        cpus,
+                        found_by_pass: event.pid == current.kthread_pid,
+                        sample: None,
+                    };
+                    current.last = Some((at, holdout));
+                }
+            }
+            gp::EVENT_BLOCK => {
+                let gp_seq = self.current.as_ref().and_then(|c| c.gp_seq);
+                self.blocked.insert(
+                    event.pid,
+                    Blocked {
+                        since_ns: at,
+                        task: task(event),
+                        cpu: event.cpu,
+                        blocks_gp_seq: gp_seq.filter(|_| event.extra != 0),
+                        stack: stack(event.stack),
+                    },
+                );
+            }
+            gp::EVENT_UNBLOCK => {
+                let Some(blocked) = self.blocked.remove(&event.pid) else {
+                    return;
+                };
+                let Some(current) = &mut self.current else {
+                    return;
+                };
+                // A reader holds up the grace periods that began while it was blocked, and
+                // the one in progress if its CPU had not reported yet when it blocked.
+                let holds_this = blocked.since_ns < current.started_ns
+                    || (blocked.blocks_gp_seq.is_some() && blocked.blocks_gp_seq == current.gp_seq);
+                if holds_this && current.cleanup_start_ns.is_none() {
+                    current.blocked_readers += 1;
+                    let holdout = Holdout::Task {
+                        task: blocked.task,
+                        cpu: blocked.cpu,
+                        blocked_ns: at.saturating_sub(blocked.since_ns),
+                        stack: blocked.stack,
+                    };
+                    current.last = Some((at, holdout));
+                }
+            }
+            gp::EVENT_HOLDOUT_SAMPLE => {
+                let mode = match event.value {
+                    gp::MODE_USER => Mode::User,
+                    gp::MODE_IDLE => Mode::Idle,
+                    _ => Mode::Kernel,
+                };
+                let sample = Sample {
+                    task: task(event),
+                    mode,
+                    stack: stack(event.stack),
+                };
+                // The first sample of a grace period on a CPU shows what held it up when it
+                // first became old; later ones may come after the holding stopped.
+                match self.samples.get(&event.cpu) {
+                    Some((gp_seq, _)) if *gp_seq == event.extra => {}
+                    _ => {
+                        self.samples.insert(event.cpu, (event.extra, sample));
+                    }
+                }
+            }
+            gp::EVENT_CLEANUP_START => {
+                if let Some(current) = &mut self.current {
+                    current.cleanup_start_ns = Some(at);
+                }
+            }
+            gp::EVENT_CLEANUP_END => match self.current.take() {
+                Some(current) => match self.finish(current, at) {
+                    Some(done) => self.done.push(done),
+                    None => self.unassembled.incomplete += 1,
+                },
+                None => self.unassembled.began_before_tracing += 1,
+            },
+            _ => {}
+        }
+    }
+
+    fn finish(&mut self, current: InProgress, ended_ns: u64) -> Option<GracePeriod> {
+        let gp_seq = current.gp_seq?;
+        let init_end = current.init_end_ns?;
+        let cleanup_start = current.cleanup_start_ns?;
+        let (wait_end, last_holdout) = match current.last {
+            Some((at, holdout)) => (at.clamp(init_end, cleanup_start), Some(holdout)),
+            None => (cleanup_start, None),
+        };
+        let last_holdout = last_holdout.map(|holdout| match holdout {
+            Holdout::Cpu {
+                cpu,
+                cpus,
+                found_by_pass,
+                ..
+            } => Holdout::Cpu {
+                cpu,
+                cpus,
+                found_by_pass,
+                sample: self
+                    .samples
+                    .get(&cpu)
+                    .filter(|(sampled_for, _)| *sampled_for == gp_seq)
+                    .map(|(_, sample)| sample.clone()),
+            },
+            task => task,
+        });
+        Some(GracePeriod {
+            gp_seq,
+            started_ns: current.started_ns,
+            duration_ns: ended_ns.saturating_sub(current.started_ns),
+            phases: Phases {
+                init_ns: init_end.saturating_sub(current.started_ns),
+                quiescent_wait_ns: wait_end - init_end,
+                kthread_wake_ns: cleanup_start - wait_end,
+                cleanup_ns: ended_ns.saturating_sub(cleanup_start),
+            },
+            request_wait_ns: current
+                .request_ns
+                .map(|requested| current.started_ns.saturating_sub(requested)),
+            fqs_passes: current.fqs_passes,
+            cpus_reported: current.cpus_reported,
+            blocked_readers: current.blocked_readers,
+            last_holdout,
+            held_ns: wait_end - init_end,
+        })
+    }
+
+    /// The grace periods completed since the last call.
+    pub fn take_done(&mut self) -> Vec<GracePeriod> {
+        std::mem::take(&mut self.done)
+    }
+
+    /// Whether a grace period is being assembled (began in the window, not yet over).
+    pub fn in_progress(&self) -> bool {
+        self.current.is_some()
+    }
+}
+
+/// How many grace periods `rcu_state.gp_seq` says ended from the first of these to the last,
+/// both included: the cross-check of the assembled ones' count.
+pub fn grace_periods_by_gp_seq(first: u64, last: u64) -> u64 {
+    (last.wrapping_sub(first) >> GP_SEQ_STATE_BITS) + 1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(at_ns: u64, kind: u32, pid: u32) -> GpEvent {
+        GpEvent {
+            at_ns,
+            kind,
+            pid,
+            tgid: pid,
+            ..Default::default()
+        }
+    }
+
+    fn with(mut e: GpEvent, value: u64, extra: u64) -> GpEvent {
+        e.value = value;
+        e.extra = extra;
+        e
+    }
+
+    const KTHREAD: u32 = 15;
+
+    /// A grace period 1000..2000 ns whose last report (CPU `cpu`, by `reporter`) is at 1600.
+    fn one_grace_period(reporter: u32, cpu: u64) -> Vec<GpEvent> {
+        vec![
+            event(900, gp::EVENT_REQUEST, 300),
+            event(1000, gp::EVENT_INIT_START, KTHREAD),
+            with(event(1100, gp::EVENT_INIT_END, KTHREAD), 0x105, 1),
+            event(1200, gp::EVENT_FQS, KTHREAD),
+            with(event(1300, gp::EVENT_REPORT, KTHREAD), 0b01, 0),
+            with(event(1600, gp::EVENT_REPORT, reporter), 1 << cpu, 0),
+            event(1700, gp::EVENT_CLEANUP_START, KTHREAD),
+            event(2000, gp::EVENT_CLEANUP_END, KTHREAD),
+        ]
+    }
+
+    fn assemble(events: &[GpEvent]) -> Assembler {
+        let mut assembler = Assembler::default();
+        events.iter().for_each(|e| assembler.add(e));
+        assembler
+    }
+
+    #[test]
+    fn phases_add_up_to_the_duration_and_name_the_last_cpu() {
+        let mut a = assemble(&one_grace_period(400, 1));
+        let done = a.take_done();
+        assert_eq!(done.len(), 1);
+        let g = &done[0];
+        assert_eq!(g.gp_seq, 0x105);
+        assert_eq!(g.duration_ns, 1000);
+        assert_eq!(
+            g.phases,
+            Phases {
+                init_ns: 100,
+                quiescent_wait_ns: 500,
+                kthread_wake_ns: 100,
+                cleanup_ns: 300
+            }
+        );
+        let p = g.phases;
+        assert_eq!(
+            p.init_ns + p.quiescent_wait_ns + p.kthread_wake_ns + p.cleanup_ns,
+            g.duration_ns
+        );
+        assert_eq!(g.request_wait_ns, Some(100));
+        assert_eq!((g.fqs_passes, g.cpus_reported), (1, 2));
+        assert_eq!(g.held_ns, 500);
+        assert_eq!(
+            g.last_holdout,
+            Some(Holdout::Cpu {
+                cpu: 1,
+                cpus: 1,
+                found_by_pass: false,
+                sample: None
+            })
+        );
+        assert!(!a.in_progress());
+    }
+
+    #[test]
+    fn a_report_by_the_kthread_is_a_pass_and_a_sample_of_that_cpu_comes_along() {
+        let mut events = one_grace_period(KTHREAD, 1);
+        let mut sample = with(
+            event(1500, gp::EVENT_HOLDOUT_SAMPLE, 77),
+            gp::MODE_KERNEL,
+            0x105,
+        );
+        sample.cpu = 1;
+        sample.stack = 42;
+        sample.comm[..4].copy_from_slice(b"spin");
+        // A sample for another grace period, and one of another CPU, do not come along.
+        let mut stale = with(
+            event(1400, gp::EVENT_HOLDOUT_SAMPLE, 78),
+            gp::MODE_USER,
+            0x101,
+        );
+        stale.cpu = 0;
+        let mut later = sample;
+        later.at_ns = 1550;
+        later.value = gp::MODE_USER;
+        events.insert(5, later);
+        events.insert(5, sample);
+        events.insert(5, stale);
+        let done = assemble(&events).take_done();
+        let Some(Holdout::Cpu {
+            cpu,
+            found_by_pass,
+            sample: Some(sample),
+            ..
+        }) = &done[0].last_holdout
+        else {
+            panic!("no sampled CPU holdout: {:?}", done[0].last_holdout);
+        };
+        assert_eq!((*cpu, *found_by_pass), (1, true));
+        assert_eq!(sample.task.comm, "spin");
+        assert_eq!((sample.mode, sample.stack), (Mode::Kernel, Some(42)));
+    }
+
+    #[test]
+    fn a_blocked_reader_that_leaves_last_is_the_holdout() {
+        let mut block = with(event(500, gp::EVENT_BLOCK, 321), 1, 0);
+        block.stack = 9;
+        block.cpu = 1;
+        let mut events = vec![block];
+        events.extend(one_grace_period(400, 1));
+        // Leaves after the CPUs reported, before cleanup.
+        events.insert(7, event(1650, gp::EVENT_UNBLOCK, 321));
+        let done = assemble(&events).take_done();
+        let g = &done[0];
+        assert_eq!(g.blocked_readers, 1);
+        assert_eq!(
+            g.last_holdout,
+            Some(Holdout::Task {
+                task: Task {
+                    pid: 321,
+                    tgid: 321,
+                    comm: String::new()
+                },
+                cpu: 1,
+                blocked_ns: 1150,
+                stack: Some(9)
+            })
+        );
+        assert_eq!(g.held_ns, 550);
+        assert_eq!(g.phases.kthread_wake_ns, 50);
+    }
+
+    #[test]
+    fn a_reader_that_blocked_after_its_cpu_reported_does_not_hold_it() {
+        let mut events = one_grace_period(400, 1);
+        // Blocked during the wait with its CPU already reported (extra 0), leaves before
+        // cleanup: not this grace period's holdout.
+        events.insert(5, with(event(1350, gp::EVENT_BLOCK, 321), 1, 0));
+        events.insert(7, event(1650, gp::EVENT_UNBLOCK, 321));
+        let done = assemble(&events).take_done();
+        assert_eq!(done[0].blocked_readers, 0);
+        assert_eq!(
+            done[0].last_holdout.as_ref().map(Holdout::kind),
+            Some("cpu")
+        );
+    }
+
+    #[test]
+    fn what_cannot_be_assembled_is_counted() {
+        let mut events = vec![
+            // The end of one that began before tracing.
+            event(10, gp::EVENT_CLEANUP_START, KTHREAD),
+            event(20, gp::EVENT_CLEANUP_END, KTHREAD),
+            // A spurious wake-up: the request carries over to the next init.
+            event(30, gp::EVENT_REQUEST, 300),
+            event(40, gp::EVENT_INIT_START, KTHREAD),
+            with(event(50, gp::EVENT_INIT_END, KTHREAD), 0x101, 0),
+        ];
+        let mut next = one_grace_period(400, 0);
+        next.remove(0);
+        events.extend(next);
+        let mut a = assemble(&events);
+        let done = a.take_done();
+        assert_eq!(done.len(), 1);
+        assert_eq!(done[0].request_wait_ns, Some(1000 - 30));
+        assert_eq!(
+            a.unassembled,
+            Unassembled {
+                began_before_tracing: 1,
+                incomplete: 0,
+                spurious_inits: 1
+            }
+        );
+        // Without a waking request the wait before init is unknown, not zero; a grace
+        // period whose end was lost is counted as such.
+        let mut events = one_grace_period(400, 0);
+        events.remove(0);
+        events.pop();
+        events.extend(one_grace_period(400, 0));
+        let mut a = assemble(&events);
+        let done = a.take_done();
+        assert_eq!(done.len(), 1);
+        assert_eq!(a.unassembled.incomplete, 1);
+        let mut a = assemble(&one_grace_period(400, 0)[1..]);
+        assert_eq!(a.take_done()[0].request_wait_ns, None);
+    }
+
+    #[test]
+    fn gp_seq_counts_grace_periods_in_steps_of_four() {
+        assert_eq!(grace_periods_by_gp_seq(0x105, 0x105), 1);
+        assert_eq!(grace_periods_by_gp_seq(0x105, 0x115), 5);
+        // The counter starts below zero and wraps.
+        assert_eq!(grace_periods_by_gp_seq(u64::MAX - 2, 1), 2);
+    }
+}

@@ -1,0 +1,142 @@
+//! The records only `rcutrace gp` writes (`rcutrace_gp_summary`, `rcutrace_grace_period`)
+//! back into the model, so that `report` prints a saved gp run as it printed live.
+
+use std::time::Duration;
+
+use anyhow::{Context as _, Result, bail};
+use rcutrace_common::records;
+
+use super::saved::{percentiles, seconds, unit};
+use crate::model::{
+    CpuHoldouts, GracePeriodLosses, GracePeriodRow, GracePeriodsSummary, LatencySummary,
+    PhaseStats, SeriesStats, TaskHoldouts,
+    anatomy::{GracePeriod, Holdout, Mode, Phases, Sample, Task, Unassembled},
+};
+
+/// The summary of a saved gp run from its records; `latency` holds the `@gplat` statistics.
+pub fn summary(
+    s: &records::GracePeriodsSummary,
+    rows: &[&records::GracePeriod],
+    latency: Vec<LatencySummary>,
+) -> Result<GracePeriodsSummary> {
+    let Some(latency) = latency.into_iter().next() else {
+        bail!("this gp run has no latency summary of its grace periods' durations");
+    };
+    let unit = unit(&s.unit).with_context(|| format!("unknown unit {:?}", s.unit))?;
+    Ok(GracePeriodsSummary {
+        elapsed: s
+            .elapsed_ns
+            .map_or_else(|| seconds(s.elapsed_s), Duration::from_nanos),
+        latency: LatencySummary { unit, ..latency },
+        phases: s
+            .phases
+            .iter()
+            .map(|p| PhaseStats {
+                name: p.name.clone(),
+                stats: SeriesStats {
+                    key: None,
+                    count: p.count,
+                    min_ns: p.min_ns,
+                    max_ns: p.max_ns,
+                    mean_ns: p.mean_ns,
+                    percentiles: percentiles(&p.percentiles_ns),
+                },
+            })
+            .collect(),
+        holdouts_by_cpu: s
+            .holdouts_by_cpu
+            .iter()
+            .map(|r| CpuHoldouts {
+                cpu: r.cpu,
+                grace_periods: r.grace_periods,
+                found_by_pass: r.found_by_pass,
+                held_ns: r.held_ns,
+            })
+            .collect(),
+        holdouts_by_task: s
+            .holdouts_by_task
+            .iter()
+            .map(|r| TaskHoldouts {
+                pid: r.pid,
+                comm: r.comm.clone(),
+                grace_periods: r.grace_periods,
+                held_ns: r.held_ns,
+            })
+            .collect(),
+        slowest: rows.iter().map(|g| row(g)).collect::<Result<_>>()?,
+        by_gp_seq: s.by_gp_seq,
+        without_report: s.without_report,
+        unassembled: Unassembled {
+            began_before_tracing: s.begun_before_tracing,
+            incomplete: s.incomplete,
+            spurious_inits: s.spurious_inits,
+        },
+        lost: GracePeriodLosses {
+            events: s.lost_events,
+            stacks: s.lost_stacks,
+            blocked_readers: s.blocked_readers_not_followed,
+            kernel_reads: s.kernel_reads_failed,
+            missed_by_kernel: s.missed_by_kernel,
+        },
+    })
+}
+
+fn row(g: &records::GracePeriod) -> Result<GracePeriodRow> {
+    let last_holdout = g.last_holdout.as_ref().map(holdout).transpose()?;
+    Ok(GracePeriodRow {
+        grace_period: GracePeriod {
+            gp_seq: g.gp_seq as u64,
+            started_ns: g.started_ns,
+            duration_ns: g.duration_ns,
+            phases: Phases {
+                init_ns: g.init_ns,
+                quiescent_wait_ns: g.quiescent_wait_ns,
+                kthread_wake_ns: g.kthread_wake_ns,
+                cleanup_ns: g.cleanup_ns,
+            },
+            request_wait_ns: g.request_wait_ns,
+            fqs_passes: g.fqs_passes,
+            cpus_reported: g.cpus_reported,
+            blocked_readers: g.blocked_readers,
+            last_holdout,
+            held_ns: g.held_ns,
+        },
+        stack: g
+            .last_holdout
+            .as_ref()
+            .map_or_else(Vec::new, |h| h.stack.clone()),
+    })
+}
+
+fn holdout(h: &records::LastHoldout) -> Result<Holdout> {
+    let task = || {
+        Some(Task {
+            pid: h.pid?,
+            tgid: h.tgid.unwrap_or(h.pid?),
+            comm: h.comm.clone().unwrap_or_default(),
+        })
+    };
+    Ok(match h.kind.as_str() {
+        "cpu" => Holdout::Cpu {
+            cpu: h.cpu,
+            cpus: h.cpus.unwrap_or(1),
+            found_by_pass: h.found_by_pass.unwrap_or(false),
+            sample: task().map(|task| Sample {
+                task,
+                mode: match h.mode.as_deref() {
+                    Some("user") => Mode::User,
+                    Some("idle") => Mode::Idle,
+                    _ => Mode::Kernel,
+                },
+                stack: None,
+            }),
+        },
+        "task" => Holdout::Task {
+            task: task().context("a blocked-reader holdout without a pid")?,
+            cpu: h.cpu,
+            blocked_ns: h.blocked_ns.unwrap_or(0),
+            stack: None,
+        },
+        other => bail!("unknown holdout kind {other:?} (expected cpu or task)"),
+    })
+}

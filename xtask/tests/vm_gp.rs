@@ -1,0 +1,213 @@
+//! `rcutrace gp` against the test module's holdouts on Debian's 6.1 and 6.12: a reader held on
+//! CPU 1 with preemption off makes CPU 1 the last holdout of the grace period it holds up,
+//! with the module's spinning function on the stack a tick sampled there and the writer as
+//! the task running; a reader blocked inside its critical section is the last holdout of its
+//! grace period as that task, blocked as long as it slept, with the module's function on the
+//! stack where it was switched out. Every listed grace period's phases add up to its
+//! duration, and the count of grace periods agrees with the advance of `rcu_state.gp_seq`.
+
+mod support;
+
+use rcutrace_common::records::{GracePeriod, GracePeriodsSummary, LastHoldout, Record};
+use support::{Run, boot_with_module, run_named, sections};
+
+const HOLD_CPU: u64 = 1;
+const HOLD_MS: u64 = 400;
+const BLOCK_MS: u64 = 300;
+const MS: u64 = 1_000_000;
+
+fn readout_number(readout: &str, key: &str) -> u64 {
+    let prefix = format!("{key}: ");
+    readout
+        .lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .unwrap_or_else(|| panic!("no `{key}` in the module's read-out:\n{readout}"))
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+fn summary(records: &[Record]) -> &GracePeriodsSummary {
+    records
+        .iter()
+        .find_map(|r| match r {
+            Record::GracePeriodsSummary(s) => Some(s),
+            _ => None,
+        })
+        .expect("an rcutrace_gp_summary record")
+}
+
+fn grace_periods(records: &[Record]) -> Vec<&GracePeriod> {
+    records
+        .iter()
+        .filter_map(|r| match r {
+            Record::GracePeriod(g) => Some(g),
+            _ => None,
+        })
+        .collect()
+}
+
+/// What holds for every run: phases that add up, a count the counter agrees with, and
+/// nothing lost.
+fn assert_consistent(name: &str, run: &Run, records: &[Record]) {
+    run.assert_ok(name);
+    let s = summary(records);
+    assert!(s.grace_periods > 0, "{name}: {s:#?}");
+    assert_eq!(s.by_gp_seq, Some(s.grace_periods), "{name}: {s:#?}");
+    assert_eq!(s.without_report, 0, "{name}: {s:#?}");
+    assert_eq!(
+        (s.lost_events, s.kernel_reads_failed, s.incomplete),
+        (0, 0, 0),
+        "{name}: {s:#?}"
+    );
+    for g in grace_periods(records) {
+        assert_eq!(
+            g.init_ns + g.quiescent_wait_ns + g.kthread_wake_ns + g.cleanup_ns,
+            g.duration_ns,
+            "{name}: {g:#?}"
+        );
+        assert!(g.last_holdout.is_some(), "{name}: {g:#?}");
+    }
+}
+
+/// The listed grace period that was under way when the hold ended (it started before the
+/// end and ended after it).
+fn held<'a>(records: &'a [Record], hold_end_ns: u64) -> &'a GracePeriod {
+    grace_periods(records)
+        .into_iter()
+        .find(|g| g.started_ns <= hold_end_ns && g.started_ns + g.duration_ns >= hold_end_ns)
+        .unwrap_or_else(|| {
+            panic!(
+                "no listed grace period spans the hold's end at {hold_end_ns}: {:#?}",
+                grace_periods(records)
+            )
+        })
+}
+
+fn holdouts(series: &str) {
+    let script = format!(
+        "insmod /lib/rcutrace_test.ko || exit 1\n\
+         traced cpu 'gp --secs 0 --top 50 -f json' '/bin/rcu-workload module hold_cpu {HOLD_CPU} {HOLD_MS}'\n\
+         echo '=== cpu_readout'; cat /proc/rcutrace_test\n\
+         traced task 'gp --secs 0 --top 50 -f json' '/bin/rcu-workload module block_reader 1 {BLOCK_MS}'\n\
+         echo '=== task_readout'; cat /proc/rcutrace_test\n\
+         traced text 'gp --secs 0 --top 3' '/bin/rcu-workload module hold_cpu {HOLD_CPU} {HOLD_MS}'\n"
+    );
+    let guest = boot_with_module(series, &script);
+    let sections = sections(&guest.stdout);
+
+    // A reader held on CPU 1 with preemption off.
+    let cpu = run_named(&sections, "cpu");
+    let records = cpu.records();
+    assert_consistent("cpu", &cpu, &records);
+    let readout = &sections["cpu_readout"];
+    let (start, end) = (
+        readout_number(readout, "hold_start_ns"),
+        readout_number(readout, "hold_end_ns"),
+    );
+    assert_eq!(readout_number(readout, "hold_cpu"), HOLD_CPU);
+    assert!(end - start >= HOLD_MS * MS, "{readout}");
+    let g = held(&records, end);
+    // Requested inside the hold, so it started after the hold did and could not end before
+    // CPU 1 let it: from the hold's start to its end is at least the hold.
+    assert!(g.started_ns >= start, "{g:#?} hold from {start}");
+    assert!(
+        g.started_ns + g.duration_ns - start >= HOLD_MS * MS,
+        "{g:#?}"
+    );
+    assert!(g.duration_ns >= end - g.started_ns, "{g:#?}");
+    let Some(LastHoldout {
+        kind,
+        cpu: holdout_cpu,
+        pid,
+        comm,
+        mode,
+        stack,
+        ..
+    }) = &g.last_holdout
+    else {
+        unreachable!()
+    };
+    assert_eq!(
+        (kind.as_str(), *holdout_cpu),
+        ("cpu", HOLD_CPU as u32),
+        "{g:#?}"
+    );
+    let writer: u32 = support::workload_value(&cpu.work, "pid") as u32;
+    assert_eq!(*pid, Some(writer), "{g:#?}");
+    assert_eq!(comm.as_deref(), Some("rcu-workload"), "{g:#?}");
+    assert_eq!(mode.as_deref(), Some("kernel"), "{g:#?}");
+    assert!(
+        stack
+            .iter()
+            .any(|f| f.starts_with("rcutrace_test_hold_spin")),
+        "{g:#?}"
+    );
+    let s = summary(&records);
+    assert!(
+        s.holdouts_by_cpu
+            .iter()
+            .any(|r| r.cpu == HOLD_CPU as u32 && r.held_ns >= end - g.started_ns),
+        "{s:#?}"
+    );
+
+    // A reader blocked inside its critical section.
+    let task = run_named(&sections, "task");
+    let records = task.records();
+    assert_consistent("task", &task, &records);
+    let readout = &sections["task_readout"];
+    let (start, end) = (
+        readout_number(readout, "hold_start_ns"),
+        readout_number(readout, "hold_end_ns"),
+    );
+    assert!(end - start >= BLOCK_MS * MS, "{readout}");
+    let g = held(&records, end);
+    assert!(
+        g.started_ns + g.duration_ns - start >= BLOCK_MS * MS,
+        "{g:#?}"
+    );
+    let writer: u32 = support::workload_value(&task.work, "pid") as u32;
+    let Some(h) = &g.last_holdout else {
+        unreachable!()
+    };
+    assert_eq!(h.kind, "task", "{g:#?}");
+    assert_eq!(h.pid, Some(writer), "{g:#?}");
+    assert_eq!(h.comm.as_deref(), Some("rcu-workload"), "{g:#?}");
+    assert!(h.blocked_ns.is_some_and(|b| b >= BLOCK_MS * MS), "{g:#?}");
+    assert!(
+        h.stack
+            .iter()
+            .any(|f| f.starts_with("rcutrace_test_block_in_reader")),
+        "{g:#?}"
+    );
+    assert!(g.blocked_readers >= 1, "{g:#?}");
+    let s = summary(&records);
+    assert!(
+        s.holdouts_by_task
+            .iter()
+            .any(|r| r.pid == writer && r.comm == "rcu-workload"),
+        "{s:#?}"
+    );
+
+    // The text names the holdout CPU and its stack, under bpftrace's histogram.
+    let text = run_named(&sections, "text");
+    text.assert_ok("text");
+    assert!(text.out.contains("@gplat: \n"), "{}", text.out);
+    assert!(text.out.contains("Phases (ms)"), "{}", text.out);
+    assert!(
+        text.out.contains(&format!("CPU {HOLD_CPU} (")),
+        "{}",
+        text.out
+    );
+    assert!(text.out.contains("rcutrace_test_hold_spin"), "{}", text.out);
+}
+
+#[test]
+fn holdouts_on_6_1() {
+    holdouts("6.1");
+}
+
+#[test]
+fn holdouts_on_6_12() {
+    holdouts("6.12");
+}
