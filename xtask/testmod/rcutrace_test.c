@@ -68,7 +68,7 @@
  *                                  after its last call_rcu() (a lower bound of every wait)
  *   flood_queued cpuC: N           flood callbacks queued on online CPU C
  *   hold_start_ns: N               when the last hold_cpu or block_reader began holding
- *                                  (ktime_get_ns(), CLOCK_MONOTONIC), after its request
+ *                                  (ktime_get_ns(), CLOCK_MONOTONIC), just before its request
  *   hold_end_ns: N                 when it stopped holding (before rcu_read_unlock())
  *   hold_cpu: C                    the CPU the last hold ran on
  * FUNC and CALLBACK lines appear for what this kernel supports. Callbacks are static functions
@@ -690,9 +690,9 @@ static int op_hold_cpu(unsigned long cpu, unsigned long ms)
 	if (!err) {
 		rcu_read_lock();
 		preempt_disable();
-		CALL(start_poll_synchronize_rcu);
 		atomic_set(&hold_cpu_used, smp_processor_id());
 		atomic64_set(&hold_start_ns, ktime_get_ns());
+		CALL(start_poll_synchronize_rcu);
 		rcutrace_test_hold_spin(ms);
 		atomic64_set(&hold_end_ns, ktime_get_ns());
 		/* Unlock first: a preemption inside the reader would make it a blocked one. */
@@ -707,9 +707,9 @@ static int op_hold_cpu(unsigned long cpu, unsigned long ms)
 static noinline void rcutrace_test_block_in_reader(unsigned long ms)
 {
 	rcu_read_lock();
-	CALL(start_poll_synchronize_rcu);
 	atomic_set(&hold_cpu_used, raw_smp_processor_id());
 	atomic64_set(&hold_start_ns, ktime_get_ns());
+	CALL(start_poll_synchronize_rcu);
 	msleep(ms);
 	atomic64_set(&hold_end_ns, ktime_get_ns());
 	rcu_read_unlock();

@@ -84,6 +84,20 @@ fn held<'a>(records: &'a [Record], hold_end_ns: u64) -> &'a GracePeriod {
         })
 }
 
+/// The grace period under way when a hold of `ms` from `start` to `end` ended was held by
+/// it: its last report came after the hold ended, and it ended at least `ms` after the hold
+/// began (the hold requested a grace period, so one was under way throughout).
+fn assert_held(g: &GracePeriod, start: u64, end: u64, ms: u64) {
+    assert!(
+        g.started_ns + g.init_ns + g.held_ns >= end,
+        "last report before the hold ended at {end}: {g:#?}"
+    );
+    assert!(
+        g.started_ns + g.duration_ns >= start + ms * MS,
+        "hold from {start}: {g:#?}"
+    );
+}
+
 fn holdouts(series: &str) {
     let script = format!(
         "insmod /lib/rcutrace_test.ko || exit 1\n\
@@ -108,14 +122,7 @@ fn holdouts(series: &str) {
     assert_eq!(readout_number(readout, "hold_cpu"), HOLD_CPU);
     assert!(end - start >= HOLD_MS * MS, "{readout}");
     let g = held(&records, end);
-    // Requested inside the hold, so it started after the hold did and could not end before
-    // CPU 1 let it: from the hold's start to its end is at least the hold.
-    assert!(g.started_ns >= start, "{g:#?} hold from {start}");
-    assert!(
-        g.started_ns + g.duration_ns - start >= HOLD_MS * MS,
-        "{g:#?}"
-    );
-    assert!(g.duration_ns >= end - g.started_ns, "{g:#?}");
+    assert_held(g, start, end, HOLD_MS);
     let Some(LastHoldout {
         kind,
         cpu: holdout_cpu,
@@ -162,10 +169,7 @@ fn holdouts(series: &str) {
     );
     assert!(end - start >= BLOCK_MS * MS, "{readout}");
     let g = held(&records, end);
-    assert!(
-        g.started_ns + g.duration_ns - start >= BLOCK_MS * MS,
-        "{g:#?}"
-    );
+    assert_held(g, start, end, BLOCK_MS);
     let writer: u32 = support::workload_value(&task.work, "pid") as u32;
     let Some(h) = &g.last_holdout else {
         unreachable!()
