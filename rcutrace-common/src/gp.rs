@@ -36,6 +36,9 @@ pub const EVENT_UNBLOCK: u32 = 9;
 /// `value` what the tick interrupted (`MODE_*`), `extra` the grace period's `gp_seq`;
 /// `tgid`/`pid`/`comm` the task running there, `stack` the kernel stack under the tick.
 pub const EVENT_HOLDOUT_SAMPLE: u32 = 10;
+/// The kernel's own stall warning (the `rcu:rcu_stall_warning` tracepoint): `comm` holds
+/// the RCU flavour's name (`rcu_preempt`), `text` the message (`StallDetected`, ...).
+pub const EVENT_KERNEL_STALL_WARNING: u32 = 11;
 
 /// What a CPU was doing when a tick sampled it.
 pub const MODE_KERNEL: u64 = 0;
@@ -66,6 +69,8 @@ pub struct GpEvent {
     /// A kernel stack kept in the stack map (`attribution::stack_hash`), or `NO_STACK`.
     pub stack: u64,
     pub comm: [u8; 16],
+    /// A short string some events carry (see each kind), NUL-padded.
+    pub text: [u8; 16],
 }
 
 /// The grace period in progress, as the kthread's programs leave it for the others.

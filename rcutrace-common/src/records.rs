@@ -45,6 +45,17 @@ pub enum Record {
     /// One of `rcutrace gp`'s slowest grace periods, slowest first.
     #[serde(rename = "rcutrace_grace_period")]
     GracePeriod(GracePeriod),
+    /// `rcutrace stall`: a grace period passed a warning threshold.
+    #[serde(rename = "rcutrace_stall_warning")]
+    StallWarning(StallWarning),
+    /// `rcutrace stall`: the kernel printed its own stall warning.
+    #[serde(rename = "rcutrace_kernel_stall_warning")]
+    KernelStallWarning(KernelStallWarning),
+    /// `rcutrace stall`: a grace period it warned about ended.
+    #[serde(rename = "rcutrace_stall_ended")]
+    StallEnded(StallEnded),
+    #[serde(rename = "rcutrace_stall_summary")]
+    StallSummary(StallSummary),
     #[serde(rename = "rcutrace_environment")]
     Environment(Environment),
     /// A map the run printed with no entry (one empty line), which bpftrace would not have
@@ -310,6 +321,74 @@ pub struct LastHoldout {
     /// Kernel stack frames, deepest first: sampled on the CPU, or where the reader blocked.
     #[serde(default)]
     pub stack: Vec<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StallWarning {
+    /// Local time, `HH:MM:SS`.
+    pub time: String,
+    pub gp_seq: i64,
+    pub age_ns: u64,
+    pub threshold_ns: u64,
+    /// The CPUs that have not reported, then the blocked readers holding it up.
+    pub holdouts: Vec<StallHoldout>,
+    pub kthread_pid: u32,
+    /// How long the grace-period kthread has not been seen running, when over 2 s.
+    pub kthread_not_run_ns: Option<u64>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StallHoldout {
+    /// `cpu` or `task`.
+    pub kind: String,
+    /// The CPU (for a task: the one it was switched out on).
+    pub cpu: u32,
+    /// The task: what a tick found running on the CPU, or the blocked reader.
+    pub pid: Option<u32>,
+    pub comm: Option<String>,
+    /// What the tick interrupted on the CPU: `kernel`, `user` or `idle`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
+    /// Whether the CPU's tick still arrives (`null`: never sampled).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tick_arriving: Option<bool>,
+    /// How long the reader has been blocked (`task` only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blocked_ns: Option<u64>,
+    /// Kernel stack frames, deepest first.
+    #[serde(default)]
+    pub stack: Vec<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KernelStallWarning {
+    pub time: String,
+    /// The RCU flavour, e.g. `rcu_preempt`.
+    pub rcuname: String,
+    /// The kernel's word for it, e.g. `StallDetected`.
+    pub msg: String,
+    pub cpu: u32,
+    /// How much earlier rcutrace warned about the grace period in progress, if it did.
+    pub rcutrace_earlier_ns: Option<u64>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StallEnded {
+    pub time: String,
+    pub gp_seq: i64,
+    pub duration_ns: u64,
+    pub warnings: u32,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StallSummary {
+    pub elapsed_s: f64,
+    pub thresholds_ns: Vec<u64>,
+    pub warnings: u64,
+    pub kernel_warnings: u64,
+    pub stalls_ended: u64,
+    /// The window ended at the first warning (`--exit-on-warning`).
+    pub stopped_at_warning: bool,
 }
 
 /// The calls of one timed function that were seen but not measured, by cause.

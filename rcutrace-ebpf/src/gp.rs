@@ -14,11 +14,11 @@ use aya_ebpf::{
     EbpfContext,
     helpers::{
         bpf_get_current_comm, bpf_get_current_task, bpf_get_smp_processor_id, bpf_ktime_get_ns,
-        bpf_probe_read_kernel,
+        bpf_probe_read_kernel, bpf_probe_read_kernel_str_bytes,
     },
     macros::map,
     maps::{Array, HashMap, PerCpuArray},
-    programs::{ProbeContext, RetProbeContext},
+    programs::{ProbeContext, RetProbeContext, TracePointContext},
 };
 use rcutrace_common::{attribution::NO_STACK, gp::*};
 
@@ -35,6 +35,11 @@ static RCU_NODE_QSMASK: u32 = 0;
 static RCU_NODE_GRPLO: u32 = 0;
 #[unsafe(no_mangle)]
 static TASK_RCU_READ_LOCK_NESTING: u32 = 0;
+/// Offsets of the `rcu:rcu_stall_warning` tracepoint's two string pointers in its record.
+#[unsafe(no_mangle)]
+static STALL_WARNING_RCUNAME: u32 = 0;
+#[unsafe(no_mangle)]
+static STALL_WARNING_MSG: u32 = 0;
 /// A CPU still holding up a grace period this old is sampled at each of its ticks.
 #[unsafe(no_mangle)]
 static HOLDOUT_SAMPLE_AFTER_NS: u64 = 0;
@@ -81,6 +86,20 @@ fn state() -> Option<*mut GpState> {
 /// Sends one event of `kind` about the current task and CPU, with a stack if asked.
 #[inline(always)]
 fn send<C: EbpfContext>(ctx: &C, kind: u32, value: u64, extra: u64, with_stack: bool) {
+    let comm = bpf_get_current_comm().unwrap_or_default();
+    send_with(ctx, kind, value, extra, with_stack, comm, [0; 16]);
+}
+
+#[inline(always)]
+fn send_with<C: EbpfContext>(
+    ctx: &C,
+    kind: u32,
+    value: u64,
+    extra: u64,
+    with_stack: bool,
+    comm: [u8; 16],
+    text: [u8; 16],
+) {
     let (tgid, pid, _) = window::current();
     let stack = if with_stack {
         let stack = keep_stack(ctx);
@@ -100,7 +119,8 @@ fn send<C: EbpfContext>(ctx: &C, kind: u32, value: u64, extra: u64, with_stack: 
         value,
         extra,
         stack,
-        comm: bpf_get_current_comm().unwrap_or_default(),
+        comm,
+        text,
     };
     if !latency::send(&event) {
         lose(GP_LOST_EVENTS);
@@ -301,6 +321,39 @@ program! {
             MODE_KERNEL
         };
         send(&ctx, EVENT_HOLDOUT_SAMPLE, mode, gp_seq, true);
+        0
+    }
+}
+
+/// A NUL-terminated kernel string at `address`, cut to 15 bytes.
+#[inline(always)]
+fn kernel_string(address: u64) -> [u8; 16] {
+    let mut text = [0u8; 16];
+    if address != 0 {
+        let _ = unsafe { bpf_probe_read_kernel_str_bytes(address as *const u8, &mut text) };
+    }
+    text
+}
+
+program! {
+    tracepoint fn gp_stall_warning_tracepoint(ctx: TracePointContext) -> u32 {
+        if !window::running() {
+            return 0;
+        }
+        let field = |offset: &u32| unsafe { ctx.read_at::<u64>(window::constant(offset) as usize) };
+        let (Ok(rcuname), Ok(msg)) = (field(&STALL_WARNING_RCUNAME), field(&STALL_WARNING_MSG)) else {
+            lose(GP_LOST_READS);
+            return 0;
+        };
+        send_with(
+            &ctx,
+            EVENT_KERNEL_STALL_WARNING,
+            0,
+            0,
+            false,
+            kernel_string(rcuname),
+            kernel_string(msg),
+        );
         0
     }
 }

@@ -90,6 +90,19 @@ pub enum Command {
         sudo rcutrace -f json gp --secs 30 > gp.json\n\n\
         Every hook is a kprobe: the functions run in the scheduler, the tick and RCU's core.")]
     Gp(GpArgs),
+    /// Watch for RCU stalls: warn, seconds before the kernel's own stall warning, when the
+    /// grace period in progress grows old, naming the CPUs that have not reported a quiescent
+    /// state (what runs there, its kernel stack), the blocked readers holding it up, and
+    /// whether the grace-period kthread is starved. The kernel's own warning is reported too.
+    #[command(after_help = "Examples:\n  \
+        sudo rcutrace stall                         # until Ctrl-C or SIGTERM\n  \
+        sudo rcutrace stall --warn-at 500ms --warn-at 2s\n  \
+        sudo rcutrace stall --exit-on-warning --secs 3600 || echo \"stall: $?\"\n  \
+        sudo rcutrace -f json stall >> /var/log/rcu-stalls.json\n\n\
+        By default it warns at 1 s and at 25%, 50% and 75% of the kernel's rcu_cpu_stall_timeout\n\
+        (/sys/module/rcupdate/parameters/), each once per grace period. Exit status: 0 when\n\
+        stopped, 3 with --exit-on-warning at the first warning.")]
+    Stall(StallArgs),
     /// Print a run saved with -f json as the text it printed, or compare two saved runs.
     #[command(after_help = "Examples:\n  \
         sudo rcutrace -f json srlat --secs 30 > normal.json\n  \
@@ -278,6 +291,49 @@ pub struct GpArgs {
     pub top: usize,
 }
 
+#[derive(Debug, Args)]
+pub struct StallArgs {
+    /// Seconds to watch (0: until Ctrl-C or SIGTERM).
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub secs: u64,
+    /// Warn when the grace period in progress is this old: a number with a unit, ms or s
+    /// (500ms, 2s, 1.5s). Repeat it for several thresholds; it replaces the defaults.
+    #[arg(long = "warn-at", value_parser = parse_threshold, value_name = "DURATION")]
+    pub warn_at: Vec<Duration>,
+    /// End at the first warning, with exit status 3 (for scripts).
+    #[arg(long)]
+    pub exit_on_warning: bool,
+}
+
+impl StallArgs {
+    pub fn duration(&self) -> Option<Duration> {
+        (self.secs > 0).then(|| Duration::from_secs(self.secs))
+    }
+}
+
+/// A stall threshold: `500ms`, `2s`, `1.5s`; at least 10 ms.
+pub fn parse_threshold(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let (number, scale) = if let Some(ms) = text.strip_suffix("ms") {
+        (ms, 1e-3)
+    } else if let Some(s) = text.strip_suffix('s') {
+        (s, 1.0)
+    } else {
+        return Err(format!(
+            "{text:?} has no unit: write it with ms or s, e.g. 500ms or 1.5s"
+        ));
+    };
+    let value: f64 = number
+        .trim()
+        .parse()
+        .map_err(|_| format!("{text:?} is not a number with ms or s, e.g. 500ms or 1.5s"))?;
+    let secs = value * scale;
+    if !(0.01..=86_400.0).contains(&secs) {
+        return Err(format!("{text:?} is outside 10ms to 86400s"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
 /// How long to trace, for the commands that choose their hooks themselves.
 #[derive(Debug, Args)]
 pub struct Secs {
@@ -410,6 +466,30 @@ fn parse_step(text: &str) -> Result<u64, String> {
 mod tests {
     use super::*;
     use clap::{CommandFactory, error::ErrorKind};
+
+    #[test]
+    fn stall_thresholds_take_a_unit() {
+        assert_eq!(parse_threshold("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_threshold("1.5s"), Ok(Duration::from_millis(1500)));
+        assert_eq!(parse_threshold(" 2s "), Ok(Duration::from_secs(2)));
+        for bad in ["2", "x s", "-1s", "0ms", "1h"] {
+            assert!(parse_threshold(bad).is_err(), "{bad}");
+        }
+        let Command::Stall(args) =
+            Cli::try_parse_from(["rcutrace", "stall", "--warn-at", "2s", "--warn-at", "500ms"])
+                .unwrap()
+                .command
+        else {
+            panic!("not stall");
+        };
+        assert_eq!(
+            args.warn_at,
+            [Duration::from_secs(2), Duration::from_millis(500)]
+        );
+        assert_eq!((args.secs, args.exit_on_warning), (0, false));
+        let error = Cli::try_parse_from(["rcutrace", "stall", "--warn-at", "3"]).unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::ValueValidation);
+    }
 
     fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
         Cli::try_parse_from(std::iter::once("rcutrace").chain(args.iter().copied()))

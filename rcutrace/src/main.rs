@@ -42,13 +42,13 @@ fn main() -> ExitCode {
         .format_timestamp(None)
         .init();
     match run(&cli) {
-        Ok(output) => {
+        Ok((output, status)) => {
             let mut stdout = std::io::stdout().lock();
             match stdout
                 .write_all(output.as_bytes())
                 .and_then(|()| stdout.flush())
             {
-                Ok(()) => ExitCode::SUCCESS,
+                Ok(()) => status,
                 // A closed pipe (`| head`) is the reader's choice, not a failure worth a message.
                 Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
                 Err(e) => report(&anyhow::Error::new(e).context("writing the results")),
@@ -58,10 +58,14 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(cli: &Cli) -> anyhow::Result<String> {
+/// `stall --exit-on-warning` ends with this status at its first warning.
+const STALL_WARNED: u8 = 3;
+
+/// The output to print, and the exit status after it.
+fn run(cli: &Cli) -> anyhow::Result<(String, ExitCode)> {
     let format = cli.format;
     if let Command::Report(args) = &cli.command {
-        return commands::report::run(args, format);
+        return commands::report::run(args, format).map(|output| (output, ExitCode::SUCCESS));
     }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -74,16 +78,21 @@ fn run(cli: &Cli) -> anyhow::Result<String> {
             Command::Serve(args) => commands::serve::run(args).await.map(|()| None),
             Command::Callbacks(args) => commands::callbacks::run(args, format).await.map(Some),
             Command::Gp(args) => commands::gp::run(args, format).await.map(Some),
+            Command::Stall(args) => commands::stall::run(args, format).await.map(Some),
             Command::Report(_) => Err(anyhow::anyhow!("report reads files, it does not trace")),
         }
     })?;
     let Some(report) = report else {
-        return Ok(String::new());
+        return Ok((String::new(), ExitCode::SUCCESS));
     };
     if let Some(path) = &cli.save {
         save_run(path, &report)?;
     }
-    Ok(render::report(format, &report))
+    let status = match &report.summary {
+        model::Summary::Stall(s) if s.stopped_at_warning => ExitCode::from(STALL_WARNED),
+        _ => ExitCode::SUCCESS,
+    };
+    Ok((render::report(format, &report), status))
 }
 
 /// The run's JSON lines, as `-f json` prints them, in a file.

@@ -51,6 +51,7 @@ pub async fn run(args: &CallbacksArgs, format: Format) -> Result<Report> {
         listener: None,
         traced_process: None,
         sample_readers: None,
+        watch: None,
         format,
     };
     let options = Options {

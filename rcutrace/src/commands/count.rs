@@ -44,6 +44,7 @@ pub async fn run(args: &CountArgs, format: Format) -> Result<Report> {
             listener: None,
             traced_process: None,
             sample_readers: args.sample_readers,
+            watch: None,
             format,
         },
         None,

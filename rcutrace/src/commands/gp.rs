@@ -13,7 +13,7 @@ use rcutrace_common::{
 use super::{Need, Period, Request, trace};
 use crate::{
     cli::GpArgs,
-    kernel::{self, environment},
+    kernel::{self, environment, rcu_state::RcuLayout},
     model::{
         GracePeriodLosses, GracePeriodRow, GracePeriodsSummary, HistMap, LatencySummary, Losses,
         Map, Report, Summary,
@@ -68,17 +68,7 @@ pub async fn run(args: &GpArgs, format: Format) -> Result<Report> {
     trace(
         Request {
             probes: &probes,
-            constants: vec![
-                Constant::U64("RCU_STATE_ADDRESS", layout.rcu_state),
-                Constant::U32("RCU_STATE_GP_SEQ", layout.gp_seq),
-                Constant::U32("RCU_NODE_QSMASK", layout.node_qsmask),
-                Constant::U32("RCU_NODE_GRPLO", layout.node_grplo),
-                Constant::U32("TASK_RCU_READ_LOCK_NESTING", layout.task_nesting),
-                Constant::U64("HOLDOUT_SAMPLE_AFTER_NS", HOLDOUT_SAMPLE_AFTER_NS),
-                Constant::MaxEntries("CPU_STATE", cpus),
-                Constant::MaxEntries("BLOCKED", MAX_BLOCKED),
-                Constant::MaxEntries("STACKS", MAX_STACKS),
-            ],
+            constants: constants(&layout, cpus),
             choice: Default::default(),
             by: None,
             need: Need::These(GRACE_PERIODS_NEEDED),
@@ -87,6 +77,7 @@ pub async fn run(args: &GpArgs, format: Format) -> Result<Report> {
             listener: None,
             traced_process: None,
             sample_readers: None,
+            watch: None,
             format,
         },
         Some(&mut consume),
@@ -123,7 +114,26 @@ pub async fn run(args: &GpArgs, format: Format) -> Result<Report> {
     .await
 }
 
-fn decode(record: &[u8]) -> Option<GpEvent> {
+/// The grace-period programs' load-time constants and map sizes: where RCU's state lies in
+/// this kernel, and room for every possible CPU.
+pub(super) fn constants(layout: &RcuLayout, cpus: u32) -> Vec<Constant> {
+    let (rcuname, msg) = layout.stall_warning.unwrap_or((0, 0));
+    vec![
+        Constant::U64("RCU_STATE_ADDRESS", layout.rcu_state),
+        Constant::U32("RCU_STATE_GP_SEQ", layout.gp_seq),
+        Constant::U32("RCU_NODE_QSMASK", layout.node_qsmask),
+        Constant::U32("RCU_NODE_GRPLO", layout.node_grplo),
+        Constant::U32("TASK_RCU_READ_LOCK_NESTING", layout.task_nesting),
+        Constant::U32("STALL_WARNING_RCUNAME", rcuname),
+        Constant::U32("STALL_WARNING_MSG", msg),
+        Constant::U64("HOLDOUT_SAMPLE_AFTER_NS", HOLDOUT_SAMPLE_AFTER_NS),
+        Constant::MaxEntries("CPU_STATE", cpus),
+        Constant::MaxEntries("BLOCKED", MAX_BLOCKED),
+        Constant::MaxEntries("STACKS", MAX_STACKS),
+    ]
+}
+
+pub(super) fn decode(record: &[u8]) -> Option<GpEvent> {
     if record.len() < size_of::<GpEvent>() {
         return None;
     }
@@ -203,7 +213,7 @@ fn report(
 
 /// The stack kept for a grace period's last holdout: sampled on the CPU, or where the
 /// blocked reader was switched out.
-fn holdout_stack(holdout: Option<&Holdout>) -> Option<u64> {
+pub(super) fn holdout_stack(holdout: Option<&Holdout>) -> Option<u64> {
     match holdout? {
         Holdout::Cpu { sample, .. } => sample.as_ref()?.stack,
         Holdout::Task { stack, .. } => *stack,

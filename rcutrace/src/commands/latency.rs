@@ -133,6 +133,7 @@ async fn run(
             listener: None,
             traced_process: pid,
             sample_readers: None,
+            watch: None,
             format,
         },
         Some(&mut consume),

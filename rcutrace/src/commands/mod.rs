@@ -7,6 +7,7 @@ pub mod gp;
 pub mod latency;
 pub mod report;
 pub mod serve;
+pub mod stall;
 
 use std::{
     cell::RefCell,
@@ -33,7 +34,7 @@ use crate::{
     trace::probes::{AttachChoice, Keys, Method, Probe, READERS},
     trace::readings::Reading,
     trace::sampling::{ReaderSampling, SampledReaders, Sampler, Switch},
-    trace::session::{self, Consume, Due, Interrupts, Reports, Samples, Scheduled, Trigger},
+    trace::session::{self, Consume, Due, Interrupts, Next, Reports, Samples, Scheduled, Trigger},
     trace::tracer::{Attachment, Constant, Tracer},
 };
 
@@ -76,7 +77,22 @@ pub struct Request<'a> {
     pub traced_process: Option<u32>,
     /// Attach the reader probe only part of the time (`count --sample-readers`).
     pub sample_readers: Option<ReaderSampling>,
+    /// Work to do every so often while the window is open (`stall`'s watch).
+    pub watch: Option<Watch<'a>>,
     pub format: Format,
+}
+
+/// A check made every `every` while the window is open, with the tracer at hand (to read
+/// its maps, e.g. kernel stacks); it says whether the window goes on.
+pub struct Watch<'a> {
+    pub every: Duration,
+    pub check: &'a mut dyn FnMut(&Tracer) -> Result<WatchNext>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WatchNext {
+    Continue,
+    EndWindow,
 }
 
 /// `--interval N [--cumulative]`.
@@ -243,10 +259,29 @@ pub async fn trace_with<R>(
         report: &mut report_due,
     });
     let mut switch = || switch_readers(&mut tracer.borrow_mut(), sampler.as_ref());
-    let scheduled = sampler.as_ref().map(|s| Scheduled {
-        next: Some(s.borrow().next().0),
-        run: &mut switch,
-    });
+    let mut watch = request.watch;
+    let watch_every = watch.as_ref().map(|w| w.every);
+    let mut watch_once = || {
+        let Some(watch) = watch.as_mut() else {
+            return Ok(Next::Never);
+        };
+        Ok(match (watch.check)(&tracer.borrow())? {
+            WatchNext::Continue => Next::At(Instant::now() + watch.every),
+            WatchNext::EndWindow => Next::EndWindow,
+        })
+    };
+    // One piece of scheduled work at most: no command both samples readers and watches.
+    let scheduled = match (sampler.as_ref(), watch_every) {
+        (Some(s), _) => Some(Scheduled {
+            next: Some(s.borrow().next().0),
+            run: &mut switch,
+        }),
+        (None, Some(every)) => Some(Scheduled {
+            next: Some(Instant::now() + every),
+            run: &mut watch_once,
+        }),
+        (None, None) => None,
+    };
     let window = session::run(
         request.duration,
         &mut interrupts,
@@ -279,19 +314,16 @@ pub async fn trace_with<R>(
 
 /// Switches the sampled reader probe as its schedule says is due now, keeping out of every
 /// window what the switch itself counts; says when the next switch is due.
-fn switch_readers(
-    tracer: &mut Tracer,
-    sampler: Option<&RefCell<Sampler>>,
-) -> Result<Option<Instant>> {
+fn switch_readers(tracer: &mut Tracer, sampler: Option<&RefCell<Sampler>>) -> Result<Next> {
     let Some(sampler) = sampler else {
-        return Ok(None);
+        return Ok(Next::Never);
     };
     let mut sampler = sampler.borrow_mut();
     let readers = |tracer: &Tracer| tracer.counter("COUNTS", counters::READ_LOCK);
     let switch = sampler.next().1;
     if switch == Switch::Begin {
         sampler.open_window(Instant::now(), readers(tracer)?);
-        return Ok(Some(sampler.next().0));
+        return Ok(Next::At(sampler.next().0));
     }
     let grace_periods_before = tracer.counter("COUNTS", counters::GP_FQS_LOOP)?;
     let began = Instant::now();
@@ -307,7 +339,7 @@ fn switch_readers(
             "rcutrace: warning: sampling readers stopped: {e:#}; they are estimated from the \
              windows before"
         );
-        return Ok(None);
+        return Ok(Next::Never);
     }
     if switch == Switch::Attach {
         sampler.attached(Instant::now());
@@ -315,7 +347,7 @@ fn switch_readers(
     log::info!("reader probe: {switch:?} took {:?}", began.elapsed());
     let grace_periods = tracer.counter("COUNTS", counters::GP_FQS_LOOP)?;
     sampler.add_switching_grace_periods(grace_periods.wrapping_sub(grace_periods_before));
-    Ok(Some(sampler.next().0))
+    Ok(Next::At(sampler.next().0))
 }
 
 /// The periods of one window, one after another: where the current one started.

@@ -77,6 +77,7 @@ pub async fn run(args: &ServeArgs) -> Result<()> {
             listener: Some(&listener),
             traced_process: None,
             sample_readers: None,
+            watch: None,
             format: Format::Text,
         },
         Some(&mut consume),

@@ -13,14 +13,26 @@ use std::{
     collections::HashSet,
     fs::File,
     io::{BufRead, BufReader},
+    path::Path,
 };
 
 use anyhow::{Context as _, Result, bail};
 use rcutrace_common::latency::TASKS_RCU_KTHREADS;
 
-/// Which of `wanted` are functions in /proc/kallsyms (text symbols only).
+/// Which of `wanted` this kernel has: functions in /proc/kallsyms (text symbols only), and
+/// tracepoints (`category:name`) in tracefs.
 pub fn functions_present(wanted: &[&str]) -> Result<HashSet<String>> {
-    let mut present = HashSet::new();
+    let mut present: HashSet<String> = wanted
+        .iter()
+        .filter(|name| {
+            name.split_once(':').is_some_and(|(category, event)| {
+                ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"]
+                    .iter()
+                    .any(|root| Path::new(&format!("{root}/events/{category}/{event}")).exists())
+            })
+        })
+        .map(|name| name.to_string())
+        .collect();
     scan_kallsyms(|symbol| {
         if let Some(name) = text_symbol(symbol)
             && wanted.contains(&name)
@@ -93,6 +105,24 @@ pub fn possible_cpus() -> Result<u32> {
     highest_in_cpu_list(&list)
         .map(|highest| highest + 1)
         .with_context(|| format!("{POSSIBLE} is not a CPU list: {list:?}"))
+}
+
+/// The CPUs online now.
+pub fn online_cpus() -> Result<Vec<u32>> {
+    const ONLINE: &str = "/sys/devices/system/cpu/online";
+    let list = std::fs::read_to_string(ONLINE).with_context(|| format!("reading {ONLINE}"))?;
+    cpu_list(&list).with_context(|| format!("{ONLINE} is not a CPU list: {list:?}"))
+}
+
+/// The CPUs of a kernel CPU list such as `0-3,8-11`.
+fn cpu_list(list: &str) -> Option<Vec<u32>> {
+    let mut cpus = Vec::new();
+    for range in list.trim().split(',') {
+        let (first, last) = range.split_once('-').unwrap_or((range, range));
+        let (first, last) = (first.parse::<u32>().ok()?, last.parse::<u32>().ok()?);
+        cpus.extend(first..=last);
+    }
+    Some(cpus)
 }
 
 /// The highest CPU of a kernel CPU list such as `0-3,8-11`.
@@ -238,6 +268,9 @@ mod tests {
 
     #[test]
     fn cpu_lists() {
+        assert_eq!(cpu_list("0-1\n"), Some(vec![0, 1]));
+        assert_eq!(cpu_list("0,2-3"), Some(vec![0, 2, 3]));
+        assert_eq!(cpu_list("x"), None);
         assert_eq!(highest_in_cpu_list("0-1\n"), Some(1));
         assert_eq!(highest_in_cpu_list("0"), Some(0));
         assert_eq!(highest_in_cpu_list("0-3,8-11"), Some(11));

@@ -4,7 +4,7 @@
 //! order the programs reserved their ring-buffer records, which follows causality (the last
 //! report wakes the kthread that then cleans up), so one pass in arrival order is enough.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 
 use rcutrace_common::{
     attribution::NO_STACK,
@@ -128,6 +128,15 @@ struct Blocked {
     stack: Option<u64>,
 }
 
+impl Blocked {
+    /// A reader holds up the grace periods that began while it was blocked, and the one in
+    /// progress if its CPU had not reported yet when it blocked.
+    fn holds(&self, gp: &InProgress) -> bool {
+        self.since_ns < gp.started_ns
+            || (self.blocks_gp_seq.is_some() && self.blocks_gp_seq == gp.gp_seq)
+    }
+}
+
 /// The grace period being assembled.
 #[derive(Clone, Debug)]
 struct InProgress {
@@ -141,6 +150,31 @@ struct InProgress {
     cpus_reported: u32,
     blocked_readers: u32,
     last: Option<(u64, Holdout)>,
+    /// CPUs whose quiescent states were reported so far.
+    reported: BTreeSet<u32>,
+    /// The kthread's last event (init, a pass, a report it made): when it last ran, as far
+    /// as the hooks can tell.
+    kthread_seen_ns: u64,
+}
+
+/// The grace period in progress, as a stall watch sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Current {
+    /// `None` until init has returned.
+    pub gp_seq: Option<u64>,
+    pub started_ns: u64,
+    pub reported: BTreeSet<u32>,
+    pub kthread_pid: u32,
+    pub kthread_seen_ns: u64,
+}
+
+/// A reader blocked inside its critical section that holds up the grace period in progress.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BlockedReader {
+    pub task: Task,
+    pub cpu: u32,
+    pub since_ns: u64,
+    pub stack: Option<u64>,
 }
 
 /// What the stream could not make whole grace periods of.
@@ -162,6 +196,8 @@ pub struct Assembler {
     blocked: HashMap<u32, Blocked>,
     /// The first tick sample per CPU of the grace period it was taken for.
     samples: HashMap<u32, (u64, Sample)>,
+    /// The last tick sample's time per CPU, with its grace period: does its tick still come.
+    last_ticks: HashMap<u32, (u64, u64)>,
     done: Vec<GracePeriod>,
     pub unassembled: Unassembled,
 }
@@ -207,12 +243,15 @@ impl Assembler {
                     cpus_reported: 0,
                     blocked_readers: 0,
                     last: None,
+                    reported: BTreeSet::new(),
+                    kthread_seen_ns: at,
                 });
             }
             gp::EVENT_INIT_END => match (&mut self.current, event.extra != 0) {
                 (Some(current), true) => {
                     current.gp_seq = Some(event.value);
                     current.init_end_ns = Some(at);
+                    current.kthread_seen_ns = at;
                 }
                 (Some(current), false) => {
                     // The request that woke it still waits for a grace period.
@@ -225,12 +264,22 @@ impl Assembler {
             gp::EVENT_FQS => {
                 if let Some(current) = &mut self.current {
                     current.fqs_passes += 1;
+                    current.kthread_seen_ns = at;
                 }
             }
             gp::EVENT_REPORT => {
                 if let Some(current) = &mut self.current {
                     let cpus = event.value.count_ones();
                     current.cpus_reported += cpus;
+                    let first = event.extra as u32;
+                    current.reported.extend(
+                        (0..64)
+                            .filter(|bit| event.value & (1 << bit) != 0)
+                            .map(|bit| first + bit),
+                    );
+                    if event.pid == current.kthread_pid {
+                        current.kthread_seen_ns = at;
+                    }
                     let holdout = Holdout::Cpu {
                         cpu: event.extra as u32 + event.value.trailing_zeros(),
                         cpus,
@@ -260,11 +309,7 @@ impl Assembler {
                 let Some(current) = &mut self.current else {
                     return;
                 };
-                // A reader holds up the grace periods that began while it was blocked, and
-                // the one in progress if its CPU had not reported yet when it blocked.
-                let holds_this = blocked.since_ns < current.started_ns
-                    || (blocked.blocks_gp_seq.is_some() && blocked.blocks_gp_seq == current.gp_seq);
-                if holds_this && current.cleanup_start_ns.is_none() {
+                if blocked.holds(current) && current.cleanup_start_ns.is_none() {
                     current.blocked_readers += 1;
                     let holdout = Holdout::Task {
                         task: blocked.task,
@@ -286,6 +331,7 @@ impl Assembler {
                     mode,
                     stack: stack(event.stack),
                 };
+                self.last_ticks.insert(event.cpu, (event.extra, at));
                 // The first sample of a grace period on a CPU shows what held it up when it
                 // first became old; later ones may come after the holding stopped.
                 match self.samples.get(&event.cpu) {
@@ -298,6 +344,7 @@ impl Assembler {
             gp::EVENT_CLEANUP_START => {
                 if let Some(current) = &mut self.current {
                     current.cleanup_start_ns = Some(at);
+                    current.kthread_seen_ns = at;
                 }
             }
             gp::EVENT_CLEANUP_END => match self.current.take() {
@@ -366,6 +413,48 @@ impl Assembler {
     /// Whether a grace period is being assembled (began in the window, not yet over).
     pub fn in_progress(&self) -> bool {
         self.current.is_some()
+    }
+
+    /// The grace period in progress, once its init returned and until its cleanup began.
+    pub fn waiting(&self) -> Option<Current> {
+        let c = self.current.as_ref()?;
+        if c.init_end_ns.is_none() || c.cleanup_start_ns.is_some() {
+            return None;
+        }
+        Some(Current {
+            gp_seq: c.gp_seq,
+            started_ns: c.started_ns,
+            reported: c.reported.clone(),
+            kthread_pid: c.kthread_pid,
+            kthread_seen_ns: c.kthread_seen_ns,
+        })
+    }
+
+    /// The tick sample of `cpu` for grace period `gp_seq`, and when its last tick sample was.
+    pub fn sample_of(&self, cpu: u32, gp_seq: u64) -> Option<(&Sample, u64)> {
+        let (_, sample) = self.samples.get(&cpu).filter(|(g, _)| *g == gp_seq)?;
+        let (_, last) = self.last_ticks.get(&cpu).filter(|(g, _)| *g == gp_seq)?;
+        Some((sample, *last))
+    }
+
+    /// The blocked readers holding up the grace period in progress.
+    pub fn blocked_holding(&self) -> Vec<BlockedReader> {
+        let Some(current) = &self.current else {
+            return Vec::new();
+        };
+        let mut readers: Vec<BlockedReader> = self
+            .blocked
+            .values()
+            .filter(|b| b.holds(current))
+            .map(|b| BlockedReader {
+                task: b.task.clone(),
+                cpu: b.cpu,
+                since_ns: b.since_ns,
+                stack: b.stack,
+            })
+            .collect();
+        readers.sort_by_key(|r| (r.since_ns, r.task.pid));
+        readers
     }
 }
 

@@ -2,12 +2,13 @@
 //! histograms with their slots, latency statistics and what was lost. `aggregate` turns
 //! latency samples into histograms, `stats` derives percentiles, and `attribution` keys
 //! events by who caused them; `anatomy` assembles grace periods from the kernel's events and
-//! `grace_periods` tallies them.
+//! `grace_periods` tallies them, `stall` judges when the one in progress is worth a warning.
 
 pub mod aggregate;
 pub mod anatomy;
 pub mod attribution;
 pub mod grace_periods;
+pub mod stall;
 pub mod stats;
 
 use std::time::Duration;
@@ -289,6 +290,41 @@ pub enum Summary {
     Latency(Vec<LatencySummary>),
     Callbacks(CallbacksSummary),
     GracePeriods(Box<GracePeriodsSummary>),
+    Stall(StallSummary),
+}
+
+/// What `rcutrace stall` says when its window ends.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StallSummary {
+    pub elapsed: Duration,
+    pub thresholds: Vec<Duration>,
+    pub warnings: u64,
+    pub kernel_warnings: u64,
+    pub stalls_ended: u64,
+    pub stopped_at_warning: bool,
+}
+
+/// One thing `rcutrace stall` reports as it happens.
+#[derive(Clone, Debug, PartialEq)]
+pub enum StallEvent {
+    /// With each holdout CPU's and blocked reader's stack symbolized, in their order.
+    Warning {
+        time: String,
+        warning: stall::StallWarning,
+        cpu_stacks: Vec<Vec<String>>,
+        blocked_stacks: Vec<Vec<String>>,
+    },
+    KernelWarning {
+        time: String,
+        rcuname: String,
+        msg: String,
+        cpu: u32,
+        rcutrace_earlier: Option<Duration>,
+    },
+    Ended {
+        time: String,
+        ended: stall::StallEnded,
+    },
 }
 
 /// What `rcutrace gp` adds to its latency histogram: each grace period taken apart.

@@ -16,8 +16,8 @@ use crate::{
     model::stats,
     model::{
         Buckets, CallbacksSummary, CountMap, CountSummary, GracePeriodRow, GracePeriodsSummary,
-        HistMap, LatencySummary, Map, PerGracePeriod, Report, Summary, anatomy::Holdout,
-        maps_in_order, shown_slots, sparse_in_order,
+        HistMap, LatencySummary, Map, PerGracePeriod, Report, StallEvent, Summary,
+        anatomy::Holdout, maps_in_order, shown_slots, sparse_in_order,
     },
 };
 
@@ -83,6 +83,14 @@ fn records(report: &Report) -> Vec<Record> {
             }
         }
         Summary::Callbacks(s) => records.push(Record::CallbacksSummary(callbacks_summary(s))),
+        Summary::Stall(s) => records.push(Record::StallSummary(records::StallSummary {
+            elapsed_s: s.elapsed.as_secs_f64(),
+            thresholds_ns: s.thresholds.iter().map(|t| t.as_nanos() as u64).collect(),
+            warnings: s.warnings,
+            kernel_warnings: s.kernel_warnings,
+            stalls_ended: s.stalls_ended,
+            stopped_at_warning: s.stopped_at_warning,
+        })),
         Summary::GracePeriods(s) => {
             let layout = report.maps.iter().find_map(|map| match map {
                 Map::Hist(h) if h.name == s.latency.map_name => Some(hist_layout(&h.buckets)),
@@ -98,6 +106,77 @@ fn records(report: &Report) -> Vec<Record> {
         }
     }
     records
+}
+
+/// One of `rcutrace stall`'s events as one JSON line.
+pub fn stall_event(event: &StallEvent) -> String {
+    let nanos = |d: std::time::Duration| d.as_nanos() as u64;
+    let record = match event {
+        StallEvent::Warning {
+            time,
+            warning: w,
+            cpu_stacks,
+            blocked_stacks,
+        } => {
+            let cpus = w
+                .cpus
+                .iter()
+                .zip(cpu_stacks)
+                .map(|(cpu, stack)| records::StallHoldout {
+                    kind: "cpu".into(),
+                    cpu: cpu.cpu,
+                    pid: cpu.sample.as_ref().map(|s| s.task.pid),
+                    comm: cpu.sample.as_ref().map(|s| s.task.comm.clone()),
+                    mode: cpu.sample.as_ref().map(|s| s.mode.name().into()),
+                    tick_arriving: cpu.tick_arriving,
+                    blocked_ns: None,
+                    stack: stack.clone(),
+                });
+            let blocked =
+                w.blocked
+                    .iter()
+                    .zip(blocked_stacks)
+                    .map(|((reader, blocked_for), stack)| records::StallHoldout {
+                        kind: "task".into(),
+                        cpu: reader.cpu,
+                        pid: Some(reader.task.pid),
+                        comm: Some(reader.task.comm.clone()),
+                        mode: None,
+                        tick_arriving: None,
+                        blocked_ns: Some(nanos(*blocked_for)),
+                        stack: stack.clone(),
+                    });
+            Record::StallWarning(records::StallWarning {
+                time: time.clone(),
+                gp_seq: w.gp_seq as i64,
+                age_ns: nanos(w.age),
+                threshold_ns: nanos(w.threshold),
+                holdouts: cpus.chain(blocked).collect(),
+                kthread_pid: w.kthread_starved.map_or(0, |(pid, _)| pid),
+                kthread_not_run_ns: w.kthread_starved.map(|(_, idle)| nanos(idle)),
+            })
+        }
+        StallEvent::KernelWarning {
+            time,
+            rcuname,
+            msg,
+            cpu,
+            rcutrace_earlier,
+        } => Record::KernelStallWarning(records::KernelStallWarning {
+            time: time.clone(),
+            rcuname: rcuname.clone(),
+            msg: msg.clone(),
+            cpu: *cpu,
+            rcutrace_earlier_ns: rcutrace_earlier.map(nanos),
+        }),
+        StallEvent::Ended { time, ended } => Record::StallEnded(records::StallEnded {
+            time: time.clone(),
+            gp_seq: ended.gp_seq as i64,
+            duration_ns: nanos(ended.duration),
+            warnings: ended.warnings,
+        }),
+    };
+    line(&record)
 }
 
 fn grace_periods_summary(s: &GracePeriodsSummary) -> records::GracePeriodsSummary {

@@ -8,7 +8,7 @@ mod openmetrics;
 mod text;
 
 use crate::{
-    model::{Metrics, Report},
+    model::{Metrics, Report, StallEvent},
     runs::compare::Comparison,
 };
 
@@ -33,6 +33,14 @@ pub fn report(format: Format, report: &Report) -> String {
     match format {
         Format::Text => text::report(report),
         Format::Json => json::report(report),
+    }
+}
+
+/// One of `rcutrace stall`'s events, printed as it happens.
+pub fn stall_event(format: Format, event: &StallEvent) -> String {
+    match format {
+        Format::Text => text::stall_event(event),
+        Format::Json => json::stall_event(event),
     }
 }
 

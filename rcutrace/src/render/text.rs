@@ -32,8 +32,135 @@ pub fn report(report: &Report) -> String {
         }
         Summary::Callbacks(summary) => out.push_str(&callbacks_summary(summary)),
         Summary::GracePeriods(summary) => out.push_str(&grace_periods_summary(summary)),
+        Summary::Stall(summary) => out.push_str(&stall_summary(summary)),
     }
     out
+}
+
+/// Seconds with two decimals: `1.02 s`.
+fn seconds(d: Duration) -> String {
+    format!("{:.2} s", d.as_secs_f64())
+}
+
+/// One of `rcutrace stall`'s events as a block of lines, readable in a terminal and a log.
+pub fn stall_event(event: &crate::model::StallEvent) -> String {
+    use crate::model::StallEvent;
+    let mut out = String::new();
+    match event {
+        StallEvent::Warning {
+            time,
+            warning: w,
+            cpu_stacks,
+            blocked_stacks,
+        } => {
+            let _ = writeln!(
+                out,
+                "{time} RCU STALL WARNING: grace period {} is {} old (past {})",
+                w.gp_seq as i64,
+                seconds(w.age),
+                seconds(w.threshold)
+            );
+            let stack_line = |out: &mut String, stack: &[String]| {
+                if !stack.is_empty() {
+                    let _ = writeln!(out, "    stack: {}", stack.join("; "));
+                }
+            };
+            for (cpu, stack) in w.cpus.iter().zip(cpu_stacks) {
+                let running = cpu.sample.as_ref().map_or(
+                    "not sampled (no tick seen while it held out)".to_string(),
+                    |s| {
+                        format!(
+                            "running pid {} {} in {}",
+                            s.task.pid,
+                            s.task.comm,
+                            s.mode.name()
+                        )
+                    },
+                );
+                let tick = match cpu.tick_arriving {
+                    Some(true) => ", its tick arriving",
+                    Some(false) => ", no tick for over 100 ms",
+                    None => "",
+                };
+                let _ = writeln!(
+                    out,
+                    "  CPU {} has not reported a quiescent state: {running}{tick}",
+                    cpu.cpu
+                );
+                stack_line(&mut out, stack);
+            }
+            for ((reader, blocked_for), stack) in w.blocked.iter().zip(blocked_stacks) {
+                let _ = writeln!(
+                    out,
+                    "  blocked reader pid {} {} (switched out on CPU {}), blocked {}",
+                    reader.task.pid,
+                    reader.task.comm,
+                    reader.cpu,
+                    seconds(*blocked_for)
+                );
+                stack_line(&mut out, stack);
+            }
+            if w.cpus.is_empty() && w.blocked.is_empty() {
+                let _ = writeln!(
+                    out,
+                    "  every CPU has reported and no blocked reader holds it: the grace-period \
+                     kthread has yet to end it"
+                );
+            }
+            if let Some((pid, idle)) = w.kthread_starved {
+                let _ = writeln!(
+                    out,
+                    "  the grace-period kthread (pid {pid}) has not run for {}: starved?",
+                    seconds(idle)
+                );
+            }
+        }
+        StallEvent::KernelWarning {
+            time,
+            rcuname,
+            msg,
+            cpu,
+            rcutrace_earlier,
+        } => {
+            let earlier = rcutrace_earlier.map_or(
+                "; rcutrace had not warned about this grace period".to_string(),
+                |d| format!("; rcutrace warned {} earlier", seconds(d)),
+            );
+            let _ = writeln!(
+                out,
+                "{time} KERNEL RCU STALL WARNING: {rcuname} {msg} (on CPU {cpu}){earlier}"
+            );
+        }
+        StallEvent::Ended { time, ended } => {
+            let plural = if ended.warnings == 1 { "" } else { "s" };
+            let _ = writeln!(
+                out,
+                "{time} RCU STALL ENDED: grace period {} took {} ({} warning{plural})",
+                ended.gp_seq as i64,
+                seconds(ended.duration),
+                ended.warnings
+            );
+        }
+    }
+    out
+}
+
+fn stall_summary(s: &crate::model::StallSummary) -> String {
+    let thresholds: Vec<String> = s.thresholds.iter().map(|t| seconds(*t)).collect();
+    let stopped = if s.stopped_at_warning {
+        "; stopped at the first warning"
+    } else {
+        ""
+    };
+    format!(
+        "Watched {}: {} warnings (at {}), {} kernel stall warnings, {} warned grace periods \
+         ended{stopped}\n",
+        seconds(s.elapsed),
+        s.warnings,
+        thresholds.join(", "),
+        s.kernel_warnings,
+        s.stalls_ended
+    )
 }
 
 const BAR_WIDTH: f32 = 52.0;

@@ -101,6 +101,13 @@ fn from_records(records: &[Record]) -> Result<Saved> {
             Record::CallbacksSummary(s) => callbacks_summary = Some(callbacks(s)),
             Record::GracePeriodsSummary(s) => gp_summary = Some(s),
             Record::GracePeriod(g) => grace_periods.push(g),
+            Record::StallWarning(_)
+            | Record::KernelStallWarning(_)
+            | Record::StallEnded(_)
+            | Record::StallSummary(_) => anyhow::bail!(
+                "this is a `stall` run: its warnings were its output, and report does not print \
+                 them again (read its JSON lines directly)"
+            ),
             Record::Map(members) => {
                 for (name, value) in &members.0 {
                     maps.push(match value {

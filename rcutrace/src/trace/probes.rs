@@ -19,6 +19,8 @@ pub enum Method {
     Kretprobe,
     Fentry,
     Fexit,
+    /// A kernel tracepoint (`Probe::tracepoint`), where the kernel has it.
+    Tracepoint,
 }
 
 impl fmt::Display for Method {
@@ -28,6 +30,7 @@ impl fmt::Display for Method {
             Method::Kretprobe => "kretprobe",
             Method::Fentry => "fentry",
             Method::Fexit => "fexit",
+            Method::Tracepoint => "tracepoint",
         })
     }
 }
@@ -83,10 +86,19 @@ pub struct Probe {
 const TRAMPOLINE_UNSAFE: &[&str] = &["__rcu_read_lock", "__rcu_read_unlock"];
 
 impl Probe {
+    /// `(category, name)` where this probe is a tracepoint, written `category:name` in place
+    /// of a function (no kernel function has a colon in its name).
+    pub fn tracepoint(&self) -> Option<(&'static str, &'static str)> {
+        self.function.split_once(':')
+    }
+
     /// The eBPF program that serves this probe by `method`, if there is one.
     pub fn program(&self, method: Method) -> Option<String> {
+        if (method == Method::Tracepoint) != self.tracepoint().is_some() {
+            return None;
+        }
         let side_of = |method| match method {
-            Method::Kprobe | Method::Fentry => Side::Entry,
+            Method::Kprobe | Method::Fentry | Method::Tracepoint => Side::Entry,
             Method::Kretprobe | Method::Fexit => Side::Return,
         };
         if side_of(method) != self.side {
@@ -131,6 +143,13 @@ pub enum Keys {
 
 /// The `(method, program)` pairs to try for `probe`, in order.
 pub fn plan(probe: &Probe, choice: AttachChoice, keys: Keys) -> Vec<(Method, String)> {
+    if probe.tracepoint().is_some() {
+        return probe
+            .program(Method::Tracepoint)
+            .map(|program| (Method::Tracepoint, program))
+            .into_iter()
+            .collect();
+    }
     let (probe_method, trampoline_method) = match probe.side {
         Side::Entry => (Method::Kprobe, Method::Fentry),
         Side::Return => (Method::Kretprobe, Method::Fexit),
@@ -436,6 +455,11 @@ pub struct GracePeriodProbes {
     pub tick: Probe,
 }
 
+/// The kernel's own RCU stall warning, a tracepoint production kernels keep (`rcutrace
+/// stall` reports it beside its own earlier warning).
+pub const KERNEL_STALL_WARNING: Probe =
+    gp_hook("rcu:rcu_stall_warning", Side::Entry, "stall_warning");
+
 pub const GRACE_PERIODS: GracePeriodProbes = GracePeriodProbes {
     request: gp_hook("rcu_start_this_gp", Side::Return, "request"),
     init: gp_hook("rcu_gp_init", Side::Entry, "init"),
@@ -574,6 +598,29 @@ mod tests {
         assert!(GRACE_PERIODS_NEEDED.iter().all(|p| all.contains(p)));
         // The kthread's milestones go in last, init's entry the very last.
         assert_eq!(all.last(), Some(&GRACE_PERIODS.init));
+    }
+
+    #[test]
+    fn a_tracepoint_is_attached_as_one_whatever_is_asked() {
+        assert_eq!(
+            KERNEL_STALL_WARNING.tracepoint(),
+            Some(("rcu", "rcu_stall_warning"))
+        );
+        for choice in [
+            AttachChoice::Auto,
+            AttachChoice::Fentry,
+            AttachChoice::Kprobe,
+        ] {
+            assert_eq!(
+                plan(&KERNEL_STALL_WARNING, choice, Keys::Stacks),
+                [(
+                    Method::Tracepoint,
+                    "gp_stall_warning_tracepoint".to_string()
+                )]
+            );
+        }
+        assert_eq!(KERNEL_STALL_WARNING.program(Method::Kprobe), None);
+        assert_eq!(GRACE_PERIODS.tick.program(Method::Tracepoint), None);
     }
 
     #[test]

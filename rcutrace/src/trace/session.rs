@@ -119,12 +119,22 @@ pub struct Reports<'a> {
     pub report: &'a mut dyn FnMut(Due) -> Result<()>,
 }
 
-/// Work the window does at times of its own (switching the sampled reader probe).
+/// Work the window does at times of its own (switching the sampled reader probe, watching
+/// for stalls).
 pub struct Scheduled<'a> {
     /// When the work is next due; `None`: never again.
     pub next: Option<Instant>,
-    /// Does the work due now, and says when it is next due.
-    pub run: &'a mut dyn FnMut() -> Result<Option<Instant>>,
+    /// Does the work due now, and says what follows.
+    pub run: &'a mut dyn FnMut() -> Result<Next>,
+}
+
+/// What follows a scheduled piece of work.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Next {
+    At(Instant),
+    Never,
+    /// The work decided the window is over (`stall --exit-on-warning`).
+    EndWindow,
 }
 
 /// Waits for `duration` (forever if `None`) or an interrupt, feeding samples to `consume`,
@@ -171,7 +181,11 @@ pub async fn run(
             result = next_batch(&mut samples) => result?,
             () = at(scheduled.as_ref().and_then(|s| s.next)) => {
                 if let Some(scheduled) = scheduled.as_mut() {
-                    scheduled.next = (scheduled.run)()?;
+                    scheduled.next = match (scheduled.run)()? {
+                        Next::At(at) => Some(at),
+                        Next::Never => None,
+                        Next::EndWindow => break false,
+                    };
                 }
             }
             due = next_due(next_tick.map(|at| started + at), listener) => {

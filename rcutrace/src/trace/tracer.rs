@@ -7,7 +7,7 @@ use anyhow::{Context as _, Result, anyhow, bail};
 use aya::{
     Btf, Ebpf, EbpfLoader, Pod,
     maps::{Array, HashMap as BpfHashMap, Map, MapData, PerCpuArray, PerCpuHashMap, RingBuf},
-    programs::{FEntry, FExit, KProbe, Program, kprobe::KProbeLinkId},
+    programs::{FEntry, FExit, KProbe, Program, TracePoint, kprobe::KProbeLinkId},
 };
 
 use rcutrace_common::{
@@ -183,6 +183,14 @@ impl Tracer {
                     .load(function, targets.btf()?)
                     .context("loading the program")?;
                 fentry.attach().context("attaching")?;
+            }
+            Method::Tracepoint => {
+                let (category, name) = function
+                    .split_once(':')
+                    .ok_or_else(|| anyhow!("{function} is not a tracepoint (category:name)"))?;
+                let tracepoint: &mut TracePoint = program.try_into()?;
+                tracepoint.load().context("loading the program")?;
+                tracepoint.attach(category, name).context("attaching")?;
             }
             Method::Fexit => {
                 let fexit: &mut FExit = program.try_into()?;

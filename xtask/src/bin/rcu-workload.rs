@@ -23,11 +23,18 @@ USAGE:
                                  have the test module (rcutrace_test.ko, loaded) perform OP N
                                  times in this process, e.g. `module call_rcu 300`; its ops
                                  are listed by `cat /proc/rcutrace_test`
+    rcu-workload starve-kthread NAME CPU MS
+                                 pin the kernel thread NAME (e.g. rcu_preempt) to CPU, then
+                                 busy-loop there as SCHED_FIFO 99 for MS milliseconds, so that
+                                 the thread cannot run (with RT throttling off:
+                                 /proc/sys/kernel/sched_rt_runtime_us = -1); the thread's
+                                 affinity is restored after
     rcu-workload --help          show this text
 
 The counting subcommands print `getppid: N` or `membarrier: N` when done; `membarrier` also
 prints `slowest_ns: T`, the longest single call as user space timed it. `module` prints
 `pid: P` before it starts, then `done: N` and `elapsed_ns: T` (the whole request).
+`starve-kthread` prints `kthread: PID` once it spins, `starved_ns: T` when done.
 `background` mixes bursts of getppid (readers), short-lived child processes, socket, pipe and
 epoll open/close (call_rcu and kvfree_call_rcu updaters), a few membarrier calls per second
 (synchronize_rcu, grace periods), as many down/up bounces of `lo` (synchronize_net() under
@@ -56,6 +63,8 @@ fn main() {
         ["background"] => background(),
         ["module", op, n] => module(op, count(n), None),
         ["module", op, n, arg] => module(op, count(n), Some(count(arg))),
+        ["starve-kthread", name, cpu, ms] => starve_kthread(name, count(cpu), count(ms)),
+        ["starve-kthread", ..] => usage_error("`starve-kthread` needs NAME, CPU and MS"),
         [] => usage_error("missing subcommand"),
         [cmd @ ("getppid" | "membarrier")] => usage_error(&format!("`{cmd}` needs a count N")),
         ["bursts", ..] => usage_error("`bursts` needs B, N and MS"),
@@ -74,7 +83,7 @@ fn usage_error(msg: &str) -> ! {
     eprintln!(
         "rcu-workload: {msg}\n\
          accepted: `getppid N`, `membarrier N`, `membarrier-threads T N`, `bursts B N MS`, \
-         `background`, `module OP N [ARG]`, `--help`"
+         `background`, `module OP N [ARG]`, `starve-kthread NAME CPU MS`, `--help`"
     );
     exit(2)
 }
@@ -338,4 +347,65 @@ fn open_and_close_files() {
             libc::close(pipe[1]);
         }
     }
+}
+
+/// The pid of the kernel thread whose command name is `name`.
+fn kthread_pid(name: &str) -> Option<libc::pid_t> {
+    std::fs::read_dir("/proc").ok()?.find_map(|entry| {
+        let pid: libc::pid_t = entry.ok()?.file_name().to_str()?.parse().ok()?;
+        let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+        (comm.trim_end() == name && cmdline.is_empty()).then_some(pid)
+    })
+}
+
+fn affinity(pid: libc::pid_t) -> libc::cpu_set_t {
+    // SAFETY: a zeroed cpu_set_t is an empty set; sched_getaffinity fills the one we own.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    if unsafe { libc::sched_getaffinity(pid, size_of::<libc::cpu_set_t>(), &mut set) } != 0 {
+        fail(&format!("reading the affinity of {pid}"));
+    }
+    set
+}
+
+fn set_affinity(pid: libc::pid_t, set: &libc::cpu_set_t) {
+    // SAFETY: sched_setaffinity reads the set we own.
+    if unsafe { libc::sched_setaffinity(pid, size_of::<libc::cpu_set_t>(), set) } != 0 {
+        fail(&format!("setting the affinity of {pid}"));
+    }
+}
+
+fn fail(what: &str) -> ! {
+    eprintln!("rcu-workload: {what}: {}", io::Error::last_os_error());
+    exit(1)
+}
+
+/// Keeps kernel thread `name` off the CPU for `ms`: both on `cpu`, this one SCHED_FIFO 99.
+fn starve_kthread(name: &str, cpu: u64, ms: u64) {
+    let Some(kthread) = kthread_pid(name) else {
+        eprintln!("rcu-workload: no kernel thread named {name}");
+        exit(1)
+    };
+    // SAFETY: a zeroed cpu_set_t is an empty set; CPU_SET adds one CPU to it.
+    let mut only: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    unsafe { libc::CPU_SET(cpu as usize, &mut only) };
+    let before = affinity(kthread);
+    set_affinity(kthread, &only);
+    set_affinity(0, &only);
+    let param = libc::sched_param { sched_priority: 99 };
+    // SAFETY: sched_setscheduler reads the parameter we own.
+    if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } != 0 {
+        fail("becoming SCHED_FIFO");
+    }
+    println!("kthread: {kthread}");
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_millis(ms) {
+        std::hint::spin_loop();
+    }
+    let starved = start.elapsed();
+    let normal = libc::sched_param { sched_priority: 0 };
+    // SAFETY: as above.
+    unsafe { libc::sched_setscheduler(0, libc::SCHED_OTHER, &normal) };
+    set_affinity(kthread, &before);
+    println!("starved_ns: {}", starved.as_nanos());
 }

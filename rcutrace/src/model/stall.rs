@@ -1,0 +1,314 @@
+//! `rcutrace stall`'s judgement: given the grace period in progress (from `anatomy`) and the
+//! time now, is a warning due, and what does it say. The kernel's own escalation sets the
+//! default thresholds: it asks for urgent quiescent states within 100-200 ms, flags readers at
+//! 1 s and sends IPIs near half its stall timeout; rcutrace warns at 1 s and at 25%, 50% and
+//! 75% of that timeout, each once per grace period. Pure logic over the assembler's state.
+
+use std::time::Duration;
+
+use super::anatomy::{Assembler, BlockedReader, GracePeriod, Sample};
+
+/// A grace-period kthread that has not run for this long is starving (Debian builds without
+/// RCU_BOOST, so real-time tasks can starve it).
+pub const KTHREAD_STARVED_AFTER: Duration = Duration::from_secs(2);
+
+/// A CPU's tick counts as still arriving if a sample came this recently.
+const TICK_FRESH: Duration = Duration::from_millis(100);
+
+/// The default thresholds for a kernel stall timeout: 1 s, then 25%, 50% and 75% of it
+/// (those above 1 s), ascending.
+pub fn default_thresholds(stall_timeout: Duration) -> Vec<Duration> {
+    let mut thresholds = vec![Duration::from_secs(1)];
+    for quarter in [1, 2, 3] {
+        let at = stall_timeout * quarter / 4;
+        if at > Duration::from_secs(1) {
+            thresholds.push(at);
+        }
+    }
+    thresholds
+}
+
+/// A CPU that has not reported its quiescent state for the grace period in progress.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HoldoutCpu {
+    pub cpu: u32,
+    /// What a tick found running there, once the grace period was old enough to sample.
+    pub sample: Option<Sample>,
+    /// Whether its tick still arrives (a sample within the last 100 ms); `None` if never
+    /// sampled.
+    pub tick_arriving: Option<bool>,
+}
+
+/// One early warning.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StallWarning {
+    pub gp_seq: u64,
+    pub age: Duration,
+    /// The threshold this warning is for.
+    pub threshold: Duration,
+    pub cpus: Vec<HoldoutCpu>,
+    pub blocked: Vec<(BlockedReader, Duration)>,
+    /// How long the grace-period kthread has not been seen running, if over
+    /// `KTHREAD_STARVED_AFTER`.
+    pub kthread_starved: Option<(u32, Duration)>,
+}
+
+/// The end of a grace period rcutrace warned about.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StallEnded {
+    pub gp_seq: u64,
+    pub duration: Duration,
+    pub warnings: u32,
+}
+
+/// The warnings of one window.
+#[derive(Debug)]
+pub struct StallWatch {
+    thresholds: Vec<Duration>,
+    /// The grace period warned about last.
+    warned: Option<Warned>,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Warned {
+    gp_seq: u64,
+    thresholds_passed: usize,
+    warnings: u32,
+    /// CLOCK_MONOTONIC ns.
+    first_ns: u64,
+}
+
+impl StallWatch {
+    /// `thresholds` ascending, at least one.
+    pub fn new(thresholds: Vec<Duration>) -> Self {
+        StallWatch {
+            thresholds,
+            warned: None,
+        }
+    }
+
+    /// The warning due now, if any: the grace period in progress has passed a threshold it
+    /// has not been warned about.
+    pub fn check(
+        &mut self,
+        stream: &Assembler,
+        now_ns: u64,
+        online_cpus: &[u32],
+    ) -> Option<StallWarning> {
+        let current = stream.waiting()?;
+        let gp_seq = current.gp_seq?;
+        let age = Duration::from_nanos(now_ns.saturating_sub(current.started_ns));
+        let passed = self.thresholds.iter().take_while(|t| **t <= age).count();
+        let warned = match self.warned {
+            Some(w) if w.gp_seq == gp_seq => w,
+            _ => Warned {
+                gp_seq,
+                thresholds_passed: 0,
+                warnings: 0,
+                first_ns: now_ns,
+            },
+        };
+        if passed <= warned.thresholds_passed {
+            return None;
+        }
+        self.warned = Some(Warned {
+            thresholds_passed: passed,
+            warnings: warned.warnings + 1,
+            ..warned
+        });
+        let cpus = online_cpus
+            .iter()
+            .filter(|cpu| !current.reported.contains(cpu))
+            .map(|&cpu| {
+                let sampled = stream.sample_of(cpu, gp_seq);
+                HoldoutCpu {
+                    cpu,
+                    sample: sampled.map(|(s, _)| s.clone()),
+                    tick_arriving: sampled.map(|(_, last)| {
+                        now_ns.saturating_sub(last) <= TICK_FRESH.as_nanos() as u64
+                    }),
+                }
+            })
+            .collect();
+        let blocked = stream
+            .blocked_holding()
+            .into_iter()
+            .map(|b| {
+                let blocked_for = Duration::from_nanos(now_ns.saturating_sub(b.since_ns));
+                (b, blocked_for)
+            })
+            .collect();
+        let idle = Duration::from_nanos(now_ns.saturating_sub(current.kthread_seen_ns));
+        Some(StallWarning {
+            gp_seq,
+            age,
+            threshold: self.thresholds[passed - 1],
+            cpus,
+            blocked,
+            kthread_starved: (idle > KTHREAD_STARVED_AFTER).then_some((current.kthread_pid, idle)),
+        })
+    }
+
+    /// Says so when a grace period rcutrace warned about ends.
+    pub fn ended(&mut self, gp: &GracePeriod) -> Option<StallEnded> {
+        let warned = self.warned.filter(|w| w.gp_seq == gp.gp_seq)?;
+        self.warned = None;
+        Some(StallEnded {
+            gp_seq: gp.gp_seq,
+            duration: Duration::from_nanos(gp.duration_ns),
+            warnings: warned.warnings,
+        })
+    }
+
+    /// When the first warning about the grace period in progress was given.
+    pub fn first_warning_ns(&self) -> Option<u64> {
+        self.warned.map(|w| w.first_ns)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rcutrace_common::gp::{self, GpEvent};
+
+    use super::*;
+
+    const MS: u64 = 1_000_000;
+    const KTHREAD: u32 = 15;
+
+    fn event(at_ns: u64, kind: u32, pid: u32, value: u64, extra: u64) -> GpEvent {
+        GpEvent {
+            at_ns,
+            kind,
+            pid,
+            tgid: pid,
+            value,
+            extra,
+            ..Default::default()
+        }
+    }
+
+    /// A grace period 0x105 that began at 1 s, CPU 0 reported, CPU 1 sampled spinning.
+    fn stalled() -> Assembler {
+        let mut a = Assembler::default();
+        let mut sample = event(
+            1_020 * MS,
+            gp::EVENT_HOLDOUT_SAMPLE,
+            77,
+            gp::MODE_KERNEL,
+            0x105,
+        );
+        sample.cpu = 1;
+        sample.comm[..4].copy_from_slice(b"spin");
+        for e in [
+            event(1_000 * MS, gp::EVENT_INIT_START, KTHREAD, 0, 0),
+            event(1_001 * MS, gp::EVENT_INIT_END, KTHREAD, 0x105, 1),
+            event(1_010 * MS, gp::EVENT_REPORT, 300, 0b01, 0),
+            sample,
+        ] {
+            a.add(&e);
+        }
+        a
+    }
+
+    #[test]
+    fn thresholds_follow_the_kernels_timeout() {
+        let s = Duration::from_secs;
+        assert_eq!(
+            default_thresholds(s(21)),
+            [
+                s(1),
+                Duration::from_millis(5250),
+                Duration::from_millis(10500),
+                Duration::from_millis(15750)
+            ]
+        );
+        assert_eq!(
+            default_thresholds(s(3)),
+            [
+                s(1),
+                Duration::from_millis(1500),
+                Duration::from_millis(2250)
+            ]
+        );
+    }
+
+    #[test]
+    fn warns_once_per_threshold_naming_the_cpu_that_has_not_reported() {
+        let a = stalled();
+        let mut watch = StallWatch::new(default_thresholds(Duration::from_secs(3)));
+        assert_eq!(watch.check(&a, 1_900 * MS, &[0, 1]), None);
+        let w = watch
+            .check(&a, 2_050 * MS, &[0, 1])
+            .expect("a warning past 1 s");
+        assert_eq!((w.gp_seq, w.threshold), (0x105, Duration::from_secs(1)));
+        assert_eq!(w.age, Duration::from_millis(1050));
+        assert_eq!(w.cpus.len(), 1);
+        assert_eq!(w.cpus[0].cpu, 1);
+        assert_eq!(w.cpus[0].sample.as_ref().unwrap().task.comm, "spin");
+        // Its last sample is over 100 ms old.
+        assert_eq!(w.cpus[0].tick_arriving, Some(false));
+        assert_eq!(w.kthread_starved, None);
+        assert_eq!(watch.check(&a, 2_100 * MS, &[0, 1]), None);
+        assert_eq!(watch.first_warning_ns(), Some(2_050 * MS));
+        // 1.5 s, then both later thresholds passed at once make one warning.
+        assert!(watch.check(&a, 2_600 * MS, &[0, 1]).is_some());
+        let w = watch.check(&a, 4_000 * MS, &[0, 1]).unwrap();
+        assert_eq!(w.threshold, Duration::from_millis(2250));
+        // The kthread last ran at init, 3 s ago.
+        assert_eq!(
+            w.kthread_starved,
+            Some((KTHREAD, Duration::from_millis(2999)))
+        );
+        assert_eq!(watch.check(&a, 9_000 * MS, &[0, 1]), None);
+        assert_eq!(watch.first_warning_ns(), Some(2_050 * MS));
+    }
+
+    #[test]
+    fn a_blocked_reader_is_named_with_how_long_it_has_been_blocked() {
+        let mut a = Assembler::default();
+        let mut block = event(500 * MS, gp::EVENT_BLOCK, 321, 1, 0);
+        block.comm[..7].copy_from_slice(b"blocker");
+        for e in [
+            block,
+            event(1_000 * MS, gp::EVENT_INIT_START, KTHREAD, 0, 0),
+            event(1_001 * MS, gp::EVENT_INIT_END, KTHREAD, 0x105, 1),
+            event(1_010 * MS, gp::EVENT_REPORT, 300, 0b11, 0),
+            event(1_900 * MS, gp::EVENT_FQS, KTHREAD, 0, 0),
+        ] {
+            a.add(&e);
+        }
+        let mut watch = StallWatch::new(vec![Duration::from_secs(1)]);
+        let w = watch.check(&a, 2_100 * MS, &[0, 1]).unwrap();
+        assert!(w.cpus.is_empty());
+        assert_eq!(w.blocked.len(), 1);
+        let (reader, blocked_for) = &w.blocked[0];
+        assert_eq!(
+            (reader.task.pid, reader.task.comm.as_str()),
+            (321, "blocker")
+        );
+        assert_eq!(*blocked_for, Duration::from_millis(1600));
+        assert_eq!(w.kthread_starved, None);
+    }
+
+    #[test]
+    fn the_end_of_a_warned_grace_period_is_reported_once() {
+        let mut a = stalled();
+        let mut watch = StallWatch::new(vec![Duration::from_secs(1)]);
+        assert!(watch.check(&a, 2_500 * MS, &[0, 1]).is_some());
+        for e in [
+            event(3_000 * MS, gp::EVENT_REPORT, 77, 0b10, 0),
+            event(3_001 * MS, gp::EVENT_CLEANUP_START, KTHREAD, 0, 0),
+            event(3_002 * MS, gp::EVENT_CLEANUP_END, KTHREAD, 0, 0),
+        ] {
+            a.add(&e);
+        }
+        let done = a.take_done();
+        let ended = watch
+            .ended(&done[0])
+            .expect("the warned grace period ended");
+        assert_eq!((ended.gp_seq, ended.warnings), (0x105, 1));
+        assert_eq!(ended.duration, Duration::from_millis(2002));
+        assert_eq!(watch.ended(&done[0]), None);
+        assert_eq!(watch.check(&a, 9_000 * MS, &[0, 1]), None);
+    }
+}
