@@ -90,6 +90,11 @@ pub struct CpuState {
     pub reported_gp_seq: u64,
 }
 
+/// Slots of the per-CPU `GP_COUNTS` array, kept whether or not events are sent (`serve`).
+/// The kernel's own stall warnings (`rcu:rcu_stall_warning` hits).
+pub const GP_COUNT_KERNEL_STALL_WARNINGS: u32 = 0;
+pub const GP_COUNT_SLOTS: u32 = 1;
+
 /// Slots of the per-CPU `GP_LOSSES` array: what the programs could not report.
 /// An event the ring buffer had no room for.
 pub const GP_LOST_EVENTS: u32 = 0;

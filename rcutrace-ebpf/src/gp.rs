@@ -40,6 +40,10 @@ static TASK_RCU_READ_LOCK_NESTING: u32 = 0;
 static STALL_WARNING_RCUNAME: u32 = 0;
 #[unsafe(no_mangle)]
 static STALL_WARNING_MSG: u32 = 0;
+/// 1: send events to user space (`gp`, `stall`); 0: only keep the grace period's state and
+/// counts for user space to read (`serve`).
+#[unsafe(no_mangle)]
+static GP_EVENTS: u32 = 0;
 /// A CPU still holding up a grace period this old is sampled at each of its ticks.
 #[unsafe(no_mangle)]
 static HOLDOUT_SAMPLE_AFTER_NS: u64 = 0;
@@ -54,12 +58,20 @@ static CPU_STATE: Array<CpuState> = Array::with_max_entries(1, 0);
 static BLOCKED: HashMap<u32, u64> = HashMap::with_max_entries(1, 0);
 #[map]
 static GP_LOSSES: PerCpuArray<u64> = PerCpuArray::with_max_entries(GP_LOSS_SLOTS, 0);
+#[map]
+static GP_COUNTS: PerCpuArray<u64> = PerCpuArray::with_max_entries(GP_COUNT_SLOTS, 0);
 
 #[inline(always)]
 fn lose(slot: u32) {
     if let Some(count) = GP_LOSSES.get_ptr_mut(slot) {
         unsafe { crate::atomic::add(count, 1) };
     }
+}
+
+/// Whether events go to user space at all (the verifier prunes what the constant decides).
+#[inline(always)]
+fn sending() -> bool {
+    window::constant(&GP_EVENTS) != 0 && window::running()
 }
 
 #[inline(always)]
@@ -130,7 +142,7 @@ fn send_with<C: EbpfContext>(
 program! {
     kretprobe fn gp_request_kretprobe(ctx: RetProbeContext) -> u32 {
         // rcu_start_this_gp() returns a bool: true when the kthread must be woken.
-        if window::running() && ctx.ret::<u64>() & 0xff != 0 {
+        if sending() && ctx.ret::<u64>() & 0xff != 0 {
             send(&ctx, EVENT_REQUEST, 0, 0, false);
         }
         0
@@ -148,7 +160,7 @@ program! {
                 (*state).waiting_since_ns = 0;
             }
         }
-        if window::running() {
+        if sending() {
             send(&ctx, EVENT_INIT_START, 0, 0, false);
         }
         0
@@ -168,7 +180,7 @@ program! {
                 (*state).waiting_since_ns = 0;
             }
         }
-        if window::running() {
+        if sending() {
             send(&ctx, EVENT_INIT_END, current, u64::from(started), false);
         }
         0
@@ -177,7 +189,7 @@ program! {
 
 program! {
     kprobe fn gp_fqs_kprobe(ctx: ProbeContext) -> u32 {
-        if window::running() {
+        if sending() {
             send(&ctx, EVENT_FQS, 0, 0, false);
         }
         0
@@ -219,7 +231,7 @@ program! {
             bits >>= 1;
             bit += 1;
         }
-        if window::running() {
+        if sending() {
             send(&ctx, EVENT_REPORT, reported, first_cpu as u64, false);
         }
         0
@@ -231,7 +243,7 @@ program! {
         if let Some(state) = state() {
             unsafe { (*state).waiting_since_ns = 0 };
         }
-        if window::running() {
+        if sending() {
             send(&ctx, EVENT_CLEANUP_START, 0, 0, false);
         }
         0
@@ -240,7 +252,7 @@ program! {
 
 program! {
     kretprobe fn gp_cleanup_kretprobe(ctx: RetProbeContext) -> u32 {
-        if window::running() {
+        if sending() {
             send(&ctx, EVENT_CLEANUP_END, 0, 0, false);
         }
         0
@@ -262,7 +274,7 @@ fn holding_out(cpu: u32) -> Option<(u64, u64)> {
 
 program! {
     kprobe fn gp_context_switch_kprobe(ctx: ProbeContext) -> u32 {
-        if !window::running() {
+        if !sending() {
             return 0;
         }
         let task = unsafe { bpf_get_current_task() };
@@ -295,7 +307,7 @@ program! {
             return 0;
         }
         let _ = BLOCKED.remove(&pid);
-        if window::running() {
+        if sending() {
             send(&ctx, EVENT_UNBLOCK, 0, 0, false);
         }
         0
@@ -307,7 +319,7 @@ program! {
         let cpu = unsafe { bpf_get_smp_processor_id() };
         let Some((gp_seq, since)) = holding_out(cpu) else { return 0 };
         let now = unsafe { bpf_ktime_get_ns() };
-        if now.saturating_sub(since) < window::constant(&HOLDOUT_SAMPLE_AFTER_NS) || !window::running() {
+        if now.saturating_sub(since) < window::constant(&HOLDOUT_SAMPLE_AFTER_NS) || !sending() {
             return 0;
         }
         // rcu_sched_clock_irq(int user): whether the tick interrupted user mode.
@@ -338,6 +350,12 @@ fn kernel_string(address: u64) -> [u8; 16] {
 program! {
     tracepoint fn gp_stall_warning_tracepoint(ctx: TracePointContext) -> u32 {
         if !window::running() {
+            return 0;
+        }
+        if let Some(count) = GP_COUNTS.get_ptr_mut(GP_COUNT_KERNEL_STALL_WARNINGS) {
+            unsafe { crate::atomic::add(count, 1) };
+        }
+        if !sending() {
             return 0;
         }
         let field = |offset: &u32| unsafe { ctx.read_at::<u64>(window::constant(offset) as usize) };

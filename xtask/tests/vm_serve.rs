@@ -7,7 +7,7 @@ mod support;
 
 use std::{path::PathBuf, sync::OnceLock};
 
-use support::{boot_with_files, sections};
+use support::{boot_with_files, boot_with_module_and_files, sections};
 
 const CALLS: u64 = 40;
 
@@ -177,6 +177,126 @@ fn scraped_by_prometheus(series: &str) {
         "{}",
         section("serve.err")
     );
+}
+
+/// The shipped alerting rules, loaded by the guest's Prometheus, evaluated every second.
+const ALERTING_CONFIG: &str = "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n\
+rule_files: ['/etc/rcutrace-alerts.yml']\n\
+scrape_configs:\n  - job_name: rcutrace\n    static_configs:\n      - targets: ['127.0.0.1:9750']\n";
+
+/// A reader held 14 s on CPU 1 while Prometheus scrapes `serve`: the grace period's age and
+/// holdout gauges show it, and the shipped alert goes pending, then firing.
+const ALERT_SCRIPT: &str = r#"
+wait_for() { i=0; while ! eval "$1" && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done; }
+query() { wget -q -O - "http://127.0.0.1:9090/api/v1/query?query=$1"; echo; }
+insmod /lib/rcutrace_test.ko || exit 1
+ip link set lo up
+printf "$PROMETHEUS_CONFIG" >/tmp/prometheus.yml
+/bin/rcutrace serve --listen 127.0.0.1:9750 >/tmp/serve.out 2>/tmp/serve.err &
+spid=$!
+wait_for "grep -q Attaching /tmp/serve.out"
+/bin/prometheus --config.file=/tmp/prometheus.yml --storage.tsdb.path=/tmp/tsdb     --web.listen-address=127.0.0.1:9090 >/tmp/prometheus.log 2>&1 &
+ppid=$!
+wait_for "wget -q -O /dev/null http://127.0.0.1:9090/-/ready"
+wait_for "query 'up' | grep -q '"1"'"
+echo "=== idle"; wget -q -O - http://127.0.0.1:9750/metrics | grep -e grace_period_age -e holdout -e stall_warnings
+/bin/rcu-workload module hold_cpu 1 14000 >/dev/null &
+hold=$!
+n=0
+while kill -0 $hold 2>/dev/null; do
+    echo "=== alerts.$n"; query 'ALERTS{alertname="RcuGracePeriodStalled"}'
+    [ $n = 6 ] && { echo "=== held"; wget -q -O - http://127.0.0.1:9750/metrics | grep -e grace_period_age -e holdout -e stall_warnings; }
+    n=$((n + 1))
+    sleep 1
+done
+sleep 2
+echo "=== after"; wget -q -O - http://127.0.0.1:9750/metrics | grep -e grace_period_age -e holdout -e stall_warnings
+kill -TERM $ppid; wait $ppid
+kill -TERM $spid; wait $spid
+echo "=== serve.err"; cat /tmp/serve.err
+"#;
+
+/// The value of metric line `name` in an exposition.
+fn metric(exposition: &str, name: &str) -> Option<f64> {
+    exposition
+        .lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+}
+
+fn stall_alert_fires(series: &str) {
+    let script = ALERT_SCRIPT.replace("$PROMETHEUS_CONFIG", &ALERTING_CONFIG.replace('\n', "\\n"));
+    let rules = xtask::workspace::root().join("prometheus/rcutrace-alerts.yml");
+    let guest = boot_with_module_and_files(
+        series,
+        &script,
+        &[
+            (prometheus(), "/bin/prometheus".to_string()),
+            (rules, "/etc/rcutrace-alerts.yml".to_string()),
+        ],
+        std::time::Duration::from_secs(400),
+    );
+    let sections = sections(&guest.stdout);
+    let section = |name: &str| {
+        sections
+            .get(name)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {name}: {}", guest.stdout))
+    };
+    let idle = section("idle");
+    assert_eq!(
+        metric(&idle, "rcutrace_grace_period_holdout_cpus"),
+        Some(0.0),
+        "{idle}"
+    );
+    let held = section("held");
+    assert!(
+        metric(&held, "rcutrace_grace_period_age_seconds").is_some_and(|age| age > 5.0),
+        "{held}"
+    );
+    assert_eq!(
+        metric(&held, "rcutrace_grace_period_holdout_cpus"),
+        Some(1.0),
+        "{held}"
+    );
+    assert_eq!(
+        metric(&held, "rcutrace_stall_warnings_total{source=\"rcutrace\"}"),
+        Some(1.0),
+        "{held}"
+    );
+    let states: Vec<String> = (0..)
+        .map_while(|n| sections.get(&format!("alerts.{n}")))
+        .map(|answer| {
+            let answer: serde_json::Value = serde_json::from_str(answer.trim()).unwrap();
+            answer["data"]["result"]
+                .get(0)
+                .map_or("none".to_string(), |r| {
+                    r["metric"]["alertstate"].as_str().unwrap().to_string()
+                })
+        })
+        .collect();
+    let pending = states.iter().position(|s| s == "pending");
+    let firing = states.iter().position(|s| s == "firing");
+    assert!(
+        pending.is_some() && firing.is_some() && pending < firing,
+        "{series}: alert states second by second: {states:?}\n{}",
+        guest.stdout
+    );
+    let after = section("after");
+    assert_eq!(
+        metric(&after, "rcutrace_grace_period_holdout_cpus"),
+        Some(0.0),
+        "{after}"
+    );
+}
+
+#[test]
+fn stall_alert_fires_on_6_12() {
+    stall_alert_fires("6.12");
+}
+
+#[test]
+fn stall_alert_fires_on_6_1() {
+    stall_alert_fires("6.1");
 }
 
 #[test]

@@ -3,8 +3,9 @@
 //! is warned about while the grace period is under 1.5 s old, naming CPU 1 with the module's
 //! function on its stack, before the kernel's own warning, which is then reported; a reader
 //! blocked 5 s is named as that task, with how long it has been blocked; a starved
-//! grace-period kthread (a SCHED_FIFO loop on its CPU) is said not to have run, and for how
-//! long; `--exit-on-warning` ends with status 3; an idle and a busy guest watched for 60 s
+//! grace-period kthread (a SCHED_FIFO loop on its CPU, with RT throttling and 6.12's fair
+//! server, which would give it 5% of the CPU, turned off) is said not to have run, and for
+//! how long; `--exit-on-warning` ends with status 3; an idle and a busy guest watched for 60 s
 //! give no warning at all.
 
 mod support;
@@ -56,6 +57,8 @@ fn stalls(series: &str) {
          traced task 'stall -f json' '/bin/rcu-workload module block_reader 1 5000'\n\
          traced exit 'stall --exit-on-warning' '/bin/rcu-workload module hold_cpu 1 3000'\n\
          echo -1 > /proc/sys/kernel/sched_rt_runtime_us\n\
+         mount -t debugfs none /sys/kernel/debug 2>/dev/null\n\
+         for f in /sys/kernel/debug/sched/fair_server/cpu*/runtime; do [ -e $f ] && echo 0 > $f; done\n\
          cat > /tmp/starve.sh <<'EOF'\n\
          /bin/rcu-workload module block_reader 1 6000 >/dev/null &\n\
          reader=$!\n\
@@ -65,6 +68,7 @@ fn stalls(series: &str) {
          EOF\n\
          traced kthread 'stall -f json --warn-at 1s --warn-at 3s --warn-at 4s' 'sh /tmp/starve.sh'\n\
          echo 950000 > /proc/sys/kernel/sched_rt_runtime_us\n\
+         for f in /sys/kernel/debug/sched/fair_server/cpu*/runtime; do [ -e $f ] && echo 50000000 > $f; done\n\
          echo 21 > {timeout}\n\
          traced idle 'stall -f json' 'sleep 60'\n\
          cat > /tmp/busy.sh <<'EOF'\n\

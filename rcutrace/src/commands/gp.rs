@@ -68,7 +68,7 @@ pub async fn run(args: &GpArgs, format: Format) -> Result<Report> {
     trace(
         Request {
             probes: &probes,
-            constants: constants(&layout, cpus),
+            constants: constants(&layout, cpus, true),
             choice: Default::default(),
             by: None,
             need: Need::These(GRACE_PERIODS_NEEDED),
@@ -115,10 +115,12 @@ pub async fn run(args: &GpArgs, format: Format) -> Result<Report> {
 }
 
 /// The grace-period programs' load-time constants and map sizes: where RCU's state lies in
-/// this kernel, and room for every possible CPU.
-pub(super) fn constants(layout: &RcuLayout, cpus: u32) -> Vec<Constant> {
+/// this kernel, and room for every possible CPU. Without `events` the programs only keep the
+/// grace period's state and counts, for reading (`serve`).
+pub(super) fn constants(layout: &RcuLayout, cpus: u32, events: bool) -> Vec<Constant> {
     let (rcuname, msg) = layout.stall_warning.unwrap_or((0, 0));
     vec![
+        Constant::U32("GP_EVENTS", u32::from(events)),
         Constant::U64("RCU_STATE_ADDRESS", layout.rcu_state),
         Constant::U32("RCU_STATE_GP_SEQ", layout.gp_seq),
         Constant::U32("RCU_NODE_QSMASK", layout.node_qsmask),

@@ -12,20 +12,26 @@ use anyhow::{Result, bail};
 use rcutrace_common::{
     attribution::Attribution,
     counters::{self, CounterSlot},
+    gp::{CpuState, GP_COUNT_KERNEL_STALL_WARNINGS, GpState},
     latency::{STAT_LOST_RING_FULL, STAT_LOST_START_MAP_FULL, STAT_RETURNS_MISSED, STAT_SLOTS},
 };
 
-use super::{Need, Period, Request, trace_with};
+use super::{Need, Period, Request, Watch, WatchNext, trace_with};
 use crate::{
     cli::{ServeArgs, ServeBy},
+    kernel,
     model::aggregate::{Aggregate, Layout, Series},
     model::attribution::By,
-    model::{Buckets, Labelled, LatencyHistogram, Metrics, ProbeInfo},
+    model::stall::StallCounter,
+    model::{Buckets, GracePeriodNow, Labelled, LatencyHistogram, Metrics, ProbeInfo},
     render::{self, Format},
-    trace::probes::{self, Probe, Programs, Side, Timed, counted_functions},
+    trace::probes::{
+        self, GRACE_PERIODS_NEEDED, KERNEL_STALL_WARNING, Probe, Programs, Side, Timed,
+        counted_functions,
+    },
     trace::server,
     trace::session::Due,
-    trace::tracer::Constant,
+    trace::tracer::{Constant, Tracer},
 };
 
 /// The timed functions, each with the histogram it feeds.
@@ -47,16 +53,50 @@ enum Histogram {
     Synchronize,
 }
 
+/// A grace period older than this counts as one of rcutrace's stall warnings (`stall`'s
+/// first default threshold).
+const STALL_WARNING_AGE: Duration = Duration::from_secs(1);
+
 pub async fn run(args: &ServeArgs) -> Result<()> {
     // Before anything is loaded: a port in use fails at once.
     let listener = server::listen(args.listen).await?;
     let by = args.by.map(|ServeBy::Cpu| By::Cpu);
     let mut probes: Vec<Probe> = counted_functions(true).map(|c| c.probe).collect();
     probes.extend(TIMED.iter().flat_map(|(t, _)| [t.entry, t.exit]));
-    let same_function_mask = TIMED
-        .iter()
-        .filter(|(t, _)| t.same_function())
-        .fold(0u32, |mask, (t, _)| mask | 1 << t.index());
+    // The grace period in progress, kept by the kernel side of `gp` without sending events;
+    // where the kernel's layout cannot be read, the other metrics are served without it.
+    let layout = match kernel::rcu_state::layout() {
+        Ok(layout) => Some(layout),
+        Err(e) => {
+            eprintln!("rcutrace: warning: no grace-period age or holdout metrics: {e:#}");
+            None
+        }
+    };
+    let mut constants = vec![
+        Constant::U32("SAME_FUNCTION_MASK", same_function_mask()),
+        Constant::U32("TARGET_TGID", 0),
+    ];
+    let online = kernel::online_cpus()?;
+    if let Some(layout) = &layout {
+        probes.extend_from_slice(GRACE_PERIODS_NEEDED);
+        if layout.stall_warning.is_some() {
+            probes.push(KERNEL_STALL_WARNING);
+        }
+        constants.extend(super::gp::constants(
+            layout,
+            kernel::possible_cpus()?,
+            false,
+        ));
+    }
+    let stalls = RefCell::new(StallCounter::default());
+    let mut watch_stalls = |tracer: &Tracer| {
+        if let Some(now) = grace_period_now(tracer, &online)? {
+            stalls
+                .borrow_mut()
+                .observe(now.gp_seq, now.age, STALL_WARNING_AGE);
+        }
+        Ok(WatchNext::Continue)
+    };
     // Nanosecond log2 slots: one display unit is one nanosecond.
     let aggregate = RefCell::new(Aggregate::new(Layout::Log2, vec![1; TIMED.len()]));
     let mut consume = |record: &[u8]| aggregate.borrow_mut().add(record);
@@ -65,10 +105,7 @@ pub async fn run(args: &ServeArgs) -> Result<()> {
     trace_with(
         Request {
             probes: &probes,
-            constants: vec![
-                Constant::U32("SAME_FUNCTION_MASK", same_function_mask),
-                Constant::U32("TARGET_TGID", 0),
-            ],
+            constants,
             choice: args.attach,
             by,
             need: Need::Any,
@@ -77,11 +114,34 @@ pub async fn run(args: &ServeArgs) -> Result<()> {
             listener: Some(&listener),
             traced_process: None,
             sample_readers: None,
-            watch: None,
+            watch: layout.is_some().then_some(Watch {
+                every: Duration::from_millis(100),
+                check: &mut watch_stalls,
+            }),
             format: Format::Text,
         },
         Some(&mut consume),
-        &mut |period| metrics(period, by, &aggregate.borrow()),
+        &mut |period| {
+            let mut metrics = metrics(period, by, &aggregate.borrow())?;
+            if layout.is_some() {
+                let now = grace_period_now(period.tracer, &online)?;
+                let kernel_warnings = period
+                    .counters
+                    .array("GP_COUNTS")
+                    .get(GP_COUNT_KERNEL_STALL_WARNINGS as usize)
+                    .copied()
+                    .unwrap_or(0);
+                metrics.grace_period = Some(GracePeriodNow {
+                    age_s: now.as_ref().map_or(0.0, |n| n.age.as_secs_f64()),
+                    holdout_cpus: now.map_or(0, |n| n.holdout_cpus),
+                    stall_warnings: vec![
+                        ("rcutrace", stalls.borrow().count),
+                        ("kernel", kernel_warnings),
+                    ],
+                });
+            }
+            Ok(metrics)
+        },
         &mut |metrics, due| {
             if let Due::Connection(stream) = due {
                 server::answer(stream, render::openmetrics(&metrics));
@@ -92,6 +152,43 @@ pub async fn run(args: &ServeArgs) -> Result<()> {
     .await?;
     eprintln!("rcutrace: stopped serving; probes detached");
     Ok(())
+}
+
+fn same_function_mask() -> u32 {
+    TIMED
+        .iter()
+        .filter(|(t, _)| t.same_function())
+        .fold(0u32, |mask, (t, _)| mask | 1 << t.index())
+}
+
+/// The grace period waiting for quiescent states now, as the programs keep it.
+struct Waiting {
+    gp_seq: u64,
+    age: Duration,
+    holdout_cpus: u64,
+}
+
+fn grace_period_now(tracer: &Tracer, online: &[u32]) -> Result<Option<Waiting>> {
+    let Some(state) = tracer.array_entries::<GpState>("GP_STATE", 1)?.pop() else {
+        return Ok(None);
+    };
+    if state.waiting_since_ns == 0 {
+        return Ok(None);
+    }
+    let cpus: Vec<CpuState> =
+        tracer.array_entries("CPU_STATE", online.iter().max().map_or(0, |m| m + 1))?;
+    let holdout_cpus = online
+        .iter()
+        .filter(|&&cpu| {
+            cpus.get(cpu as usize)
+                .is_some_and(|c| c.reported_gp_seq != state.gp_seq)
+        })
+        .count() as u64;
+    Ok(Some(Waiting {
+        gp_seq: state.gp_seq,
+        age: Duration::from_nanos(kernel::monotonic_ns().saturating_sub(state.waiting_since_ns)),
+        holdout_cpus,
+    }))
 }
 
 /// The totals of the window so far.
@@ -196,6 +293,7 @@ fn metrics(period: &Period<'_>, by: Option<By>, aggregate: &Aggregate) -> Result
             ("returns_missed", stat(STAT_RETURNS_MISSED)),
         ],
         start_time_s: started.as_secs_f64(),
+        grace_period: None,
     })
 }
 

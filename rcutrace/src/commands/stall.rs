@@ -105,7 +105,10 @@ pub async fn run(args: &StallArgs, format: Format) -> Result<Report> {
     let mut check = |tracer: &Tracer| -> Result<WatchNext> {
         let mut state = state.borrow_mut();
         let state = &mut *state;
-        let Some(warning) = state.watch.check(&state.stream, monotonic_ns(), &online) else {
+        let Some(warning) = state
+            .watch
+            .check(&state.stream, kernel::monotonic_ns(), &online)
+        else {
             return Ok(WatchNext::Continue);
         };
         let mut frames = super::stack_frames(tracer, &mut symbolizer);
@@ -141,7 +144,7 @@ pub async fn run(args: &StallArgs, format: Format) -> Result<Report> {
     trace(
         Request {
             probes: &probes,
-            constants: gp::constants(&layout, cpus),
+            constants: gp::constants(&layout, cpus, true),
             choice: Default::default(),
             by: None,
             need: Need::These(GRACE_PERIODS_NEEDED),
@@ -188,15 +191,4 @@ pub async fn run(args: &StallArgs, format: Format) -> Result<Report> {
 fn text(bytes: &[u8; 16]) -> String {
     let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
     String::from_utf8_lossy(&bytes[..end]).into_owned()
-}
-
-/// CLOCK_MONOTONIC now, in ns: the clock the programs stamp events with.
-fn monotonic_ns() -> u64 {
-    let mut now = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes the timespec we own.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
-    now.tv_sec as u64 * 1_000_000_000 + now.tv_nsec as u64
 }

@@ -153,6 +153,18 @@ pub fn wait_for_programs() -> Result<()> {
     Ok(())
 }
 
+/// CLOCK_MONOTONIC now, in ns: the clock eBPF programs stamp events with
+/// (`bpf_ktime_get_ns()`).
+pub fn monotonic_ns() -> u64 {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes the timespec we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
+    now.tv_sec as u64 * 1_000_000_000 + now.tv_nsec as u64
+}
+
 /// The local time now as bpftrace's `time()` prints it by default (`%H:%M:%S`).
 pub fn local_time() -> String {
     // SAFETY: time() with a null pointer only returns the time; localtime_r fills the tm we

@@ -474,8 +474,23 @@ pub struct Metrics {
     pub kernel_skipped: Vec<(String, u64)>,
     /// Events that could not be kept, by cause.
     pub lost: Vec<(&'static str, u64)>,
+    /// The grace period in progress, where its hooks are attached.
+    pub grace_period: Option<GracePeriodNow>,
     /// When the window opened, in seconds since the Unix epoch.
     pub start_time_s: f64,
+}
+
+/// The grace period in progress at a scrape, and the stall warnings so far.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GracePeriodNow {
+    /// How long the grace period in progress has waited for quiescent states (0 while none
+    /// is in progress).
+    pub age_s: f64,
+    /// CPUs it still waits for.
+    pub holdout_cpus: u64,
+    /// Stall warnings by source: `rcutrace` (grace periods older than 1 s, each once) and
+    /// `kernel` (its own stall warnings).
+    pub stall_warnings: Vec<(&'static str, u64)>,
 }
 
 #[derive(Clone, Debug, PartialEq)]

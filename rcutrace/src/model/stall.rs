@@ -12,8 +12,9 @@ use super::anatomy::{Assembler, BlockedReader, GracePeriod, Sample};
 /// RCU_BOOST, so real-time tasks can starve it).
 pub const KTHREAD_STARVED_AFTER: Duration = Duration::from_secs(2);
 
-/// A CPU's tick counts as still arriving if a sample came this recently.
-const TICK_FRESH: Duration = Duration::from_millis(100);
+/// A CPU's tick counts as still arriving if a sample came this recently (ticks come every
+/// few ms, but events reach user space in batches up to a few hundred ms apart).
+const TICK_FRESH: Duration = Duration::from_millis(500);
 
 /// The default thresholds for a kernel stall timeout: 1 s, then 25%, 50% and 75% of it
 /// (those above 1 s), ascending.
@@ -34,7 +35,7 @@ pub struct HoldoutCpu {
     pub cpu: u32,
     /// What a tick found running there, once the grace period was old enough to sample.
     pub sample: Option<Sample>,
-    /// Whether its tick still arrives (a sample within the last 100 ms); `None` if never
+    /// Whether its tick still arrives (a sample within the last 500 ms); `None` if never
     /// sampled.
     pub tick_arriving: Option<bool>,
 }
@@ -166,6 +167,24 @@ impl StallWatch {
     }
 }
 
+/// Grace periods that grew older than a threshold, each counted once: `serve`'s count of
+/// rcutrace's warnings, from the grace period's age alone.
+#[derive(Debug, Default)]
+pub struct StallCounter {
+    counted_gp_seq: Option<u64>,
+    pub count: u64,
+}
+
+impl StallCounter {
+    /// Takes note of grace period `gp_seq` at `age`.
+    pub fn observe(&mut self, gp_seq: u64, age: Duration, threshold: Duration) {
+        if age >= threshold && self.counted_gp_seq != Some(gp_seq) {
+            self.counted_gp_seq = Some(gp_seq);
+            self.count += 1;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use rcutrace_common::gp::{self, GpEvent};
@@ -211,6 +230,19 @@ mod tests {
     }
 
     #[test]
+    fn a_stall_is_counted_once_however_often_it_is_seen() {
+        let mut counter = StallCounter::default();
+        let s = Duration::from_secs;
+        counter.observe(5, Duration::from_millis(900), s(1));
+        assert_eq!(counter.count, 0);
+        counter.observe(5, s(1), s(1));
+        counter.observe(5, s(7), s(1));
+        assert_eq!(counter.count, 1);
+        counter.observe(9, s(2), s(1));
+        assert_eq!(counter.count, 2);
+    }
+
+    #[test]
     fn thresholds_follow_the_kernels_timeout() {
         let s = Duration::from_secs;
         assert_eq!(
@@ -245,7 +277,7 @@ mod tests {
         assert_eq!(w.cpus.len(), 1);
         assert_eq!(w.cpus[0].cpu, 1);
         assert_eq!(w.cpus[0].sample.as_ref().unwrap().task.comm, "spin");
-        // Its last sample is over 100 ms old.
+        // Its last sample is over 500 ms old.
         assert_eq!(w.cpus[0].tick_arriving, Some(false));
         assert_eq!(w.kthread_starved, None);
         assert_eq!(watch.check(&a, 2_100 * MS, &[0, 1]), None);

@@ -103,6 +103,35 @@ impl Collector for Exposition {
             lost.encode_family(&vec![("cause", *cause)])?
                 .encode_counter::<NoLabelSet, _, u64>(n, None)?;
         }
+        if let Some(gp) = &m.grace_period {
+            let age = encoder.encode_descriptor(
+                "rcutrace_grace_period_age",
+                "How long the grace period in progress has waited for quiescent states (0 while \
+                 none is in progress)",
+                Some(&Unit::Seconds),
+                MetricType::Gauge,
+            )?;
+            ConstGauge::new(gp.age_s).encode(age)?;
+            let holdouts = encoder.encode_descriptor(
+                "rcutrace_grace_period_holdout_cpus",
+                "CPUs the grace period in progress still waits for",
+                None,
+                MetricType::Gauge,
+            )?;
+            ConstGauge::new(gp.holdout_cpus as i64).encode(holdouts)?;
+            let mut warnings = encoder.encode_descriptor(
+                "rcutrace_stall_warnings",
+                "Stall warnings by source: rcutrace (a grace period older than 1 s, each once) \
+                 and kernel (its own RCU stall warnings)",
+                None,
+                MetricType::Counter,
+            )?;
+            for (source, n) in &gp.stall_warnings {
+                warnings
+                    .encode_family(&vec![("source", *source)])?
+                    .encode_counter::<NoLabelSet, _, u64>(n, None)?;
+            }
+        }
         let start = encoder.encode_descriptor(
             "rcutrace_start_time",
             "When rcutrace started counting, since the Unix epoch",
@@ -233,10 +262,20 @@ mod tests {
             }],
             lost: vec![("ring_buffer_full", 0)],
             start_time_s: 1_700_000_000.0,
+            grace_period: Some(crate::model::GracePeriodNow {
+                age_s: 2.5,
+                holdout_cpus: 1,
+                stall_warnings: vec![("rcutrace", 1), ("kernel", 0)],
+            }),
             ..Metrics::default()
         };
         let text = exposition(&metrics);
         for line in [
+            "# TYPE rcutrace_grace_period_age_seconds gauge",
+            "rcutrace_grace_period_age_seconds 2.5",
+            "rcutrace_grace_period_holdout_cpus 1",
+            "rcutrace_stall_warnings_total{source=\"rcutrace\"} 1",
+            "rcutrace_stall_warnings_total{source=\"kernel\"} 0",
             "# TYPE rcutrace_calls counter",
             "rcutrace_calls_total{function=\"synchronize_rcu\",cpu=\"1\"} 7",
             "rcutrace_grace_periods_total 3",

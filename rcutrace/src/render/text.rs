@@ -79,7 +79,7 @@ pub fn stall_event(event: &crate::model::StallEvent) -> String {
                 );
                 let tick = match cpu.tick_arriving {
                     Some(true) => ", its tick arriving",
-                    Some(false) => ", no tick for over 100 ms",
+                    Some(false) => ", no tick for over 500 ms",
                     None => "",
                 };
                 let _ = writeln!(

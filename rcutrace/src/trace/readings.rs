@@ -11,8 +11,9 @@ use rcutrace_common::attribution::Attribution;
 use crate::{trace::probes::Probe, trace::tracer::Tracer};
 
 /// The per-CPU arrays of counters: `count`'s per-function counts and its losses, the
-/// latency programs' per-function statistics, and what `gp`'s programs could not send.
-const ARRAYS: [&str; 4] = ["COUNTS", "COUNT_LOSSES", "STATS", "GP_LOSSES"];
+/// latency programs' per-function statistics, and `gp`'s counts and what its programs could
+/// not send.
+const ARRAYS: [&str; 5] = ["COUNTS", "COUNT_LOSSES", "STATS", "GP_LOSSES", "GP_COUNTS"];
 
 /// Counters as read at one moment, or the differences between two such readings.
 #[derive(Clone, Debug, Default, PartialEq)]

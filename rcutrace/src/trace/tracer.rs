@@ -320,6 +320,19 @@ impl Tracer {
         Ok(values.iter().copied().collect())
     }
 
+    /// The first `count` entries of an array of plain-data values.
+    pub fn array_entries<V: Pod>(&self, name: &str, count: u32) -> Result<Vec<V>> {
+        let array: Array<&MapData, V> =
+            Array::try_from(self.map(name)?).with_context(|| format!("opening {name}"))?;
+        (0..count.min(array.len()))
+            .map(|index| {
+                array
+                    .get(&index, 0)
+                    .with_context(|| format!("reading {name}[{index}]"))
+            })
+            .collect()
+    }
+
     /// All entries of a hash map of plain-data keys and values.
     pub fn hash_entries<K: Pod, V: Pod>(&self, name: &str) -> Result<Vec<(K, V)>> {
         let map: BpfHashMap<&MapData, K, V> =

@@ -61,6 +61,21 @@ pub fn boot_with_module_within(series: &str, script: &str, limit: Duration) -> G
     run_job(job)
 }
 
+/// `boot_with_module_within`, with more host files at guest paths.
+pub fn boot_with_module_and_files(
+    series: &str,
+    script: &str,
+    files: &[(std::path::PathBuf, String)],
+    limit: Duration,
+) -> GuestOutput {
+    let mut job = guest_job(series, script)
+        .with_test_module()
+        .expect("building the test module");
+    job.files.extend(files.iter().cloned());
+    job.timeout = limit;
+    run_job(job)
+}
+
 /// Like `boot`, with more host files at guest paths.
 pub fn boot_with_files(
     series: &str,
