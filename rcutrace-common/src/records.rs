@@ -230,10 +230,20 @@ pub struct CallbacksSummary {
     pub percentile_error: f64,
     pub rows: Vec<CallbackRow>,
     pub rows_not_shown: u64,
+    /// The columns of the rows not shown, added up.
     pub queued_not_shown: u64,
-    /// Every callback queued and invoked while tracing.
+    #[serde(default)]
+    pub invoked_not_shown: u64,
+    #[serde(default)]
+    pub pending_not_shown: u64,
+    #[serde(default)]
+    pub before_not_shown: u64,
+    /// The columns of every row added up: queued and invoked while tracing, pending at its
+    /// end (`not_timed.queued_before_tracing` is the BEFORE column's).
     pub queued: u64,
     pub invoked: u64,
+    #[serde(default)]
+    pub pending_at_exit: u64,
     /// Objects given to kvfree_call_rcu(): freed in batches, never timed; `null` if untraced.
     pub kvfree_queued: Option<u64>,
     pub not_timed: CallbacksNotTimed,

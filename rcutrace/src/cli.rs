@@ -269,6 +269,11 @@ pub struct SrlatArgs {
     pub pid: Option<u32>,
 }
 
+/// A usage error clap did not find itself: status 2, with clap's usage line.
+pub fn usage_error(message: &str) -> clap::Error {
+    <Cli as clap::CommandFactory>::command().error(clap::error::ErrorKind::InvalidValue, message)
+}
+
 /// Rules across a command and the global options, which clap cannot state.
 pub fn check(cli: &Cli) -> Result<(), clap::Error> {
     if cli.save.is_some() && matches!(cli.command, Command::Report(_)) {

@@ -130,7 +130,10 @@ pub async fn trace(
         }
         Ok(report)
     };
-    let mut print_report = |report: Report, _: Due| print(&render::report(format, &report));
+    let mut print_report = |report: Report, _: Due| {
+        crate::runs::save::write(&report);
+        print(&render::report(format, &report))
+    };
     trace_with(request, consume, &mut make_stamped, &mut print_report).await
 }
 

@@ -311,11 +311,34 @@ pub struct CallbackRow {
     pub latency: SeriesStats,
 }
 
-/// Totals over all rows, and everything that could not be attributed or timed.
+/// The columns of some rows added up: QUEUED, INVOKED, PENDING and BEFORE.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CallbackCounts {
+    pub queued: u64,
+    pub invoked: u64,
+    pub pending_at_exit: u64,
+    pub queued_before_tracing: u64,
+}
+
+impl CallbackCounts {
+    pub fn of<'a>(rows: impl IntoIterator<Item = &'a CallbackRow>) -> CallbackCounts {
+        rows.into_iter()
+            .fold(CallbackCounts::default(), |sum, row| CallbackCounts {
+                queued: sum.queued + row.queued,
+                invoked: sum.invoked + row.invoked,
+                pending_at_exit: sum.pending_at_exit + row.pending_at_exit,
+                queued_before_tracing: sum.queued_before_tracing + row.queued_before_tracing,
+            })
+    }
+}
+
+/// Totals over all rows (each the sum of its column, the rows `--top` leaves out included),
+/// and everything that could not be attributed or timed.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CallbackTotals {
     pub queued: u64,
     pub invoked: u64,
+    pub pending_at_exit: u64,
     /// Invocations of callbacks queued before tracing began, over all rows.
     pub queued_before_tracing: u64,
     /// Heads queued again before their invocation was seen, over all rows.
@@ -336,9 +359,9 @@ pub struct CallbacksSummary {
     pub unit: Unit,
     /// Most queued first; at most `--top` of them.
     pub rows: Vec<CallbackRow>,
-    /// Rows left out by `--top`, and what they queued.
+    /// Rows left out by `--top`, and their columns added up.
     pub rows_not_shown: usize,
-    pub queued_not_shown: u64,
+    pub not_shown: CallbackCounts,
     pub percentile_error: f64,
     pub totals: CallbackTotals,
     /// Entry points that could not be traced: their callbacks count as `other`.

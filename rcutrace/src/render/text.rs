@@ -8,7 +8,7 @@ use rcutrace_common::hist::{Linear, SlotBounds, log2_bounds, sparse_bounds};
 use crate::{
     model::stats,
     model::{
-        Buckets, CallbacksSummary, CountMap, CountSummary, HistMap, LatencySummary,
+        Buckets, CallbackCounts, CallbacksSummary, CountMap, CountSummary, HistMap, LatencySummary,
         MIN_RATE_WINDOW_SECS, Map, PerGracePeriod, ReadersEstimate, Report, Summary, maps_in_order,
         shown_slots, sparse_in_order,
     },
@@ -396,18 +396,31 @@ fn callbacks_summary(summary: &CallbacksSummary) -> String {
         }
         let _ = writeln!(out, "{}", line.trim_end());
     }
+    // Each total is its column added up over every row, the rows not shown included.
+    let counts = |c: &CallbackCounts| {
+        format!(
+            "{} queued, {} invoked, {} pending, {} before",
+            c.queued, c.invoked, c.pending_at_exit, c.queued_before_tracing
+        )
+    };
     if summary.rows_not_shown > 0 {
         let _ = writeln!(
             out,
-            "  ... {} more rows ({} queued); --top 0 shows all",
-            summary.rows_not_shown, summary.queued_not_shown
+            "  ... {} more rows: {}; --top 0 shows all",
+            summary.rows_not_shown,
+            counts(&summary.not_shown)
         );
     }
     let totals = &summary.totals;
     let _ = writeln!(
         out,
-        "  all callbacks: {} queued, {} invoked",
-        totals.queued, totals.invoked
+        "  all rows: {}",
+        counts(&CallbackCounts {
+            queued: totals.queued,
+            invoked: totals.invoked,
+            pending_at_exit: totals.pending_at_exit,
+            queued_before_tracing: totals.queued_before_tracing,
+        })
     );
     if let Some(kvfree) = totals.kvfree_queued {
         let _ = writeln!(

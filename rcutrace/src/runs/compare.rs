@@ -7,8 +7,8 @@ use std::collections::BTreeSet;
 use rcutrace_common::records::Environment;
 
 use crate::model::{
-    Buckets, CallbackRow, CallbackTotals, CallbacksSummary, CountMap, CountSummary, HistMap, Map,
-    PerGracePeriod, Report, SeriesStats, Summary, Unit,
+    Buckets, CallbackCounts, CallbackRow, CallbackTotals, CallbacksSummary, CountMap, CountSummary,
+    HistMap, Map, PerGracePeriod, Report, SeriesStats, Summary, Unit,
 };
 
 /// The comparison of run A with run B.
@@ -167,22 +167,29 @@ fn count_figures(s: &CountSummary) -> Vec<(&'static str, Option<f64>)> {
 }
 
 /// `callbacks`' rows, queued and invoked, by function and entry point, in A's order (most
-/// queued first), then the totals over every callback.
+/// queued first), then the rows `--top` left out and the totals over every row: each total is
+/// the sum of the rows above it.
 fn compare_callbacks(a: &CallbacksSummary, b: &CallbacksSummary) -> Vec<CountComparison> {
     let key = |row: &CallbackRow| format!("{} via {}", row.function, row.via);
-    /// A figure's name, its value in a row, and over every callback.
+    /// A figure's name, its value in a row, in the rows not shown, and over every row.
     type Figure = (
         &'static str,
         fn(&CallbackRow) -> u64,
+        fn(&CallbackCounts) -> u64,
         fn(&CallbackTotals) -> u64,
     );
     let figures: [Figure; 2] = [
-        ("callbacks queued", |r| r.queued, |t| t.queued),
-        ("callbacks invoked", |r| r.invoked, |t| t.invoked),
+        ("callbacks queued", |r| r.queued, |c| c.queued, |t| t.queued),
+        (
+            "callbacks invoked",
+            |r| r.invoked,
+            |c| c.invoked,
+            |t| t.invoked,
+        ),
     ];
     figures
         .into_iter()
-        .map(|(name, of_row, of_totals)| {
+        .map(|(name, of_row, of_hidden, of_totals)| {
             let mut rows: Vec<(String, Option<u64>, Option<u64>)> = a
                 .rows
                 .iter()
@@ -196,8 +203,13 @@ fn compare_callbacks(a: &CallbacksSummary, b: &CallbacksSummary) -> Vec<CountCom
                     rows.push((key(rb), None, Some(of_row(rb))));
                 }
             }
+            if a.rows_not_shown + b.rows_not_shown > 0 {
+                let hidden =
+                    |s: &CallbacksSummary| (s.rows_not_shown > 0).then(|| of_hidden(&s.not_shown));
+                rows.push(("rows not shown".into(), hidden(a), hidden(b)));
+            }
             rows.push((
-                "all callbacks".into(),
+                "all rows".into(),
                 Some(of_totals(&a.totals)),
                 Some(of_totals(&b.totals)),
             ));
@@ -462,7 +474,7 @@ mod tests {
                 unit: Unit::Ms,
                 rows,
                 rows_not_shown: 0,
-                queued_not_shown: 0,
+                not_shown: CallbackCounts::default(),
                 percentile_error: 0.0,
                 totals: CallbackTotals {
                     queued,
@@ -492,12 +504,12 @@ mod tests {
                 ("f via call_rcu".to_string(), Some(10), None),
                 ("g via call_rcu".into(), Some(3), Some(6)),
                 ("f via call_rcu_hurry".into(), None, Some(4)),
-                ("all callbacks".into(), Some(13), Some(10)),
+                ("all rows".into(), Some(13), Some(10)),
             ]
         );
         assert_eq!(
             counts[1].rows[3],
-            ("all callbacks".to_string(), Some(11), Some(9))
+            ("all rows".to_string(), Some(11), Some(9))
         );
     }
 

@@ -1,5 +1,6 @@
 //! Saved runs: `saved` reads a `-f json` run (rcutrace's or bpftrace's) back into the model,
-//! `compare` sets two of them side by side.
+//! `compare` sets two of them side by side, `save` writes one (`--save`).
 
 pub mod compare;
+pub mod save;
 pub mod saved;

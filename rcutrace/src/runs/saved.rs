@@ -14,9 +14,9 @@ use rcutrace_common::{
 use crate::{
     model::stats::{PERCENTILE_ERROR, QUANTILES, quantile_name},
     model::{
-        Buckets, CallbackRow, CallbackTotals, CallbacksSummary, CountMap, CountSummary, HistMap,
-        KeyedLosses, LatencySummary, Losses, Map, ReadersEstimate, Report, ScalarMap, SeriesStats,
-        Summary, Unit,
+        Buckets, CallbackCounts, CallbackRow, CallbackTotals, CallbacksSummary, CountMap,
+        CountSummary, HistMap, KeyedLosses, LatencySummary, Losses, Map, ReadersEstimate, Report,
+        ScalarMap, SeriesStats, Summary, Unit,
     },
 };
 
@@ -232,11 +232,17 @@ fn callbacks(s: &records::CallbacksSummary) -> CallbacksSummary {
             })
             .collect(),
         rows_not_shown: s.rows_not_shown as usize,
-        queued_not_shown: s.queued_not_shown,
+        not_shown: CallbackCounts {
+            queued: s.queued_not_shown,
+            invoked: s.invoked_not_shown,
+            pending_at_exit: s.pending_not_shown,
+            queued_before_tracing: s.before_not_shown,
+        },
         percentile_error: s.percentile_error,
         totals: CallbackTotals {
             queued: s.queued,
             invoked: s.invoked,
+            pending_at_exit: s.pending_at_exit,
             queued_before_tracing: s.not_timed.queued_before_tracing,
             requeued: s.not_timed.requeued,
             kvfree_queued: s.kvfree_queued,
@@ -642,7 +648,12 @@ mod tests {
                 unit: Unit::Ms,
                 rows: vec![row("rcu_work_rcufn", 2), row("delayed_put_task_struct", 0)],
                 rows_not_shown: 3,
-                queued_not_shown: 9,
+                not_shown: CallbackCounts {
+                    queued: 9,
+                    invoked: 8,
+                    pending_at_exit: 1,
+                    queued_before_tracing: 4,
+                },
                 percentile_error: 0.0039,
                 totals: CallbackTotals {
                     queued: 20,
