@@ -46,6 +46,10 @@ pub enum Record {
     /// written and so has no `map` or `hist` record.
     #[serde(rename = "rcutrace_empty_map")]
     EmptyMap { map: String },
+    /// After each interval's `time` record: whether the interval's figures are the totals
+    /// since tracing began (`--cumulative`) or what happened since the interval before.
+    #[serde(rename = "rcutrace_interval")]
+    Interval { cumulative: bool },
 }
 
 /// A JSON object whose members keep their order: bpftrace orders a map's entries by value,

@@ -128,6 +128,10 @@ pub struct ReportArgs {
     /// A run saved with -f json; a second one to compare with the first (A, then B).
     #[arg(value_name = "FILE", num_args = 1..=2, required = true)]
     pub files: Vec<std::path::PathBuf>,
+    /// Of a run saved with --interval, only its Nth interval (from 1). Without it a run prints
+    /// every interval, and a comparison takes each run whole.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub interval_index: Option<u64>,
 }
 
 #[derive(Debug, Args)]

@@ -118,11 +118,15 @@ pub async fn trace(
 ) -> Result<Report> {
     let format = request.format;
     let stamped = request.interval.is_some();
+    let cumulative = request.interval.is_some_and(|i| i.cumulative);
     let mut first = true;
     let mut make_stamped = |period: &Period<'_>| {
         let mut report = make_report(period)?;
         if stamped {
-            report.time = Some(kernel::local_time());
+            report.time = Some(crate::model::Stamp {
+                time: kernel::local_time(),
+                cumulative,
+            });
             // The environment describes the run: said once, in its first interval.
             if !std::mem::take(&mut first) {
                 report.environment = None;

@@ -33,7 +33,8 @@ impl CountMap {
 /// How a histogram's slots are laid out.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Buckets {
-    /// bpftrace `hist()`: 65 slots (negative, 0, 1, then powers of two).
+    /// bpftrace `hist()`: 65 slots (negative, 0, 1, then powers of two); a saved run's
+    /// stop at their last non-empty slot.
     Log2(Vec<u64>),
     /// bpftrace `lhist()`: underflow, `(max - min) / step` buckets, overflow.
     Linear(Linear, Vec<u64>),
@@ -271,13 +272,32 @@ impl CountSummary {
 /// A command's whole result, as the renderers take it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Report {
-    /// With `--interval`: the local time the interval ended, `HH:MM:SS`, printed before the
-    /// maps as bpftrace's `time()` prints it.
-    pub time: Option<String>,
+    /// With `--interval`: when the interval ended, printed before the maps as bpftrace's
+    /// `time()` prints it.
+    pub time: Option<Stamp>,
     pub maps: Vec<Map>,
     pub summary: Summary,
     /// Recorded by the commands that trace; the text shows it only in a comparison.
     pub environment: Option<Environment>,
+}
+
+/// One interval's stamp.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Stamp {
+    /// The local time, `HH:MM:SS`.
+    pub time: String,
+    /// The figures are the totals since tracing began (`--cumulative`), not the interval's.
+    pub cumulative: bool,
+}
+
+#[cfg(test)]
+impl Stamp {
+    pub fn interval(time: &str) -> Stamp {
+        Stamp {
+            time: time.into(),
+            cumulative: false,
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq)]

@@ -17,6 +17,9 @@ const BAR_WIDTH: f32 = 26.0;
 
 pub fn comparison(c: &Comparison, a_name: &str, b_name: &str) -> String {
     let mut out = format!("A: {a_name}\nB: {b_name}\n\n");
+    if let Some(different) = &c.different_runs {
+        let _ = writeln!(out, "{different}\n");
+    }
     environment(&mut out, &c.environment);
     for map in &c.counts {
         out.push('\n');

@@ -32,11 +32,19 @@ pub fn report(report: &Report) -> String {
 
 /// The records of a whole report, in output order.
 fn records(report: &Report) -> Vec<Record> {
-    // An interval opens with its time, as bpftrace's `time()` prints it.
+    // An interval opens with its time, as bpftrace's `time()` prints it, then says what its
+    // figures cover.
     let mut records: Vec<Record> = report
         .time
         .iter()
-        .map(|time| Record::Time(format!("{time}\n")))
+        .flat_map(|stamp| {
+            [
+                Record::Time(format!("{}\n", stamp.time)),
+                Record::Interval {
+                    cumulative: stamp.cumulative,
+                },
+            ]
+        })
         .collect();
     records.extend(
         report
@@ -492,7 +500,7 @@ mod tests {
     fn an_interval_starts_with_a_time_record() {
         let report = Report {
             environment: None,
-            time: Some("12:00:05".into()),
+            time: Some(crate::model::Stamp::interval("12:00:05")),
             maps: vec![Map::Count(CountMap {
                 name: "@".into(),
                 entries: vec![("call_rcu".into(), 3)],
@@ -502,6 +510,7 @@ mod tests {
         assert_eq!(
             super::report(&report),
             "{\"type\": \"time\", \"data\": \"12:00:05\\n\"}\n\
+             {\"type\": \"rcutrace_interval\", \"data\": {\"cumulative\": false}}\n\
              {\"type\": \"map\", \"data\": {\"@\": {\"call_rcu\": 3}}}\n"
         );
     }

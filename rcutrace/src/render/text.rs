@@ -19,7 +19,7 @@ pub fn report(report: &Report) -> String {
     // At the end of a run bpftrace prints two newlines, then every map; an interval's
     // `time(); print(@)` prints the time, then the maps.
     let mut out = match &report.time {
-        Some(time) => format!("{time}\n"),
+        Some(stamp) => format!("{}\n", stamp.time),
         None => String::from("\n\n"),
     };
     out.push_str(&maps(&report.maps));
@@ -600,7 +600,7 @@ mod tests {
     fn an_interval_starts_with_its_time() {
         let interval = Report {
             environment: None,
-            time: Some("12:00:05".into()),
+            time: Some(crate::model::Stamp::interval("12:00:05")),
             maps: vec![Map::Count(CountMap {
                 name: "@".into(),
                 entries: vec![("call_rcu".into(), 3)],

@@ -14,6 +14,8 @@ use crate::model::{
 /// The comparison of run A with run B.
 #[derive(Debug, PartialEq)]
 pub struct Comparison {
+    /// When A and B ran different commands, or timed different functions: said first.
+    pub different_runs: Option<String>,
     /// What differs between the environments, in the order A records them.
     pub environment: EnvironmentDifference,
     pub counts: Vec<CountComparison>,
@@ -82,12 +84,62 @@ pub fn compare(a: &Report, b: &Report) -> Comparison {
         _ => Vec::new(),
     };
     Comparison {
+        different_runs: different_runs(a, b),
         environment: compare_environments(a.environment.as_ref(), b.environment.as_ref()),
         counts,
         rates,
         hists,
         unmatched,
     }
+}
+
+/// What a run ran, as far as its records tell: the command, and the functions it timed.
+fn what_ran(report: &Report) -> Option<(&'static str, Vec<String>)> {
+    match &report.summary {
+        Summary::Count(_) => Some(("count", Vec::new())),
+        Summary::Callbacks(_) => Some(("callbacks", Vec::new())),
+        // bpftrace's runs have no summaries: nothing to tell.
+        Summary::Latency(summaries) if summaries.is_empty() => None,
+        Summary::Latency(summaries) if summaries.iter().any(|s| s.map_name == "@gplat") => {
+            Some(("gplat", Vec::new()))
+        }
+        Summary::Latency(summaries) => Some((
+            "srlat",
+            summaries
+                .iter()
+                .map(|s| match s.map_name.as_str() {
+                    "@srlat" => "synchronize_rcu".to_string(),
+                    "@srelat" => "synchronize_rcu_expedited".to_string(),
+                    name => name.trim_start_matches('@').to_string(),
+                })
+                .collect(),
+        )),
+    }
+}
+
+/// A sentence for runs that are not two runs of one experiment.
+fn different_runs(a: &Report, b: &Report) -> Option<String> {
+    let ((command_a, timed_a), (command_b, timed_b)) = (what_ran(a)?, what_ran(b)?);
+    if command_a != command_b {
+        return Some(format!(
+            "A and B are runs of different commands: A of `{command_a}`, B of `{command_b}`; \
+             only the maps both have are compared."
+        ));
+    }
+    if timed_a.iter().collect::<BTreeSet<_>>() == timed_b.iter().collect::<BTreeSet<_>>() {
+        return None;
+    }
+    let shared = timed_a.iter().filter(|f| timed_b.contains(f)).count();
+    Some(format!(
+        "A and B timed different functions: A {}, B {}; {}.",
+        timed_a.join(", "),
+        timed_b.join(", "),
+        if shared == 0 {
+            "they have none in common, so no histogram is compared"
+        } else {
+            "only the functions both timed are compared"
+        }
+    ))
 }
 
 fn compare_environments(a: Option<&Environment>, b: Option<&Environment>) -> EnvironmentDifference {
@@ -591,5 +643,66 @@ mod tests {
         let comparison = compare(&a, &c);
         assert_eq!(comparison.hists[0].buckets, None);
         assert_eq!(comparison.hists[0].stats.as_ref().unwrap().2, Unit::Ms);
+    }
+
+    fn latency_run(maps: &[&str]) -> Report {
+        Report {
+            time: None,
+            maps: Vec::new(),
+            summary: Summary::Latency(
+                maps.iter()
+                    .map(|name| crate::model::LatencySummary {
+                        map_name: name.to_string(),
+                        unit: Unit::Ms,
+                        series: Vec::new(),
+                        percentile_error: 0.0,
+                        losses: crate::model::Losses::default(),
+                    })
+                    .collect(),
+            ),
+            environment: None,
+        }
+    }
+
+    #[test]
+    fn runs_of_different_commands_or_functions_are_said_first() {
+        let count = Report {
+            summary: Summary::Count(CountSummary::default()),
+            ..latency_run(&[])
+        };
+        assert_eq!(
+            compare(&latency_run(&["@gplat"]), &count)
+                .different_runs
+                .as_deref(),
+            Some(
+                "A and B are runs of different commands: A of `gplat`, B of `count`; only the \
+                 maps both have are compared."
+            )
+        );
+        assert_eq!(
+            compare(&latency_run(&["@srlat"]), &latency_run(&["@srelat"]))
+                .different_runs
+                .as_deref(),
+            Some(
+                "A and B timed different functions: A synchronize_rcu, B \
+                 synchronize_rcu_expedited; they have none in common, so no histogram is \
+                 compared."
+            )
+        );
+        let both = compare(
+            &latency_run(&["@rcu_barrier", "@srlat"]),
+            &latency_run(&["@srlat"]),
+        );
+        assert!(
+            both.different_runs
+                .unwrap()
+                .ends_with("only the functions both timed are compared."),
+        );
+        assert_eq!(
+            compare(&latency_run(&["@srlat"]), &latency_run(&["@srlat"])).different_runs,
+            None
+        );
+        // bpftrace's runs say nothing of what ran.
+        assert_eq!(compare(&latency_run(&[]), &count).different_runs, None);
     }
 }

@@ -148,7 +148,7 @@ mod tests {
 
     fn report(count: u64) -> Report {
         Report {
-            time: Some("12:00:01".into()),
+            time: Some(crate::model::Stamp::interval("12:00:01")),
             maps: vec![Map::Count(CountMap {
                 name: "@".into(),
                 entries: vec![("call_rcu".into(), count)],
