@@ -104,9 +104,12 @@ pub struct CountSummary {
     pub readers: Option<u64>,
     #[serde(default)]
     pub call_rcu: Option<u64>,
-    /// call_rcu, call_rcu_hurry and kvfree_call_rcu together.
+    /// call_rcu, call_rcu_hurry and kvfree_call_rcu together, those of them that were traced.
     #[serde(default)]
     pub callbacks: Option<u64>,
+    /// The functions `callbacks` adds up (absent in older files: all three).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub callbacks_of: Option<Vec<String>>,
     pub grace_periods: Option<u64>,
     pub readers_per_grace_period: Option<f64>,
     pub call_rcu_per_grace_period: Option<f64>,

@@ -218,6 +218,12 @@ pub async fn trace_with<R>(
         _ => None,
     };
     print(&render::banner(request.format, attached.len()))?;
+    // A server is announced once it serves: after its probes are attached.
+    if let Some(listener) = request.listener
+        && let Ok(address) = listener.local_addr()
+    {
+        eprintln!("rcutrace: listening on http://{address}/metrics");
+    }
     let following = match (samples.as_mut(), consume.as_mut()) {
         (Some(samples), Some(consume)) => Some((samples, &mut **consume as Consume<'_>)),
         _ => None,
@@ -454,7 +460,15 @@ fn attach_failure(
     } else {
         "not every probe this command needs could be attached:"
     });
+    let mut said_missing: Vec<&str> = Vec::new();
     for (probe, problem) in problems {
+        // A function's entry and return are both missing: one line says it.
+        if matches!(problem, Attachment::Missing) {
+            if said_missing.contains(&probe.function) {
+                continue;
+            }
+            said_missing.push(probe.function);
+        }
         let _ = write!(message, "\n  {}: {}", probe.function, describe(problem));
     }
     let tried_kprobe = problems.iter().any(|(_, p)| {
@@ -469,9 +483,15 @@ fn attach_failure(
     if !problems.is_empty() && present.is_empty() {
         message.push_str("\nNone of the functions appear in /proc/kallsyms.");
     }
-    message.push_str(
-        "\nRun rcutrace on a kernel with CONFIG_KPROBES=y and BTF, for example inside a VM \
-         (from rcutrace's source tree: cargo xtask vm -- count).",
-    );
+    // Functions this kernel does not have are no reason to doubt its kprobes.
+    if problems
+        .iter()
+        .any(|(_, p)| !matches!(p, Attachment::Missing))
+    {
+        message.push_str(
+            "\nRun rcutrace on a kernel with CONFIG_KPROBES=y and BTF, for example inside a VM \
+             (from rcutrace's source tree: cargo xtask vm -- count).",
+        );
+    }
     anyhow!(message)
 }

@@ -203,6 +203,8 @@ pub struct CountSummary {
     pub call_rcu: Option<u64>,
     /// call_rcu, call_rcu_hurry and kvfree_call_rcu: every way a callback is queued.
     pub callbacks: Option<u64>,
+    /// The functions of those this kernel had, whose calls `callbacks` adds up.
+    pub callbacks_of: Vec<String>,
     pub grace_periods: Option<u64>,
     /// Hits of the updater and grace-period probes that the kernel skipped.
     pub missed: u64,

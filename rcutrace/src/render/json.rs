@@ -226,6 +226,7 @@ fn count_summary(summary: &CountSummary) -> records::CountSummary {
         readers: summary.readers,
         call_rcu: summary.call_rcu,
         callbacks: summary.callbacks,
+        callbacks_of: Some(summary.callbacks_of.clone()),
         grace_periods: summary.grace_periods,
         readers_per_grace_period: ratio(summary.readers),
         call_rcu_per_grace_period: ratio(summary.call_rcu),
@@ -535,6 +536,7 @@ mod tests {
             readers: Some(1_400_220),
             call_rcu: Some(6697),
             callbacks: Some(8777),
+            callbacks_of: vec!["call_rcu".into()],
             missed: 0,
             keyed_losses: None,
             readers_estimate: None,
@@ -543,7 +545,7 @@ mod tests {
             out,
             "{\"type\": \"rcutrace_count_summary\", \"data\": {\"elapsed_s\": 5.01, \
              \"elapsed_ns\": 5010000000, \"readers\": 1400220, \"call_rcu\": 6697, \
-             \"callbacks\": 8777, \"grace_periods\": 462, \"readers_per_grace_period\": 3030.779220779221, \
+             \"callbacks\": 8777, \"callbacks_of\": [\"call_rcu\"], \"grace_periods\": 462, \"readers_per_grace_period\": 3030.779220779221, \
              \"call_rcu_per_grace_period\": 14.495670995670995, \
              \"callbacks_per_grace_period\": 18.9978354978355, \
              \"call_rcu_per_second\": 1336.7265469061877, \"missed_by_kernel\": 0}}\n"

@@ -201,13 +201,18 @@ fn count_summary(summary: &CountSummary) -> String {
             } else {
                 ""
             };
+            // Only the functions that were traced are named.
+            let queuers = match summary.callbacks_of.as_slice() {
+                [] => String::new(),
+                names => format!(" ({})", names.join(", ")),
+            };
             for (label, count, note) in [
                 ("RCU readers per grace period: ", summary.readers, estimated),
                 ("call_rcu() per grace period:  ", summary.call_rcu, ""),
                 (
                     "callbacks per grace period:   ",
                     summary.callbacks,
-                    " (call_rcu, call_rcu_hurry, kvfree_call_rcu)",
+                    queuers.as_str(),
                 ),
             ] {
                 let ratio = match summary.per_grace_period(count) {
@@ -719,6 +724,9 @@ mod tests {
             readers: pairs[0],
             call_rcu: pairs[1],
             callbacks: pairs[2],
+            callbacks_of: ["call_rcu", "call_rcu_hurry", "kvfree_call_rcu"]
+                .map(String::from)
+                .to_vec(),
             grace_periods: pairs[3],
             missed: 0,
             keyed_losses: None,

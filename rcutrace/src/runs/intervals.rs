@@ -113,6 +113,7 @@ fn add_count(a: CountSummary, b: CountSummary) -> CountSummary {
         readers: add_option(a.readers, b.readers),
         call_rcu: add_option(a.call_rcu, b.call_rcu),
         callbacks: add_option(a.callbacks, b.callbacks),
+        callbacks_of: a.callbacks_of,
         grace_periods: add_option(a.grace_periods, b.grace_periods),
         missed: a.missed + b.missed,
         keyed_losses: match (a.keyed_losses, b.keyed_losses) {

@@ -396,6 +396,12 @@ fn count(s: &records::CountSummary) -> CountSummary {
         callbacks: s
             .callbacks
             .or_else(|| from_ratio(s.callbacks_per_grace_period)),
+        // What runs from before the names were recorded printed.
+        callbacks_of: s.callbacks_of.clone().unwrap_or_else(|| {
+            ["call_rcu", "call_rcu_hurry", "kvfree_call_rcu"]
+                .map(String::from)
+                .to_vec()
+        }),
         grace_periods: s.grace_periods,
         missed: s.missed_by_kernel,
         keyed_losses: s.keys_lost_to_full_map.map(|map_full| KeyedLosses {
@@ -814,6 +820,7 @@ mod tests {
                         readers: Some(1_400_220),
                         call_rcu: Some(6697),
                         callbacks: Some(8777),
+                        callbacks_of: vec!["call_rcu".into(), "kvfree_call_rcu".into()],
                         grace_periods: Some(462),
                         missed: 3,
                         keyed_losses: Some(KeyedLosses {
