@@ -52,6 +52,11 @@ pub enum Record {
     Interval { cumulative: bool },
 }
 
+/// For `skip_serializing_if`: a flag written only when set, so that older files still match.
+fn is_false(flag: &bool) -> bool {
+    !flag
+}
+
 /// A JSON object whose members keep their order: bpftrace orders a map's entries by value,
 /// not by key.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -163,6 +168,9 @@ pub struct LatencySummary {
     /// Estimates by name (`p50`, `p99.9`), each within `percentile_error` of the true value.
     pub percentiles_ns: Members<f64>,
     pub percentile_error: f64,
+    /// The percentiles are exact (nearest rank of every sample), not estimates.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub percentiles_exact: bool,
     /// How the histogram's buckets are laid out, which its `hist` record does not say.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub layout: Option<HistLayout>,

@@ -298,6 +298,8 @@ fn latency_stats(stats: &CallbackStats, extremes: &[Extremes]) -> SeriesStats {
         max_ns: Some(max_ns),
         mean_ns: Some(stats.sum_ns as f64 / stats.invoked as f64),
         percentiles,
+        // The kernel keeps a histogram of them, not the samples.
+        percentiles_exact: false,
     }
 }
 
@@ -308,6 +310,7 @@ fn no_samples() -> SeriesStats {
         min_ns: None,
         max_ns: None,
         mean_ns: None,
+        percentiles_exact: false,
         percentiles: Vec::new(),
     }
 }

@@ -174,6 +174,8 @@ pub struct SeriesStats {
     pub mean_ns: Option<f64>,
     /// `(quantile, estimate in ns)`, e.g. `(0.99, 2.5e7)`.
     pub percentiles: Vec<(f64, f64)>,
+    /// The percentiles are exact: nearest rank of every sample, kept because they were few.
+    pub percentiles_exact: bool,
 }
 
 /// Calls that were seen but could not be measured or kept.

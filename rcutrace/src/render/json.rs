@@ -281,6 +281,7 @@ fn latency_summary(summary: &LatencySummary, layout: Option<HistLayout>) -> Vec<
                         .collect(),
                 ),
                 percentile_error: summary.percentile_error,
+                percentiles_exact: series.percentiles_exact,
                 layout,
             })
         })
@@ -465,6 +466,7 @@ mod tests {
                     min_ns: Some(5),
                     max_ns: Some(9),
                     mean_ns: Some(7.0),
+                    percentiles_exact: false,
                     percentiles: vec![(0.5, 5.0), (0.999, 9.0)],
                 }],
                 percentile_error: 0.0078125,

@@ -515,6 +515,7 @@ mod tests {
                 min_ns: None,
                 max_ns: None,
                 mean_ns: None,
+                percentiles_exact: false,
                 percentiles: Vec::new(),
             },
         };
@@ -587,6 +588,7 @@ mod tests {
                     min_ns: Some(1),
                     max_ns: Some(9),
                     mean_ns: Some(mean),
+                    percentiles_exact: false,
                     percentiles: vec![(0.5, mean)],
                 }],
                 percentile_error: 0.0078125,

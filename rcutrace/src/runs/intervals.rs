@@ -179,6 +179,7 @@ fn add_series(a: &SeriesStats, b: &SeriesStats) -> SeriesStats {
         min_ns: a.min_ns.into_iter().chain(b.min_ns).min(),
         max_ns: a.max_ns.into_iter().chain(b.max_ns).max(),
         mean_ns: (count > 0).then(|| (sum(a) + sum(b)) / count as f64),
+        percentiles_exact: false,
         percentiles: Vec::new(),
     }
 }
@@ -238,6 +239,7 @@ mod tests {
                     min_ns: Some(min),
                     max_ns: Some(max),
                     mean_ns: Some(((min + max) / 2) as f64),
+                    percentiles_exact: false,
                     percentiles: vec![(0.5, max as f64)],
                 }],
                 percentile_error: 0.01,

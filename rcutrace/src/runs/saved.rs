@@ -445,6 +445,7 @@ fn callbacks(s: &records::CallbacksSummary) -> CallbacksSummary {
                     min_ns: row.min_ns,
                     max_ns: row.max_ns,
                     mean_ns: row.mean_ns,
+                    percentiles_exact: false,
                     percentiles: percentiles(&row.percentiles_ns),
                 },
             })
@@ -499,6 +500,7 @@ fn latency_summary(
                 min_ns: s.min_ns,
                 max_ns: s.max_ns,
                 mean_ns: s.mean_ns,
+                percentiles_exact: s.percentiles_exact,
                 percentiles: percentiles(&s.percentiles_ns),
             })
             .collect(),
@@ -680,6 +682,7 @@ mod tests {
             min_ns: (count > 0).then_some(1_234_567),
             max_ns: (count > 0).then_some(23_456_789),
             mean_ns: (count > 0).then_some(12_345_678.9),
+            percentiles_exact: false,
             percentiles: if count > 0 {
                 vec![
                     (0.5, 11_111_111.1),
