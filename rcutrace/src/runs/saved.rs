@@ -545,6 +545,18 @@ fn bounds(bucket: &Bucket) -> Result<SlotBounds> {
     let u64_of = |v: i128| u64::try_from(v).map_err(|_| anyhow!("bucket bound {v} out of range"));
     Ok(match (bucket.min, bucket.max) {
         (None, Some(max)) => SlotBounds::Below(u64_of(max + 1)?),
+        // bpftrace 0.17 writes the bounds of a log2 bucket at or above 2^31 as 32-bit numbers
+        // that wrapped (`"min": -2147483648, "max": 0` for [2G, 4G)): the lower bound, read
+        // back as unsigned, places the bucket in the log2 sequence, which gives its upper one.
+        (Some(min), Some(_)) if min < 0 => {
+            let low = i32::try_from(min)
+                .map(|wrapped| u64::from(wrapped as u32))
+                .map_err(|_| anyhow!("bucket bound {min} out of range"))?;
+            if !low.is_power_of_two() || low < 1 << 31 {
+                bail!("bucket bound {min} is neither a value nor a wrapped log2 bound");
+            }
+            SlotBounds::Range { low, high: low * 2 }
+        }
         (Some(min), Some(max)) => SlotBounds::Range {
             low: u64_of(min)?,
             high: u64_of(max + 1)?,
@@ -1121,5 +1133,37 @@ mod tests {
         );
         // bpftrace's own runs have no summaries to miss.
         assert!(parse("{\"type\": \"map\", \"data\": {\"@\": 3}}\n".as_bytes()).is_ok());
+    }
+
+    /// bpftrace 0.17's own output (`bpftrace -f json` and `bpftrace` of the scripts beside
+    /// them in golden/): log2 buckets at or above 2^31 have wrapped 32-bit bounds in its JSON,
+    /// and print as its text printed them.
+    #[test]
+    fn bpftrace_wrapped_bounds_print_as_bpftrace_printed_them() {
+        for (json, text) in [
+            (
+                include_str!("golden/bpftrace-0.17-issue.json"),
+                include_str!("golden/bpftrace-0.17-issue.txt"),
+            ),
+            (
+                include_str!("golden/bpftrace-0.17-large-values.json"),
+                include_str!("golden/bpftrace-0.17-large-values.txt"),
+            ),
+        ] {
+            assert!(json.contains("\"min\": -2147483648, \"max\": 0"));
+            let saved = parse(json.as_bytes()).unwrap();
+            let printed = saved.reports.iter().fold(
+                render::banner(Format::Text, saved.probes.unwrap() as usize),
+                |out, r| out + &render::report(Format::Text, r),
+            );
+            assert_eq!(printed, text);
+        }
+        // Anything else negative is still refused.
+        let err = parse(
+            "{\"type\": \"hist\", \"data\": {\"@h\": [{\"min\": -5, \"max\": 0, \"count\": 1}]}}\n"
+                .as_bytes(),
+        )
+        .unwrap_err();
+        assert!(format!("{err:#}").contains("neither a value nor a wrapped log2 bound"));
     }
 }
