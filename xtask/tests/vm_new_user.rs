@@ -2,7 +2,9 @@
 //! `--save` path that cannot be written (refused before tracing) or that fails at the end
 //! (results printed all the same); `callbacks` interrupted half a second in, whose totals must
 //! be the sums of their columns; `report` of `--interval` runs; and `report` of files that
-//! are not one whole run, or of two runs of different commands.
+//! are not one whole run, or of two runs of different commands; messages that misled (an
+//! absent `--func`, `serve`'s options and announcement, 6.1's summary line); and numbers that
+//! looked wrong (percentiles of few samples, `--buckets` rows, the callbacks table's digits).
 
 mod support;
 
@@ -398,4 +400,233 @@ fn report_reads_what_it_should_on_6_1() {
 #[test]
 fn report_reads_what_it_should_on_6_12() {
     report_reads_what_it_should("6.12");
+}
+
+/// `(cells of the callbacks table's rows)`, split on whitespace.
+fn table_rows(text: &str) -> Vec<Vec<String>> {
+    text.lines()
+        .skip_while(|l| !l.trim_start().starts_with("FUNCTION "))
+        .skip(1)
+        .take_while(|l| !l.starts_with("  all rows: ") && !l.starts_with("  ... "))
+        .map(|l| l.split_whitespace().map(String::from).collect())
+        .collect()
+}
+
+fn significant_digits(number: &str) -> usize {
+    number
+        .trim_start_matches(['0', '.'])
+        .chars()
+        .filter(char::is_ascii_digit)
+        .count()
+}
+
+fn messages_and_numbers(series: &str) {
+    let script = "\
+echo '=== rude.present'; grep -c ' rcu_barrier_tasks_rude$' /proc/kallsyms
+plain rude srlat --func rcu_barrier_tasks_rude --secs 1
+traced both 'srlat --func rcu_barrier_tasks_rude --func synchronize_rcu --secs 0 --pid WPID' '/bin/rcu-workload membarrier 20'
+plain nine srlat --func synchronize_rcu --func synchronize_rcu_expedited --func synchronize_srcu --func synchronize_srcu_expedited --func synchronize_rcu_tasks --func synchronize_rcu_tasks_rude --func rcu_barrier --func rcu_barrier_tasks --func srcu_barrier
+plain servejson -f json serve
+plain servesave serve --save /tmp/serve.json
+ip link set lo up
+/bin/rcutrace serve --listen 127.0.0.1:9750 >/tmp/serve.out 2>/tmp/serve.err &
+spid=$!
+i=0; while ! grep -q listening /tmp/serve.err && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done
+echo '=== serve.banner'; cat /tmp/serve.out
+kill -TERM $spid; wait $spid
+show serve $?
+plain summary count --secs 1
+traced few 'srlat --secs 0 --pid WPID' '/bin/rcu-workload membarrier 19'
+traced buckets 'srlat --secs 0 --pid WPID --buckets 3' '/bin/rcu-workload membarrier 10'
+/bin/rcu-workload background >/dev/null 2>&1 &
+sleep 1
+plain table callbacks --secs 3 --top 0
+kill $!
+";
+    let parts = all_sections(series, script);
+    let absent = parts["rude.present"].trim() == "0";
+
+    // 6. An absent --func is named once, and whatever else was asked for is timed.
+    let rude = run_named(&parts, "rude");
+    let both = run_named(&parts, "both");
+    both.assert_ok("both");
+    assert_eq!(
+        both.number_after("@srlat count", "count"),
+        Some(20.0),
+        "{}",
+        both.out
+    );
+    if absent {
+        assert_eq!(rude.rcutrace_status, 1, "{}", rude.err);
+        assert_eq!(
+            rude.err.matches("rcu_barrier_tasks_rude").count(),
+            1,
+            "{}",
+            rude.err
+        );
+        assert!(rude.err.contains("not on this kernel"), "{}", rude.err);
+        assert!(!rude.err.contains("CONFIG_KPROBES"), "{}", rude.err);
+        assert!(!rude.err.contains("None of the functions"), "{}", rude.err);
+        assert_eq!(
+            both.err
+                .lines()
+                .filter(|l| l.contains("rcu_barrier_tasks_rude"))
+                .collect::<Vec<_>>(),
+            ["rcutrace: not on this kernel (absent or inlined), not timed: rcu_barrier_tasks_rude"],
+            "{}",
+            both.err
+        );
+    } else {
+        rude.assert_ok("rude");
+        assert!(both.out.contains("@rcu_barrier_tasks_rude"), "{}", both.out);
+    }
+    // 7, 8. Usage errors, status 2, before anything is attached.
+    for (name, says) in [
+        (
+            "nine",
+            "at most 8 functions can be timed in one run (9 given)",
+        ),
+        (
+            "servejson",
+            "serve answers in the OpenMetrics text format only",
+        ),
+        ("servesave", "--save is for the commands that print a run"),
+    ] {
+        let run = run_named(&parts, name);
+        assert_eq!(run.rcutrace_status, 2, "{name}: {}", run.err);
+        assert!(run.out.is_empty(), "{name}: {}", run.out);
+        assert!(run.err.contains(says), "{name}: {}", run.err);
+    }
+    // serve announces its address once its probes are attached: the banner is out by then.
+    let serve = run_named(&parts, "serve");
+    assert_eq!(serve.rcutrace_status, 0, "{}", serve.err);
+    assert!(
+        parts["serve.banner"].starts_with("Attaching "),
+        "{}",
+        parts["serve.banner"]
+    );
+    assert_eq!(
+        serve
+            .err
+            .lines()
+            .filter(|l| l.contains("listening on"))
+            .collect::<Vec<_>>(),
+        ["rcutrace: listening on http://127.0.0.1:9750/metrics"],
+        "{}",
+        serve.err
+    );
+    // 11. The summary names only the callback functions it traced.
+    let summary = run_named(&parts, "summary");
+    summary.assert_ok("summary");
+    let line = summary
+        .out
+        .lines()
+        .find(|l| l.trim_start().starts_with("callbacks per grace period:"))
+        .unwrap_or_else(|| panic!("{}", summary.out));
+    let hurry = series != "6.1";
+    let names = if hurry {
+        "(call_rcu, call_rcu_hurry, kvfree_call_rcu)"
+    } else {
+        "(call_rcu, kvfree_call_rcu)"
+    };
+    assert!(line.ends_with(names), "{line}\n{}", summary.err);
+    assert_eq!(
+        summary.err.contains("call_rcu_hurry"),
+        !hurry,
+        "{}",
+        summary.err
+    );
+
+    // 12. Nineteen samples: exact percentiles, the top ones the exact maximum.
+    let few = run_named(&parts, "few");
+    few.assert_ok("few");
+    let stats = few
+        .out
+        .lines()
+        .find(|l| l.starts_with("@srlat count 19, "))
+        .unwrap_or_else(|| panic!("{}", few.out));
+    let max = stats.split("max ").nth(1).unwrap();
+    let percentiles = few
+        .out
+        .lines()
+        .find(|l| l.starts_with("@srlat p50 "))
+        .unwrap();
+    assert!(
+        percentiles.ends_with(&format!(
+            "p99 {max}, p99.9 {max} (exact: nearest rank of the 19 samples)"
+        )),
+        "{percentiles}\n{stats}"
+    );
+    let buckets = run_named(&parts, "buckets");
+    buckets.assert_ok("buckets");
+    let rows: Vec<&str> = buckets
+        .out
+        .lines()
+        .skip_while(|l| !l.starts_with("@srlat: "))
+        .skip(1)
+        .take_while(|l| !l.is_empty())
+        .collect();
+    assert!(!rows.is_empty(), "{}", buckets.out);
+    let total: u64 = rows
+        .iter()
+        .map(|row| {
+            let (bounds, count) = row.split_once(" ms: ").unwrap_or_else(|| panic!("{row}"));
+            assert!(bounds.starts_with('[') && bounds.ends_with(')'), "{row}");
+            count.parse::<u64>().unwrap()
+        })
+        .sum();
+    assert_eq!(total, 10, "{}", buckets.out);
+    // The callbacks table: four digits for a 3.2% bound, one precision per exact column.
+    let table = run_named(&parts, "table");
+    table.assert_ok("table");
+    assert!(
+        table.out.contains("percentiles within 3.2%):"),
+        "{}",
+        table.out
+    );
+    let rows = table_rows(&table.out);
+    assert!(rows.len() > 2, "{}", table.out);
+    let (header_len, mut timed) = (12, 0);
+    for row in rows
+        .iter()
+        .filter(|r| r.len() >= header_len && r[r.len() - 6] != "-")
+    {
+        timed += 1;
+        let cells = &row[row.len() - 6..];
+        let (min, max) = (&cells[0], &cells[2]);
+        for p in &cells[3..] {
+            assert!(
+                p == min || p == max || significant_digits(p) <= 4,
+                "{row:?}\n{}",
+                table.out
+            );
+        }
+    }
+    assert!(timed > 0, "{}", table.out);
+    for column in [6, 8] {
+        let decimals: Vec<usize> = rows
+            .iter()
+            .filter(|r| r.len() >= header_len && r[r.len() - 6] != "-")
+            .map(|r| {
+                r[r.len() - 12 + column]
+                    .split_once('.')
+                    .map_or(0, |(_, f)| f.len())
+            })
+            .collect();
+        assert!(
+            decimals.windows(2).all(|w| w[0] == w[1]),
+            "{decimals:?}\n{}",
+            table.out
+        );
+    }
+}
+
+#[test]
+fn messages_and_numbers_on_6_1() {
+    messages_and_numbers("6.1");
+}
+
+#[test]
+fn messages_and_numbers_on_6_12() {
+    messages_and_numbers("6.12");
 }
