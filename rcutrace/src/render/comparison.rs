@@ -210,6 +210,11 @@ fn statistics(out: &mut String, name: &str, a: &SeriesStats, b: &SeriesStats, un
         exact(b.max_ns),
         both(as_f64(a.max_ns), as_f64(b.max_ns)),
     ]);
+    // Exact percentiles (few samples, all kept) print as exact values do.
+    let percentile = |s: &SeriesStats, ns: Option<f64>| match ns {
+        Some(ns) if s.percentiles_exact => figure::exact(ns as u64, unit),
+        ns => estimate(ns),
+    };
     for &(q, pa) in &a.percentiles {
         let pb = b
             .percentiles
@@ -218,8 +223,8 @@ fn statistics(out: &mut String, name: &str, a: &SeriesStats, b: &SeriesStats, un
             .map(|(_, ns)| *ns);
         rows.push(vec![
             format!("  {}", stats::quantile_name(q)),
-            estimate(Some(pa)),
-            estimate(pb),
+            percentile(a, Some(pa)),
+            percentile(b, pb),
             both(Some(pa), pb),
         ]);
     }
