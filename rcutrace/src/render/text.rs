@@ -342,13 +342,13 @@ fn latency_summary(summary: &LatencySummary) -> String {
                         )
                     })
                     .collect();
-                let bound = if series.percentiles_exact {
-                    format!("exact: nearest rank of the {} samples", series.count)
-                } else {
-                    format!(
+                let bound = match (series.percentiles_exact, series.count) {
+                    (true, 1) => "exact: its one sample".to_string(),
+                    (true, n) => format!("exact: nearest rank of the {n} samples"),
+                    (false, _) => format!(
                         "each within {}%",
                         figure::percent_bound(summary.percentile_error + figure::ROUNDING_ERROR)
-                    )
+                    ),
                 };
                 let _ = writeln!(out, "{name} {} ({bound})", percentiles.join(", "));
             }
