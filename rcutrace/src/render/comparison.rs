@@ -370,4 +370,32 @@ mod tests {
         .collect();
         assert_eq!(shown, ["1.00", "12.35", "0.152", "0.00479", "0.00", "-"]);
     }
+
+    #[test]
+    fn exact_percentiles_compare_as_exact_values() {
+        let series = |exact: bool, p50: f64| SeriesStats {
+            key: None,
+            count: 20,
+            min_ns: Some(11_718_555),
+            max_ns: Some(17_463_122),
+            mean_ns: Some(15_517_000.0),
+            percentiles: vec![(0.5, p50)],
+            percentiles_exact: exact,
+        };
+        let mut out = String::new();
+        statistics(
+            &mut out,
+            "@srlat",
+            &series(true, 15_925_123.0),
+            &series(false, 15_925_123.0),
+            Unit::Ms,
+        );
+        let p50: Vec<&str> = out
+            .lines()
+            .find(|l| l.trim_start().starts_with("p50"))
+            .unwrap()
+            .split_whitespace()
+            .collect();
+        assert_eq!(p50, ["p50", "15.925123", "ms", "15.925", "ms", "1.00"], "{out}");
+    }
 }
