@@ -110,6 +110,9 @@ pub const MAX_PENDING: u32 = 262_144;
 pub const MAX_ROWS: u32 = 1024;
 
 /// Slots of the per-CPU `CALLBACK_TOTALS` array: totals per CPU, and what the maps lost.
+/// Queued and invoked count what the rows' QUEUED and INVOKED count (so that each CPU's
+/// figures add up to the columns); invocations of callbacks queued before tracing, the rows'
+/// BEFORE, have a slot of their own.
 pub const TOTAL_QUEUED: u32 = 0;
 pub const TOTAL_INVOKED: u32 = 1;
 /// Objects passed to `kvfree_call_rcu()` (kfree_rcu() and friends): freed in batches by the
@@ -120,7 +123,8 @@ pub const TOTAL_LOST_PENDING_FULL: u32 = 3;
 /// Queueings and invocations missing from the rows because the row map was full.
 pub const TOTAL_LOST_ROWS_FULL_QUEUED: u32 = 4;
 pub const TOTAL_LOST_ROWS_FULL_INVOKED: u32 = 5;
-pub const TOTAL_SLOTS: u32 = 6;
+pub const TOTAL_INVOKED_BEFORE: u32 = 6;
+pub const TOTAL_SLOTS: u32 = 7;
 
 #[cfg(feature = "user")]
 mod pod {

@@ -62,6 +62,15 @@ pub enum Record {
     /// written and so has no `map` or `hist` record.
     #[serde(rename = "rcutrace_empty_map")]
     EmptyMap { map: String },
+    /// After each interval's `time` record: whether the interval's figures are the totals
+    /// since tracing began (`--cumulative`) or what happened since the interval before.
+    #[serde(rename = "rcutrace_interval")]
+    Interval { cumulative: bool },
+}
+
+/// For `skip_serializing_if`: a flag written only when set, so that older files still match.
+fn is_false(flag: &bool) -> bool {
+    !flag
 }
 
 /// A JSON object whose members keep their order: bpftrace orders a map's entries by value,
@@ -116,9 +125,12 @@ pub struct CountSummary {
     pub readers: Option<u64>,
     #[serde(default)]
     pub call_rcu: Option<u64>,
-    /// call_rcu, call_rcu_hurry and kvfree_call_rcu together.
+    /// call_rcu, call_rcu_hurry and kvfree_call_rcu together, those of them that were traced.
     #[serde(default)]
     pub callbacks: Option<u64>,
+    /// The functions `callbacks` adds up (absent in older files: all three).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub callbacks_of: Option<Vec<String>>,
     pub grace_periods: Option<u64>,
     pub readers_per_grace_period: Option<f64>,
     pub call_rcu_per_grace_period: Option<f64>,
@@ -172,6 +184,9 @@ pub struct LatencySummary {
     /// Estimates by name (`p50`, `p99.9`), each within `percentile_error` of the true value.
     pub percentiles_ns: Members<f64>,
     pub percentile_error: f64,
+    /// The percentiles are exact (nearest rank of every sample), not estimates.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub percentiles_exact: bool,
     /// How the histogram's buckets are laid out, which its `hist` record does not say.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub layout: Option<HistLayout>,
@@ -253,6 +268,9 @@ pub struct PhaseRecord {
     pub mean_ns: Option<f64>,
     pub max_ns: Option<u64>,
     pub percentiles_ns: Members<f64>,
+    /// The percentiles are exact (few enough samples to keep them all).
+    #[serde(default)]
+    pub percentiles_exact: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -419,10 +437,20 @@ pub struct CallbacksSummary {
     pub percentile_error: f64,
     pub rows: Vec<CallbackRow>,
     pub rows_not_shown: u64,
+    /// The columns of the rows not shown, added up.
     pub queued_not_shown: u64,
-    /// Every callback queued and invoked while tracing.
+    #[serde(default)]
+    pub invoked_not_shown: u64,
+    #[serde(default)]
+    pub pending_not_shown: u64,
+    #[serde(default)]
+    pub before_not_shown: u64,
+    /// The columns of every row added up: queued and invoked while tracing, pending at its
+    /// end (`not_timed.queued_before_tracing` is the BEFORE column's).
     pub queued: u64,
     pub invoked: u64,
+    #[serde(default)]
+    pub pending_at_exit: u64,
     /// Objects given to kvfree_call_rcu(): freed in batches, never timed; `null` if untraced.
     pub kvfree_queued: Option<u64>,
     pub not_timed: CallbacksNotTimed,

@@ -90,11 +90,13 @@ fn on_enqueue(head: u64, barrier: bool) {
         }
     };
     let func = callback_function(head);
-    total(TOTAL_QUEUED);
     let key = CallbackKey { func, via, _pad: 0 };
     let stats = row(&key);
     match stats {
-        Some(stats) => unsafe { atomic::add(&raw mut (*stats).queued, 1) },
+        Some(stats) => {
+            total(TOTAL_QUEUED);
+            unsafe { atomic::add(&raw mut (*stats).queued, 1) }
+        }
         None => total(TOTAL_LOST_ROWS_FULL_QUEUED),
     }
     let pending = Pending {
@@ -127,7 +129,6 @@ fn on_dequeue(head: u64) {
         return;
     }
     let now = unsafe { bpf_ktime_get_ns() };
-    total(TOTAL_INVOKED);
     let Some(pending) = (unsafe { PENDING.get(head) }).copied() else {
         let key = CallbackKey {
             func: callback_function(head),
@@ -135,7 +136,10 @@ fn on_dequeue(head: u64) {
             _pad: 0,
         };
         match row(&key) {
-            Some(stats) => unsafe { atomic::add(&raw mut (*stats).invoked_unpaired, 1) },
+            Some(stats) => {
+                total(TOTAL_INVOKED_BEFORE);
+                unsafe { atomic::add(&raw mut (*stats).invoked_unpaired, 1) }
+            }
             None => total(TOTAL_LOST_ROWS_FULL_INVOKED),
         }
         return;
@@ -150,6 +154,7 @@ fn on_dequeue(head: u64) {
         total(TOTAL_LOST_ROWS_FULL_INVOKED);
         return;
     };
+    total(TOTAL_INVOKED);
     let nanos = now.saturating_sub(pending.queued_ns);
     let value = hist::div(nanos, u64::from(constant(&CALLBACK_UNIT_NS)));
     let display = hist::log2_slot(value as i64) as usize;

@@ -1,7 +1,7 @@
 //! Command-line interface: what each command accepts, validated before anything is loaded.
 //! Usage errors exit with status 2 (clap's convention) and say what is accepted.
 
-use std::{num::ParseIntError, time::Duration};
+use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 use rcutrace_common::hist::Linear;
@@ -63,6 +63,7 @@ pub enum Command {
     #[command(after_help = "Examples:\n  \
         sudo rcutrace gplat --secs 30\n  \
         sudo rcutrace gplat --unit us --linear 0,20000,1000")]
+    #[command(mut_arg("unit", |unit| unit.help("Unit of the histogram [default: ms]")))]
     Gplat(LatencyArgs),
     /// Histogram of how long callers wait in synchronize_rcu(), rcu_barrier() or any other
     /// waiting RCU updater, per call.
@@ -118,7 +119,7 @@ pub enum Command {
         rcutrace_grace_period_latency_nanoseconds        histogram, rcu_gp_init() to rcu_gp_cleanup()\n  \
         rcutrace_synchronize_latency_nanoseconds{function}\n                                                   \
         histogram, synchronize_rcu() and synchronize_rcu_expedited()\n  \
-        rcutrace_probe_info{function,side,method}, rcutrace_kernel_skipped_total{function},\n  \
+        rcutrace_probe_info{function,side,program,method}, rcutrace_kernel_skipped_total{function},\n  \
         rcutrace_lost_total{cause}, rcutrace_start_time_seconds\n\
         Histogram buckets are log2 bounds in nanoseconds: le=\"2^(k+1)-1\" holds every latency\n\
         below 2^(k+1) ns, as bpftrace's hist() bucket [2^k, 2^(k+1)) does.\n\n\
@@ -131,7 +132,7 @@ pub enum Command {
 #[derive(Debug, Args)]
 pub struct ServeArgs {
     /// Address and port to serve /metrics on.
-    #[arg(long, default_value = "127.0.0.1:9750", value_name = "ADDR:PORT")]
+    #[arg(long, default_value = "127.0.0.1:9750", value_name = "ADDR:PORT", value_parser = parse_listen)]
     pub listen: std::net::SocketAddr,
     /// Add a `cpu` label to every metric: the CPU each call was made on.
     #[arg(long, value_enum, value_name = "KEY")]
@@ -152,12 +153,16 @@ pub struct ReportArgs {
     /// A run saved with -f json; a second one to compare with the first (A, then B).
     #[arg(value_name = "FILE", num_args = 1..=2, required = true)]
     pub files: Vec<std::path::PathBuf>,
+    /// Of a run saved with --interval, only its Nth interval (from 1). Without it a run prints
+    /// every interval, and a comparison takes each run whole.
+    #[arg(long, value_name = "N", value_parser = parse_interval_index, allow_negative_numbers = true)]
+    pub interval_index: Option<u64>,
 }
 
 #[derive(Debug, Args)]
 pub struct Common {
     /// Seconds to trace (0: until Ctrl-C). Ctrl-C always ends early and still prints.
-    #[arg(long, default_value_t = 10, value_name = "N")]
+    #[arg(long, default_value_t = 10, value_name = "N", value_parser = parse_secs, allow_negative_numbers = true)]
     pub secs: u64,
     /// How to hook kernel functions. Readers (__rcu_read_lock) are always kprobes.
     #[arg(long, value_enum, default_value_t = AttachChoice::Auto, value_name = "METHOD")]
@@ -176,7 +181,7 @@ pub struct OverTime {
     /// Print every N seconds, each time the time (HH:MM:SS) and what happened since the last
     /// print, as bpftrace's `interval:s:N { time(); print(@); clear(@); }`. The end of the
     /// window (--secs, or Ctrl-C) prints the last, possibly partial, interval.
-    #[arg(long, value_parser = parse_interval, value_name = "N")]
+    #[arg(long, value_parser = parse_interval, value_name = "N", allow_negative_numbers = true)]
     pub interval: Option<u64>,
     /// With --interval: print the totals since tracing started each time, not the interval's.
     #[arg(long, requires = "interval")]
@@ -193,12 +198,61 @@ impl OverTime {
 }
 
 fn parse_interval(text: &str) -> Result<u64, String> {
-    match text.trim().parse::<u64>() {
-        Ok(0) => Err("N must be at least 1 (seconds)".into()),
-        Ok(secs) => Ok(secs),
-        Err(e) => Err(format!(
-            "N {text:?} is not a positive number of seconds: {e}"
+    match whole_number(text) {
+        Some(0) => Err("N must be at least 1 (whole seconds)".into()),
+        Some(secs) => Ok(secs),
+        None => Err(format!(
+            "{text:?} is not a whole number of seconds; --interval takes 1 or more"
         )),
+    }
+}
+
+/// A whole number as a user types one: digits only (no sign, no fraction).
+fn whole_number(text: &str) -> Option<u64> {
+    let text = text.trim();
+    if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    text.parse().ok()
+}
+
+fn parse_secs(text: &str) -> Result<u64, String> {
+    whole_number(text).ok_or_else(|| {
+        format!(
+            "{text:?} is not a whole number of seconds; --secs takes 0 or more (0: until Ctrl-C)"
+        )
+    })
+}
+
+fn parse_top(text: &str) -> Result<usize, String> {
+    whole_number(text)
+        .and_then(|n| usize::try_from(n).ok())
+        .ok_or_else(|| format!("{text:?} is not a whole number; --top takes 0 or more (0: all)"))
+}
+
+fn parse_interval_index(text: &str) -> Result<u64, String> {
+    match whole_number(text) {
+        Some(0) | None => Err(format!(
+            "{text:?} is not an interval's number; --interval-index takes 1 or more (the first \
+             interval is 1)"
+        )),
+        Some(index) => Ok(index),
+    }
+}
+
+/// `ADDR:PORT`: a numeric address, or a host name that resolves (its first address).
+fn parse_listen(text: &str) -> Result<std::net::SocketAddr, String> {
+    use std::net::ToSocketAddrs as _;
+    let accepted = "--listen takes ADDR:PORT, a numeric IP address and port (127.0.0.1:9750, \
+                    [::1]:9750) or a host name that resolves, with a port (localhost:9750)";
+    if let Ok(address) = text.trim().parse() {
+        return Ok(address);
+    }
+    match text.trim().to_socket_addrs() {
+        Ok(mut addresses) => addresses
+            .next()
+            .ok_or_else(|| format!("{text:?} resolves to no address; {accepted}")),
+        Err(e) => Err(format!("{text:?}: {e}; {accepted}")),
     }
 }
 
@@ -232,7 +286,7 @@ pub struct ByArgs {
     pub by: Option<By>,
     /// With --by: keep the N largest keys of each map and fold the rest into one
     /// "[other: K keys]" entry, so totals stay exact (0: keep every key).
-    #[arg(long, default_value_t = 20, value_name = "N", requires = "by")]
+    #[arg(long, default_value_t = 20, value_name = "N", requires = "by", value_parser = parse_top, allow_negative_numbers = true)]
     pub top: usize,
 }
 
@@ -241,7 +295,7 @@ pub struct CallbacksArgs {
     #[command(flatten)]
     pub common: Common,
     /// Rows and histograms to print, most queued first (0: all).
-    #[arg(long, default_value_t = 10, value_name = "N")]
+    #[arg(long, default_value_t = 10, value_name = "N", value_parser = parse_top, allow_negative_numbers = true)]
     pub top: usize,
     /// Also print per-CPU totals: callbacks queued, invoked and pending at exit, by CPU.
     #[arg(long, value_enum, value_name = "KEY")]
@@ -267,10 +321,10 @@ pub struct LatencyArgs {
     #[arg(long, value_enum, value_name = "UNIT")]
     pub unit: Option<Unit>,
     /// Linear histogram instead of log2, as bpftrace's lhist(v, MIN, MAX, STEP).
-    #[arg(long, value_parser = parse_linear, value_name = "MIN,MAX,STEP", conflicts_with = "buckets")]
+    #[arg(long, value_parser = parse_linear, value_name = "MIN,MAX,STEP", conflicts_with = "buckets", allow_hyphen_values = true)]
     pub linear: Option<Linear>,
     /// Sparse exact buckets of width STEP, one line per non-empty bucket, no overflow bucket.
-    #[arg(long, value_parser = parse_step, value_name = "STEP")]
+    #[arg(long, value_parser = parse_step, value_name = "STEP", allow_negative_numbers = true)]
     pub buckets: Option<u64>,
     #[command(flatten)]
     pub by: ByArgs,
@@ -361,12 +415,50 @@ pub struct SrlatArgs {
     #[arg(long, value_parser = parse_waiting_function, value_name = "NAME")]
     pub func: Vec<&'static str>,
     /// Only calls made by this process (it must be running).
-    #[arg(long, value_parser = parse_pid, value_name = "PID")]
+    #[arg(long, value_parser = parse_pid, value_name = "PID", allow_negative_numbers = true)]
     pub pid: Option<u32>,
+}
+
+/// A usage error clap did not find itself: status 2, with clap's usage line.
+pub fn usage_error(message: &str) -> clap::Error {
+    <Cli as clap::CommandFactory>::command().error(clap::error::ErrorKind::InvalidValue, message)
 }
 
 /// Rules across a command and the global options, which clap cannot state.
 pub fn check(cli: &Cli) -> Result<(), clap::Error> {
+    let conflict = |message: &str| {
+        <Cli as clap::CommandFactory>::command()
+            .error(clap::error::ErrorKind::ArgumentConflict, message)
+    };
+    if let Command::Serve(_) = &cli.command {
+        if cli.save.is_some() {
+            return Err(conflict(
+                "--save is for the commands that print a run (count, gplat, srlat, callbacks); \
+                 serve answers scrapes and keeps no run",
+            ));
+        }
+        if cli.format == Format::Json {
+            return Err(conflict(
+                "serve answers in the OpenMetrics text format only; -f json is for the commands \
+                 that print a run",
+            ));
+        }
+    }
+    if let Command::Srlat(args) = &cli.command {
+        let mut functions: Vec<&str> = args.func.clone();
+        if args.expedited {
+            functions.push("synchronize_rcu_expedited");
+        }
+        functions.sort_unstable();
+        functions.dedup();
+        let most = rcutrace_common::latency::MAX_TIMED as usize;
+        if functions.len() > most {
+            return Err(conflict(&format!(
+                "--func: at most {most} functions can be timed in one run ({} given)",
+                functions.len()
+            )));
+        }
+    }
     if cli.save.is_some() && matches!(cli.command, Command::Report(_)) {
         return Err(<Cli as clap::CommandFactory>::command().error(
             clap::error::ErrorKind::ArgumentConflict,
@@ -394,8 +486,12 @@ pub fn parse_linear(text: &str) -> Result<Linear, String> {
         ));
     };
     let number = |name: &str, s: &str| -> Result<u64, String> {
-        s.parse()
-            .map_err(|e: ParseIntError| format!("{name} {s:?} is not a non-negative integer: {e}"))
+        whole_number(s).ok_or_else(|| {
+            format!(
+                "{name} {s:?} in {text:?} is not a whole number; MIN, MAX and STEP are 0 or \
+                 more (lhist() has no negative buckets)"
+            )
+        })
     };
     let linear = Linear {
         min: number("MIN", min)?,
@@ -443,10 +539,15 @@ fn parse_waiting_function(text: &str) -> Result<&'static str, String> {
 /// A process id of a running process: tracing one that does not exist would print an empty
 /// histogram after the whole window, with no word of why.
 fn parse_pid(text: &str) -> Result<u32, String> {
-    let pid = match text.trim().parse::<u32>() {
-        Ok(0) => return Err("PID must be at least 1".into()),
-        Ok(pid) => pid,
-        Err(e) => return Err(format!("PID {text:?} is not a positive integer: {e}")),
+    let pid = match whole_number(text).map(u32::try_from) {
+        Some(Ok(0)) => return Err("PID must be at least 1".into()),
+        Some(Ok(pid)) => pid,
+        _ => {
+            return Err(format!(
+                "{text:?} is not a process id; --pid takes the id of a running process, a \
+                 whole number from 1"
+            ));
+        }
     };
     if !crate::kernel::task_exists(pid) {
         return Err(format!("no process {pid} is running"));
@@ -455,10 +556,12 @@ fn parse_pid(text: &str) -> Result<u32, String> {
 }
 
 fn parse_step(text: &str) -> Result<u64, String> {
-    match text.trim().parse::<u64>() {
-        Ok(0) => Err("STEP must be at least 1".into()),
-        Ok(step) => Ok(step),
-        Err(e) => Err(format!("STEP {text:?} is not a positive integer: {e}")),
+    match whole_number(text) {
+        Some(0) => Err("STEP must be at least 1".into()),
+        Some(step) => Ok(step),
+        None => Err(format!(
+            "STEP {text:?} is not a whole number; --buckets takes 1 or more"
+        )),
     }
 }
 
@@ -645,7 +748,10 @@ mod tests {
         for (bad, says) in [
             ("0,10", "MIN,MAX,STEP"),
             ("0,10,2,3", "MIN,MAX,STEP"),
-            ("-1,10,2", "non-negative"),
+            (
+                "-1,10,2",
+                "MIN \"-1\" in \"-1,10,2\" is not a whole number; MIN, MAX and STEP are 0 or more",
+            ),
             ("0,10,0", "at least 1"),
             ("10,10,1", "less than MAX"),
             ("0,10,11", "must not exceed"),
@@ -707,5 +813,126 @@ mod tests {
             assert_ne!(err.kind(), ErrorKind::DisplayHelp, "{args:?}");
             assert_eq!(err.exit_code(), 2, "{args:?}");
         }
+    }
+
+    /// What a new user typed, and what each must answer: exit 2, saying what is accepted.
+    #[test]
+    fn mistyped_numbers_say_what_is_accepted() {
+        for (args, says) in [
+            (
+                &["count", "--secs", "-1"][..],
+                "\"-1\" is not a whole number of seconds; --secs takes 0 or more (0: until Ctrl-C)",
+            ),
+            (
+                &["count", "--secs", "1.5"],
+                "\"1.5\" is not a whole number of seconds; --secs takes 0 or more",
+            ),
+            (
+                &["count", "--by", "comm", "--top", "-1"],
+                "\"-1\" is not a whole number; --top takes 0 or more (0: all)",
+            ),
+            (&["callbacks", "--top", "-1"], "--top takes 0 or more"),
+            (
+                &["srlat", "--pid", "-5"],
+                "\"-5\" is not a process id; --pid takes the id of a running process",
+            ),
+            (
+                &["srlat", "--linear", "-10,100,10"],
+                "MIN \"-10\" in \"-10,100,10\" is not a whole number; MIN, MAX and STEP are 0 or more",
+            ),
+            (
+                &["srlat", "--buckets", "-3"],
+                "STEP \"-3\" is not a whole number; --buckets takes 1 or more",
+            ),
+            (&["count", "--interval", "-2"], "--interval takes 1 or more"),
+            (
+                &["report", "--interval-index", "0", "a.json"],
+                "--interval-index takes 1 or more",
+            ),
+            (
+                &["serve", "--listen", "localhost"],
+                "--listen takes ADDR:PORT, a numeric IP address and port",
+            ),
+        ] {
+            let err = parse(args).unwrap_err();
+            assert_eq!(err.exit_code(), 2, "{args:?}");
+            let text = err.to_string();
+            assert!(text.contains(says), "{args:?}: {text}");
+            assert!(!text.contains("unexpected argument"), "{args:?}: {text}");
+            assert!(!text.contains("invalid digit"), "{args:?}: {text}");
+        }
+        // A name that resolves is an address.
+        let Command::Serve(args) = parse(&["serve", "--listen", "localhost:9750"])
+            .unwrap()
+            .command
+        else {
+            panic!("not serve");
+        };
+        assert_eq!(args.listen.port(), 9750);
+        assert!(args.listen.ip().is_loopback(), "{}", args.listen);
+    }
+
+    #[test]
+    fn rules_across_options_are_usage_errors() {
+        let nine: Vec<&str> = [
+            "synchronize_rcu",
+            "synchronize_rcu_expedited",
+            "synchronize_srcu",
+            "synchronize_srcu_expedited",
+            "synchronize_rcu_tasks",
+            "synchronize_rcu_tasks_rude",
+            "rcu_barrier",
+            "rcu_barrier_tasks",
+            "srcu_barrier",
+        ]
+        .iter()
+        .flat_map(|f| ["--func", f])
+        .collect();
+        let cli = parse(&[&["srlat"][..], &nine].concat()).unwrap();
+        let err = check(&cli).unwrap_err();
+        assert_eq!(err.exit_code(), 2);
+        assert!(
+            err.to_string()
+                .contains("at most 8 functions can be timed in one run (9 given)"),
+            "{err}"
+        );
+        assert!(check(&parse(&[&["srlat"][..], &nine[..16]].concat()).unwrap()).is_ok());
+        for (args, says) in [
+            (
+                &["-f", "json", "serve"][..],
+                "serve answers in the OpenMetrics text format only",
+            ),
+            (
+                &["serve", "--save", "x.json"],
+                "--save is for the commands that print a run",
+            ),
+        ] {
+            let err = check(&parse(args).unwrap()).unwrap_err();
+            assert_eq!(err.exit_code(), 2, "{args:?}");
+            assert!(err.to_string().contains(says), "{args:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn each_command_help_says_its_own_defaults() {
+        let help = |command: &str| {
+            let mut cli = Cli::command();
+            cli.find_subcommand_mut(command)
+                .unwrap()
+                .render_long_help()
+                .to_string()
+        };
+        let gplat = help("gplat");
+        assert!(
+            gplat.contains("Unit of the histogram [default: ms]"),
+            "{gplat}"
+        );
+        assert!(!gplat.contains("srlat --expedited"), "{gplat}");
+        assert!(help("srlat").contains("us for srlat --expedited"));
+        assert!(
+            help("serve").contains("rcutrace_probe_info{function,side,program,method}"),
+            "{}",
+            help("serve")
+        );
     }
 }

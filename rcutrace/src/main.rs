@@ -18,7 +18,6 @@ mod trace;
 
 use std::{io::Write as _, process::ExitCode};
 
-use anyhow::Context as _;
 use clap::Parser as _;
 
 use crate::cli::{Cli, Command};
@@ -38,13 +37,20 @@ fn main() -> ExitCode {
     if let Err(error) = cli::check(&cli) {
         error.exit();
     }
+    // A path that cannot be written is said now, before a long run is traced for nothing.
+    if let Some(path) = &cli.save {
+        match runs::save::SaveFile::open(path) {
+            Ok(file) => runs::save::set(file),
+            Err(message) => cli::usage_error(&message).exit(),
+        }
+    }
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn"))
         .format_timestamp(None)
         .init();
     match run(&cli) {
         Ok((output, status)) => {
             let mut stdout = std::io::stdout().lock();
-            match stdout
+            let printed = match stdout
                 .write_all(output.as_bytes())
                 .and_then(|()| stdout.flush())
             {
@@ -52,9 +58,19 @@ fn main() -> ExitCode {
                 // A closed pipe (`| head`) is the reader's choice, not a failure worth a message.
                 Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
                 Err(e) => report(&anyhow::Error::new(e).context("writing the results")),
+            };
+            // The results are out whatever became of the file: now say if it failed.
+            match runs::save::take().map(runs::save::SaveFile::finish) {
+                Some(Err(error)) => report(&error),
+                _ => printed,
             }
         }
-        Err(error) => report(&error),
+        Err(error) => {
+            if let Some(file) = runs::save::take() {
+                file.discard();
+            }
+            report(&error)
+        }
     }
 }
 
@@ -85,25 +101,12 @@ fn run(cli: &Cli) -> anyhow::Result<(String, ExitCode)> {
     let Some(report) = report else {
         return Ok((String::new(), ExitCode::SUCCESS));
     };
-    if let Some(path) = &cli.save {
-        save_run(path, &report)?;
-    }
+    runs::save::write(&report);
     let status = match &report.summary {
         model::Summary::Stall(s) if s.stopped_at_warning => ExitCode::from(STALL_WARNED),
         _ => ExitCode::SUCCESS,
     };
     Ok((render::report(format, &report), status))
-}
-
-/// The run's JSON lines, as `-f json` prints them, in a file.
-fn save_run(path: &std::path::Path, report: &model::Report) -> anyhow::Result<()> {
-    let probes = report
-        .environment
-        .as_ref()
-        .map_or(0, kernel::environment::probes);
-    let json = render::banner(render::Format::Json, probes)
-        + &render::report(render::Format::Json, report);
-    std::fs::write(path, json).with_context(|| format!("saving the run to {}", path.display()))
 }
 
 /// Runtime failures: the error and its causes, one per line, and exit status 1.

@@ -16,6 +16,7 @@ fn dist_installs_a_static_binary_its_pages_and_completions() {
         "man/man1/rcutrace-srlat.1",
         "man/man1/rcutrace-report.1",
         "man/man1/rcutrace-callbacks.1",
+        "man/man1/rcutrace-serve.1",
         "completions/bash/rcutrace.bash",
         "completions/zsh/_rcutrace",
         "completions/fish/rcutrace.fish",
@@ -41,6 +42,19 @@ fn dist_installs_a_static_binary_its_pages_and_completions() {
     }
     let count = fs::read_to_string(dist.dir.join("man/man1/rcutrace-count.1")).unwrap();
     assert!(count.contains("\\-\\-all"), "{count}");
+    // The README lists exactly what dist installs.
+    let readme = fs::read_to_string(xtask::workspace::root().join("README.md")).unwrap();
+    let listed: Vec<&str> = readme
+        .lines()
+        .skip_while(|l| !l.starts_with("xtask: installable files in target/dist:"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .map(str::trim)
+        .collect();
+    assert_eq!(
+        listed, dist.files,
+        "the README's `cargo xtask dist` listing"
+    );
 }
 
 /// The guest gets busybox (static) and rcutrace, nothing else: no loader, no libc. The job's

@@ -86,6 +86,47 @@ fn usage_errors_exit_2_and_say_what_is_accepted() {
             &["srlat", "--pid", "4194305"],
             "no process 4194305 is running",
         ),
+        // What a new user typed: each says what is accepted, none "unexpected argument".
+        (
+            &["count", "--secs", "-1"],
+            "--secs takes 0 or more (0: until Ctrl-C)",
+        ),
+        (
+            &["count", "--secs", "1.5"],
+            "\"1.5\" is not a whole number of seconds",
+        ),
+        (
+            &["count", "--by", "comm", "--top", "-1"],
+            "--top takes 0 or more (0: all)",
+        ),
+        (
+            &["srlat", "--pid", "-5"],
+            "--pid takes the id of a running process",
+        ),
+        (
+            &["srlat", "--linear", "-10,100,10"],
+            "MIN \"-10\" in \"-10,100,10\" is not a whole number",
+        ),
+        (
+            &["serve", "--listen", "localhost"],
+            "a host name that resolves, with a port (localhost:9750)",
+        ),
+        (
+            &["count", "--secs", "1", "--save", "/nonexistent/dir/x.json"],
+            "--save /nonexistent/dir/x.json: cannot be written",
+        ),
+        (
+            &["count", "--secs", "1", "--save", "/proc/version"],
+            "--save /proc/version: cannot be written",
+        ),
+        (
+            &["-f", "json", "serve"],
+            "serve answers in the OpenMetrics text format only",
+        ),
+        (
+            &["serve", "--save", "x.json"],
+            "--save is for the commands that print a run",
+        ),
     ] {
         let out = rcutrace(args);
         let stderr = text(&out.stderr);
@@ -95,6 +136,17 @@ fn usage_errors_exit_2_and_say_what_is_accepted() {
     let help = rcutrace(&["srlat", "--help"]);
     assert_eq!(help.status.code(), Some(0));
     assert!(text(&help.stdout).contains("Examples:"));
+}
+
+/// `serve` said `listening on ...` before attaching, then failed to attach: it announces
+/// itself only once it serves.
+#[test]
+fn serve_that_cannot_attach_never_says_it_listens() {
+    let out = rcutrace(&["serve", "--listen", "127.0.0.1:0"]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("no probe could be attached"), "{stderr}");
+    assert!(!stderr.contains("listening"), "{stderr}");
 }
 
 #[test]

@@ -184,8 +184,15 @@ fn latency_ground_truth(series: &str) {
         .skip(1)
         .take_while(|l| !l.is_empty())
         .map(|l| {
-            let (bucket, count) = l.split_once(": ").expect("BUCKET: COUNT");
-            (bucket.parse().unwrap(), count.parse().unwrap())
+            // `[LOW, HIGH) UNIT: COUNT`
+            let (bucket, count) = l.split_once(") us: ").expect("[LOW, HIGH) us: COUNT");
+            let (low, high) = bucket
+                .strip_prefix('[')
+                .and_then(|b| b.split_once(", "))
+                .expect("[LOW, HIGH)");
+            let (low, high): (u64, u64) = (low.parse().unwrap(), high.parse().unwrap());
+            assert_eq!(high - low, 2000, "{l}");
+            (low, count.parse().unwrap())
         })
         .collect();
     assert_eq!(

@@ -4,7 +4,10 @@
 //! The eBPF side (`rcutrace-ebpf/src/callbacks.rs`) aggregates per row (function address and
 //! entry point); this module reads the maps, names the functions and builds the report.
 
-use std::{collections::BTreeMap, time::Duration};
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    time::Duration,
+};
 
 use anyhow::Result;
 use rcutrace_common::{
@@ -19,8 +22,8 @@ use crate::{
     kernel::symbols::Symbolizer,
     model::stats::{QUANTILES, percentile_bits, percentile_error},
     model::{
-        Buckets, CallbackRow, CallbackTotals, CallbacksSummary, CountMap, HistMap, Map, Report,
-        SeriesStats, Summary, Unit,
+        Buckets, CallbackCounts, CallbackRow, CallbackTotals, CallbacksSummary, CountMap, HistMap,
+        Map, Report, SeriesStats, Summary, Unit,
     },
     render::Format,
     trace::probes::{CALLBACKS, Probe},
@@ -235,6 +238,7 @@ fn assemble(
     });
 
     let totals = totals(raw, &rows);
+    let rows_kept: BTreeSet<(u64, Via)> = rows.iter().map(|b| (b.key.func, b.key.via)).collect();
     let shown = if options.top == 0 {
         rows.len()
     } else {
@@ -242,12 +246,12 @@ fn assemble(
     };
     let hidden = &rows[shown..];
     let rows_not_shown = hidden.len();
-    let queued_not_shown = hidden.iter().map(|b| b.row.queued).sum();
+    let not_shown = CallbackCounts::of(hidden.iter().map(|b| &b.row));
     rows.truncate(shown);
 
     let mut maps = latency_histograms(&rows);
     if options.by_cpu {
-        maps.extend(per_cpu_maps(raw));
+        maps.extend(per_cpu_maps(raw, &rows_kept));
     }
     Report {
         time: None,
@@ -257,7 +261,7 @@ fn assemble(
             unit: options.unit,
             rows: rows.into_iter().map(|b| b.row).collect(),
             rows_not_shown,
-            queued_not_shown,
+            not_shown,
             percentile_error: percentile_error(CALLBACK_FINE_BITS),
             totals,
             entry_points_not_traced: raw.entry_points_not_traced.clone(),
@@ -295,6 +299,8 @@ fn latency_stats(stats: &CallbackStats, extremes: &[Extremes]) -> SeriesStats {
         max_ns: Some(max_ns),
         mean_ns: Some(stats.sum_ns as f64 / stats.invoked as f64),
         percentiles,
+        // The kernel keeps a histogram of them, not the samples.
+        percentiles_exact: false,
     }
 }
 
@@ -305,20 +311,24 @@ fn no_samples() -> SeriesStats {
         min_ns: None,
         max_ns: None,
         mean_ns: None,
+        percentiles_exact: false,
         percentiles: Vec::new(),
     }
 }
 
+/// The columns added up over every row, and the losses from the programs' totals.
 fn totals(raw: &Raw, rows: &[Building]) -> CallbackTotals {
     let total = |slot: u32| -> u64 {
         raw.totals
             .get(slot as usize)
             .map_or(0, |per_cpu| per_cpu.iter().sum())
     };
+    let columns = CallbackCounts::of(rows.iter().map(|b| &b.row));
     CallbackTotals {
-        queued: total(TOTAL_QUEUED),
-        invoked: total(TOTAL_INVOKED),
-        queued_before_tracing: rows.iter().map(|b| b.row.queued_before_tracing).sum(),
+        queued: columns.queued,
+        invoked: columns.invoked,
+        pending_at_exit: columns.pending_at_exit,
+        queued_before_tracing: columns.queued_before_tracing,
         requeued: rows.iter().map(|b| b.row.requeued).sum(),
         kvfree_queued: raw.kvfree_traced.then(|| total(TOTAL_KVFREE)),
         pending_map_full: total(TOTAL_LOST_PENDING_FULL),
@@ -352,9 +362,11 @@ fn latency_histograms(rows: &[Building]) -> Vec<Map> {
         .collect()
 }
 
-/// `@cpu_queued[cpu]`, `@cpu_invoked[cpu]`, `@cpu_pending[cpu]` (the CPU whose list holds
-/// it); CPUs with nothing to count are left out, as bpftrace leaves out keys never set.
-fn per_cpu_maps(raw: &Raw) -> Vec<Map> {
+/// `@cpu_queued[cpu]`, `@cpu_invoked[cpu]`, `@cpu_before[cpu]` and `@cpu_pending[cpu]` (the
+/// CPU whose list holds it): each adds up to its column over every row (QUEUED, INVOKED,
+/// BEFORE, PENDING). CPUs with nothing to count are left out, as bpftrace leaves out keys
+/// never set.
+fn per_cpu_maps(raw: &Raw, rows: &BTreeSet<(u64, Via)>) -> Vec<Map> {
     let by_cpu = |values: &[u64]| -> Vec<(String, u64)> {
         values
             .iter()
@@ -365,7 +377,12 @@ fn per_cpu_maps(raw: &Raw) -> Vec<Map> {
     };
     let slot = |s: u32| raw.totals.get(s as usize).cloned().unwrap_or_default();
     let mut pending = vec![0u64; raw.totals.first().map_or(0, Vec::len)];
-    for p in &raw.pending {
+    // A pending callback without a row (the row map was full) is on the not-timed line.
+    for p in raw
+        .pending
+        .iter()
+        .filter(|p| rows.contains(&(p.func, p.via)))
+    {
         let cpu = p.cpu as usize;
         if cpu >= pending.len() {
             pending.resize(cpu + 1, 0);
@@ -375,6 +392,7 @@ fn per_cpu_maps(raw: &Raw) -> Vec<Map> {
     [
         ("@cpu_queued", slot(TOTAL_QUEUED)),
         ("@cpu_invoked", slot(TOTAL_INVOKED)),
+        ("@cpu_before", slot(TOTAL_INVOKED_BEFORE)),
         ("@cpu_pending", pending),
     ]
     .into_iter()
@@ -464,13 +482,16 @@ mod tests {
                     cpu: 1,
                 },
             ],
+            // Per CPU, adding up to the rows' columns: QUEUED, INVOKED, kvfree, three
+            // losses, BEFORE.
             totals: vec![
                 vec![6, 4],
-                vec![5, 14],
+                vec![5, 3],
                 vec![0, 9],
                 vec![0, 0],
                 vec![0, 0],
                 vec![0, 0],
+                vec![7, 4],
             ],
             kvfree_traced: true,
             entry_points_not_traced: vec!["call_rcu_tasks_rude".into()],
@@ -546,7 +567,16 @@ mod tests {
         let report = assemble(&raw(), &names(), &options(2, false), Duration::from_secs(5));
         let s = summary(&report);
         assert_eq!(s.rows.len(), 2);
-        assert_eq!((s.rows_not_shown, s.queued_not_shown), (2, 2));
+        assert_eq!(s.rows_not_shown, 2);
+        assert_eq!(
+            s.not_shown,
+            CallbackCounts {
+                queued: 2,
+                invoked: 1,
+                pending_at_exit: 1,
+                queued_before_tracing: 11,
+            }
+        );
         let [Map::Hist(hist)] = report.maps.as_slice() else {
             panic!("one histogram expected: {:?}", report.maps);
         };
@@ -573,9 +603,102 @@ mod tests {
             counts,
             vec![
                 ("@cpu_queued", vec![("0".into(), 6), ("1".into(), 4)]),
-                ("@cpu_invoked", vec![("0".into(), 5), ("1".into(), 14)]),
+                ("@cpu_invoked", vec![("0".into(), 5), ("1".into(), 3)]),
+                ("@cpu_before", vec![("0".into(), 7), ("1".into(), 4)]),
                 ("@cpu_pending", vec![("1".into(), 2)]),
             ]
         );
+    }
+
+    /// Interrupted half a second in: nothing queued while tracing was invoked yet, and the
+    /// invocations seen were of callbacks queued before. The total line must say 0 invoked,
+    /// as the column does, and name the others as BEFORE.
+    #[test]
+    fn every_total_is_the_sum_of_its_column() {
+        let raw = Raw {
+            rows: vec![
+                (key(FIX_CB, VIA_CALL_RCU), stats(20, &[])),
+                (key(FIX_CB, VIA_NOT_SEEN), unpaired(30)),
+                (key(MOD_CB, VIA_CALL_RCU_HURRY), stats(16, &[])),
+                (key(OLD_CB, VIA_NOT_SEEN), unpaired(5)),
+            ],
+            pending: (0..36)
+                .map(|i| Pending {
+                    func: if i < 20 { FIX_CB } else { MOD_CB },
+                    queued_ns: 1,
+                    via: if i < 20 {
+                        VIA_CALL_RCU
+                    } else {
+                        VIA_CALL_RCU_HURRY
+                    },
+                    cpu: i % 2,
+                })
+                .collect(),
+            totals: vec![
+                vec![18, 18],
+                vec![0, 0],
+                vec![0, 0],
+                vec![0, 0],
+                vec![0, 0],
+                vec![0, 0],
+                vec![20, 15],
+            ],
+            ..Raw::default()
+        };
+        for top in [0, 1] {
+            let report = assemble(&raw, &names(), &options(top, true), Duration::from_secs(1));
+            let s = summary(&report);
+            let all = CallbackCounts::of(&s.rows);
+            let t = &s.totals;
+            assert_eq!(
+                (
+                    all.queued + s.not_shown.queued,
+                    all.invoked + s.not_shown.invoked,
+                    all.pending_at_exit + s.not_shown.pending_at_exit,
+                    all.queued_before_tracing + s.not_shown.queued_before_tracing,
+                ),
+                (
+                    t.queued,
+                    t.invoked,
+                    t.pending_at_exit,
+                    t.queued_before_tracing
+                )
+            );
+            assert_eq!(
+                (
+                    t.queued,
+                    t.invoked,
+                    t.pending_at_exit,
+                    t.queued_before_tracing
+                ),
+                (36, 0, 36, 35)
+            );
+            let per_cpu = |name: &str| -> u64 {
+                report
+                    .maps
+                    .iter()
+                    .find_map(|m| match m {
+                        Map::Count(c) if c.name == name => {
+                            Some(c.entries.iter().map(|(_, n)| n).sum())
+                        }
+                        _ => None,
+                    })
+                    .unwrap()
+            };
+            assert_eq!(
+                [
+                    per_cpu("@cpu_queued"),
+                    per_cpu("@cpu_invoked"),
+                    per_cpu("@cpu_pending"),
+                    per_cpu("@cpu_before"),
+                ],
+                [36, 0, 36, 35]
+            );
+            let text = crate::render::report(crate::render::Format::Text, &report);
+            assert!(
+                text.contains("\n  all rows: 36 queued, 0 invoked, 36 pending, 35 before\n"),
+                "{text}"
+            );
+        }
     }
 }

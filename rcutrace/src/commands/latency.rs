@@ -38,12 +38,10 @@ pub async fn gplat(args: &LatencyArgs, format: Format) -> Result<Report> {
 }
 
 pub async fn srlat(args: &SrlatArgs, format: Format) -> Result<Report> {
-    let functions = srlat_functions(args);
-    if functions.len() > MAX_TIMED as usize {
-        bail!(
-            "at most {MAX_TIMED} functions can be timed in one run ({} given)",
-            functions.len()
-        );
+    let mut functions = srlat_functions(args);
+    // `--func` may name a function this kernel lacks: named once, the others are timed.
+    if !args.func.is_empty() {
+        functions = on_this_kernel(functions)?;
     }
     let timings: Vec<Timing> = functions
         .iter()
@@ -71,6 +69,26 @@ fn srlat_functions(args: &SrlatArgs) -> Vec<&'static str> {
         functions.push("synchronize_rcu");
     }
     functions
+}
+
+/// The functions this kernel has; the others named once on stderr, as `count` names them.
+fn on_this_kernel(functions: Vec<&'static str>) -> Result<Vec<&'static str>> {
+    let present = kernel::functions_present(&functions)?;
+    let (here, absent): (Vec<&str>, Vec<&str>) =
+        functions.into_iter().partition(|f| present.contains(*f));
+    if here.is_empty() {
+        bail!(
+            "nothing to time: not on this kernel (absent from /proc/kallsyms, or inlined): {}",
+            absent.join(", ")
+        );
+    }
+    if !absent.is_empty() {
+        eprintln!(
+            "rcutrace: not on this kernel (absent or inlined), not timed: {}",
+            absent.join(", ")
+        );
+    }
+    Ok(here)
 }
 
 /// The seed scripts' names for the two classic maps; `@FUNCTION` for the rest.

@@ -135,11 +135,15 @@ pub async fn trace(
 ) -> Result<Report> {
     let format = request.format;
     let stamped = request.interval.is_some();
+    let cumulative = request.interval.is_some_and(|i| i.cumulative);
     let mut first = true;
     let mut make_stamped = |period: &Period<'_>| {
         let mut report = make_report(period)?;
         if stamped {
-            report.time = Some(kernel::local_time());
+            report.time = Some(crate::model::Stamp {
+                time: kernel::local_time(),
+                cumulative,
+            });
             // The environment describes the run: said once, in its first interval.
             if !std::mem::take(&mut first) {
                 report.environment = None;
@@ -147,7 +151,10 @@ pub async fn trace(
         }
         Ok(report)
     };
-    let mut print_report = |report: Report, _: Due| print(&render::report(format, &report));
+    let mut print_report = |report: Report, _: Due| {
+        crate::runs::save::write(&report);
+        print(&render::report(format, &report))
+    };
     trace_with(request, consume, &mut make_stamped, &mut print_report).await
 }
 
@@ -228,6 +235,12 @@ pub async fn trace_with<R>(
         _ => None,
     };
     print(&render::banner(request.format, attached.len()))?;
+    // A server is announced once it serves: after its probes are attached.
+    if let Some(listener) = request.listener
+        && let Ok(address) = listener.local_addr()
+    {
+        eprintln!("rcutrace: listening on http://{address}/metrics");
+    }
     let following = match (samples.as_mut(), consume.as_mut()) {
         (Some(samples), Some(consume)) => Some((samples, &mut **consume as Consume<'_>)),
         _ => None,
@@ -480,7 +493,15 @@ fn attach_failure(
     } else {
         "not every probe this command needs could be attached:"
     });
+    let mut said_missing: Vec<&str> = Vec::new();
     for (probe, problem) in problems {
+        // A function's entry and return are both missing: one line says it.
+        if matches!(problem, Attachment::Missing) {
+            if said_missing.contains(&probe.function) {
+                continue;
+            }
+            said_missing.push(probe.function);
+        }
         let _ = write!(message, "\n  {}: {}", probe.function, describe(problem));
     }
     let tried_kprobe = problems.iter().any(|(_, p)| {
@@ -495,9 +516,15 @@ fn attach_failure(
     if !problems.is_empty() && present.is_empty() {
         message.push_str("\nNone of the functions appear in /proc/kallsyms.");
     }
-    message.push_str(
-        "\nRun rcutrace on a kernel with CONFIG_KPROBES=y and BTF, for example inside a VM \
-         (from rcutrace's source tree: cargo xtask vm -- count).",
-    );
+    // Functions this kernel does not have are no reason to doubt its kprobes.
+    if problems
+        .iter()
+        .any(|(_, p)| !matches!(p, Attachment::Missing))
+    {
+        message.push_str(
+            "\nRun rcutrace on a kernel with CONFIG_KPROBES=y and BTF, for example inside a VM \
+             (from rcutrace's source tree: cargo xtask vm -- count).",
+        );
+    }
     anyhow!(message)
 }

@@ -1,30 +1,74 @@
 //! `rcutrace report FILE [FILE2]`: a saved `-f json` run printed again, through the same
-//! renderers as a live run; or two runs compared. Reads files only: no privileges needed.
+//! renderers as a live run (every interval of an `--interval` run, as it was printed); or two
+//! runs compared, each as a whole (or the interval `--interval-index` names). Reads files
+//! only: no privileges needed.
 
-use anyhow::Result;
+use std::path::Path;
 
-use crate::{cli::ReportArgs, render, runs::compare, runs::saved};
+use anyhow::{Result, anyhow, bail};
+
+use crate::{
+    cli::ReportArgs,
+    model::Report,
+    render,
+    runs::{compare, intervals, saved},
+};
 
 pub fn run(args: &ReportArgs, format: render::Format) -> Result<String> {
+    let index = args.interval_index.map(|i| i as usize);
     match &args.files[..] {
         [file] => {
             let run = saved::read(file)?;
+            let reports = chosen(run.reports, index, file)?;
             let banner = run
                 .probes
                 .map_or(String::new(), |n| render::banner(format, n as usize));
-            Ok(banner + &render::report(format, &run.report))
+            Ok(reports
+                .iter()
+                .fold(banner, |out, report| out + &render::report(format, report)))
         }
         [a, b] => {
-            let (run_a, run_b) = (saved::read(a)?, saved::read(b)?);
-            let comparison = compare::compare(&run_a.report, &run_b.report);
-            Ok(render::comparison(
-                &comparison,
-                &a.display().to_string(),
-                &b.display().to_string(),
-            ))
+            let (report_a, name_a) = one_report(a, index)?;
+            let (report_b, name_b) = one_report(b, index)?;
+            let comparison = compare::compare(&report_a, &report_b);
+            Ok(render::comparison(&comparison, &name_a, &name_b))
         }
-        _ => Err(anyhow::anyhow!(
-            "report takes one saved run, or two to compare"
-        )),
+        _ => Err(anyhow!("report takes one saved run, or two to compare")),
+    }
+}
+
+/// A saved run as one report, for a comparison, and how the heading names it.
+fn one_report(file: &Path, index: Option<usize>) -> Result<(Report, String)> {
+    let run = saved::read(file)?;
+    let intervals = run.reports.len();
+    // The environment is recorded with the first interval only.
+    let environment = run.reports.iter().find_map(|r| r.environment.clone());
+    let mut whole = intervals::whole(chosen(run.reports, index, file)?);
+    whole.environment = environment;
+    let name = match index {
+        Some(i) => format!("{} (interval {i} of {intervals})", file.display()),
+        None => format!("{}{}", file.display(), intervals::describe(intervals)),
+    };
+    Ok((whole, name))
+}
+
+/// Every report of the run, or the interval `index` names (from 1).
+fn chosen(reports: Vec<Report>, index: Option<usize>, file: &Path) -> Result<Vec<Report>> {
+    let Some(index) = index else {
+        return Ok(reports);
+    };
+    if reports.first().is_none_or(|r| r.time.is_none()) {
+        bail!(
+            "--interval-index {index}: {} is a run of one window, saved without --interval",
+            file.display()
+        );
+    }
+    let intervals = reports.len();
+    match reports.into_iter().nth(index - 1) {
+        Some(report) => Ok(vec![report]),
+        None => bail!(
+            "--interval-index {index}: {} has {intervals} intervals; it takes 1 to {intervals}",
+            file.display()
+        ),
     }
 }

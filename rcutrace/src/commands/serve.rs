@@ -100,8 +100,6 @@ pub async fn run(args: &ServeArgs) -> Result<()> {
     // Nanosecond log2 slots: one display unit is one nanosecond.
     let aggregate = RefCell::new(Aggregate::new(Layout::Log2, vec![1; TIMED.len()]));
     let mut consume = |record: &[u8]| aggregate.borrow_mut().add(record);
-    let address = listener.local_addr().unwrap_or(args.listen);
-    eprintln!("rcutrace: listening on http://{address}/metrics");
     trace_with(
         Request {
             probes: &probes,

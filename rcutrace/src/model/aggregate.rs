@@ -11,7 +11,7 @@ use rcutrace_common::{
 };
 
 use crate::{
-    model::stats::{QUANTILES, percentile},
+    model::stats::{QUANTILES, nearest_rank, percentile},
     model::{Buckets, SeriesStats},
 };
 
@@ -36,7 +36,15 @@ pub struct Series {
     sum_ns: u128,
     min_ns: u64,
     max_ns: u64,
+    /// Every sample, ascending, while there are at most `EXACT_SAMPLES`: their percentiles
+    /// are exact.
+    exact: Option<Vec<u64>>,
 }
+
+/// Up to this many samples a series keeps them all. Fewer than 1000 samples cannot tell
+/// p99.9 from the maximum, and an estimate there would print beside, and below, the exact
+/// maximum.
+pub const EXACT_SAMPLES: usize = 1000;
 
 /// The display histogram, with the layout's parameters beside its counts.
 #[derive(Clone, Debug, PartialEq)]
@@ -68,6 +76,7 @@ impl Series {
             sum_ns: 0,
             min_ns: u64::MAX,
             max_ns: 0,
+            exact: Some(Vec::new()),
         }
     }
 
@@ -87,6 +96,14 @@ impl Series {
         self.sum_ns += u128::from(nanos);
         self.min_ns = self.min_ns.min(nanos);
         self.max_ns = self.max_ns.max(nanos);
+        // Kept in order, so that a series is the same however its samples arrived.
+        if let Some(exact) = &mut self.exact {
+            let at = exact.partition_point(|&v| v <= nanos);
+            exact.insert(at, nanos);
+        }
+        if self.exact.as_ref().is_some_and(|e| e.len() > EXACT_SAMPLES) {
+            self.exact = None;
+        }
     }
 
     /// Adds `other` (same layout) to this series.
@@ -117,6 +134,14 @@ impl Series {
         self.sum_ns += other.sum_ns;
         self.min_ns = self.min_ns.min(other.min_ns);
         self.max_ns = self.max_ns.max(other.max_ns);
+        self.exact = match (self.exact.take(), other.exact) {
+            (Some(mut mine), Some(theirs)) if mine.len() + theirs.len() <= EXACT_SAMPLES => {
+                mine.extend(theirs);
+                mine.sort_unstable();
+                Some(mine)
+            }
+            _ => None,
+        };
     }
 
     pub fn count(&self) -> u64 {
@@ -147,7 +172,22 @@ impl Series {
                 min_ns: None,
                 max_ns: None,
                 mean_ns: None,
+                percentiles_exact: false,
                 percentiles: Vec::new(),
+            };
+        }
+        if let Some(sorted) = &self.exact {
+            return SeriesStats {
+                key,
+                count: self.count,
+                min_ns: Some(self.min_ns),
+                max_ns: Some(self.max_ns),
+                mean_ns: Some(self.sum_ns as f64 / self.count as f64),
+                percentiles: QUANTILES
+                    .iter()
+                    .filter_map(|&q| nearest_rank(sorted, q).map(|ns| (q, ns as f64)))
+                    .collect(),
+                percentiles_exact: true,
             };
         }
         let size = self.fine.keys().last().map_or(0, |&slot| slot as usize + 1);
@@ -166,6 +206,7 @@ impl Series {
             max_ns: Some(self.max_ns),
             mean_ns: Some(self.sum_ns as f64 / self.count as f64),
             percentiles,
+            percentiles_exact: false,
         }
     }
 }
@@ -330,5 +371,35 @@ mod tests {
         }
         a.merge(b);
         assert_eq!(a, all);
+    }
+
+    /// Count 19: p99 printed 19.792 ms beside a max of 19.893079 ms. Few samples are kept,
+    /// and their percentiles are the nearest-rank samples themselves.
+    #[test]
+    fn few_samples_give_exact_percentiles() {
+        let mut s = Series::new(Layout::Log2);
+        let samples: Vec<u64> = (1..=19).map(|i| 9_000_000 + i * 571_003).collect();
+        for &v in samples.iter().rev() {
+            s.record(v, 1_000_000);
+        }
+        let stats = s.stats(None);
+        assert!(stats.percentiles_exact);
+        let p = |q: f64| stats.percentiles.iter().find(|(x, _)| *x == q).unwrap().1;
+        assert_eq!(p(0.5), samples[9] as f64);
+        assert_eq!(p(0.9), samples[17] as f64);
+        assert_eq!(p(0.99), *samples.last().unwrap() as f64);
+        assert_eq!(Some(p(0.999) as u64), stats.max_ns);
+        // Beyond EXACT_SAMPLES: estimates, never above the max and the top rank the max.
+        for i in 0..EXACT_SAMPLES as u64 {
+            s.record(1_000 + i * 7, 1_000_000);
+        }
+        let stats = s.stats(None);
+        assert!(!stats.percentiles_exact);
+        assert!(
+            stats
+                .percentiles
+                .iter()
+                .all(|&(_, ns)| ns <= stats.max_ns.unwrap() as f64)
+        );
     }
 }

@@ -37,7 +37,8 @@ impl CountMap {
 /// How a histogram's slots are laid out.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Buckets {
-    /// bpftrace `hist()`: 65 slots (negative, 0, 1, then powers of two).
+    /// bpftrace `hist()`: 65 slots (negative, 0, 1, then powers of two); a saved run's
+    /// stop at their last non-empty slot.
     Log2(Vec<u64>),
     /// bpftrace `lhist()`: underflow, `(max - min) / step` buckets, overflow.
     Linear(Linear, Vec<u64>),
@@ -177,6 +178,8 @@ pub struct SeriesStats {
     pub mean_ns: Option<f64>,
     /// `(quantile, estimate in ns)`, e.g. `(0.99, 2.5e7)`.
     pub percentiles: Vec<(f64, f64)>,
+    /// The percentiles are exact: nearest rank of every sample, kept because they were few.
+    pub percentiles_exact: bool,
 }
 
 /// Calls that were seen but could not be measured or kept.
@@ -206,6 +209,8 @@ pub struct CountSummary {
     pub call_rcu: Option<u64>,
     /// call_rcu, call_rcu_hurry and kvfree_call_rcu: every way a callback is queued.
     pub callbacks: Option<u64>,
+    /// The functions of those this kernel had, whose calls `callbacks` adds up.
+    pub callbacks_of: Vec<String>,
     pub grace_periods: Option<u64>,
     /// Hits of the updater and grace-period probes that the kernel skipped.
     pub missed: u64,
@@ -275,13 +280,32 @@ impl CountSummary {
 /// A command's whole result, as the renderers take it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Report {
-    /// With `--interval`: the local time the interval ended, `HH:MM:SS`, printed before the
-    /// maps as bpftrace's `time()` prints it.
-    pub time: Option<String>,
+    /// With `--interval`: when the interval ended, printed before the maps as bpftrace's
+    /// `time()` prints it.
+    pub time: Option<Stamp>,
     pub maps: Vec<Map>,
     pub summary: Summary,
     /// Recorded by the commands that trace; the text shows it only in a comparison.
     pub environment: Option<Environment>,
+}
+
+/// One interval's stamp.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Stamp {
+    /// The local time, `HH:MM:SS`.
+    pub time: String,
+    /// The figures are the totals since tracing began (`--cumulative`), not the interval's.
+    pub cumulative: bool,
+}
+
+#[cfg(test)]
+impl Stamp {
+    pub fn interval(time: &str) -> Stamp {
+        Stamp {
+            time: time.into(),
+            cumulative: false,
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -419,11 +443,34 @@ pub struct CallbackRow {
     pub latency: SeriesStats,
 }
 
-/// Totals over all rows, and everything that could not be attributed or timed.
+/// The columns of some rows added up: QUEUED, INVOKED, PENDING and BEFORE.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CallbackCounts {
+    pub queued: u64,
+    pub invoked: u64,
+    pub pending_at_exit: u64,
+    pub queued_before_tracing: u64,
+}
+
+impl CallbackCounts {
+    pub fn of<'a>(rows: impl IntoIterator<Item = &'a CallbackRow>) -> CallbackCounts {
+        rows.into_iter()
+            .fold(CallbackCounts::default(), |sum, row| CallbackCounts {
+                queued: sum.queued + row.queued,
+                invoked: sum.invoked + row.invoked,
+                pending_at_exit: sum.pending_at_exit + row.pending_at_exit,
+                queued_before_tracing: sum.queued_before_tracing + row.queued_before_tracing,
+            })
+    }
+}
+
+/// Totals over all rows (each the sum of its column, the rows `--top` leaves out included),
+/// and everything that could not be attributed or timed.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CallbackTotals {
     pub queued: u64,
     pub invoked: u64,
+    pub pending_at_exit: u64,
     /// Invocations of callbacks queued before tracing began, over all rows.
     pub queued_before_tracing: u64,
     /// Heads queued again before their invocation was seen, over all rows.
@@ -444,9 +491,9 @@ pub struct CallbacksSummary {
     pub unit: Unit,
     /// Most queued first; at most `--top` of them.
     pub rows: Vec<CallbackRow>,
-    /// Rows left out by `--top`, and what they queued.
+    /// Rows left out by `--top`, and their columns added up.
     pub rows_not_shown: usize,
-    pub queued_not_shown: u64,
+    pub not_shown: CallbackCounts,
     pub percentile_error: f64,
     pub totals: CallbackTotals,
     /// Entry points that could not be traced: their callbacks count as `other`.

@@ -20,6 +20,13 @@ pub const fn percentile_error(bits: u32) -> f64 {
     1.0 / (2u64 << bits) as f64
 }
 
+/// The `q` quantile of samples sorted ascending, by nearest rank: exactly one of them.
+pub fn nearest_rank(sorted: &[u64], q: f64) -> Option<u64> {
+    let total = sorted.len();
+    let rank = ((q * total as f64).ceil() as usize).clamp(1, total.max(1));
+    sorted.get(rank - 1).copied()
+}
+
 /// Estimates the `q` quantile (nearest rank) from fine slot counts: the middle of the bucket
 /// that holds it, clamped to the exact extremes.
 pub fn percentile(fine: &[u64], q: f64, min: u64, max: u64) -> Option<f64> {
@@ -33,6 +40,13 @@ pub fn percentile_bits(fine: &[u64], bits: u32, q: f64, min: u64, max: u64) -> O
         return None;
     }
     let rank = ((q * total as f64).ceil() as u64).clamp(1, total);
+    // The first and last ranks are the exact extremes, which an estimate would only round.
+    if rank == total {
+        return Some(max as f64);
+    }
+    if rank == 1 {
+        return Some(min as f64);
+    }
     let mut seen = 0;
     for (slot, &count) in fine.iter().enumerate() {
         seen += count;

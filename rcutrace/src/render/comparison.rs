@@ -17,6 +17,9 @@ const BAR_WIDTH: f32 = 26.0;
 
 pub fn comparison(c: &Comparison, a_name: &str, b_name: &str) -> String {
     let mut out = format!("A: {a_name}\nB: {b_name}\n\n");
+    if let Some(different) = &c.different_runs {
+        let _ = writeln!(out, "{different}\n");
+    }
     environment(&mut out, &c.environment);
     for map in &c.counts {
         out.push('\n');
@@ -207,6 +210,11 @@ fn statistics(out: &mut String, name: &str, a: &SeriesStats, b: &SeriesStats, un
         exact(b.max_ns),
         both(as_f64(a.max_ns), as_f64(b.max_ns)),
     ]);
+    // Exact percentiles (few samples, all kept) print as exact values do.
+    let percentile = |s: &SeriesStats, ns: Option<f64>| match ns {
+        Some(ns) if s.percentiles_exact => figure::exact(ns as u64, unit),
+        ns => estimate(ns),
+    };
     for &(q, pa) in &a.percentiles {
         let pb = b
             .percentiles
@@ -215,8 +223,8 @@ fn statistics(out: &mut String, name: &str, a: &SeriesStats, b: &SeriesStats, un
             .map(|(_, ns)| *ns);
         rows.push(vec![
             format!("  {}", stats::quantile_name(q)),
-            estimate(Some(pa)),
-            estimate(pb),
+            percentile(a, Some(pa)),
+            percentile(b, pb),
             both(Some(pa), pb),
         ]);
     }
@@ -361,5 +369,37 @@ mod tests {
         .map(ratio_text)
         .collect();
         assert_eq!(shown, ["1.00", "12.35", "0.152", "0.00479", "0.00", "-"]);
+    }
+
+    #[test]
+    fn exact_percentiles_compare_as_exact_values() {
+        let series = |exact: bool, p50: f64| SeriesStats {
+            key: None,
+            count: 20,
+            min_ns: Some(11_718_555),
+            max_ns: Some(17_463_122),
+            mean_ns: Some(15_517_000.0),
+            percentiles: vec![(0.5, p50)],
+            percentiles_exact: exact,
+        };
+        let mut out = String::new();
+        statistics(
+            &mut out,
+            "@srlat",
+            &series(true, 15_925_123.0),
+            &series(false, 15_925_123.0),
+            Unit::Ms,
+        );
+        let p50: Vec<&str> = out
+            .lines()
+            .find(|l| l.trim_start().starts_with("p50"))
+            .unwrap()
+            .split_whitespace()
+            .collect();
+        assert_eq!(
+            p50,
+            ["p50", "15.925123", "ms", "15.925", "ms", "1.00"],
+            "{out}"
+        );
     }
 }

@@ -11,6 +11,7 @@ const ESTIMATE_DIGITS: i32 = 5;
 /// The largest relative error that printing an estimate adds to it: half a unit in the last
 /// of five digits of a number of at least 10000 such units.
 pub const ROUNDING_ERROR: f64 = 0.5 / 1e4;
+const _: () = assert!(ESTIMATE_DIGITS == 5, "ROUNDING_ERROR is for five digits");
 
 /// Decimals a unit's value has when it is a whole number of nanoseconds.
 fn decimals(unit: Unit) -> usize {
@@ -46,6 +47,59 @@ pub fn fixed_number(nanos: f64, unit: Unit) -> String {
     format!("{:.places$}", nanos / unit.nanos() as f64)
 }
 
+/// The decimals of the most precise of `values` (exact nanoseconds) in `unit`, at least three
+/// (none in ns): one precision for a column of them.
+pub fn places_needed(values: impl IntoIterator<Item = u64>, unit: Unit) -> usize {
+    values
+        .into_iter()
+        .map(|ns| match exact_number(ns, unit).split_once('.') {
+            Some((_, fraction)) => fraction.len(),
+            None => 0,
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+/// An exact number of nanoseconds in `unit` with exactly `places` decimals (at least as many
+/// as it needs: a larger `places` only adds zeros).
+pub fn exact_number_places(nanos: u64, unit: Unit, places: usize) -> String {
+    let all = decimals(unit);
+    let whole = nanos / unit.nanos();
+    let places = places.min(all);
+    if places == 0 {
+        return exact_number(nanos, unit);
+    }
+    let fraction = format!("{:0all$}", nanos % unit.nanos());
+    let needed = fraction.trim_end_matches('0').len();
+    format!("{whole}.{}", &fraction[..places.max(needed)])
+}
+
+/// The fewest significant digits (from 2 to 5) whose rounding leaves the printed bound of an
+/// estimate within `error` as it is with five.
+pub fn digits_for(error: f64) -> i32 {
+    let stated = percent_bound(error + rounding_error(ESTIMATE_DIGITS));
+    (2..ESTIMATE_DIGITS)
+        .find(|&digits| percent_bound(error + rounding_error(digits)) == stated)
+        .unwrap_or(ESTIMATE_DIGITS)
+}
+
+/// The largest relative error that rounding to `digits` significant digits adds.
+pub fn rounding_error(digits: i32) -> f64 {
+    0.5 / 10f64.powi(digits - 1)
+}
+
+/// `estimate_number` with `digits` significant digits.
+pub fn estimate_digits(nanos: f64, unit: Unit, digits: i32) -> String {
+    let value = nanos / unit.nanos() as f64;
+    let magnitude = if value > 0.0 {
+        value.log10().floor() as i32
+    } else {
+        0
+    };
+    let places = (digits - 1 - magnitude).max(0) as usize;
+    format!("{value:.places$}")
+}
+
 /// An estimate in nanoseconds, in `unit` with five significant digits: `296.96 us`,
 /// `0.020297 ms`, `12124 ms`.
 pub fn estimate(nanos: f64, unit: Unit) -> String {
@@ -54,14 +108,7 @@ pub fn estimate(nanos: f64, unit: Unit) -> String {
 
 /// `estimate` without the unit, for tables whose header names it.
 pub fn estimate_number(nanos: f64, unit: Unit) -> String {
-    let value = nanos / unit.nanos() as f64;
-    let magnitude = if value > 0.0 {
-        value.log10().floor() as i32
-    } else {
-        0
-    };
-    let places = (ESTIMATE_DIGITS - 1 - magnitude).max(0) as usize;
-    format!("{value:.places$}")
+    estimate_digits(nanos, unit, ESTIMATE_DIGITS)
 }
 
 /// A relative error bound as a percentage with one decimal, rounded up: 0.786% prints 0.8.
@@ -131,5 +178,29 @@ mod tests {
         assert_eq!(percent_bound(0.008), "0.8");
         assert_eq!(percent_bound(0.0081), "0.9");
         assert_eq!(percent_bound(0.0), "0.0");
+    }
+
+    /// Callbacks' percentiles are within 3.2%: four digits keep that bound, five add nothing.
+    #[test]
+    fn digits_follow_the_bound() {
+        let callbacks = crate::model::stats::percentile_error(4);
+        assert_eq!(digits_for(callbacks), 4);
+        assert_eq!(percent_bound(callbacks + rounding_error(4)), "3.2");
+        assert_eq!(digits_for(PERCENTILE_ERROR), 5);
+        assert_eq!(rounding_error(5), ROUNDING_ERROR);
+        assert_eq!(estimate_digits(14_942_000.0, Unit::Ms, 4), "14.94");
+    }
+
+    /// `5.81602` beside `10.492136` in one column: one precision for all.
+    #[test]
+    fn a_column_of_exact_values_has_one_precision() {
+        let column = [5_816_020, 10_492_136, 7_000_000];
+        let places = places_needed(column, Unit::Ms);
+        let printed: Vec<String> = column
+            .iter()
+            .map(|&ns| exact_number_places(ns, Unit::Ms, places))
+            .collect();
+        assert_eq!(printed, ["5.816020", "10.492136", "7.000000"]);
+        assert_eq!(exact_number_places(20_300, Unit::Ns, 0), "20300");
     }
 }

@@ -33,11 +33,19 @@ pub fn report(report: &Report) -> String {
 
 /// The records of a whole report, in output order.
 fn records(report: &Report) -> Vec<Record> {
-    // An interval opens with its time, as bpftrace's `time()` prints it.
+    // An interval opens with its time, as bpftrace's `time()` prints it, then says what its
+    // figures cover.
     let mut records: Vec<Record> = report
         .time
         .iter()
-        .map(|time| Record::Time(format!("{time}\n")))
+        .flat_map(|stamp| {
+            [
+                Record::Time(format!("{}\n", stamp.time)),
+                Record::Interval {
+                    cumulative: stamp.cumulative,
+                },
+            ]
+        })
         .collect();
     records.extend(
         report
@@ -197,6 +205,7 @@ fn grace_periods_summary(s: &GracePeriodsSummary) -> records::GracePeriodsSummar
                 mean_ns: phase.stats.mean_ns,
                 max_ns: phase.stats.max_ns,
                 percentiles_ns: percentiles(&phase.stats),
+                percentiles_exact: phase.stats.percentiles_exact,
             })
             .collect(),
         holdouts_by_cpu: s
@@ -428,6 +437,7 @@ fn count_summary(summary: &CountSummary) -> records::CountSummary {
         readers: summary.readers,
         call_rcu: summary.call_rcu,
         callbacks: summary.callbacks,
+        callbacks_of: Some(summary.callbacks_of.clone()),
         grace_periods: summary.grace_periods,
         readers_per_grace_period: ratio(summary.readers),
         call_rcu_per_grace_period: ratio(summary.call_rcu),
@@ -482,6 +492,7 @@ fn latency_summary(summary: &LatencySummary, layout: Option<HistLayout>) -> Vec<
                         .collect(),
                 ),
                 percentile_error: summary.percentile_error,
+                percentiles_exact: series.percentiles_exact,
                 layout,
             })
         })
@@ -532,9 +543,13 @@ fn callbacks_summary(summary: &CallbacksSummary) -> records::CallbacksSummary {
         percentile_error: summary.percentile_error,
         rows,
         rows_not_shown: summary.rows_not_shown as u64,
-        queued_not_shown: summary.queued_not_shown,
+        queued_not_shown: summary.not_shown.queued,
+        invoked_not_shown: summary.not_shown.invoked,
+        pending_not_shown: summary.not_shown.pending_at_exit,
+        before_not_shown: summary.not_shown.queued_before_tracing,
         queued: totals.queued,
         invoked: totals.invoked,
+        pending_at_exit: totals.pending_at_exit,
         kvfree_queued: totals.kvfree_queued,
         not_timed: records::CallbacksNotTimed {
             queued_before_tracing: totals.queued_before_tracing,
@@ -662,6 +677,7 @@ mod tests {
                     min_ns: Some(5),
                     max_ns: Some(9),
                     mean_ns: Some(7.0),
+                    percentiles_exact: false,
                     percentiles: vec![(0.5, 5.0), (0.999, 9.0)],
                 }],
                 percentile_error: 0.0078125,
@@ -698,7 +714,7 @@ mod tests {
     fn an_interval_starts_with_a_time_record() {
         let report = Report {
             environment: None,
-            time: Some("12:00:05".into()),
+            time: Some(crate::model::Stamp::interval("12:00:05")),
             maps: vec![Map::Count(CountMap {
                 name: "@".into(),
                 entries: vec![("call_rcu".into(), 3)],
@@ -708,6 +724,7 @@ mod tests {
         assert_eq!(
             super::report(&report),
             "{\"type\": \"time\", \"data\": \"12:00:05\\n\"}\n\
+             {\"type\": \"rcutrace_interval\", \"data\": {\"cumulative\": false}}\n\
              {\"type\": \"map\", \"data\": {\"@\": {\"call_rcu\": 3}}}\n"
         );
     }
@@ -732,6 +749,7 @@ mod tests {
             readers: Some(1_400_220),
             call_rcu: Some(6697),
             callbacks: Some(8777),
+            callbacks_of: vec!["call_rcu".into()],
             missed: 0,
             keyed_losses: None,
             readers_estimate: None,
@@ -740,7 +758,7 @@ mod tests {
             out,
             "{\"type\": \"rcutrace_count_summary\", \"data\": {\"elapsed_s\": 5.01, \
              \"elapsed_ns\": 5010000000, \"readers\": 1400220, \"call_rcu\": 6697, \
-             \"callbacks\": 8777, \"grace_periods\": 462, \"readers_per_grace_period\": 3030.779220779221, \
+             \"callbacks\": 8777, \"callbacks_of\": [\"call_rcu\"], \"grace_periods\": 462, \"readers_per_grace_period\": 3030.779220779221, \
              \"call_rcu_per_grace_period\": 14.495670995670995, \
              \"callbacks_per_grace_period\": 18.9978354978355, \
              \"call_rcu_per_second\": 1336.7265469061877, \"missed_by_kernel\": 0}}\n"

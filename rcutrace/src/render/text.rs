@@ -8,9 +8,9 @@ use rcutrace_common::hist::{Linear, SlotBounds, log2_bounds, sparse_bounds};
 use crate::{
     model::stats,
     model::{
-        Buckets, CallbacksSummary, CountMap, CountSummary, GracePeriodsSummary, HistMap,
-        LatencySummary, MIN_RATE_WINDOW_SECS, Map, PerGracePeriod, ReadersEstimate, Report,
-        Summary, maps_in_order, shown_slots, sparse_in_order,
+        Buckets, CallbackCounts, CallbacksSummary, CountMap, CountSummary, GracePeriodsSummary,
+        HistMap, LatencySummary, MIN_RATE_WINDOW_SECS, Map, PerGracePeriod, ReadersEstimate,
+        Report, SeriesStats, Summary, Unit, maps_in_order, shown_slots, sparse_in_order,
     },
     render::figure,
 };
@@ -19,10 +19,18 @@ pub fn report(report: &Report) -> String {
     // At the end of a run bpftrace prints two newlines, then every map; an interval's
     // `time(); print(@)` prints the time, then the maps.
     let mut out = match &report.time {
-        Some(time) => format!("{time}\n"),
+        Some(stamp) => format!("{}\n", stamp.time),
         None => String::from("\n\n"),
     };
-    out.push_str(&maps(&report.maps));
+    // Exact buckets print their bounds, which need the unit their summary states.
+    let unit_of = |name: &str| match &report.summary {
+        Summary::Latency(summaries) => summaries
+            .iter()
+            .find(|s| s.map_name == name)
+            .map(|s| s.unit),
+        _ => None,
+    };
+    out.push_str(&maps(&report.maps, &unit_of));
     match &report.summary {
         Summary::Count(summary) => out.push_str(&count_summary(summary)),
         Summary::Latency(summaries) => {
@@ -172,12 +180,12 @@ pub fn banner(probes: usize) -> String {
 }
 
 /// All maps, ordered by name as bytes (`@` included).
-fn maps(maps: &[Map]) -> String {
+fn maps(maps: &[Map], unit_of: &dyn Fn(&str) -> Option<Unit>) -> String {
     let mut out = String::new();
     for map in maps_in_order(maps) {
         match map {
             Map::Count(m) => count_map(&mut out, m),
-            Map::Hist(h) => hist_map(&mut out, h),
+            Map::Hist(h) => hist_map(&mut out, h, unit_of(&h.name)),
             Map::Scalar(s) => {
                 let _ = writeln!(out, "{}: {}", s.name, s.value);
             }
@@ -198,7 +206,7 @@ fn count_map(out: &mut String, map: &CountMap) {
     }
 }
 
-fn hist_map(out: &mut String, map: &HistMap) {
+fn hist_map(out: &mut String, map: &HistMap, unit: Option<Unit>) {
     if map.is_empty() {
         out.push_str(EMPTY_MAP);
         return;
@@ -216,8 +224,9 @@ fn hist_map(out: &mut String, map: &HistMap) {
         Buckets::Linear(linear, counts) => rows(out, counts, |slot| linear_label(linear, slot)),
         Buckets::Sparse { step, buckets } => {
             for (bucket, count) in sparse_in_order(buckets) {
-                if let SlotBounds::Range { low, .. } = sparse_bounds(bucket, *step) {
-                    let _ = writeln!(out, "{low}: {count}");
+                if let SlotBounds::Range { low, high } = sparse_bounds(bucket, *step) {
+                    let unit = unit.map_or(String::new(), |u| format!(" {}", u.suffix()));
+                    let _ = writeln!(out, "[{low}, {high}){unit}: {count}");
                 }
             }
         }
@@ -329,13 +338,18 @@ fn count_summary(summary: &CountSummary) -> String {
             } else {
                 ""
             };
+            // Only the functions that were traced are named.
+            let queuers = match summary.callbacks_of.as_slice() {
+                [] => String::new(),
+                names => format!(" ({})", names.join(", ")),
+            };
             for (label, count, note) in [
                 ("RCU readers per grace period: ", summary.readers, estimated),
                 ("call_rcu() per grace period:  ", summary.call_rcu, ""),
                 (
                     "callbacks per grace period:   ",
                     summary.callbacks,
-                    " (call_rcu, call_rcu_hurry, kvfree_call_rcu)",
+                    queuers.as_str(),
                 ),
             ] {
                 let ratio = match summary.per_grace_period(count) {
@@ -410,6 +424,20 @@ pub(super) fn one_line(key: &str) -> String {
 
 /// rcutrace's lines after a function's latency histograms: exact statistics and percentiles
 /// per histogram (per key), then what could not be measured.
+/// A percentile as precise as it is: exact samples (and the exact extremes an estimate is
+/// clamped to) with every decimal, so that none prints below the maximum beside it.
+fn percentile(series: &SeriesStats, ns: f64, unit: Unit) -> String {
+    let extreme = [series.min_ns, series.max_ns]
+        .into_iter()
+        .flatten()
+        .find(|&e| e as f64 == ns);
+    match extreme {
+        Some(exact) => figure::exact(exact, unit),
+        None if series.percentiles_exact => figure::exact(ns as u64, unit),
+        None => figure::estimate(ns, unit),
+    }
+}
+
 fn latency_summary(summary: &LatencySummary) -> String {
     let unit = summary.unit;
     let mut out = String::new();
@@ -435,15 +463,22 @@ fn latency_summary(summary: &LatencySummary) -> String {
                     .percentiles
                     .iter()
                     .map(|&(q, ns)| {
-                        format!("{} {}", stats::quantile_name(q), figure::estimate(ns, unit))
+                        format!(
+                            "{} {}",
+                            stats::quantile_name(q),
+                            percentile(series, ns, unit)
+                        )
                     })
                     .collect();
-                let _ = writeln!(
-                    out,
-                    "{name} {} (each within {}%)",
-                    percentiles.join(", "),
-                    figure::percent_bound(summary.percentile_error + figure::ROUNDING_ERROR)
-                );
+                let bound = match (series.percentiles_exact, series.count) {
+                    (true, 1) => "exact: its one sample".to_string(),
+                    (true, n) => format!("exact: nearest rank of the {n} samples"),
+                    (false, _) => format!(
+                        "each within {}%",
+                        figure::percent_bound(summary.percentile_error + figure::ROUNDING_ERROR)
+                    ),
+                };
+                let _ = writeln!(out, "{name} {} ({bound})", percentiles.join(", "));
             }
             _ => {
                 let _ = writeln!(out, "{name} count 0");
@@ -680,15 +715,26 @@ fn holdout_text(
 fn callbacks_summary(summary: &CallbacksSummary) -> String {
     let unit = summary.unit;
     let mut out = String::new();
+    // The percentiles have as many digits as their bound needs, and no more.
+    let digits = figure::digits_for(summary.percentile_error);
     let _ = writeln!(
         out,
         "Callbacks over {:.2} s (latency: queued to invoked, in {}; percentiles within {}%):",
         summary.elapsed.as_secs_f64(),
         unit.suffix(),
-        figure::percent_bound(summary.percentile_error + figure::ROUNDING_ERROR)
+        figure::percent_bound(summary.percentile_error + figure::rounding_error(digits))
     );
     let estimate = |ns: f64| figure::estimate_number(ns, unit);
-    let exact = |ns: u64| figure::exact_number(ns, unit);
+    // One precision per column: the exact extremes with the decimals the most precise needs.
+    let places = figure::places_needed(
+        summary
+            .rows
+            .iter()
+            .flat_map(|r| [r.latency.min_ns, r.latency.max_ns])
+            .flatten(),
+        unit,
+    );
+    let exact = |ns: u64| figure::exact_number_places(ns, unit, places);
     let header = [
         "FUNCTION", "VIA", "QUEUED", "INVOKED", "PENDING", "BEFORE", "MIN", "MEAN", "MAX", "P50",
         "P90", "P99",
@@ -698,7 +744,17 @@ fn callbacks_summary(summary: &CallbacksSummary) -> String {
         let latency = &row.latency;
         let percentile = |q: f64| {
             let found = latency.percentiles.iter().find(|(p, _)| *p == q);
-            found.map_or("-".into(), |&(_, ns)| estimate(ns))
+            found.map_or("-".into(), |&(_, ns)| {
+                // An exact extreme prints as its column does, never rounded below it.
+                match [latency.min_ns, latency.max_ns]
+                    .into_iter()
+                    .flatten()
+                    .find(|&e| e as f64 == ns)
+                {
+                    Some(extreme) => exact(extreme),
+                    None => figure::estimate_digits(ns, unit, digits),
+                }
+            })
         };
         table.push(vec![
             row.function.clone(),
@@ -731,18 +787,31 @@ fn callbacks_summary(summary: &CallbacksSummary) -> String {
         }
         let _ = writeln!(out, "{}", line.trim_end());
     }
+    // Each total is its column added up over every row, the rows not shown included.
+    let counts = |c: &CallbackCounts| {
+        format!(
+            "{} queued, {} invoked, {} pending, {} before",
+            c.queued, c.invoked, c.pending_at_exit, c.queued_before_tracing
+        )
+    };
     if summary.rows_not_shown > 0 {
         let _ = writeln!(
             out,
-            "  ... {} more rows ({} queued); --top 0 shows all",
-            summary.rows_not_shown, summary.queued_not_shown
+            "  ... {} more rows: {}; --top 0 shows all",
+            summary.rows_not_shown,
+            counts(&summary.not_shown)
         );
     }
     let totals = &summary.totals;
     let _ = writeln!(
         out,
-        "  all callbacks: {} queued, {} invoked",
-        totals.queued, totals.invoked
+        "  all rows: {}",
+        counts(&CallbackCounts {
+            queued: totals.queued,
+            invoked: totals.invoked,
+            pending_at_exit: totals.pending_at_exit,
+            queued_before_tracing: totals.queued_before_tracing,
+        })
     );
     if let Some(kvfree) = totals.kvfree_queued {
         let _ = writeln!(
@@ -796,6 +865,7 @@ mod tests {
                 key: None,
                 buckets,
             },
+            None,
         );
         out
     }
@@ -895,7 +965,7 @@ mod tests {
                 buckets: Buckets::Log2(hk1),
             }),
         ];
-        let out = banner(1) + "\n\n" + &maps(&all);
+        let out = banner(1) + "\n\n" + &maps(&all, &|_| None);
         let expected = format!(
             "Attaching 1 probe...\n\
              \n\
@@ -922,7 +992,7 @@ mod tests {
     fn an_interval_starts_with_its_time() {
         let interval = Report {
             environment: None,
-            time: Some("12:00:05".into()),
+            time: Some(crate::model::Stamp::interval("12:00:05")),
             maps: vec![Map::Count(CountMap {
                 name: "@".into(),
                 entries: vec![("call_rcu".into(), 3)],
@@ -1006,7 +1076,35 @@ mod tests {
                 buckets: vec![(2, 4), (1, 20), (70, 1)],
             },
         );
-        assert_eq!(out, "@srlat: \n100: 20\n200: 4\n7000: 1\n\n");
+        assert_eq!(
+            out,
+            "@srlat: \n[100, 200): 20\n[200, 300): 4\n[7000, 7100): 1\n\n"
+        );
+        // `--buckets 3`: each row with its unit.
+        let report = Report {
+            time: None,
+            maps: vec![Map::Hist(HistMap {
+                name: "@srlat".into(),
+                key: None,
+                buckets: Buckets::Sparse {
+                    step: 3,
+                    buckets: vec![(3, 2)],
+                },
+            })],
+            summary: Summary::Latency(vec![LatencySummary {
+                map_name: "@srlat".into(),
+                unit: Unit::Ms,
+                series: Vec::new(),
+                percentile_error: 0.0,
+                losses: crate::model::Losses::default(),
+            }]),
+            environment: None,
+        };
+        assert!(
+            super::report(&report).contains("\n@srlat: \n[9, 12) ms: 2\n"),
+            "{}",
+            super::report(&report)
+        );
     }
 
     /// bpftrace 0.17 prints a map it never wrote as an empty line: no header, no rows.
@@ -1041,6 +1139,9 @@ mod tests {
             readers: pairs[0],
             call_rcu: pairs[1],
             callbacks: pairs[2],
+            callbacks_of: ["call_rcu", "call_rcu_hurry", "kvfree_call_rcu"]
+                .map(String::from)
+                .to_vec(),
             grace_periods: pairs[3],
             missed: 0,
             keyed_losses: None,
@@ -1167,6 +1268,7 @@ mod tests {
                 min_ns: Some(4_000_000),
                 max_ns: Some(28_777_001),
                 mean_ns: Some(10_500_000.0),
+                percentiles_exact: false,
                 percentiles: vec![(0.5, 9_900_000.0), (0.999, 28_777_001.0)],
             }],
             percentile_error: 0.0078,
@@ -1178,8 +1280,35 @@ mod tests {
         assert_eq!(
             latency_summary(&summary),
             "@srlat count 3, min 4.000 ms, mean 10.500 ms, max 28.777001 ms\n\
-             @srlat p50 9.9000 ms, p99.9 28.777 ms (each within 0.8%)\n\
+             @srlat p50 9.9000 ms, p99.9 28.777001 ms (each within 0.8%)\n\
              @srlat not measured: 1 in flight at exit, 0 returns lost, 0 begun before tracing, 0 missed by the kernel, 0 lost to a full map\n"
+        );
+    }
+
+    #[test]
+    fn exact_percentiles_print_every_decimal_and_say_so() {
+        let summary = LatencySummary {
+            map_name: "@rcu_barrier".into(),
+            unit: Unit::Ms,
+            series: vec![SeriesStats {
+                key: None,
+                count: 19,
+                min_ns: Some(9_061_050),
+                max_ns: Some(19_893_079),
+                mean_ns: Some(15_317_000.0),
+                percentiles: vec![(0.5, 15_008_000.0), (0.99, 19_893_079.0)],
+                percentiles_exact: true,
+            }],
+            percentile_error: crate::model::stats::PERCENTILE_ERROR,
+            losses: crate::model::Losses::default(),
+        };
+        let text = latency_summary(&summary);
+        assert!(
+            text.contains(
+                "@rcu_barrier p50 15.008 ms, p99 19.893079 ms (exact: nearest rank of the 19 \
+                 samples)\n"
+            ),
+            "{text}"
         );
     }
 }

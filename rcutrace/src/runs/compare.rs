@@ -7,13 +7,15 @@ use std::collections::BTreeSet;
 use rcutrace_common::records::Environment;
 
 use crate::model::{
-    Buckets, CallbackRow, CallbackTotals, CallbacksSummary, CountMap, CountSummary, HistMap, Map,
-    PerGracePeriod, Report, SeriesStats, Summary, Unit,
+    Buckets, CallbackCounts, CallbackRow, CallbackTotals, CallbacksSummary, CountMap, CountSummary,
+    HistMap, Map, PerGracePeriod, Report, SeriesStats, Summary, Unit,
 };
 
 /// The comparison of run A with run B.
 #[derive(Debug, PartialEq)]
 pub struct Comparison {
+    /// When A and B ran different commands, or timed different functions: said first.
+    pub different_runs: Option<String>,
     /// What differs between the environments, in the order A records them.
     pub environment: EnvironmentDifference,
     pub counts: Vec<CountComparison>,
@@ -82,12 +84,64 @@ pub fn compare(a: &Report, b: &Report) -> Comparison {
         _ => Vec::new(),
     };
     Comparison {
+        different_runs: different_runs(a, b),
         environment: compare_environments(a.environment.as_ref(), b.environment.as_ref()),
         counts,
         rates,
         hists,
         unmatched,
     }
+}
+
+/// What a run ran, as far as its records tell: the command, and the functions it timed.
+fn what_ran(report: &Report) -> Option<(&'static str, Vec<String>)> {
+    match &report.summary {
+        Summary::Count(_) => Some(("count", Vec::new())),
+        Summary::Callbacks(_) => Some(("callbacks", Vec::new())),
+        Summary::GracePeriods(_) => Some(("gp", Vec::new())),
+        Summary::Stall(_) => Some(("stall", Vec::new())),
+        // bpftrace's runs have no summaries: nothing to tell.
+        Summary::Latency(summaries) if summaries.is_empty() => None,
+        Summary::Latency(summaries) if summaries.iter().any(|s| s.map_name == "@gplat") => {
+            Some(("gplat", Vec::new()))
+        }
+        Summary::Latency(summaries) => Some((
+            "srlat",
+            summaries
+                .iter()
+                .map(|s| match s.map_name.as_str() {
+                    "@srlat" => "synchronize_rcu".to_string(),
+                    "@srelat" => "synchronize_rcu_expedited".to_string(),
+                    name => name.trim_start_matches('@').to_string(),
+                })
+                .collect(),
+        )),
+    }
+}
+
+/// A sentence for runs that are not two runs of one experiment.
+fn different_runs(a: &Report, b: &Report) -> Option<String> {
+    let ((command_a, timed_a), (command_b, timed_b)) = (what_ran(a)?, what_ran(b)?);
+    if command_a != command_b {
+        return Some(format!(
+            "A and B are runs of different commands: A of `{command_a}`, B of `{command_b}`; \
+             only the maps both have are compared."
+        ));
+    }
+    if timed_a.iter().collect::<BTreeSet<_>>() == timed_b.iter().collect::<BTreeSet<_>>() {
+        return None;
+    }
+    let shared = timed_a.iter().filter(|f| timed_b.contains(f)).count();
+    Some(format!(
+        "A and B timed different functions: A {}, B {}; {}.",
+        timed_a.join(", "),
+        timed_b.join(", "),
+        if shared == 0 {
+            "they have none in common, so no histogram is compared"
+        } else {
+            "only the functions both timed are compared"
+        }
+    ))
 }
 
 fn compare_environments(a: Option<&Environment>, b: Option<&Environment>) -> EnvironmentDifference {
@@ -167,22 +221,29 @@ fn count_figures(s: &CountSummary) -> Vec<(&'static str, Option<f64>)> {
 }
 
 /// `callbacks`' rows, queued and invoked, by function and entry point, in A's order (most
-/// queued first), then the totals over every callback.
+/// queued first), then the rows `--top` left out and the totals over every row: each total is
+/// the sum of the rows above it.
 fn compare_callbacks(a: &CallbacksSummary, b: &CallbacksSummary) -> Vec<CountComparison> {
     let key = |row: &CallbackRow| format!("{} via {}", row.function, row.via);
-    /// A figure's name, its value in a row, and over every callback.
+    /// A figure's name, its value in a row, in the rows not shown, and over every row.
     type Figure = (
         &'static str,
         fn(&CallbackRow) -> u64,
+        fn(&CallbackCounts) -> u64,
         fn(&CallbackTotals) -> u64,
     );
     let figures: [Figure; 2] = [
-        ("callbacks queued", |r| r.queued, |t| t.queued),
-        ("callbacks invoked", |r| r.invoked, |t| t.invoked),
+        ("callbacks queued", |r| r.queued, |c| c.queued, |t| t.queued),
+        (
+            "callbacks invoked",
+            |r| r.invoked,
+            |c| c.invoked,
+            |t| t.invoked,
+        ),
     ];
     figures
         .into_iter()
-        .map(|(name, of_row, of_totals)| {
+        .map(|(name, of_row, of_hidden, of_totals)| {
             let mut rows: Vec<(String, Option<u64>, Option<u64>)> = a
                 .rows
                 .iter()
@@ -196,8 +257,13 @@ fn compare_callbacks(a: &CallbacksSummary, b: &CallbacksSummary) -> Vec<CountCom
                     rows.push((key(rb), None, Some(of_row(rb))));
                 }
             }
+            if a.rows_not_shown + b.rows_not_shown > 0 {
+                let hidden =
+                    |s: &CallbacksSummary| (s.rows_not_shown > 0).then(|| of_hidden(&s.not_shown));
+                rows.push(("rows not shown".into(), hidden(a), hidden(b)));
+            }
             rows.push((
-                "all callbacks".into(),
+                "all rows".into(),
                 Some(of_totals(&a.totals)),
                 Some(of_totals(&b.totals)),
             ));
@@ -451,6 +517,7 @@ mod tests {
                 min_ns: None,
                 max_ns: None,
                 mean_ns: None,
+                percentiles_exact: false,
                 percentiles: Vec::new(),
             },
         };
@@ -462,7 +529,7 @@ mod tests {
                 unit: Unit::Ms,
                 rows,
                 rows_not_shown: 0,
-                queued_not_shown: 0,
+                not_shown: CallbackCounts::default(),
                 percentile_error: 0.0,
                 totals: CallbackTotals {
                     queued,
@@ -492,12 +559,12 @@ mod tests {
                 ("f via call_rcu".to_string(), Some(10), None),
                 ("g via call_rcu".into(), Some(3), Some(6)),
                 ("f via call_rcu_hurry".into(), None, Some(4)),
-                ("all callbacks".into(), Some(13), Some(10)),
+                ("all rows".into(), Some(13), Some(10)),
             ]
         );
         assert_eq!(
             counts[1].rows[3],
-            ("all callbacks".to_string(), Some(11), Some(9))
+            ("all rows".to_string(), Some(11), Some(9))
         );
     }
 
@@ -523,6 +590,7 @@ mod tests {
                     min_ns: Some(1),
                     max_ns: Some(9),
                     mean_ns: Some(mean),
+                    percentiles_exact: false,
                     percentiles: vec![(0.5, mean)],
                 }],
                 percentile_error: 0.0078125,
@@ -579,5 +647,66 @@ mod tests {
         let comparison = compare(&a, &c);
         assert_eq!(comparison.hists[0].buckets, None);
         assert_eq!(comparison.hists[0].stats.as_ref().unwrap().2, Unit::Ms);
+    }
+
+    fn latency_run(maps: &[&str]) -> Report {
+        Report {
+            time: None,
+            maps: Vec::new(),
+            summary: Summary::Latency(
+                maps.iter()
+                    .map(|name| crate::model::LatencySummary {
+                        map_name: name.to_string(),
+                        unit: Unit::Ms,
+                        series: Vec::new(),
+                        percentile_error: 0.0,
+                        losses: crate::model::Losses::default(),
+                    })
+                    .collect(),
+            ),
+            environment: None,
+        }
+    }
+
+    #[test]
+    fn runs_of_different_commands_or_functions_are_said_first() {
+        let count = Report {
+            summary: Summary::Count(CountSummary::default()),
+            ..latency_run(&[])
+        };
+        assert_eq!(
+            compare(&latency_run(&["@gplat"]), &count)
+                .different_runs
+                .as_deref(),
+            Some(
+                "A and B are runs of different commands: A of `gplat`, B of `count`; only the \
+                 maps both have are compared."
+            )
+        );
+        assert_eq!(
+            compare(&latency_run(&["@srlat"]), &latency_run(&["@srelat"]))
+                .different_runs
+                .as_deref(),
+            Some(
+                "A and B timed different functions: A synchronize_rcu, B \
+                 synchronize_rcu_expedited; they have none in common, so no histogram is \
+                 compared."
+            )
+        );
+        let both = compare(
+            &latency_run(&["@rcu_barrier", "@srlat"]),
+            &latency_run(&["@srlat"]),
+        );
+        assert!(
+            both.different_runs
+                .unwrap()
+                .ends_with("only the functions both timed are compared."),
+        );
+        assert_eq!(
+            compare(&latency_run(&["@srlat"]), &latency_run(&["@srlat"])).different_runs,
+            None
+        );
+        // bpftrace's runs say nothing of what ran.
+        assert_eq!(compare(&latency_run(&[]), &count).different_runs, None);
     }
 }

@@ -16,7 +16,7 @@ use crate::model::{
 /// The summary of a saved gp run from its records; `latency` holds the `@gplat` statistics.
 pub fn summary(
     s: &records::GracePeriodsSummary,
-    rows: &[&records::GracePeriod],
+    rows: &[records::GracePeriod],
     latency: Vec<LatencySummary>,
 ) -> Result<GracePeriodsSummary> {
     let Some(latency) = latency.into_iter().next() else {
@@ -40,6 +40,7 @@ pub fn summary(
                     max_ns: p.max_ns,
                     mean_ns: p.mean_ns,
                     percentiles: percentiles(&p.percentiles_ns),
+                    percentiles_exact: p.percentiles_exact,
                 },
             })
             .collect(),
@@ -63,7 +64,7 @@ pub fn summary(
                 held_ns: r.held_ns,
             })
             .collect(),
-        slowest: rows.iter().map(|g| row(g)).collect::<Result<_>>()?,
+        slowest: rows.iter().map(row).collect::<Result<_>>()?,
         by_gp_seq: s.by_gp_seq,
         without_report: s.without_report,
         unassembled: Unassembled {

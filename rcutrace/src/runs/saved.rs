@@ -1,9 +1,13 @@
 //! A saved `-f json` run read back into the report model, so that `rcutrace report` prints it
 //! with the very renderer the live run used. rcutrace's runs carry every figure the text
 //! shows; bpftrace's own JSON carries its maps and histograms (a histogram's layout is then
-//! told from its bucket bounds).
+//! told from its bucket bounds). The file is read as a stream, one line at a time, keeping
+//! only the model: a run of a million records needs no copy of its text.
+//!
+//! What is not one whole run is refused with the line where it goes wrong: an empty file,
+//! two runs in one file, a run cut short before its summaries.
 
-use std::{path::Path, time::Duration};
+use std::{io::BufRead, path::Path, time::Duration};
 
 use anyhow::{Context as _, Result, anyhow, bail};
 use rcutrace_common::{
@@ -14,9 +18,9 @@ use rcutrace_common::{
 use crate::{
     model::stats::{PERCENTILE_ERROR, QUANTILES, quantile_name},
     model::{
-        Buckets, CallbackRow, CallbackTotals, CallbacksSummary, CountMap, CountSummary, HistMap,
-        KeyedLosses, LatencySummary, Losses, Map, ReadersEstimate, Report, ScalarMap, SeriesStats,
-        Summary, Unit,
+        Buckets, CallbackCounts, CallbackRow, CallbackTotals, CallbacksSummary, CountMap,
+        CountSummary, Environment, HistMap, KeyedLosses, LatencySummary, Losses, Map,
+        ReadersEstimate, Report, ScalarMap, SeriesStats, Stamp, Summary, Unit,
     },
 };
 
@@ -25,161 +29,372 @@ use crate::{
 pub struct Saved {
     /// From the `attached_probes` record: the text's banner.
     pub probes: Option<u64>,
-    pub report: Report,
+    /// The one window's report, or with `--interval` one report per interval, in order.
+    pub reports: Vec<Report>,
 }
 
 pub fn read(path: &Path) -> Result<Saved> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    parse(&text).with_context(|| format!("reading the saved run {}", path.display()))
+    let file = std::fs::File::open(path).with_context(|| format!("reading {}", path.display()))?;
+    parse(std::io::BufReader::new(file))
+        .with_context(|| format!("reading the saved run {}", path.display()))
 }
 
 /// Reads the JSON lines of one run. Records of types rcutrace does not know (bpftrace's
-/// `printf`, `time`, ...) carry nothing the report shows and are skipped.
-pub fn parse(text: &str) -> Result<Saved> {
-    let mut records = Vec::new();
-    for (number, line) in text.lines().enumerate() {
-        if line.trim().is_empty() {
+/// `printf`, `lost_events`, ...) carry nothing the report shows and are skipped.
+pub fn parse(mut input: impl BufRead) -> Result<Saved> {
+    let mut run = Run::default();
+    let mut line = String::new();
+    let mut number = 0;
+    loop {
+        line.clear();
+        if input
+            .read_line(&mut line)
+            .with_context(|| format!("line {}", number + 1))?
+            == 0
+        {
+            break;
+        }
+        number += 1;
+        let text = line.trim();
+        if text.is_empty() {
             continue;
         }
-        match serde_json::from_str::<Record>(line) {
-            Ok(record) => records.push(record),
-            Err(error) => {
-                let value: serde_json::Value = serde_json::from_str(line)
-                    .with_context(|| format!("line {} is not JSON", number + 1))?;
-                match value.get("type").and_then(|t| t.as_str()) {
-                    Some(kind) if !KNOWN_TYPES.contains(&kind) => {
-                        log::info!("line {}: record type {kind:?} skipped", number + 1)
-                    }
-                    _ => bail!("line {}: {error}", number + 1),
+        match decode(text) {
+            Ok(Some(record)) => run.add(record, number)?,
+            Ok(None) => {}
+            // A last line without its newline was being written when the file was cut.
+            Err(error) if !line.ends_with('\n') => {
+                return Err(error.context(format!(
+                    "line {number}, the last, is cut short: the file ends in the middle of \
+                     a record"
+                )));
+            }
+            Err(error) => return Err(error.context(format!("line {number}"))),
+        }
+    }
+    run.finish(number)
+}
+
+/// One line as a record; `None` for a type rcutrace does not read.
+fn decode(line: &str) -> Result<Option<Record>> {
+    match serde_json::from_str::<Record>(line) {
+        Ok(record) => Ok(Some(record)),
+        Err(error) => {
+            let value: serde_json::Value =
+                serde_json::from_str(line).map_err(|e| anyhow!("not JSON: {e}"))?;
+            match value.get("type").and_then(|t| t.as_str()) {
+                Some(kind) if !kind.starts_with("rcutrace_") && !BPFTRACE_TYPES.contains(&kind) => {
+                    log::info!("record type {kind:?} skipped");
+                    Ok(None)
                 }
+                _ => Err(anyhow!("{error}")),
             }
         }
     }
-    from_records(&records)
 }
 
-const KNOWN_TYPES: [&str; 11] = [
-    "attached_probes",
-    "map",
-    "hist",
-    "rcutrace_count_summary",
-    "rcutrace_latency_summary",
-    "rcutrace_not_measured",
-    "rcutrace_environment",
-    "rcutrace_empty_map",
-    "rcutrace_callbacks_summary",
-    "rcutrace_gp_summary",
-    "rcutrace_grace_period",
-];
+/// bpftrace's record types that rcutrace reads.
+const BPFTRACE_TYPES: [&str; 4] = ["attached_probes", "map", "hist", "time"];
 
-fn from_records(records: &[Record]) -> Result<Saved> {
-    let mut probes = None;
-    let mut environment = None;
-    let mut maps = Vec::new();
-    let mut count_summary = None;
-    let mut callbacks_summary = None;
-    let mut gp_summary = None;
-    let mut grace_periods = Vec::new();
-    let mut latency = Vec::new();
-    // Histograms wait for their layout, which the summaries after them carry.
-    let mut hists: Vec<(String, Option<String>, &[Bucket])> = Vec::new();
-    let mut series: Vec<&records::LatencySummary> = Vec::new();
-    for record in records {
+/// The run read so far.
+#[derive(Default)]
+struct Run {
+    /// The `attached_probes` record's figure, and its line.
+    probes: Option<(u64, usize)>,
+    reports: Vec<Report>,
+    current: Window,
+    /// Lines that held a record.
+    records: usize,
+    /// The line of the first record of rcutrace's own types: such a run ends each window
+    /// with its summaries, which bpftrace's runs do not have.
+    rcutrace_record: Option<usize>,
+    /// The line of the environment record.
+    environment: Option<usize>,
+}
+
+/// One window (or interval) being read.
+#[derive(Default)]
+struct Window {
+    /// The line it starts at.
+    from: usize,
+    time: Option<Stamp>,
+    environment: Option<Environment>,
+    maps: Vec<Map>,
+    /// Histograms wait for their layout, which the summaries after them carry.
+    hists: Vec<(String, Option<String>, Vec<Bucket>)>,
+    layouts: Vec<(String, HistLayout)>,
+    count_summary: Option<CountSummary>,
+    callbacks_summary: Option<CallbacksSummary>,
+    /// `gp`'s tables and its slowest grace periods.
+    gp_summary: Option<records::GracePeriodsSummary>,
+    grace_periods: Vec<records::GracePeriod>,
+    latency: Vec<LatencySummary>,
+    /// Latency statistics waiting for their function's `rcutrace_not_measured` record.
+    series: Vec<records::LatencySummary>,
+    /// The line of the first summary record: the window's maps are all before it.
+    summarized: Option<usize>,
+    records: usize,
+}
+
+impl Run {
+    fn add(&mut self, record: Record, line: usize) -> Result<()> {
+        self.records += 1;
+        let own = !matches!(
+            record,
+            Record::AttachedProbes { .. } | Record::Map(_) | Record::Hist(_) | Record::Time(_)
+        );
+        if own && self.rcutrace_record.is_none() {
+            self.rcutrace_record = Some(line);
+        }
+        match &record {
+            Record::AttachedProbes { probes } => {
+                if let Some((_, first)) = self.probes {
+                    bail!(
+                        "line {line}: a second run starts here (its own attached_probes \
+                         record; the first run's is on line {first}): a file holds one saved \
+                         run, save each run to a file of its own"
+                    );
+                }
+                if self.records > 1 {
+                    bail!(
+                        "line {line}: a run's attached_probes record after other records: \
+                         two runs in one file? A file holds one saved run"
+                    );
+                }
+                self.probes = Some((*probes, line));
+                return Ok(());
+            }
+            Record::Time(time) => {
+                self.close_window(line)?;
+                self.current.from = line;
+                self.current.time = Some(Stamp {
+                    time: time.trim_end_matches('\n').to_string(),
+                    cumulative: false,
+                });
+                return Ok(());
+            }
+            Record::Environment(_) => {
+                if let Some(first) = self.environment {
+                    bail!(
+                        "line {line}: a second run starts here (its own environment record; \
+                         the first run's is on line {first}): a file holds one saved run"
+                    );
+                }
+                self.environment = Some(line);
+            }
+            _ => {}
+        }
+        self.current.add(record, line)
+    }
+
+    /// Ends the window being read, if it has anything, at the record on `line` (the next
+    /// window's time record) or at the end of the file.
+    fn close_window(&mut self, line: usize) -> Result<()> {
+        let window = std::mem::take(&mut self.current);
+        if window.records == 0 && window.time.is_none() {
+            return Ok(());
+        }
+        if let Some(own) = self.rcutrace_record {
+            window.check_summarized(own, line, self.records)?;
+        }
+        self.reports.push(window.into_report()?);
+        Ok(())
+    }
+
+    fn finish(mut self, lines: usize) -> Result<Saved> {
+        if self.records == 0 {
+            bail!(
+                "it holds no record ({}): not a run saved with -f json or --save",
+                if lines == 0 {
+                    "the file is empty"
+                } else {
+                    "only empty lines"
+                }
+            );
+        }
+        self.close_window(lines + 1)?;
+        Ok(Saved {
+            probes: self.probes.map(|(n, _)| n),
+            reports: self.reports,
+        })
+    }
+}
+
+impl Window {
+    fn add(&mut self, record: Record, line: usize) -> Result<()> {
         match record {
-            Record::AttachedProbes { probes: n } => probes = Some(*n),
-            Record::Environment(e) => environment = Some(e.clone()),
-            // Each interval is a report of its own; their maps would mix into one here.
-            Record::Time(_) => anyhow::bail!(
-                "this run was saved with --interval; report reads runs of one window only"
-            ),
-            // It printed as one empty line, whatever kind of map it was.
-            Record::EmptyMap { map } => maps.push(Map::Count(CountMap {
-                name: map.clone(),
-                entries: Vec::new(),
-            })),
-            Record::CallbacksSummary(s) => callbacks_summary = Some(callbacks(s)),
-            Record::GracePeriodsSummary(s) => gp_summary = Some(s),
-            Record::GracePeriod(g) => grace_periods.push(g),
-            Record::StallWarning(_)
-            | Record::KernelStallWarning(_)
-            | Record::StallEnded(_)
-            | Record::StallSummary(_) => anyhow::bail!(
-                "this is a `stall` run: its warnings were its output, and report does not print \
-                 them again (read its JSON lines directly)"
-            ),
+            // Taken by the run.
+            Record::AttachedProbes { .. } | Record::Time(_) => {}
+            Record::Interval { cumulative } => match self.time.as_mut() {
+                Some(stamp) if self.records == 0 => stamp.cumulative = cumulative,
+                _ => bail!(
+                    "line {line}: an rcutrace_interval record that does not follow a time record"
+                ),
+            },
+            Record::Environment(e) => self.environment = Some(e),
+            Record::EmptyMap { map } => {
+                self.map_allowed(line)?;
+                // It printed as one empty line, whatever kind of map it was.
+                self.maps.push(Map::Count(CountMap {
+                    name: map,
+                    entries: Vec::new(),
+                }));
+            }
             Record::Map(members) => {
-                for (name, value) in &members.0 {
-                    maps.push(match value {
+                self.map_allowed(line)?;
+                for (name, value) in members.0 {
+                    self.maps.push(match value {
                         MapValue::Keyed(entries) => Map::Count(CountMap {
-                            name: name.clone(),
-                            entries: entries.0.clone(),
+                            name,
+                            entries: entries.0,
                         }),
-                        MapValue::Scalar(value) => Map::Scalar(ScalarMap {
-                            name: name.clone(),
-                            value: *value,
-                        }),
+                        MapValue::Scalar(value) => Map::Scalar(ScalarMap { name, value }),
                     });
                 }
             }
             Record::Hist(members) => {
-                for (name, value) in &members.0 {
+                self.map_allowed(line)?;
+                for (name, value) in members.0 {
                     match value {
-                        HistValue::Buckets(buckets) => hists.push((name.clone(), None, buckets)),
+                        HistValue::Buckets(buckets) => self.hists.push((name, None, buckets)),
                         HistValue::Keyed(keys) => {
-                            for (key, buckets) in &keys.0 {
-                                hists.push((name.clone(), Some(key.clone()), buckets));
+                            for (key, buckets) in keys.0 {
+                                self.hists.push((name.clone(), Some(key), buckets));
                             }
                         }
                     }
                 }
             }
-            Record::CountSummary(s) => count_summary = Some(count(s)),
-            Record::LatencySummary(s) => series.push(s),
+            Record::CountSummary(s) => {
+                self.one_summary(line)?;
+                self.count_summary = Some(count(&s));
+            }
+            Record::CallbacksSummary(s) => {
+                self.one_summary(line)?;
+                self.callbacks_summary = Some(callbacks(&s));
+            }
+            Record::GracePeriodsSummary(s) => {
+                self.summarized.get_or_insert(line);
+                self.gp_summary = Some(s);
+            }
+            Record::GracePeriod(g) => self.grace_periods.push(g),
+            Record::StallWarning(_)
+            | Record::KernelStallWarning(_)
+            | Record::StallEnded(_)
+            | Record::StallSummary(_) => bail!(
+                "line {line}: this is a `stall` run: its warnings were its output, and report \
+                 does not print them again (read its JSON lines directly)"
+            ),
+            Record::LatencySummary(s) => {
+                self.summarized.get_or_insert(line);
+                if let Some(layout) = s.layout
+                    && !self.layouts.iter().any(|(name, _)| *name == s.map)
+                {
+                    self.layouts.push((s.map.clone(), layout));
+                }
+                self.series.push(s);
+            }
             Record::NotMeasured(losses) => {
-                let (mine, others) = series.into_iter().partition(|s| s.map == losses.map);
-                series = others;
-                latency.push(latency_summary(&mine, losses));
+                self.summarized.get_or_insert(line);
+                let (mine, others): (Vec<_>, Vec<_>) = std::mem::take(&mut self.series)
+                    .into_iter()
+                    .partition(|s| s.map == losses.map);
+                self.series = others;
+                let mine: Vec<&records::LatencySummary> = mine.iter().collect();
+                self.latency.push(latency_summary(&mine, &losses));
             }
         }
+        self.records += 1;
+        Ok(())
     }
-    let all_series: Vec<&records::LatencySummary> = records
-        .iter()
-        .filter_map(|r| match r {
-            Record::LatencySummary(s) => Some(s),
-            _ => None,
-        })
-        .collect();
-    for (name, key, buckets) in &hists {
-        let layout = all_series
+
+    /// A window's maps come before its summaries: one after them starts another run.
+    fn map_allowed(&self, line: usize) -> Result<()> {
+        match self.summarized {
+            Some(summary) => bail!(
+                "line {line}: a map after the summary of its window (line {summary}), with no \
+                 time record between: two runs in one file? A file holds one saved run"
+            ),
+            None => Ok(()),
+        }
+    }
+
+    fn one_summary(&mut self, line: usize) -> Result<()> {
+        if let Some(summary) = self.summarized {
+            bail!(
+                "line {line}: a second summary in one window (the first on line {summary}): \
+                 two runs in one file? A file holds one saved run"
+            );
+        }
+        self.summarized = Some(line);
+        Ok(())
+    }
+
+    /// rcutrace ends every window with its summaries: one without them was cut short.
+    fn check_summarized(&self, own_record: usize, next: usize, records: usize) -> Result<()> {
+        let what = if self.time.is_some() {
+            format!("the interval that starts on line {}", self.from)
+        } else {
+            "the run".to_string()
+        };
+        let latency_names: Vec<&str> = self.latency.iter().map(|l| l.map_name.as_str()).collect();
+        let unsummarized = self
+            .hists
             .iter()
-            .find(|s| &s.map == name)
-            .and_then(|s| s.layout)
-            .map_or_else(|| infer_layout(buckets), Ok)
-            .with_context(|| format!("histogram {name}"))?;
-        maps.push(Map::Hist(HistMap {
-            name: name.clone(),
-            key: key.clone(),
-            buckets: model_buckets(layout, buckets).with_context(|| format!("histogram {name}"))?,
-        }));
+            .map(|(name, _, _)| name.as_str())
+            .find(|name| !latency_names.contains(name));
+        let complete = self.count_summary.is_some()
+            || self.callbacks_summary.is_some()
+            || self.gp_summary.is_some()
+            || (!self.latency.is_empty() && self.series.is_empty() && unsummarized.is_none());
+        if complete {
+            return Ok(());
+        }
+        let missing = match (unsummarized, self.series.first()) {
+            (_, Some(s)) => format!("{}'s rcutrace_not_measured record", s.map),
+            (Some(name), None) => format!("{name}'s summary records"),
+            (None, None) => "its summary".to_string(),
+        };
+        let at = if next > records {
+            "the file ends".to_string()
+        } else {
+            format!("line {next} starts the next interval")
+        };
+        bail!(
+            "{what} has no {missing}: {at} before it (an rcutrace run, by its records from \
+             line {own_record} on, ends each window with its summaries): the file was cut short"
+        )
     }
-    let summary = match (count_summary, callbacks_summary, gp_summary) {
-        (Some(summary), _, _) => Summary::Count(summary),
-        (None, Some(summary), _) => Summary::Callbacks(summary),
-        (None, None, Some(summary)) => Summary::GracePeriods(Box::new(
-            super::grace_periods::summary(summary, &grace_periods, latency)?,
-        )),
-        (None, None, None) => Summary::Latency(latency),
-    };
-    Ok(Saved {
-        probes,
-        report: Report {
-            time: None,
+
+    fn into_report(self) -> Result<Report> {
+        let mut maps = self.maps;
+        for (name, key, buckets) in self.hists {
+            let layout = self
+                .layouts
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, layout)| *layout)
+                .map_or_else(|| infer_layout(&buckets), Ok)
+                .with_context(|| format!("histogram {name}"))?;
+            let buckets =
+                model_buckets(layout, &buckets).with_context(|| format!("histogram {name}"))?;
+            maps.push(Map::Hist(HistMap { name, key, buckets }));
+        }
+        let summary = match (self.count_summary, self.callbacks_summary, self.gp_summary) {
+            (Some(summary), _, _) => Summary::Count(summary),
+            (None, Some(summary), _) => Summary::Callbacks(summary),
+            (None, None, Some(summary)) => Summary::GracePeriods(Box::new(
+                super::grace_periods::summary(&summary, &self.grace_periods, self.latency)?,
+            )),
+            (None, None, None) => Summary::Latency(self.latency),
+        };
+        Ok(Report {
+            time: self.time,
             maps,
             summary,
-            environment,
-        },
-    })
+            environment: self.environment,
+        })
+    }
 }
 
 fn count(s: &records::CountSummary) -> CountSummary {
@@ -200,6 +415,12 @@ fn count(s: &records::CountSummary) -> CountSummary {
         callbacks: s
             .callbacks
             .or_else(|| from_ratio(s.callbacks_per_grace_period)),
+        // What runs from before the names were recorded printed.
+        callbacks_of: s.callbacks_of.clone().unwrap_or_else(|| {
+            ["call_rcu", "call_rcu_hurry", "kvfree_call_rcu"]
+                .map(String::from)
+                .to_vec()
+        }),
         grace_periods: s.grace_periods,
         missed: s.missed_by_kernel,
         keyed_losses: s.keys_lost_to_full_map.map(|map_full| KeyedLosses {
@@ -243,16 +464,23 @@ fn callbacks(s: &records::CallbacksSummary) -> CallbacksSummary {
                     min_ns: row.min_ns,
                     max_ns: row.max_ns,
                     mean_ns: row.mean_ns,
+                    percentiles_exact: false,
                     percentiles: percentiles(&row.percentiles_ns),
                 },
             })
             .collect(),
         rows_not_shown: s.rows_not_shown as usize,
-        queued_not_shown: s.queued_not_shown,
+        not_shown: CallbackCounts {
+            queued: s.queued_not_shown,
+            invoked: s.invoked_not_shown,
+            pending_at_exit: s.pending_not_shown,
+            queued_before_tracing: s.before_not_shown,
+        },
         percentile_error: s.percentile_error,
         totals: CallbackTotals {
             queued: s.queued,
             invoked: s.invoked,
+            pending_at_exit: s.pending_at_exit,
             queued_before_tracing: s.not_timed.queued_before_tracing,
             requeued: s.not_timed.requeued,
             kvfree_queued: s.kvfree_queued,
@@ -291,6 +519,7 @@ fn latency_summary(
                 min_ns: s.min_ns,
                 max_ns: s.max_ns,
                 mean_ns: s.mean_ns,
+                percentiles_exact: s.percentiles_exact,
                 percentiles: percentiles(&s.percentiles_ns),
             })
             .collect(),
@@ -335,6 +564,18 @@ fn bounds(bucket: &Bucket) -> Result<SlotBounds> {
     let u64_of = |v: i128| u64::try_from(v).map_err(|_| anyhow!("bucket bound {v} out of range"));
     Ok(match (bucket.min, bucket.max) {
         (None, Some(max)) => SlotBounds::Below(u64_of(max + 1)?),
+        // bpftrace 0.17 writes the bounds of a log2 bucket at or above 2^31 as 32-bit numbers
+        // that wrapped (`"min": -2147483648, "max": 0` for [2G, 4G)): the lower bound, read
+        // back as unsigned, places the bucket in the log2 sequence, which gives its upper one.
+        (Some(min), Some(_)) if min < 0 => {
+            let low = i32::try_from(min)
+                .map(|wrapped| u64::from(wrapped as u32))
+                .map_err(|_| anyhow!("bucket bound {min} out of range"))?;
+            if !low.is_power_of_two() || low < 1 << 31 {
+                bail!("bucket bound {min} is neither a value nor a wrapped log2 bound");
+            }
+            SlotBounds::Range { low, high: low * 2 }
+        }
         (Some(min), Some(max)) => SlotBounds::Range {
             low: u64_of(min)?,
             high: u64_of(max + 1)?,
@@ -398,6 +639,14 @@ fn model_buckets(layout: HistLayout, buckets: &[Bucket]) -> Result<Buckets> {
                     .ok_or_else(|| mismatch(bucket))?;
                 counts[slot as usize] += bucket.count;
             }
+            // A file may hold a million small histograms: each keeps only the slots up to
+            // its last non-empty one.
+            let end = counts
+                .iter()
+                .rposition(|&c| c != 0)
+                .map_or(0, |last| last + 1);
+            counts.truncate(end);
+            counts.shrink_to_fit();
             Ok(Buckets::Log2(counts))
         }
         HistLayout::Linear { min, max, step } => {
@@ -444,9 +693,9 @@ mod tests {
     }
 
     fn replayed(report: &Report) -> String {
-        let saved = parse(&live(Format::Json, report)).unwrap();
+        let saved = parse(live(Format::Json, report).as_bytes()).unwrap();
         assert_eq!(saved.probes, Some(2));
-        render::banner(Format::Text, 2) + &render::report(Format::Text, &saved.report)
+        render::banner(Format::Text, 2) + &render::report(Format::Text, &saved.reports[0])
     }
 
     fn log2(values: &[i64]) -> Buckets {
@@ -464,6 +713,7 @@ mod tests {
             min_ns: (count > 0).then_some(1_234_567),
             max_ns: (count > 0).then_some(23_456_789),
             mean_ns: (count > 0).then_some(12_345_678.9),
+            percentiles_exact: false,
             percentiles: if count > 0 {
                 vec![
                     (0.5, 11_111_111.1),
@@ -604,6 +854,7 @@ mod tests {
                         readers: Some(1_400_220),
                         call_rcu: Some(6697),
                         callbacks: Some(8777),
+                        callbacks_of: vec!["call_rcu".into(), "kvfree_call_rcu".into()],
                         grace_periods: Some(462),
                         missed: 3,
                         keyed_losses: Some(KeyedLosses {
@@ -658,7 +909,12 @@ mod tests {
                 unit: Unit::Ms,
                 rows: vec![row("rcu_work_rcufn", 2), row("delayed_put_task_struct", 0)],
                 rows_not_shown: 3,
-                queued_not_shown: 9,
+                not_shown: CallbackCounts {
+                    queued: 9,
+                    invoked: 8,
+                    pending_at_exit: 1,
+                    queued_before_tracing: 4,
+                },
                 percentile_error: 0.0039,
                 totals: CallbackTotals {
                     queued: 20,
@@ -687,9 +943,9 @@ mod tests {
 {"type": "lost_events", "data": {"events": 0}}
 {"type": "hist", "data": {"@l": [{"max": -1, "count": 1}, {"min": 0, "max": 1, "count": 0}, {"min": 2, "max": 3, "count": 2}, {"min": 4, "max": 5, "count": 0}, {"min": 6, "max": 7, "count": 0}, {"min": 8, "max": 9, "count": 0}, {"min": 10, "count": 1}]}}
 "#;
-        let saved = parse(json).unwrap();
+        let saved = parse(json.as_bytes()).unwrap();
         let text = render::banner(Format::Text, saved.probes.unwrap() as usize)
-            + &render::report(Format::Text, &saved.report);
+            + &render::report(Format::Text, &saved.reports[0]);
         let bars = "@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@";
         let half = "@@@@@@@@@@@@@@@@@@@@@@@@@@                          ";
         let none = "                                                    ";
@@ -716,27 +972,217 @@ mod tests {
         let json = "{\"type\": \"attached_probes\", \"data\": {\"probes\": 1}}\n\
                     {\"type\": \"map\", \"data\": {\"@\": 1400220}}\n\
                     {\"type\": \"map\", \"data\": {\"@b\": 1}}\n";
-        let saved = parse(json).unwrap();
-        let text = render::banner(Format::Text, 1) + &render::report(Format::Text, &saved.report);
+        let saved = parse(json.as_bytes()).unwrap();
+        let text =
+            render::banner(Format::Text, 1) + &render::report(Format::Text, &saved.reports[0]);
         assert_eq!(text, "Attaching 1 probe...\n\n\n@: 1400220\n@b: 1\n");
         assert_eq!(
-            render::banner(Format::Json, 1) + &render::report(Format::Json, &saved.report),
+            render::banner(Format::Json, 1) + &render::report(Format::Json, &saved.reports[0]),
             json
         );
     }
 
     #[test]
     fn what_cannot_be_read_is_said() {
-        let err = parse("{\"type\": \"hist\", \"data\": {\"@h\": 3}}\nnot json\n").unwrap_err();
+        let err = parse("{\"type\": \"hist\", \"data\": {\"@h\": 3}}\nnot json\n".as_bytes())
+            .unwrap_err();
         assert!(format!("{err:#}").contains("line 1"), "{err:#}");
         let huge = "{\"type\": \"hist\", \"data\": {\"@h\": [{\"min\": 0, \"max\": 0, \"count\": 1}, \
                     {\"min\": 18446744073709551614, \"count\": 1}]}}\n";
-        let err = parse(huge).unwrap_err();
+        let err = parse(huge.as_bytes()).unwrap_err();
         assert!(
             format!("{err:#}").contains("not one lhist() accepts"),
             "{err:#}"
         );
-        let err = parse("{}\nnot json\n").unwrap_err();
+        let err = parse("{}\nnot json\n".as_bytes()).unwrap_err();
         assert!(format!("{err:#}").contains("line 1"), "{err:#}");
+    }
+
+    fn refused(json: &str) -> String {
+        format!("{:#}", parse(json.as_bytes()).unwrap_err())
+    }
+
+    fn count_report(time: Option<&str>, calls: u64, environment: bool) -> Report {
+        Report {
+            time: time.map(Stamp::interval),
+            maps: vec![Map::Count(CountMap {
+                name: "@".into(),
+                entries: vec![("call_rcu".into(), calls)],
+            })],
+            summary: Summary::Count(CountSummary {
+                elapsed: Duration::from_secs(1),
+                call_rcu: Some(calls),
+                grace_periods: Some(3),
+                ..CountSummary::default()
+            }),
+            environment: environment.then(Environment::default),
+        }
+    }
+
+    /// `count --interval 1`: every interval prints again as it printed, time first.
+    #[test]
+    fn interval_runs_print_every_interval_again() {
+        let intervals = [
+            count_report(Some("10:00:01"), 5, true),
+            count_report(Some("10:00:02"), 7, false),
+            count_report(Some("10:00:02"), 1, false),
+        ];
+        let (mut json, mut text) = (
+            render::banner(Format::Json, 2),
+            render::banner(Format::Text, 2),
+        );
+        for interval in &intervals {
+            json += &render::report(Format::Json, interval);
+            text += &render::report(Format::Text, interval);
+        }
+        let saved = parse(json.as_bytes()).unwrap();
+        assert_eq!(saved.reports, intervals);
+        let again = saved
+            .reports
+            .iter()
+            .fold(render::banner(Format::Text, 2), |out, r| {
+                out + &render::report(Format::Text, r)
+            });
+        assert_eq!(again, text);
+        assert!(text.contains("\n10:00:02\n@[call_rcu]: 1\n"), "{text}");
+        // A latency run's intervals too; the environment is said once, in the first.
+        let mut json = render::banner(Format::Json, 2);
+        let mut expected = Vec::new();
+        for (i, time) in ["10:00:01", "10:00:02"].into_iter().enumerate() {
+            let mut report = latency(
+                vec![hist(None, log2(&[5, 20]))],
+                vec![series(None, 2)],
+                Unit::Ms,
+            );
+            report.time = Some(Stamp::interval(time));
+            if i > 0 {
+                report.environment = None;
+            }
+            json += &render::report(Format::Json, &report);
+            expected.push(report);
+        }
+        let again = parse(json.as_bytes()).unwrap().reports;
+        let as_json = |reports: &[Report]| -> String {
+            reports
+                .iter()
+                .map(|r| render::report(Format::Json, r))
+                .collect()
+        };
+        assert_eq!(as_json(&again), as_json(&expected));
+        // A second environment is a second run.
+        let twice = json.clone() + &render::report(Format::Json, &expected[0]);
+        assert!(refused(&twice).contains("a second run starts here (its own environment"));
+    }
+
+    /// bpftrace's `interval:s:1 { time(); print(@); clear(@); }`.
+    #[test]
+    fn bpftrace_time_records_start_intervals() {
+        let json = "{\"type\": \"attached_probes\", \"data\": {\"probes\": 2}}\n\
+                    {\"type\": \"time\", \"data\": \"10:00:01\\n\"}\n\
+                    {\"type\": \"map\", \"data\": {\"@\": {\"call_rcu\": 4}}}\n\
+                    {\"type\": \"time\", \"data\": \"10:00:02\\n\"}\n\
+                    {\"type\": \"map\", \"data\": {\"@\": {\"call_rcu\": 6}}}\n";
+        let saved = parse(json.as_bytes()).unwrap();
+        let text = saved.reports.iter().fold(String::new(), |out, r| {
+            out + &render::report(Format::Text, r)
+        });
+        assert_eq!(text, "10:00:01\n@[call_rcu]: 4\n10:00:02\n@[call_rcu]: 6\n");
+    }
+
+    #[test]
+    fn what_is_not_one_whole_run_is_refused_with_its_line() {
+        assert_eq!(
+            refused(""),
+            "it holds no record (the file is empty): not a run saved with -f json or --save"
+        );
+        assert!(refused("\n\n").contains("no record (only empty lines)"));
+        // Two runs concatenated: the second banner, or without banners the second summary.
+        let one = live(Format::Json, &count_report(None, 5, true));
+        let err = refused(&(one.clone() + &one));
+        let lines = one.lines().count();
+        assert!(
+            err.starts_with(&format!("line {}: a second run starts here", lines + 1)),
+            "{err}"
+        );
+        let bare = render::report(Format::Json, &count_report(None, 5, false));
+        let err = refused(&(bare.clone() + &bare));
+        assert!(
+            err.starts_with(&format!(
+                "line {}: a map after the summary of its window (line {})",
+                bare.lines().count() + 1,
+                bare.lines().count()
+            )),
+            "{err}"
+        );
+        // Cut before its summaries: by whole lines, and in the middle of one.
+        let run = live(
+            Format::Json,
+            &latency(
+                vec![hist(None, log2(&[5, 20]))],
+                vec![series(None, 2)],
+                Unit::Ms,
+            ),
+        );
+        let lines: Vec<&str> = run.lines().collect();
+        let kept = lines.len() - 1;
+        let cut = lines[..kept].join("\n") + "\n";
+        let err = refused(&cut);
+        assert!(
+            err.starts_with("the run has no @srlat's rcutrace_not_measured record: the file ends"),
+            "{err}"
+        );
+        assert!(err.contains("the file was cut short"), "{err}");
+        let cut = lines[..kept - 1].join("\n") + "\n";
+        assert!(refused(&cut).contains("the file was cut short"));
+        let err = refused(&run[..run.len() - 10]);
+        assert!(
+            err.starts_with(&format!("line {}, the last, is cut short", lines.len())),
+            "{err}"
+        );
+        // An interval cut short before the next one begins.
+        let mut json = render::banner(Format::Json, 2)
+            + &render::report(Format::Json, &count_report(Some("10:00:01"), 5, true));
+        let second = render::report(Format::Json, &count_report(Some("10:00:02"), 5, false));
+        let second: Vec<&str> = second.lines().collect();
+        json += &(second[..second.len() - 1].join("\n") + "\n");
+        let err = refused(&json);
+        assert!(
+            err.starts_with("the interval that starts on line "),
+            "{err}"
+        );
+        // bpftrace's own runs have no summaries to miss.
+        assert!(parse("{\"type\": \"map\", \"data\": {\"@\": 3}}\n".as_bytes()).is_ok());
+    }
+
+    /// bpftrace 0.17's own output (`bpftrace -f json` and `bpftrace` of the scripts beside
+    /// them in golden/): log2 buckets at or above 2^31 have wrapped 32-bit bounds in its JSON,
+    /// and print as its text printed them.
+    #[test]
+    fn bpftrace_wrapped_bounds_print_as_bpftrace_printed_them() {
+        for (json, text) in [
+            (
+                include_str!("golden/bpftrace-0.17-issue.json"),
+                include_str!("golden/bpftrace-0.17-issue.txt"),
+            ),
+            (
+                include_str!("golden/bpftrace-0.17-large-values.json"),
+                include_str!("golden/bpftrace-0.17-large-values.txt"),
+            ),
+        ] {
+            assert!(json.contains("\"min\": -2147483648, \"max\": 0"));
+            let saved = parse(json.as_bytes()).unwrap();
+            let printed = saved.reports.iter().fold(
+                render::banner(Format::Text, saved.probes.unwrap() as usize),
+                |out, r| out + &render::report(Format::Text, r),
+            );
+            assert_eq!(printed, text);
+        }
+        // Anything else negative is still refused.
+        let err = parse(
+            "{\"type\": \"hist\", \"data\": {\"@h\": [{\"min\": -5, \"max\": 0, \"count\": 1}]}}\n"
+                .as_bytes(),
+        )
+        .unwrap_err();
+        assert!(format!("{err:#}").contains("neither a value nor a wrapped log2 bound"));
     }
 }
