@@ -160,7 +160,7 @@ fn stalls(series: &str) {
     let exit = run_named(&sections, "exit");
     assert_eq!(exit.rcutrace_status, 3, "{}\n{}", exit.out, exit.err);
     assert_eq!(
-        exit.out.matches("RCU STALL WARNING").count(),
+        exit.out.matches(" RCU STALL WARNING: grace period").count(),
         1,
         "{}",
         exit.out
