@@ -17,6 +17,8 @@ fn dist_installs_a_static_binary_its_pages_and_completions() {
         "man/man1/rcutrace-report.1",
         "man/man1/rcutrace-callbacks.1",
         "man/man1/rcutrace-serve.1",
+        "man/man1/rcutrace-gp.1",
+        "man/man1/rcutrace-stall.1",
         "completions/bash/rcutrace.bash",
         "completions/zsh/_rcutrace",
         "completions/fish/rcutrace.fish",
@@ -37,7 +39,15 @@ fn dist_installs_a_static_binary_its_pages_and_completions() {
     // The top page lists the commands; each command's page has its options.
     let top = fs::read_to_string(dist.dir.join("man/man1/rcutrace.1")).unwrap();
     assert!(top.starts_with(".ie"), "{top}");
-    for command in ["count", "gplat", "srlat", "callbacks", "report"] {
+    for command in [
+        "count",
+        "gplat",
+        "srlat",
+        "callbacks",
+        "report",
+        "gp",
+        "stall",
+    ] {
         assert!(top.contains(&format!("rcutrace\\-{command}(1)")), "{top}");
     }
     let count = fs::read_to_string(dist.dir.join("man/man1/rcutrace-count.1")).unwrap();

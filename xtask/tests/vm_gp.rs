@@ -72,7 +72,7 @@ fn assert_consistent(name: &str, run: &Run, records: &[Record]) {
 
 /// The listed grace period that was under way when the hold ended (it started before the
 /// end and ended after it).
-fn held<'a>(records: &'a [Record], hold_end_ns: u64) -> &'a GracePeriod {
+fn held(records: &[Record], hold_end_ns: u64) -> &GracePeriod {
     grace_periods(records)
         .into_iter()
         .find(|g| g.started_ns <= hold_end_ns && g.started_ns + g.duration_ns >= hold_end_ns)

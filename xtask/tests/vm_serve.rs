@@ -249,6 +249,7 @@ fn stall_alert_fires(series: &str) {
         "{idle}"
     );
     let held = section("held");
+    println!("{series}: the grace-period metrics 6 s into the hold:\n{held}");
     assert!(
         metric(&held, "rcutrace_grace_period_age_seconds").is_some_and(|age| age > 5.0),
         "{held}"

@@ -288,10 +288,12 @@ pub async fn trace_with<R>(
         (Some(s), _) => Some(Scheduled {
             next: Some(s.borrow().next().0),
             run: &mut switch,
+            reports: false,
         }),
         (None, Some(every)) => Some(Scheduled {
             next: Some(Instant::now() + every),
             run: &mut watch_once,
+            reports: true,
         }),
         (None, None) => None,
     };

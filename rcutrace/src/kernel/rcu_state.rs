@@ -90,6 +90,18 @@ fn field_offset(format: &str, field: &str) -> Option<u32> {
     })
 }
 
+/// The kernel's RCU CPU stall timeout (`rcu_cpu_stall_timeout`, seconds; writable at run
+/// time, so read when a watch starts).
+pub fn stall_timeout() -> Result<std::time::Duration> {
+    let text = std::fs::read_to_string(STALL_TIMEOUT)
+        .with_context(|| format!("reading {STALL_TIMEOUT}"))?;
+    let secs: u64 = text
+        .trim()
+        .parse()
+        .with_context(|| format!("{STALL_TIMEOUT} holds {text:?}, not a number of seconds"))?;
+    Ok(std::time::Duration::from_secs(secs))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -107,16 +119,4 @@ mod tests {
         assert_eq!(field_offset(format, "common_pid"), Some(4));
         assert_eq!(field_offset(format, "absent"), None);
     }
-}
-
-/// The kernel's RCU CPU stall timeout (`rcu_cpu_stall_timeout`, seconds; writable at run
-/// time, so read when a watch starts).
-pub fn stall_timeout() -> Result<std::time::Duration> {
-    let text = std::fs::read_to_string(STALL_TIMEOUT)
-        .with_context(|| format!("reading {STALL_TIMEOUT}"))?;
-    let secs: u64 = text
-        .trim()
-        .parse()
-        .with_context(|| format!("{STALL_TIMEOUT} holds {text:?}, not a number of seconds"))?;
-    Ok(std::time::Duration::from_secs(secs))
 }

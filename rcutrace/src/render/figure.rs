@@ -43,7 +43,7 @@ pub fn exact_number(nanos: u64, unit: Unit) -> String {
 /// Nanoseconds in `unit` with three decimals in ms and us (none in ns), rounded: for the
 /// columns of a table, which take one precision each.
 pub fn fixed_number(nanos: f64, unit: Unit) -> String {
-    let places = decimals(unit).min(3) as usize;
+    let places = decimals(unit).min(3);
     format!("{:.places$}", nanos / unit.nanos() as f64)
 }
 

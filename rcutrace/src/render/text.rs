@@ -155,19 +155,28 @@ pub fn stall_event(event: &crate::model::StallEvent) -> String {
 
 fn stall_summary(s: &crate::model::StallSummary) -> String {
     let thresholds: Vec<String> = s.thresholds.iter().map(|t| seconds(*t)).collect();
+    let counted =
+        |n: u64, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
     let stopped = if s.stopped_at_warning {
         "; stopped at the first warning"
     } else {
         ""
     };
     format!(
-        "Watched {}: {} warnings (at {}), {} kernel stall warnings, {} warned grace periods \
-         ended{stopped}\n",
+        "Watched {} (warning at a grace period's age of {}): {}, {}, {} ended{stopped}\n",
         seconds(s.elapsed),
-        s.warnings,
         thresholds.join(", "),
-        s.kernel_warnings,
-        s.stalls_ended
+        counted(s.warnings, "warning", "warnings"),
+        counted(
+            s.kernel_warnings,
+            "kernel stall warning",
+            "kernel stall warnings"
+        ),
+        counted(
+            s.stalls_ended,
+            "grace period warned about",
+            "grace periods warned about"
+        ),
     )
 }
 
@@ -516,7 +525,7 @@ fn grace_periods_summary(summary: &GracePeriodsSummary) -> String {
         String::new()
     };
     let by_gp_seq = match summary.by_gp_seq {
-        Some(n) if n == count => format!("; rcu_state.gp_seq advanced by as many"),
+        Some(n) if n == count => "; rcu_state.gp_seq advanced by as many".to_string(),
         Some(n) => format!(
             "; warning: rcu_state.gp_seq says {n} from the first to the last, so {} were not seen",
             n.saturating_sub(count)

@@ -126,6 +126,9 @@ pub struct Scheduled<'a> {
     pub next: Option<Instant>,
     /// Does the work due now, and says what follows.
     pub run: &'a mut dyn FnMut() -> Result<Next>,
+    /// The work prints during the window (a countdown rewritten in place would break into
+    /// its lines), and judges by the events so far (they are consumed first).
+    pub reports: bool,
 }
 
 /// What follows a scheduled piece of work.
@@ -158,11 +161,12 @@ pub async fn run(
     });
     let mut ticks_done: u32 = 0;
     let mut process = traced_process.and_then(Process::watch);
-    // Reports made during the window (--interval, serve) show progress themselves, and a
-    // countdown rewritten in place would break into their lines.
-    let mut countdown = match reports {
-        None => Countdown::start(duration),
-        Some(_) => None,
+    // Reports made during the window (--interval, serve, stall's warnings) show progress
+    // themselves, and a countdown rewritten in place would break into their lines.
+    let mut countdown = match (&reports, &scheduled) {
+        (None, None) => Countdown::start(duration),
+        (None, Some(work)) if !work.reports => Countdown::start(duration),
+        _ => None,
     };
     let mut second = tokio::time::interval(Duration::from_secs(1));
     let interrupted = loop {
@@ -181,6 +185,11 @@ pub async fn run(
             result = next_batch(&mut samples) => result?,
             () = at(scheduled.as_ref().and_then(|s| s.next)) => {
                 if let Some(scheduled) = scheduled.as_mut() {
+                    if scheduled.reports
+                        && let Some((samples, consume)) = samples.as_mut()
+                    {
+                        samples.drain(&mut **consume);
+                    }
                     scheduled.next = match (scheduled.run)()? {
                         Next::At(at) => Some(at),
                         Next::Never => None,
