@@ -43,6 +43,7 @@
  *   flood N                      N call_rcu() with callback rcutrace_test_flood_cb, split evenly
  *                                across the online CPUs and queued by a work item bound to each
  *                                (so from kworkers, not the writer); returns when all are queued.
+ *   spin_preempt_off N           holds the CPU N ms with preemption off (the stuck-guest op)
  *   reset N                      zeroes every counter below (N is ignored).
  * The `uses OP:` lines of the read-out list the kernel functions each op calls.
  *
@@ -633,6 +634,31 @@ static int op_flood(unsigned long n, unsigned long arg)
 #define op_flood NULL
 #endif
 
+/* ---- Stuck-guest op (for the VM runner's hang diagnosis) ----------------------------
+ *
+ * spin_preempt_off N   busy-waits N ms on ktime_get_ns() with preemption disabled, in the
+ *                      writing process (interrupts stay enabled, so NMI backtraces, SysRq and
+ *                      the soft-lockup watchdog still see it); no RCU call. A quiescent-state-free
+ *                      CPU for that long: soft lockup and RCU stall reports name
+ *                      rcutrace_test_spin_preempt_off. noinline so every stack shows it.
+ */
+static noinline int rcutrace_test_spin_preempt_off(unsigned long ms)
+{
+	u64 from = ktime_get_ns();
+
+	preempt_disable();
+	while (ktime_get_ns() - from < (u64)ms * NSEC_PER_MSEC)
+		cpu_relax();
+	preempt_enable();
+	return 0;
+}
+
+static int op_spin_preempt_off(unsigned long n, unsigned long arg)
+{
+	return rcutrace_test_spin_preempt_off(n);
+}
+/* ---- End of the stuck-guest op -------------------------------------------------------- */
+
 static int op_reset(unsigned long n, unsigned long arg)
 {
 #if HAVE(call_rcu)
@@ -704,6 +730,7 @@ static const struct test_op test_ops[] = {
 	   " (ARG 1: get_state_synchronize_rcu_full per unit)"),
 	OP_WITH_ARG(call_rcu_delayed, MAX_DELAY_MS, "call_rcu (inside rcu_read_lock)"),
 	OP(flood, "call_rcu (from a kworker per CPU)"),
+	OP(spin_preempt_off, "nothing (N ms busy with preemption off; see the stuck-guest op)"),
 	OP(reset, "nothing"),
 };
 

@@ -44,6 +44,7 @@ const COMMON_OPS: &[&str] = &[
     "cond_synchronize_rcu_expedited_full",
     "call_rcu_delayed",
     "flood",
+    "spin_preempt_off",
     "reset",
 ];
 
@@ -130,7 +131,8 @@ impl Request {
         let (op, n) = (self.op, self.n);
         let waits = self.arg == Some(1);
         match op {
-            "reset" => vec![],
+            // N ms of busy-waiting with preemption off: no RCU call.
+            "reset" | "spin_preempt_off" => vec![],
             "kfree_rcu" => vec![("kvfree_call_rcu".into(), n)],
             "call_rcu_delayed" | "flood" => vec![("call_rcu".into(), n)],
             "poll_state_synchronize_rcu" => {
