@@ -22,11 +22,12 @@ enum Cmd {
     /// Build what an installation needs into target/dist/: the static rcutrace, its man pages
     /// and shell completions (bash, zsh, fish).
     Dist,
-    /// Boot a Debian kernel in QEMU and run `rcutrace ARGS...` in it as root.
+    /// Boot a Debian kernel in QEMU and run `rcutrace ARGS...` (or a shell script) in it as root.
     #[command(after_help = "EXAMPLES:\n    \
         cargo xtask vm -- --help\n    \
         cargo xtask vm --kernel 6.1 -- ARGS...\n    \
-        cargo xtask vm --idle --cpus 4 -- ARGS...")]
+        cargo xtask vm --idle --cpus 4 -- ARGS...\n    \
+        cargo xtask vm --script session.sh   (rcutrace and rcu-workload are on its PATH)")]
     Vm(VmArgs),
     /// Run the whole test suite: set-up, fmt, clippy, unit tests, VM tests on 6.1 and 6.12.
     Test,
@@ -84,6 +85,10 @@ struct VmArgs {
     /// Give up and kill the guest after this many seconds.
     #[arg(long, default_value_t = 600)]
     timeout: u64,
+    /// Run this shell script (busybox sh, as root, in /tmp) instead of one rcutrace command:
+    /// several commands, or a command beside a workload of your own, in one boot.
+    #[arg(long, value_name = "FILE", conflicts_with = "args")]
+    script: Option<PathBuf>,
     /// Arguments for rcutrace.
     #[arg(last = true)]
     args: Vec<String>,
@@ -132,7 +137,22 @@ fn relative(path: &Path) -> String {
         .to_string()
 }
 
+/// Where `--script` puts the user's script in the guest.
+const GUEST_SCRIPT: &str = "/root/script.sh";
+
 fn vm_command(args: VmArgs) -> Result<ExitCode> {
+    // Read first: a wrong path is told before minutes of building and booting.
+    if let Some(path) = &args.script {
+        std::fs::metadata(path)
+            .and_then(|m| {
+                if m.is_file() {
+                    Ok(())
+                } else {
+                    Err(std::io::Error::other("not a regular file"))
+                }
+            })
+            .with_context(|| format!("--script {}", path.display()))?;
+    }
     let kernel_image = ensure_vm_prerequisites(&args.kernel)?;
     let (rcutrace, workload) = build::build_all()?;
 
@@ -140,10 +160,14 @@ fn vm_command(args: VmArgs) -> Result<ExitCode> {
     if !args.idle {
         script.push_str("/bin/rcu-workload background >/dev/null &\nworkload=$!\n");
     }
-    script.push_str("/bin/rcutrace");
-    for arg in &args.args {
-        script.push(' ');
-        script.push_str(&shell_quote(arg));
+    if args.script.is_some() {
+        script.push_str(&format!("sh {GUEST_SCRIPT}"));
+    } else {
+        script.push_str("/bin/rcutrace");
+        for arg in &args.args {
+            script.push(' ');
+            script.push_str(&shell_quote(arg));
+        }
     }
     script.push_str("\nrc=$?\n");
     if !args.idle {
@@ -151,16 +175,24 @@ fn vm_command(args: VmArgs) -> Result<ExitCode> {
     }
     script.push_str("exit $rc\n");
 
+    let mut files = vec![
+        (rcutrace, "/bin/rcutrace".into()),
+        (workload, "/bin/rcu-workload".into()),
+    ];
+    if let Some(path) = &args.script {
+        files.push((path.clone(), GUEST_SCRIPT.into()));
+    }
     let job = GuestJob {
         kernel: args.kernel.clone(),
         cpus: args.cpus,
         memory_mb: args.memory_mb,
-        files: vec![
-            (rcutrace, "/bin/rcutrace".into()),
-            (workload, "/bin/rcu-workload".into()),
-        ],
+        files,
         script,
         timeout: Duration::from_secs(args.timeout),
+    };
+    let what = match &args.script {
+        Some(path) => format!("the script {}", path.display()),
+        None => "rcutrace".to_string(),
     };
     eprintln!(
         "xtask: booting {} ({}) with {} CPUs, {}",
@@ -180,7 +212,7 @@ fn vm_command(args: VmArgs) -> Result<ExitCode> {
         .with_context(|| format!("writing {}", console_log.display()))?;
     let status = out.status.unwrap_or(1);
     eprintln!(
-        "xtask: rcutrace exited with status {status}; guest booted in {}, whole run {:.1} s \
+        "xtask: {what} exited with status {status}; guest booted in {}, whole run {:.1} s \
          (kernel console: {})",
         out.boot_time
             .map_or("?".to_string(), |t| format!("{:.1} s", t.as_secs_f64())),
