@@ -302,6 +302,55 @@ impl KernelState {
             || self.tasks.iter().any(|t| t.stack.contains(function))
     }
 
+    /// Frames of tracing machinery (BPF, kprobes, trampolines, ftrace, text patching, perf) in
+    /// the stacks of what was stuck: lockups, hung and blocked tasks, busy CPUs. Each once.
+    pub fn tracing_frames(&self) -> Vec<String> {
+        const TRACING: [&str; 9] = [
+            "bpf",
+            "kprobe",
+            "kretprobe",
+            "trampoline",
+            "ftrace",
+            "text_poke",
+            "perf_",
+            "fprobe",
+            "rethook",
+        ];
+        let stuck = self
+            .soft_lockups
+            .iter()
+            .map(|l| &l.stack)
+            .chain(self.blocked_tasks().into_iter().map(|t| &t.stack))
+            .chain(self.busy_cpus().into_iter().map(|c| &c.stack));
+        let mut found: Vec<String> = Vec::new();
+        for frame in stuck.flat_map(|s| s.frames.iter()) {
+            let function = function_of(frame);
+            if TRACING.iter().any(|t| function.contains(t)) && !found.iter().any(|f| f == function)
+            {
+                found.push(function.to_string());
+            }
+        }
+        found
+    }
+
+    /// Tracers (rcutrace, bpftrace) among the stuck tasks and busy CPUs, each once.
+    pub fn stuck_tracers(&self) -> Vec<String> {
+        let tasks = self
+            .soft_lockups
+            .iter()
+            .map(|l| &l.task)
+            .chain(self.blocked_tasks().into_iter().map(|t| &t.task))
+            .chain(self.busy_cpus().into_iter().filter_map(|c| c.task.as_ref()));
+        let mut found: Vec<String> = Vec::new();
+        for task in tasks {
+            let name = task.to_string();
+            if ["rcutrace", "bpftrace"].contains(&task.comm.as_str()) && !found.contains(&name) {
+                found.push(name);
+            }
+        }
+        found
+    }
+
     pub fn is_empty(&self) -> bool {
         *self == KernelState::default()
     }

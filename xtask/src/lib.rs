@@ -9,6 +9,7 @@ pub mod guest_state;
 pub mod hang;
 pub mod monitor;
 pub mod setup;
+pub mod soak;
 pub mod testmod;
 pub mod vm;
 pub mod workspace;

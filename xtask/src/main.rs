@@ -6,7 +6,7 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, Parser, Subcommand};
 
 use xtask::vm::{self, GuestJob, Kernel, shell_quote};
-use xtask::{bench, build, dist, setup, workspace};
+use xtask::{bench, build, dist, setup, soak, workspace};
 
 #[derive(Parser)]
 #[command(about = "Developer tasks for rcutrace")]
@@ -38,6 +38,31 @@ enum Cmd {
         cargo xtask bench --kernel 6.1\n    \
         cargo xtask bench --reps 1 --calls 20000 --membarriers 5 --window 1   (quick look, not recorded)")]
     Bench(BenchArgs),
+    /// Boot chosen scenarios again and again on one kernel and count the boots that passed,
+    /// hung or failed, with the state collected at each hang (not part of `cargo xtask test`).
+    #[command(after_help = "EXAMPLES:\n    \
+        cargo xtask soak --kernel 6.12\n    \
+        cargo xtask soak --kernel 6.1 --boots 10 --scenario seed-srlat --scenario flood-callbacks")]
+    Soak(SoakArgs),
+}
+
+#[derive(Args)]
+struct SoakArgs {
+    /// Kernel to boot: 6.1, 6.12 (downloaded by scripts/setup) or a path to a vmlinuz.
+    #[arg(long, default_value = "6.12")]
+    kernel: Kernel,
+    /// Boots of each scenario.
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..))]
+    boots: u32,
+    /// A scenario to repeat (repeatable; default: all of them).
+    #[arg(long = "scenario", value_enum)]
+    scenarios: Vec<soak::Scenario>,
+    /// A boot that runs longer than this many seconds counts as hung.
+    #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u64).range(30..))]
+    timeout: u64,
+    /// Guest CPUs (at least 2: membarrier needs them to call synchronize_rcu()).
+    #[arg(long, default_value_t = vm::DEFAULT_CPUS, value_parser = clap::value_parser!(u32).range(2..=64))]
+    cpus: u32,
 }
 
 #[derive(Args)]
@@ -101,6 +126,7 @@ fn main() -> ExitCode {
         Cmd::Vm(args) => vm_command(args),
         Cmd::Test => test_command(),
         Cmd::Bench(args) => bench_command(args),
+        Cmd::Soak(args) => soak_command(args),
     };
     // Printed here rather than returned so a set RUST_BACKTRACE does not bury the message.
     result.unwrap_or_else(|e| {
@@ -267,6 +293,38 @@ fn bench_command(args: BenchArgs) -> Result<ExitCode> {
             bench::Sizes::FULL.window_secs
         );
     }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn soak_command(args: SoakArgs) -> Result<ExitCode> {
+    let scenarios = if args.scenarios.is_empty() {
+        soak::Scenario::ALL.to_vec()
+    } else {
+        args.scenarios
+    };
+    if scenarios.contains(&soak::Scenario::SeedSrlat) {
+        setup::run_with(&["--bench"])?; // bpftrace
+    }
+    ensure_vm_prerequisites(&args.kernel)?;
+    eprintln!(
+        "xtask: soak on {}: {} boots of {}, {} s each at most",
+        args.kernel,
+        args.boots,
+        scenarios
+            .iter()
+            .map(|s| s.name())
+            .collect::<Vec<_>>()
+            .join(", "),
+        args.timeout
+    );
+    let report = soak::run(&soak::Options {
+        kernel: args.kernel,
+        boots: args.boots,
+        scenarios,
+        timeout: Duration::from_secs(args.timeout),
+        cpus: args.cpus,
+    })?;
+    print!("{}", report.markdown());
     Ok(ExitCode::SUCCESS)
 }
 
