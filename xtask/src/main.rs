@@ -48,7 +48,7 @@ enum Cmd {
 
 #[derive(Args)]
 struct SoakArgs {
-    /// Kernel to boot: 6.1, 6.12 (downloaded by scripts/setup) or a path to a vmlinuz.
+    /// Kernel to boot: 6.1, 6.12, 7.3 (downloaded by scripts/setup) or a path to a vmlinuz.
     #[arg(long, default_value = "6.12")]
     kernel: Kernel,
     /// Boots of each scenario.
@@ -67,7 +67,7 @@ struct SoakArgs {
 
 #[derive(Args)]
 struct BenchArgs {
-    /// Kernel to boot: 6.1, 6.12 (downloaded by scripts/setup) or a path to a vmlinuz.
+    /// Kernel to boot: 6.1, 6.12, 7.3 (downloaded by scripts/setup) or a path to a vmlinuz.
     #[arg(long, default_value = "6.12")]
     kernel: Kernel,
     /// Repetitions of every measurement (medians are quoted).
@@ -95,7 +95,7 @@ struct BenchArgs {
 
 #[derive(Args)]
 struct VmArgs {
-    /// Kernel to boot: 6.1, 6.12 (downloaded by scripts/setup) or a path to a vmlinuz.
+    /// Kernel to boot: 6.1, 6.12, 7.3 (downloaded by scripts/setup) or a path to a vmlinuz.
     #[arg(long, default_value = "6.12")]
     kernel: Kernel,
     /// Guest CPUs.

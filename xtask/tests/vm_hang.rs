@@ -145,3 +145,8 @@ fn a_job_asks_for_its_state_6_1() {
 fn a_job_asks_for_its_state_6_12() {
     a_job_asks_for_its_state("6.12");
 }
+
+#[test]
+fn a_job_asks_for_its_state_7_3() {
+    a_job_asks_for_its_state("7.3");
+}
