@@ -468,10 +468,10 @@ COND_OP(cond_synchronize_rcu_expedited)
 #define op_cond_synchronize_rcu_expedited NULL
 #endif
 
-/* The _full forms take a struct rcu_gp_oldstate. */
+/* The _full forms take a struct rcu_gp_oldstate (struct rcu_gp_seq since 7.x: see Kbuild). */
 
 #define FULL_OP(f)                                                                       \
-	DEFINE_OP(f, struct rcu_gp_oldstate state, CALL(f, &state))
+	DEFINE_OP(f, struct RCUTRACE_TEST_GP_STATE state, CALL(f, &state))
 
 #if HAVE(get_state_synchronize_rcu_full)
 FULL_OP(get_state_synchronize_rcu_full)
@@ -493,7 +493,7 @@ FULL_OP(start_poll_synchronize_rcu_expedited_full)
 
 #if HAVE(poll_state_synchronize_rcu_full) && HAVE(get_completed_synchronize_rcu_full)
 DEFINE_OP(poll_state_synchronize_rcu_full,
-	  struct rcu_gp_oldstate completed; CALL(get_completed_synchronize_rcu_full, &completed),
+	  struct RCUTRACE_TEST_GP_STATE completed; CALL(get_completed_synchronize_rcu_full, &completed),
 	  CALL(poll_state_synchronize_rcu_full, &completed))
 #else
 #define op_poll_state_synchronize_rcu_full NULL
@@ -501,9 +501,9 @@ DEFINE_OP(poll_state_synchronize_rcu_full,
 
 #define COND_FULL_OP(f)                                                                  \
 	DEFINE_OP(f,                                                                     \
-		  struct rcu_gp_oldstate completed;                                      \
+		  struct RCUTRACE_TEST_GP_STATE completed;                               \
 		  CALL(get_completed_synchronize_rcu_full, &completed), {                \
-			  struct rcu_gp_oldstate fresh;                                  \
+			  struct RCUTRACE_TEST_GP_STATE fresh;                           \
 			  if (arg)                                                       \
 				  CALL(get_state_synchronize_rcu_full, &fresh);          \
 			  CALL(f, arg ? &fresh : &completed);                            \
