@@ -85,8 +85,11 @@ impl Stack {
     }
 }
 
+/// A frame's function, without its module or the compiler's clone suffix (`.isra.0`,
+/// `.part.0`, `.constprop.0`, `.cold`): the name in the source.
 fn function_of(frame: &str) -> &str {
-    frame.split(' ').next().unwrap_or(frame)
+    let name = frame.split(' ').next().unwrap_or(frame);
+    name.split('.').next().unwrap_or(name)
 }
 
 /// A task stack printed by SysRq `t`/`w` or the hung-task detector.
@@ -669,6 +672,10 @@ mod tests {
             ]
         );
         assert!(state.mentions("rcutrace_test_spin_preempt_off"));
+        let clone = Stack {
+            frames: vec!["spin.isra.0 [m]".into()],
+        };
+        assert!(clone.contains("spin"));
         assert!(!state.mentions("rcutrace_test"));
 
         let summary = state.summary();

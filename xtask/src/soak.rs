@@ -205,7 +205,7 @@ pub fn run(opts: &Options) -> Result<Report> {
                 eprintln!("{}", hang.summary.trim_end());
             }
             if let Outcome::Failed(why) = &outcome {
-                eprintln!("{}", tail(why, 30));
+                eprintln!("{}", head(why, 30));
             }
             outcomes.push(outcome);
         }
@@ -342,7 +342,7 @@ impl Report {
                             "\n{} boot {}: failed:\n\n```\n{}\n```",
                             scenario.name(),
                             i + 1,
-                            tail(why, 20)
+                            head(why, 25)
                         );
                     }
                 }
@@ -375,9 +375,8 @@ fn relative(path: &Path) -> String {
         .to_string()
 }
 
-fn tail(text: &str, n: usize) -> String {
-    let lines: Vec<&str> = text.lines().collect();
-    lines[lines.len().saturating_sub(n)..].join("\n")
+fn head(text: &str, n: usize) -> String {
+    text.lines().take(n).collect::<Vec<_>>().join("\n")
 }
 
 #[cfg(test)]
