@@ -59,13 +59,14 @@ const SLEEP_FRAMES: &[&str] = &[
 ];
 
 impl Stack {
-    /// Where the task is: its first frames past the scheduler's, joined by " <- ".
+    /// Where the task is: its first frames past the scheduler's and the interrupt entry's,
+    /// joined by " <- ".
     pub fn location(&self, depth: usize) -> String {
         let mut frames = self.frames.iter().peekable();
-        while frames
-            .peek()
-            .is_some_and(|f| SLEEP_FRAMES.contains(&function_of(f)))
-        {
+        while frames.peek().is_some_and(|f| {
+            let function = function_of(f);
+            SLEEP_FRAMES.contains(&function) || function.starts_with("asm_")
+        }) {
             frames.next();
         }
         let shown: Vec<&str> = frames.take(depth).map(String::as_str).collect();
@@ -154,10 +155,17 @@ struct Frames {
     other: Vec<String>,
     in_interrupt: bool,
     saw_task_context: bool,
-    rip: Option<String>,
 }
 
 impl Frames {
+    fn push(&mut self, frame: String) {
+        if self.in_interrupt {
+            self.other.push(frame);
+        } else {
+            self.task.push(frame);
+        }
+    }
+
     fn into_stack(self) -> Stack {
         let mut frames = if self.saw_task_context {
             self.task
@@ -166,12 +174,8 @@ impl Frames {
             all.extend(self.task);
             all
         };
-        // The interrupted instruction is the innermost frame of the interrupted context.
-        if let Some(rip) = self.rip
-            && frames.first() != Some(&rip)
-        {
-            frames.insert(0, rip);
-        }
+        // An interrupted instruction (RIP) is often the trace's next frame too.
+        frames.dedup();
         Stack { frames }
     }
 }
@@ -208,9 +212,10 @@ impl KernelState {
                 }
                 _ => {
                     if let Some(rip) = body.strip_prefix("RIP: ") {
+                        // The interrupted instruction of the context it is printed in:
                         // "0010:func+0x1c/0x40 [mod]"; user space ("0033:0x7f...") has no name.
                         if let Some(frame) = rip.split_once(':').and_then(|(_, f)| parse_frame(f)) {
-                            frames.rip.get_or_insert(frame);
+                            frames.push(frame);
                         }
                     } else if let Some(task) = cpu_line_task(body) {
                         match &mut record {
@@ -221,11 +226,7 @@ impl KernelState {
                             _ => {}
                         }
                     } else if let Some(frame) = parse_frame(body) {
-                        if frames.in_interrupt {
-                            frames.other.push(frame);
-                        } else {
-                            frames.task.push(frame);
-                        }
+                        frames.push(frame);
                     }
                 }
             }
@@ -693,6 +694,40 @@ mod tests {
         assert!(
             summary.contains("CPU 1 running sh (pid 150), in ktime_get <- "),
             "{summary}"
+        );
+    }
+
+    /// 7.3: SysRq l taken on the spinning CPU itself, whose interrupt had interrupted the spin.
+    #[test]
+    fn each_rip_belongs_to_its_context() {
+        let state = KernelState::parse(
+            "NMI backtrace for cpu 1\n\
+             CPU: 1 UID: 0 PID: 112 Comm: sh Tainted: G\n\
+             Call Trace:\n \
+             <IRQ>\n \
+             dump_stack_lvl+0x5d/0x80\n\
+             RIP: 0010:handle_softirqs+0x78/0x330\n \
+             __irq_exit_rcu+0xa7/0x100\n \
+             </IRQ>\n \
+             <TASK>\n \
+             asm_sysvec_apic_timer_interrupt+0x1a/0x20\n\
+             RIP: 0010:spin.isra.0+0x25/0x50 [rcutrace_test]\n\
+             RSP: 0018:ff810ecf8047fc60 EFLAGS: 00000287\n \
+             op_spin+0xe/0x20 [rcutrace_test]\n \
+             </TASK>\n",
+        );
+        let cpu = &state.cpus[0];
+        assert_eq!(
+            cpu.stack.frames,
+            [
+                "asm_sysvec_apic_timer_interrupt",
+                "spin.isra.0 [rcutrace_test]",
+                "op_spin [rcutrace_test]"
+            ]
+        );
+        assert_eq!(
+            cpu.stack.location(2),
+            "spin.isra.0 [rcutrace_test] <- op_spin [rcutrace_test]"
         );
     }
 
