@@ -29,7 +29,8 @@ enum Cmd {
         cargo xtask vm --idle --cpus 4 -- ARGS...\n    \
         cargo xtask vm --script session.sh   (rcutrace and rcu-workload are on its PATH)")]
     Vm(VmArgs),
-    /// Run the whole test suite: set-up, fmt, clippy, unit tests, VM tests on 6.1 and 6.12.
+    /// Run the whole test suite: set-up, fmt, clippy, unit tests, VM tests on 6.1 and 6.12 (a few
+    /// also on 7.3).
     Test,
     /// Measure rcutrace against bpftrace and against no tracer in one guest; full-size runs
     /// write the table to BENCHMARKS.md.
