@@ -355,6 +355,15 @@ impl KernelState {
         found
     }
 
+    /// The tracers (rcutrace, bpftrace) in the task dump, whatever their state: a tracer that
+    /// sleeps in its event loop after it was told to exit is stuck in user space, not the kernel.
+    pub fn tracer_tasks(&self) -> Vec<&TaskStack> {
+        self.tasks
+            .iter()
+            .filter(|t| ["rcutrace", "bpftrace"].contains(&t.task.comm.as_str()))
+            .collect()
+    }
+
     pub fn is_empty(&self) -> bool {
         *self == KernelState::default()
     }

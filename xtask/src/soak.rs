@@ -267,12 +267,20 @@ pub fn verdict(kernel: &KernelState, problems: &[String]) -> String {
     let tracers = kernel.stuck_tracers();
     if frames.is_empty() && tracers.is_empty() {
         if kernel.is_empty() {
-            "the kernel printed no stack: no evidence either way".into()
-        } else {
-            "no stuck task or CPU is a tracer or in tracing code (BPF, kprobes, trampolines, \
-             text patching)"
-                .into()
+            return "the kernel printed no stack: no evidence either way".into();
         }
+        let mut verdict = "no stuck task or CPU is a tracer or in tracing code (BPF, kprobes, \
+                           trampolines, text patching)"
+            .to_string();
+        let alive: Vec<String> = kernel
+            .tracer_tasks()
+            .iter()
+            .map(|t| format!("{} in state {} in {}", t.task, t.state, t.stack.location(2)))
+            .collect();
+        if !alive.is_empty() {
+            verdict.push_str(&format!("; tracers still running: {}", alive.join(", ")));
+        }
+        verdict
     } else {
         let mut what = Vec::new();
         if !tracers.is_empty() {
@@ -394,6 +402,24 @@ mod tests {
              [ 1.0]  </TASK>\n",
         );
         assert!(verdict(&spin, &[]).starts_with("no stuck task"), "{spin:?}");
+        // The seed-srlat hang of the 6.12 soak: the kernel idle, bpftrace alive after SIGINT.
+        let waiting = KernelState::parse(
+            "[ 1.0] sysrq: Show State\n\
+             [ 1.0] task:bpftrace        state:S stack:0     pid:157   tgid:157   ppid:155\n\
+             [ 1.0] Call Trace:\n\
+             [ 1.0]  <TASK>\n\
+             [ 1.0]  __schedule+0x4e0/0xbf0\n\
+             [ 1.0]  schedule_hrtimeout_range_clock+0xda/0x120\n\
+             [ 1.0]  do_epoll_wait+0x6a2/0x850\n\
+             [ 1.0]  __x64_sys_epoll_wait+0x73/0x110\n\
+             [ 1.0]  </TASK>\n",
+        );
+        assert_eq!(
+            verdict(&waiting, &[]),
+            "no stuck task or CPU is a tracer or in tracing code (BPF, kprobes, trampolines, \
+             text patching); tracers still running: bpftrace (pid 157) in state S in \
+             do_epoll_wait <- __x64_sys_epoll_wait"
+        );
         let patching = KernelState::parse(
             "[ 1.0] INFO: task rcutrace:99 blocked for more than 30 seconds.\n\
              [ 1.0] task:rcutrace        state:D stack:0     pid:99    ppid:1\n\
