@@ -5,9 +5,13 @@ pub mod build;
 pub mod cpio;
 pub mod dist;
 pub mod guest;
+pub mod guest_state;
+pub mod hang;
+pub mod monitor;
 pub mod setup;
+pub mod soak;
 pub mod testmod;
 pub mod vm;
 pub mod workspace;
 
-pub use vm::{GuestJob, GuestOutput, Kernel, run};
+pub use vm::{GuestJob, GuestOutput, GuestTimeout, Kernel, run};

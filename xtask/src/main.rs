@@ -6,7 +6,7 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, Parser, Subcommand};
 
 use xtask::vm::{self, GuestJob, Kernel, shell_quote};
-use xtask::{bench, build, dist, setup, workspace};
+use xtask::{bench, build, dist, setup, soak, workspace};
 
 #[derive(Parser)]
 #[command(about = "Developer tasks for rcutrace")]
@@ -22,13 +22,15 @@ enum Cmd {
     /// Build what an installation needs into target/dist/: the static rcutrace, its man pages
     /// and shell completions (bash, zsh, fish).
     Dist,
-    /// Boot a Debian kernel in QEMU and run `rcutrace ARGS...` in it as root.
+    /// Boot a Debian kernel in QEMU and run `rcutrace ARGS...` (or a shell script) in it as root.
     #[command(after_help = "EXAMPLES:\n    \
         cargo xtask vm -- --help\n    \
         cargo xtask vm --kernel 6.1 -- ARGS...\n    \
-        cargo xtask vm --idle --cpus 4 -- ARGS...")]
+        cargo xtask vm --idle --cpus 4 -- ARGS...\n    \
+        cargo xtask vm --script session.sh   (rcutrace and rcu-workload are on its PATH)")]
     Vm(VmArgs),
-    /// Run the whole test suite: set-up, fmt, clippy, unit tests, VM tests on 6.1 and 6.12.
+    /// Run the whole test suite: set-up, fmt, clippy, unit tests, VM tests on 6.1 and 6.12 (a few
+    /// also on 7.3).
     Test,
     /// Measure rcutrace against bpftrace and against no tracer in one guest; full-size runs
     /// write the table to BENCHMARKS.md.
@@ -37,11 +39,36 @@ enum Cmd {
         cargo xtask bench --kernel 6.1\n    \
         cargo xtask bench --reps 1 --calls 20000 --membarriers 5 --window 1   (quick look, not recorded)")]
     Bench(BenchArgs),
+    /// Boot chosen scenarios again and again on one kernel and count the boots that passed,
+    /// hung or failed, with the state collected at each hang (not part of `cargo xtask test`).
+    #[command(after_help = "EXAMPLES:\n    \
+        cargo xtask soak --kernel 6.12\n    \
+        cargo xtask soak --kernel 6.1 --boots 10 --scenario seed-srlat --scenario flood-callbacks")]
+    Soak(SoakArgs),
+}
+
+#[derive(Args)]
+struct SoakArgs {
+    /// Kernel to boot: 6.1, 6.12, 7.3 (downloaded by scripts/setup) or a path to a vmlinuz.
+    #[arg(long, default_value = "6.12")]
+    kernel: Kernel,
+    /// Boots of each scenario.
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..))]
+    boots: u32,
+    /// A scenario to repeat (repeatable; default: all of them).
+    #[arg(long = "scenario", value_enum)]
+    scenarios: Vec<soak::Scenario>,
+    /// A boot that runs longer than this many seconds counts as hung.
+    #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u64).range(30..))]
+    timeout: u64,
+    /// Guest CPUs (at least 2: membarrier needs them to call synchronize_rcu()).
+    #[arg(long, default_value_t = vm::DEFAULT_CPUS, value_parser = clap::value_parser!(u32).range(2..=64))]
+    cpus: u32,
 }
 
 #[derive(Args)]
 struct BenchArgs {
-    /// Kernel to boot: 6.1, 6.12 (downloaded by scripts/setup) or a path to a vmlinuz.
+    /// Kernel to boot: 6.1, 6.12, 7.3 (downloaded by scripts/setup) or a path to a vmlinuz.
     #[arg(long, default_value = "6.12")]
     kernel: Kernel,
     /// Repetitions of every measurement (medians are quoted).
@@ -69,7 +96,7 @@ struct BenchArgs {
 
 #[derive(Args)]
 struct VmArgs {
-    /// Kernel to boot: 6.1, 6.12 (downloaded by scripts/setup) or a path to a vmlinuz.
+    /// Kernel to boot: 6.1, 6.12, 7.3 (downloaded by scripts/setup) or a path to a vmlinuz.
     #[arg(long, default_value = "6.12")]
     kernel: Kernel,
     /// Guest CPUs.
@@ -84,6 +111,10 @@ struct VmArgs {
     /// Give up and kill the guest after this many seconds.
     #[arg(long, default_value_t = 600)]
     timeout: u64,
+    /// Run this shell script (busybox sh, as root, in /tmp) instead of one rcutrace command:
+    /// several commands, or a command beside a workload of your own, in one boot.
+    #[arg(long, value_name = "FILE", conflicts_with = "args")]
+    script: Option<PathBuf>,
     /// Arguments for rcutrace.
     #[arg(last = true)]
     args: Vec<String>,
@@ -96,6 +127,7 @@ fn main() -> ExitCode {
         Cmd::Vm(args) => vm_command(args),
         Cmd::Test => test_command(),
         Cmd::Bench(args) => bench_command(args),
+        Cmd::Soak(args) => soak_command(args),
     };
     // Printed here rather than returned so a set RUST_BACKTRACE does not bury the message.
     result.unwrap_or_else(|e| {
@@ -132,7 +164,22 @@ fn relative(path: &Path) -> String {
         .to_string()
 }
 
+/// Where `--script` puts the user's script in the guest.
+const GUEST_SCRIPT: &str = "/root/script.sh";
+
 fn vm_command(args: VmArgs) -> Result<ExitCode> {
+    // Read first: a wrong path is told before minutes of building and booting.
+    if let Some(path) = &args.script {
+        std::fs::metadata(path)
+            .and_then(|m| {
+                if m.is_file() {
+                    Ok(())
+                } else {
+                    Err(std::io::Error::other("not a regular file"))
+                }
+            })
+            .with_context(|| format!("--script {}", path.display()))?;
+    }
     let kernel_image = ensure_vm_prerequisites(&args.kernel)?;
     let (rcutrace, workload) = build::build_all()?;
 
@@ -140,10 +187,14 @@ fn vm_command(args: VmArgs) -> Result<ExitCode> {
     if !args.idle {
         script.push_str("/bin/rcu-workload background >/dev/null &\nworkload=$!\n");
     }
-    script.push_str("/bin/rcutrace");
-    for arg in &args.args {
-        script.push(' ');
-        script.push_str(&shell_quote(arg));
+    if args.script.is_some() {
+        script.push_str(&format!("sh {GUEST_SCRIPT}"));
+    } else {
+        script.push_str("/bin/rcutrace");
+        for arg in &args.args {
+            script.push(' ');
+            script.push_str(&shell_quote(arg));
+        }
     }
     script.push_str("\nrc=$?\n");
     if !args.idle {
@@ -151,16 +202,24 @@ fn vm_command(args: VmArgs) -> Result<ExitCode> {
     }
     script.push_str("exit $rc\n");
 
+    let mut files = vec![
+        (rcutrace, "/bin/rcutrace".into()),
+        (workload, "/bin/rcu-workload".into()),
+    ];
+    if let Some(path) = &args.script {
+        files.push((path.clone(), GUEST_SCRIPT.into()));
+    }
     let job = GuestJob {
         kernel: args.kernel.clone(),
         cpus: args.cpus,
         memory_mb: args.memory_mb,
-        files: vec![
-            (rcutrace, "/bin/rcutrace".into()),
-            (workload, "/bin/rcu-workload".into()),
-        ],
+        files,
         script,
         timeout: Duration::from_secs(args.timeout),
+    };
+    let what = match &args.script {
+        Some(path) => format!("the script {}", path.display()),
+        None => "rcutrace".to_string(),
     };
     eprintln!(
         "xtask: booting {} ({}) with {} CPUs, {}",
@@ -180,7 +239,7 @@ fn vm_command(args: VmArgs) -> Result<ExitCode> {
         .with_context(|| format!("writing {}", console_log.display()))?;
     let status = out.status.unwrap_or(1);
     eprintln!(
-        "xtask: rcutrace exited with status {status}; guest booted in {}, whole run {:.1} s \
+        "xtask: {what} exited with status {status}; guest booted in {}, whole run {:.1} s \
          (kernel console: {})",
         out.boot_time
             .map_or("?".to_string(), |t| format!("{:.1} s", t.as_secs_f64())),
@@ -235,6 +294,38 @@ fn bench_command(args: BenchArgs) -> Result<ExitCode> {
             bench::Sizes::FULL.window_secs
         );
     }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn soak_command(args: SoakArgs) -> Result<ExitCode> {
+    let scenarios = if args.scenarios.is_empty() {
+        soak::Scenario::ALL.to_vec()
+    } else {
+        args.scenarios
+    };
+    if scenarios.contains(&soak::Scenario::SeedSrlat) {
+        setup::run_with(&["--bench"])?; // bpftrace
+    }
+    ensure_vm_prerequisites(&args.kernel)?;
+    eprintln!(
+        "xtask: soak on {}: {} boots of {}, {} s each at most",
+        args.kernel,
+        args.boots,
+        scenarios
+            .iter()
+            .map(|s| s.name())
+            .collect::<Vec<_>>()
+            .join(", "),
+        args.timeout
+    );
+    let report = soak::run(&soak::Options {
+        kernel: args.kernel,
+        boots: args.boots,
+        scenarios,
+        timeout: Duration::from_secs(args.timeout),
+        cpus: args.cpus,
+    })?;
+    print!("{}", report.markdown());
     Ok(ExitCode::SUCCESS)
 }
 

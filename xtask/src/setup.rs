@@ -1,8 +1,12 @@
 //! Runs scripts/setup, which installs (or confirms, in about a second) everything the builds
 //! and the VM need: the eBPF toolchain, QEMU, busybox and the Debian kernels; with `--bench`,
 //! also bpftrace for `cargo xtask bench`; with `--serve-test`, Debian's Prometheus server.
+//! Whatever it prints goes to stderr: the standard output belongs to the command that needed
+//! the set-up (`cargo xtask vm` shows the guest's output there).
 
-use std::process::Command;
+use std::io;
+use std::os::fd::AsFd;
+use std::process::{Command, Stdio};
 
 use anyhow::{Context, Result, bail};
 
@@ -18,6 +22,12 @@ pub fn run_with(flags: &[&str]) -> Result<()> {
         .arg(workspace::setup_script())
         .args(flags)
         .current_dir(workspace::root())
+        .stdout(Stdio::from(
+            io::stderr()
+                .as_fd()
+                .try_clone_to_owned()
+                .context("duplicating stderr")?,
+        ))
         .status()
         .context("could not run scripts/setup")?;
     if !status.success() {

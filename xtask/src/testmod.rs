@@ -5,6 +5,9 @@
 //!
 //! scripts/setup extracts each kernel's headers under target/kernels/<series>/headers; the
 //! module is built into target/testmod/<series>/ and rebuilt only when its sources change.
+//! The newest kernel's headers and tools need Debian 13: scripts/setup installs them in a
+//! Debian 13 chroot (target/kernels/<series>/chroot), and the module is built in there, its
+//! build directory bind-mounted on the chroot's /build in a mount namespace of its own.
 
 use std::fs::{self, File};
 use std::os::fd::AsRawFd;
@@ -37,14 +40,83 @@ pub fn build_dir(series: &str) -> PathBuf {
     workspace::target_dir().join("testmod").join(series)
 }
 
-/// The kernel build tree for `series`: Debian's headers for exactly the kernel that boots.
-pub fn headers_dir(series: &str) -> Result<PathBuf> {
+/// Where the module for a kernel is built: against headers extracted on this machine, or inside
+/// a Debian 13 chroot that has them installed.
+pub enum BuildTree {
+    Extracted(PathBuf),
+    Chroot { root: PathBuf, headers: String },
+}
+
+impl BuildTree {
+    /// The kernel's Module.symvers, as seen from this machine.
+    fn symvers(&self) -> PathBuf {
+        match self {
+            BuildTree::Extracted(tree) => tree.join("Module.symvers"),
+            BuildTree::Chroot { root, headers } => root
+                .join(headers.trim_start_matches('/'))
+                .join("Module.symvers"),
+        }
+    }
+
+    /// `make modules` for the module in `dir`.
+    fn make(&self, dir: &Path) -> Command {
+        match self {
+            BuildTree::Extracted(tree) => {
+                let mut cmd = Command::new("make");
+                cmd.arg("-C")
+                    .arg(tree)
+                    .arg(format!("M={}", dir.display()))
+                    .arg("modules");
+                cmd
+            }
+            BuildTree::Chroot { root, headers } => {
+                // objtool reads /proc; both mounts vanish with the namespace.
+                let mut cmd = Command::new("unshare");
+                cmd.args(["--mount", "--propagation", "private", "sh", "-c"])
+                    .arg(
+                        "mount -t proc proc \"$0/proc\" && mount --bind \"$1\" \"$0/build\" && \
+                         exec chroot \"$0\" make -C \"$2\" M=/build modules",
+                    )
+                    .arg(root)
+                    .arg(dir)
+                    .arg(headers);
+                cmd
+            }
+        }
+    }
+}
+
+/// The release of the series' kernel image, e.g. `6.1.0-57-cloud-amd64`.
+fn release(series: &str) -> Result<String> {
     let image = Kernel::Series(series.into()).resolve()?;
-    let release = image
+    image
         .file_name()
         .and_then(|n| n.to_str())
         .and_then(|n| n.strip_prefix("vmlinuz-"))
-        .with_context(|| format!("unexpected kernel image name {}", image.display()))?;
+        .map(str::to_string)
+        .with_context(|| format!("unexpected kernel image name {}", image.display()))
+}
+
+/// The tree to build the module for `series` in: the chroot when scripts/setup made one.
+pub fn build_tree(series: &str) -> Result<BuildTree> {
+    let release = release(series)?;
+    let root = workspace::kernels_dir().join(series).join("chroot");
+    if root.join(format!(".ready-{release}")).is_file() {
+        let headers = format!("/usr/src/linux-headers-{release}");
+        if !root.join(&headers[1..]).join("Makefile").is_file() {
+            bail!(
+                "the chroot {} lacks {headers}: remove it and run scripts/setup",
+                root.display()
+            );
+        }
+        return Ok(BuildTree::Chroot { root, headers });
+    }
+    headers_dir(series).map(BuildTree::Extracted)
+}
+
+/// The kernel build tree for `series`: Debian's headers for exactly the kernel that boots.
+pub fn headers_dir(series: &str) -> Result<PathBuf> {
+    let release = release(series)?;
     let tree = workspace::kernels_dir()
         .join(series)
         .join("headers/usr/src")
@@ -61,7 +133,7 @@ pub fn headers_dir(series: &str) -> Result<PathBuf> {
 /// Builds `rcutrace_test.ko` for the kernel series (e.g. "6.1") and returns its path.
 /// A no-op when the module is newer than its sources and the headers.
 pub fn build(series: &str) -> Result<PathBuf> {
-    let headers = headers_dir(series)?;
+    let tree = build_tree(series)?;
     let dir = build_dir(series);
     fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     // Test binaries run in parallel: one build per directory at a time.
@@ -72,16 +144,13 @@ pub fn build(series: &str) -> Result<PathBuf> {
     }
     let ko = dir.join(KO);
     let mut inputs: Vec<PathBuf> = SOURCES.iter().map(|n| dir.join(n)).collect();
-    inputs.push(headers.join("Module.symvers"));
+    inputs.push(tree.symvers());
     if is_newer_than_all(&ko, &inputs) {
         return Ok(ko);
     }
 
-    let output = Command::new("make")
-        .arg("-C")
-        .arg(&headers)
-        .arg(format!("M={}", dir.display()))
-        .arg("modules")
+    let output = tree
+        .make(&dir)
         .output()
         .context("could not run make (scripts/setup installs it)")?;
     if !output.status.success() || !ko.is_file() {

@@ -4,6 +4,12 @@
 //! mix with the job's output: ttyS0 is the kernel console, ttyS1 the job's stdout, ttyS2 its stderr and
 //! ttyS3 its exit status. The job's stdout and stderr are serial ttys in raw mode, so programs see a
 //! terminal (`TERM=dumb`); pipe through `cat` in the script for non-tty behaviour.
+//!
+//! Guests boot with the kernel's own stuck-task reporting on (soft lockups, tasks blocked for
+//! more than 30 s; reports only, no panic) and every magic SysRq key enabled. When a job runs
+//! past its time, or asks with `xtask-collect-state`, the runner collects the guest's state
+//! through QEMU's monitor before going on (see `guest_state`), and a timeout's error
+//! ([`GuestTimeout`]) says which tasks were blocked and where.
 
 use std::fmt;
 use std::fs::{self, File};
@@ -18,6 +24,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use anyhow::{Context, Result, anyhow, bail};
 
 use crate::cpio::Archive;
+use crate::guest_state::GuestState;
 use crate::workspace;
 
 pub const QEMU: &str = "qemu-system-x86_64";
@@ -26,7 +33,8 @@ pub const DEFAULT_CPUS: u32 = 2;
 pub const DEFAULT_MEMORY_MB: u32 = 2048;
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
 /// Kernel series that scripts/setup downloads.
-pub const KNOWN_SERIES: [&str; 2] = ["6.1", "6.12"];
+/// (7.3 is Debian's newest, from trixie-backports; its test module is built in a Debian 13 chroot.)
+pub const KNOWN_SERIES: [&str; 3] = ["6.1", "6.12", "7.3"];
 
 /// Which kernel to boot.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -145,7 +153,53 @@ pub struct GuestOutput {
     pub boot_time: Option<Duration>,
     /// Wall time of the whole QEMU run.
     pub elapsed: Duration,
+    /// The state collected at each `xtask-collect-state` of the job, in order.
+    pub states: Vec<GuestState>,
 }
+
+/// The error of a guest that ran past its time: what it had printed, and its state, collected
+/// before QEMU was killed. `anyhow::Error::downcast_ref` finds it under the added context.
+#[derive(Debug)]
+pub struct GuestTimeout {
+    pub kernel: Kernel,
+    pub timeout: Duration,
+    pub stdout: String,
+    pub stderr: String,
+    /// The kernel console up to the collection (the dumps excluded).
+    pub console: String,
+    pub state: GuestState,
+    /// Where the logs, registers and summary are kept.
+    pub dir: PathBuf,
+}
+
+impl fmt::Display for GuestTimeout {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "guest ({}) timed out after {:.1?}; its state was collected, then QEMU killed.",
+            self.kernel, self.timeout
+        )?;
+        write!(f, "{}", self.state)?;
+        writeln!(
+            f,
+            "(every task's stack and CPU backtrace: {}; registers of each vCPU: {})",
+            self.dir.join(CONSOLE).display(),
+            self.dir.join(crate::guest_state::REGISTERS).display()
+        )?;
+        for (name, text) in [("stdout", &self.stdout), ("stderr", &self.stderr)] {
+            if !text.trim().is_empty() {
+                writeln!(f, "The job's {name} (its end):\n{}", tail_lines(text, 10))?;
+            }
+        }
+        write!(
+            f,
+            "Console tail before the collection:\n{}",
+            tail_lines(&self.console, 40)
+        )
+    }
+}
+
+impl std::error::Error for GuestTimeout {}
 
 /// Boots `job.kernel`, runs `job.script` and powers off. With `echo`, the job's stdout and stderr are
 /// also streamed live to the host's stdout and stderr.
@@ -168,6 +222,15 @@ const STDOUT: &str = "stdout";
 const STDERR: &str = "stderr";
 const STATUS: &str = "status";
 const QEMU_LOG: &str = "qemu.log";
+const MONITOR: &str = "monitor.sock";
+/// The line a job's `xtask-collect-state` writes to the status port.
+const COLLECT_REQUEST: &str = "collect";
+/// Reporting only: a stuck kernel names itself on the console and the run goes on.
+/// `no_timer_check`: on a loaded host the emulated timer can miss the boot-time IO-APIC check's
+/// window, and the kernel panics before init ("IO-APIC + timer doesn't work!", seen by
+/// `cargo xtask soak` on 6.12 in one boot of ten).
+const KERNEL_ARGS: &str = "console=ttyS0 panic=-1 quiet sysrq_always_enabled \
+                           softlockup_panic=0 hung_task_panic=0 no_timer_check";
 const BOOT_MARKER: &str = "xtask-vm: job start, uptime ";
 const POLL: Duration = Duration::from_millis(20);
 
@@ -182,6 +245,7 @@ fn run_in(job: &GuestJob, kernel: &Path, dir: &Path, echo: bool) -> Result<Guest
     }
 
     let serial = |name: &str| format!("file:{}", dir.join(name).display());
+    let monitor = MonitorSocket::new(dir);
     let mut cmd = Command::new(QEMU);
     // Single-threaded TCG: with thread=multi, attaching and detaching kprobes and trampolines
     // while other vCPUs run the patched code crashed 6.12 guests (a NULL jump in the probed
@@ -190,14 +254,13 @@ fn run_in(job: &GuestJob, kernel: &Path, dir: &Path, echo: bool) -> Result<Guest
         .args(["-m", &job.memory_mb.to_string()])
         .args(["-smp", &job.cpus.to_string()])
         // No default NIC, VGA or disks: fewer devices to probe at boot.
-        .args([
-            "-no-reboot",
-            "-nodefaults",
-            "-display",
-            "none",
-            "-monitor",
-            "none",
-        ])
+        .args(["-no-reboot", "-nodefaults", "-display", "none"])
+        // The keyboard (SysRq) and the registers of a stuck guest, from outside it.
+        .arg("-monitor")
+        .arg(format!(
+            "unix:{},server=on,wait=off",
+            monitor.path.display()
+        ))
         .args(["-serial", &serial(CONSOLE)])
         .args(["-serial", &serial(STDOUT)])
         .args(["-serial", &serial(STDERR)])
@@ -206,7 +269,7 @@ fn run_in(job: &GuestJob, kernel: &Path, dir: &Path, echo: bool) -> Result<Guest
         .arg(kernel)
         .arg("-initrd")
         .arg(&initrd)
-        .args(["-append", "console=ttyS0 panic=-1 quiet"])
+        .args(["-append", KERNEL_ARGS])
         .stdin(Stdio::null());
     let log = File::create(dir.join(QEMU_LOG))?;
     cmd.stdout(log.try_clone()?).stderr(log);
@@ -227,6 +290,7 @@ fn run_in(job: &GuestJob, kernel: &Path, dir: &Path, echo: bool) -> Result<Guest
             .and_then(|_| err.pump(&mut io::stderr().lock()))
             .context("copying the guest's output to the host")
     };
+    let mut states = Vec::new();
     let exit = loop {
         if echo {
             pump(&mut out_tail, &mut err_tail)?;
@@ -234,17 +298,29 @@ fn run_in(job: &GuestJob, kernel: &Path, dir: &Path, echo: bool) -> Result<Guest
         if let Some(status) = qemu.0.try_wait()? {
             break status;
         }
+        if collect_requests(&read_lossy(&dir.join(STATUS))) > states.len() {
+            let state = GuestState::collect(&monitor.path, &dir.join(CONSOLE));
+            state.save(dir, &format!("-{}", states.len() + 1));
+            states.push(state);
+        }
         if started.elapsed() > job.timeout {
-            drop(qemu);
             if echo {
                 let _ = pump(&mut out_tail, &mut err_tail);
             }
-            bail!(
-                "guest ({}) timed out after {:.1?}; QEMU killed. Console tail:\n{}",
-                job.kernel,
-                job.timeout,
-                console_tail(dir)
-            );
+            let console = read_lossy(&dir.join(CONSOLE));
+            let state = GuestState::collect(&monitor.path, &dir.join(CONSOLE));
+            state.save(dir, "");
+            drop(qemu);
+            return Err(GuestTimeout {
+                kernel: job.kernel.clone(),
+                timeout: job.timeout,
+                stdout: read_lossy(&dir.join(STDOUT)),
+                stderr: read_lossy(&dir.join(STDERR)),
+                console,
+                state,
+                dir: dir.to_path_buf(),
+            }
+            .into());
         }
         std::thread::sleep(POLL);
     };
@@ -267,7 +343,7 @@ fn run_in(job: &GuestJob, kernel: &Path, dir: &Path, echo: bool) -> Result<Guest
     };
     let console = read(CONSOLE)?.replace('\r', "");
     let status_text = read(STATUS)?;
-    let status_text = status_text.trim();
+    let status_text = exit_status_line(&status_text);
     if status_text.is_empty() {
         bail!(
             "guest ({}) ended without reporting the job's exit status (kernel panic, crash or \
@@ -294,7 +370,57 @@ fn run_in(job: &GuestJob, kernel: &Path, dir: &Path, echo: bool) -> Result<Guest
         console,
         boot_time,
         elapsed,
+        states,
     })
+}
+
+fn read_lossy(path: &Path) -> String {
+    String::from_utf8_lossy(&fs::read(path).unwrap_or_default()).replace('\r', "")
+}
+
+/// How many times the job asked for its state to be collected.
+fn collect_requests(status_port: &str) -> usize {
+    status_port
+        .lines()
+        .filter(|l| l.trim() == COLLECT_REQUEST)
+        .count()
+}
+
+/// The exit status init writes last to the status port, past the job's collection requests.
+fn exit_status_line(status_port: &str) -> &str {
+    status_port
+        .lines()
+        .map(str::trim)
+        .rfind(|l| !l.is_empty() && *l != COLLECT_REQUEST)
+        .unwrap_or("")
+}
+
+/// QEMU's monitor socket: in the run's directory unless that path is too long for a Unix
+/// socket address (108 bytes), then in the temporary directory.
+struct MonitorSocket {
+    path: PathBuf,
+}
+
+impl MonitorSocket {
+    fn new(dir: &Path) -> Self {
+        let path = dir.join(MONITOR);
+        if path.as_os_str().len() < 100 {
+            return MonitorSocket { path };
+        }
+        let name = dir.file_name().map_or_else(
+            || format!("xtask-vm-{}", std::process::id()),
+            |n| n.to_string_lossy().into_owned(),
+        );
+        MonitorSocket {
+            path: std::env::temp_dir().join(format!("{name}.sock")),
+        }
+    }
+}
+
+impl Drop for MonitorSocket {
+    fn drop(&mut self) {
+        let _ = fs::remove_file(&self.path);
+    }
 }
 
 /// PID 1 of the guest. Its own output goes to the kernel console.
@@ -312,7 +438,11 @@ mount -t tmpfs tmpfs /run
 # Held open so the raw settings stick; raw stops "\n" becoming "\r\n".
 exec 3>/dev/ttyS1 4>/dev/ttyS2 5>/dev/ttyS3
 for t in 1 2 3; do stty -F /dev/ttyS$t raw -echo || echo "xtask-vm: stty ttyS$t failed"; done
+# Blocked tasks report themselves after 30 s (the default, 120 s, outlasts most jobs' limits).
+echo 30 >/proc/sys/kernel/hung_task_timeout_secs
 echo "xtask-vm: job start, uptime $(cut -d' ' -f1 /proc/uptime)"
+# From here on the console carries the kernel's whole log, info messages included.
+echo 7 >/proc/sys/kernel/printk
 cd /tmp
 sh /job.sh </dev/null >&3 2>&4 3>&- 4>&- 5>&-
 rc=$?
@@ -323,6 +453,17 @@ exec 3>&- 4>&-
 echo "$rc" >&5
 exec 5>&-
 poweroff -f
+"#;
+
+/// Run by a job to have the host collect the guest's state now (see `guest_state`); returns
+/// once the host has pressed its last SysRq key (`l`), or after a minute.
+const COLLECT_STATE: &str = r#"#!/bin/sh
+seen() { dmesg | grep -c 'sysrq: Show backtrace of all active CPUs'; }
+before=$(seen)
+echo collect >/dev/ttyS3
+i=0
+while [ "$(seen)" -le "$before" ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done
+sleep 1
 "#;
 
 fn build_initramfs(job: &GuestJob, out: &Path) -> Result<()> {
@@ -345,6 +486,11 @@ fn build_initramfs(job: &GuestJob, out: &Path) -> Result<()> {
         add_host_file(&mut archive, host, guest)?;
     }
     archive.file("/init", INIT.as_bytes().to_vec(), 0o755);
+    archive.file(
+        "/bin/xtask-collect-state",
+        COLLECT_STATE.as_bytes().to_vec(),
+        0o755,
+    );
     archive.file("/job.sh", job.script.clone().into_bytes(), 0o755);
 
     // Level 1: compression time matters more than size here.
@@ -624,6 +770,14 @@ mod tests {
         assert!(tail.ends_with("trace 59"));
         assert_eq!(tail_lines("a\nb\nc", 2), "b\nc");
         assert_eq!(tail_lines("\n", 2), "(console is empty)");
+    }
+
+    #[test]
+    fn status_port_carries_requests_then_the_status() {
+        assert_eq!(collect_requests("collect\ncollect\n"), 2);
+        assert_eq!(exit_status_line("collect\r\n0\n"), "0");
+        assert_eq!(exit_status_line("collect\n"), "");
+        assert_eq!(exit_status_line("7\n"), "7");
     }
 
     #[test]

@@ -53,6 +53,7 @@
  *                                rcutrace_test_block_in_reader() (MS <= 30000): the writer is a
  *                                blocked reader that holds the grace period up. The kernel warns
  *                                once about the voluntary switch inside a reader.
+ *   spin_preempt_off N           holds the CPU N ms with preemption off (the stuck-guest op)
  *   reset N                      zeroes every counter below (N is ignored).
  * The `uses OP:` lines of the read-out list the kernel functions each op calls.
  *
@@ -482,10 +483,10 @@ COND_OP(cond_synchronize_rcu_expedited)
 #define op_cond_synchronize_rcu_expedited NULL
 #endif
 
-/* The _full forms take a struct rcu_gp_oldstate. */
+/* The _full forms take a struct rcu_gp_oldstate (struct rcu_gp_seq since 7.x: see Kbuild). */
 
 #define FULL_OP(f)                                                                       \
-	DEFINE_OP(f, struct rcu_gp_oldstate state, CALL(f, &state))
+	DEFINE_OP(f, struct RCUTRACE_TEST_GP_STATE state, CALL(f, &state))
 
 #if HAVE(get_state_synchronize_rcu_full)
 FULL_OP(get_state_synchronize_rcu_full)
@@ -507,7 +508,7 @@ FULL_OP(start_poll_synchronize_rcu_expedited_full)
 
 #if HAVE(poll_state_synchronize_rcu_full) && HAVE(get_completed_synchronize_rcu_full)
 DEFINE_OP(poll_state_synchronize_rcu_full,
-	  struct rcu_gp_oldstate completed; CALL(get_completed_synchronize_rcu_full, &completed),
+	  struct RCUTRACE_TEST_GP_STATE completed; CALL(get_completed_synchronize_rcu_full, &completed),
 	  CALL(poll_state_synchronize_rcu_full, &completed))
 #else
 #define op_poll_state_synchronize_rcu_full NULL
@@ -515,9 +516,9 @@ DEFINE_OP(poll_state_synchronize_rcu_full,
 
 #define COND_FULL_OP(f)                                                                  \
 	DEFINE_OP(f,                                                                     \
-		  struct rcu_gp_oldstate completed;                                      \
+		  struct RCUTRACE_TEST_GP_STATE completed;                               \
 		  CALL(get_completed_synchronize_rcu_full, &completed), {                \
-			  struct rcu_gp_oldstate fresh;                                  \
+			  struct RCUTRACE_TEST_GP_STATE fresh;                           \
 			  if (arg)                                                       \
 				  CALL(get_state_synchronize_rcu_full, &fresh);          \
 			  CALL(f, arg ? &fresh : &completed);                            \
@@ -647,6 +648,31 @@ static int op_flood(unsigned long n, unsigned long arg)
 #else
 #define op_flood NULL
 #endif
+
+/* ---- Stuck-guest op (for the VM runner's hang diagnosis) ----------------------------
+ *
+ * spin_preempt_off N   busy-waits N ms on ktime_get_ns() with preemption disabled, in the
+ *                      writing process (interrupts stay enabled, so NMI backtraces, SysRq and
+ *                      the soft-lockup watchdog still see it); no RCU call. A quiescent-state-free
+ *                      CPU for that long: soft lockup and RCU stall reports name
+ *                      rcutrace_test_spin_preempt_off. noinline so every stack shows it.
+ */
+static noinline int rcutrace_test_spin_preempt_off(unsigned long ms)
+{
+	u64 from = ktime_get_ns();
+
+	preempt_disable();
+	while (ktime_get_ns() - from < (u64)ms * NSEC_PER_MSEC)
+		cpu_relax();
+	preempt_enable();
+	return 0;
+}
+
+static int op_spin_preempt_off(unsigned long n, unsigned long arg)
+{
+	return rcutrace_test_spin_preempt_off(n);
+}
+/* ---- End of the stuck-guest op -------------------------------------------------------- */
 
 static int op_reset(unsigned long n, unsigned long arg)
 {
@@ -782,6 +808,7 @@ static const struct test_op test_ops[] = {
 	OP(flood, "call_rcu (from a kworker per CPU)"),
 	OP_WITH_ARG(hold_cpu, MAX_HOLD_MS, "start_poll_synchronize_rcu (inside the held reader)"),
 	OP_WITH_ARG(block_reader, MAX_HOLD_MS, "start_poll_synchronize_rcu (inside the blocked reader)"),
+	OP(spin_preempt_off, "nothing (N ms busy with preemption off; see the stuck-guest op)"),
 	OP(reset, "nothing"),
 };
 

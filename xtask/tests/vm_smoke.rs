@@ -52,6 +52,12 @@ fn channels_are_separate_6_12() {
     channels_are_separate("6.12");
 }
 
+/// Debian's newest kernel (trixie-backports), fetched by scripts/setup beside the others.
+#[test]
+fn channels_are_separate_7_3() {
+    channels_are_separate("7.3");
+}
+
 fn workload_runs(series: &str) {
     let workload = xtask::build::build_workload().unwrap();
     let script = "/bin/rcu-workload membarrier 20 && /bin/rcu-workload getppid 1000\n\
