@@ -242,12 +242,12 @@ fn stall_alert_fires(series: &str) {
             .cloned()
             .unwrap_or_else(|| panic!("no {name}: {}", guest.stdout))
     };
+    // Grace periods come and go (6.1 has no lazy RCU): none is old.
+    let young = |exposition: &str| {
+        metric(exposition, "rcutrace_grace_period_age_seconds").is_some_and(|age| age < 1.0)
+    };
     let idle = section("idle");
-    assert_eq!(
-        metric(&idle, "rcutrace_grace_period_holdout_cpus"),
-        Some(0.0),
-        "{idle}"
-    );
+    assert!(young(&idle), "{idle}");
     let held = section("held");
     println!("{series}: the grace-period metrics 6 s into the hold:\n{held}");
     assert!(
@@ -283,11 +283,7 @@ fn stall_alert_fires(series: &str) {
         guest.stdout
     );
     let after = section("after");
-    assert_eq!(
-        metric(&after, "rcutrace_grace_period_holdout_cpus"),
-        Some(0.0),
-        "{after}"
-    );
+    assert!(young(&after), "{after}");
 }
 
 #[test]

@@ -175,6 +175,7 @@ fn grace_period_now(tracer: &Tracer, online: &[u32]) -> Result<Option<Waiting>> 
     }
     let cpus: Vec<CpuState> =
         tracer.array_entries("CPU_STATE", online.iter().max().map_or(0, |m| m + 1))?;
+    log::debug!("grace period in progress: {state:?}; per CPU: {cpus:?}");
     let holdout_cpus = online
         .iter()
         .filter(|&&cpu| {
