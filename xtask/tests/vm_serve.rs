@@ -254,9 +254,9 @@ fn stall_alert_fires(series: &str) {
         metric(&held, "rcutrace_grace_period_age_seconds").is_some_and(|age| age > 5.0),
         "{held}"
     );
-    assert_eq!(
-        metric(&held, "rcutrace_grace_period_holdout_cpus"),
-        Some(1.0),
+    // CPU 1 at least (once, on 6.12, CPU 0 was still awaited 6.5 s into the hold too).
+    assert!(
+        metric(&held, "rcutrace_grace_period_holdout_cpus").is_some_and(|n| n >= 1.0),
         "{held}"
     );
     assert_eq!(
