@@ -1,4 +1,4 @@
-//! `rcutrace gp` against the test module's holdouts on Debian's 6.1 and 6.12: a reader held on
+//! `rcutrace gp` against the test module's holdouts on Debian's 6.1, 6.12 and 7.3: a reader held on
 //! CPU 1 with preemption off makes CPU 1 the last holdout of the grace period it holds up,
 //! with the module's spinning function on the stack a tick sampled there and the writer as
 //! the task running; a reader blocked inside its critical section is the last holdout of its
@@ -214,4 +214,9 @@ fn holdouts_on_6_1() {
 #[test]
 fn holdouts_on_6_12() {
     holdouts("6.12");
+}
+
+#[test]
+fn holdouts_on_7_3() {
+    holdouts("7.3");
 }

@@ -1,4 +1,4 @@
-//! `rcutrace stall` against held grace periods on Debian's 6.1 and 6.12, with the kernel's
+//! `rcutrace stall` against held grace periods on Debian's 6.1, 6.12 and 7.3, with the kernel's
 //! stall timeout lowered to 3 s at run time: a reader held 5 s on CPU 1 with preemption off
 //! is warned about while the grace period is under 1.5 s old, naming CPU 1 with the module's
 //! function on its stack, before the kernel's own warning, which is then reported; a reader
@@ -200,4 +200,9 @@ fn stalls_on_6_1() {
 #[test]
 fn stalls_on_6_12() {
     stalls("6.12");
+}
+
+#[test]
+fn stalls_on_7_3() {
+    stalls("7.3");
 }
