@@ -44,8 +44,8 @@ pub fn functions_present(wanted: &[&str]) -> Result<HashSet<String>> {
     Ok(present)
 }
 
-/// The address of kernel variable `name` (a data or bss symbol of the kernel proper), if
-/// /proc/kallsyms lists it with a real address (not zeroed by kptr_restrict).
+/// The address of kernel variable `name` (a symbol of the kernel proper), if /proc/kallsyms
+/// lists it with a real address (not zeroed by kptr_restrict).
 pub fn variable_address(name: &str) -> Result<Option<u64>> {
     let mut address = None;
     scan_kallsyms(|symbol| {
@@ -86,14 +86,17 @@ fn text_symbol(line: &str) -> Option<&str> {
     matches!(kind, "t" | "T").then_some(name)
 }
 
-/// The address in a kallsyms line if it is the kernel's own data or bss symbol `wanted`.
+/// The address in a kallsyms line if it is the kernel's own symbol `wanted`. Its type letter
+/// is not checked: kallsyms guesses it from the section, and Debian's 7.3 lists the variable
+/// `rcu_state` as `t`.
 fn data_symbol(line: &str, wanted: &str) -> Option<u64> {
     let mut fields = line.split_whitespace();
     let address = fields.next()?;
     let kind = fields.next()?;
     let name = fields.next()?;
     let in_module = fields.next().is_some();
-    (name == wanted && !in_module && matches!(kind, "d" | "D" | "b" | "B"))
+    let defined = !matches!(kind, "U" | "u" | "w" | "W" | "v" | "V");
+    (name == wanted && !in_module && defined)
         .then(|| u64::from_str_radix(address, 16).ok())
         .flatten()
 }
