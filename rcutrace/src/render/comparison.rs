@@ -188,14 +188,38 @@ fn statistics(out: &mut String, name: &str, a: &SeriesStats, b: &SeriesStats, un
         b.count.to_string(),
         ratio_text(count_ratio),
     ]);
-    let exact = |v: Option<u64>| v.map_or("-".to_string(), |ns| figure::exact(ns, unit));
+    // One precision per column: each run's exact figures with the decimals its most precise
+    // one needs.
+    let exact_figures = |s: &SeriesStats| {
+        let exact_percentiles = s
+            .percentiles
+            .iter()
+            .filter(|_| s.percentiles_exact)
+            .map(|&(_, ns)| ns as u64);
+        [s.min_ns, s.max_ns]
+            .into_iter()
+            .flatten()
+            .chain(exact_percentiles)
+            .collect::<Vec<u64>>()
+    };
+    let places = |s: &SeriesStats| figure::places_needed(exact_figures(s), unit);
+    let (places_a, places_b) = (places(a), places(b));
+    let in_column = |places: usize, ns: u64| {
+        format!(
+            "{} {}",
+            figure::exact_number_places(ns, unit, places),
+            unit.suffix()
+        )
+    };
+    let exact_a = |v: Option<u64>| v.map_or("-".to_string(), |ns| in_column(places_a, ns));
+    let exact_b = |v: Option<u64>| v.map_or("-".to_string(), |ns| in_column(places_b, ns));
     let estimate = |v: Option<f64>| v.map_or("-".to_string(), |ns| figure::estimate(ns, unit));
     let both = |x: Option<f64>, y: Option<f64>| ratio_text(x.zip(y).and_then(|(x, y)| ratio(x, y)));
     let as_f64 = |v: Option<u64>| v.map(|n| n as f64);
     rows.push(vec![
         "  min".into(),
-        exact(a.min_ns),
-        exact(b.min_ns),
+        exact_a(a.min_ns),
+        exact_b(b.min_ns),
         both(as_f64(a.min_ns), as_f64(b.min_ns)),
     ]);
     rows.push(vec![
@@ -206,13 +230,13 @@ fn statistics(out: &mut String, name: &str, a: &SeriesStats, b: &SeriesStats, un
     ]);
     rows.push(vec![
         "  max".into(),
-        exact(a.max_ns),
-        exact(b.max_ns),
+        exact_a(a.max_ns),
+        exact_b(b.max_ns),
         both(as_f64(a.max_ns), as_f64(b.max_ns)),
     ]);
     // Exact percentiles (few samples, all kept) print as exact values do.
-    let percentile = |s: &SeriesStats, ns: Option<f64>| match ns {
-        Some(ns) if s.percentiles_exact => figure::exact(ns as u64, unit),
+    let percentile = |s: &SeriesStats, places: usize, ns: Option<f64>| match ns {
+        Some(ns) if s.percentiles_exact => in_column(places, ns as u64),
         ns => estimate(ns),
     };
     for &(q, pa) in &a.percentiles {
@@ -223,8 +247,8 @@ fn statistics(out: &mut String, name: &str, a: &SeriesStats, b: &SeriesStats, un
             .map(|(_, ns)| *ns);
         rows.push(vec![
             format!("  {}", stats::quantile_name(q)),
-            percentile(a, Some(pa)),
-            percentile(b, pb),
+            percentile(a, places_a, Some(pa)),
+            percentile(b, places_b, pb),
             both(Some(pa), pb),
         ]);
     }
