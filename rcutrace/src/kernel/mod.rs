@@ -270,8 +270,13 @@ mod tests {
             data_symbol("ffffffff82a4b8c0 b rcu_state", "rcu_state"),
             Some(0xffff_ffff_82a4_b8c0)
         );
+        // 7.3 lists the variable as text.
         assert_eq!(
-            data_symbol("ffffffff81123450 T rcu_state", "rcu_state"),
+            data_symbol("ffffffff8b50f300 t rcu_state", "rcu_state"),
+            Some(0xffff_ffff_8b50_f300)
+        );
+        assert_eq!(
+            data_symbol("0000000000000000 U rcu_state", "rcu_state"),
             None
         );
         assert_eq!(
