@@ -101,7 +101,8 @@ pub enum Switch {
 /// Where the reader probe is in its schedule.
 #[derive(Clone, Copy, Debug)]
 enum ProbeState {
-    Detached,
+    /// Detached at this moment.
+    Detached(Instant),
     /// Attached again at this moment, settling before its window begins.
     Settling(Instant),
     /// Counting since this moment, from this counter value.
@@ -146,7 +147,12 @@ impl Sampler {
             // Attaching takes a while: the window lasts ON from when it began to count.
             ProbeState::Counting(since, _) => (since + self.sampling.on, Switch::Detach),
             ProbeState::Settling(attached) => (attached + SETTLE, Switch::Begin),
-            ProbeState::Detached => (self.opened + self.window_start(self.period), Switch::Attach),
+            // A window whose attach overran its slack may end after the next one's start:
+            // that one then starts once it has ended.
+            ProbeState::Detached(at) => (
+                (self.opened + self.window_start(self.period)).max(at),
+                Switch::Attach,
+            ),
         }
     }
 
@@ -168,7 +174,7 @@ impl Sampler {
     /// The probe is about to be detached: the open window ends at `now` with `counter`.
     pub fn close_window(&mut self, now: Instant, counter: u64) {
         self.log_window(now, counter);
-        self.probe = ProbeState::Detached;
+        self.probe = ProbeState::Detached(now);
         self.period += 1;
     }
 
