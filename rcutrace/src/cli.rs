@@ -307,7 +307,17 @@ pub struct SrlatArgs {
     /// Only calls made by this process (it must be running).
     #[arg(long, value_parser = parse_pid, value_name = "PID")]
     pub pid: Option<u32>,
+    /// Take each synchronize_rcu() / synchronize_rcu_expedited() call apart: waiting for a
+    /// grace period to start, the grace period, and from its end to the caller running
+    /// again (its wakeme_after_rcu() callback and the wake-up); expedited: the funnel,
+    /// selecting CPUs and their IPIs, waiting for their reports. Printed per stage under the
+    /// histogram; with -f json, each call too.
+    #[arg(long, conflicts_with = "by")]
+    pub stages: bool,
 }
+
+/// The functions `srlat --stages` can take apart.
+pub const STAGED_FUNCTIONS: [&str; 2] = ["synchronize_rcu", "synchronize_rcu_expedited"];
 
 /// Rules across a command and the global options, which clap cannot state.
 pub fn check(cli: &Cli) -> Result<(), clap::Error> {
@@ -315,6 +325,18 @@ pub fn check(cli: &Cli) -> Result<(), clap::Error> {
         return Err(<Cli as clap::CommandFactory>::command().error(
             clap::error::ErrorKind::ArgumentConflict,
             "--save is for the commands that trace (count, gplat, srlat, callbacks); report reads saved runs",
+        ));
+    }
+    if let Command::Srlat(args) = &cli.command
+        && args.stages
+        && let Some(other) = args.func.iter().find(|f| !STAGED_FUNCTIONS.contains(f))
+    {
+        return Err(<Cli as clap::CommandFactory>::command().error(
+            clap::error::ErrorKind::ArgumentConflict,
+            format!(
+                "--stages takes apart {} only, not {other}",
+                STAGED_FUNCTIONS.join(" and ")
+            ),
         ));
     }
     if let Command::Report(args) = &cli.command

@@ -590,6 +590,7 @@ mod tests {
                     in_flight_at_exit: 1,
                     ..Losses::default()
                 },
+                stages: None,
             }]),
             environment: None,
         };

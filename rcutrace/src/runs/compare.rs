@@ -527,6 +527,7 @@ mod tests {
                 }],
                 percentile_error: 0.0078125,
                 losses: Losses::default(),
+                stages: None,
             }]),
             environment: None,
         }

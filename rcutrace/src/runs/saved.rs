@@ -298,6 +298,7 @@ fn latency_summary(
             lost_to_full_map: losses.lost_to_full_map,
             stacks_lost: losses.stacks_lost,
         },
+        stages: None,
     }
 }
 
@@ -485,6 +486,7 @@ mod tests {
                     stacks_lost: Some(3),
                     ..Losses::default()
                 },
+                stages: None,
             }]),
             environment: Some(Environment {
                 kernel_release: "6.12.57+deb13-cloud-amd64".into(),
