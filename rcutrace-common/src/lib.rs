@@ -11,6 +11,6 @@ pub mod counters;
 pub mod gp;
 pub mod hist;
 pub mod latency;
-pub mod stages;
 #[cfg(feature = "json")]
 pub mod records;
+pub mod stages;

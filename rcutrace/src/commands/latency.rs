@@ -275,10 +275,7 @@ fn add_stages(
         } else {
             joiner.take(index, period.closing)
         };
-        if let Some(summary) = summaries
-            .iter_mut()
-            .find(|s| s.map_name == timing.map_name)
-        {
+        if let Some(summary) = summaries.iter_mut().find(|s| s.map_name == timing.map_name) {
             summary.stages = Some(Box::new(stages));
         }
     }
@@ -403,6 +400,7 @@ mod tests {
             expedited,
             func: func.to_vec(),
             pid: None,
+            stages: false,
         };
         assert_eq!(srlat_functions(&args(&[], false)), ["synchronize_rcu"]);
         assert_eq!(

@@ -30,9 +30,7 @@ pub struct Plan {
 /// The plan for `functions`, each `synchronize_rcu` or `synchronize_rcu_expedited`.
 pub fn plan(functions: Vec<StagedFunction>) -> Result<Plan> {
     let layout = rcu_state::stages_layout()?;
-    let normal = functions
-        .iter()
-        .any(|f| f.staged == Staged::SynchronizeRcu);
+    let normal = functions.iter().any(|f| f.staged == Staged::SynchronizeRcu);
     let mut needed = Vec::new();
     if normal {
         needed.extend(GRACE_PERIOD_BOUNDS);
@@ -64,7 +62,10 @@ pub fn plan(functions: Vec<StagedFunction>) -> Result<Plan> {
             state + u64::from(layout.expedited_sequence),
         ),
         // No function lives at NO_STACK's address (0): nothing matches without the symbol.
-        Constant::U64("WAKEME_AFTER_RCU", layout.wakeme_after_rcu.unwrap_or(NO_STACK)),
+        Constant::U64(
+            "WAKEME_AFTER_RCU",
+            layout.wakeme_after_rcu.unwrap_or(NO_STACK),
+        ),
     ];
     Ok(Plan {
         probes,

@@ -81,7 +81,8 @@ pub fn stages_layout() -> Result<StagesLayout> {
         );
     };
     const QUEUEING: [&str; 2] = ["call_rcu", "call_rcu_hurry"];
-    let symbols = super::kernel_symbols(&["rcu_state", "wakeme_after_rcu", QUEUEING[0], QUEUEING[1]])?;
+    let symbols =
+        super::kernel_symbols(&["rcu_state", "wakeme_after_rcu", QUEUEING[0], QUEUEING[1]])?;
     let rcu_state = *symbols.get("rcu_state").context(
         "/proc/kallsyms gives no address for rcu_state (kernel.kptr_restrict hides \
          addresses, or the kernel lacks CONFIG_KALLSYMS_ALL)",

@@ -6,13 +6,13 @@ use std::{fmt::Write as _, time::Duration};
 use rcutrace_common::hist::{Linear, SlotBounds, log2_bounds, sparse_bounds};
 
 use crate::{
+    model::stages::{self, Path, PathStages, StagesSummary},
     model::stats,
     model::{
         Buckets, CallbacksSummary, CountMap, CountSummary, GracePeriodsSummary, HistMap,
         LatencySummary, MIN_RATE_WINDOW_SECS, Map, PerGracePeriod, ReadersEstimate, Report,
         Summary, maps_in_order, shown_slots, sparse_in_order,
     },
-    model::stages::{self, Path, PathStages, StagesSummary},
     render::figure,
 };
 

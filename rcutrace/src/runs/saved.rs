@@ -59,7 +59,7 @@ pub fn parse(text: &str) -> Result<Saved> {
     from_records(&records)
 }
 
-const KNOWN_TYPES: [&str; 11] = [
+const KNOWN_TYPES: [&str; 13] = [
     "attached_probes",
     "map",
     "hist",
@@ -71,6 +71,8 @@ const KNOWN_TYPES: [&str; 11] = [
     "rcutrace_callbacks_summary",
     "rcutrace_gp_summary",
     "rcutrace_grace_period",
+    "rcutrace_stages_summary",
+    "rcutrace_call_stages",
 ];
 
 fn from_records(records: &[Record]) -> Result<Saved> {
@@ -81,6 +83,8 @@ fn from_records(records: &[Record]) -> Result<Saved> {
     let mut callbacks_summary = None;
     let mut gp_summary = None;
     let mut grace_periods = Vec::new();
+    let mut stages = Vec::new();
+    let mut staged_calls = Vec::new();
     let mut latency = Vec::new();
     // Histograms wait for their layout, which the summaries after them carry.
     let mut hists: Vec<(String, Option<String>, &[Bucket])> = Vec::new();
@@ -101,6 +105,8 @@ fn from_records(records: &[Record]) -> Result<Saved> {
             Record::CallbacksSummary(s) => callbacks_summary = Some(callbacks(s)),
             Record::GracePeriodsSummary(s) => gp_summary = Some(s),
             Record::GracePeriod(g) => grace_periods.push(g),
+            Record::StagesSummary(s) => stages.push(s),
+            Record::CallStages(c) => staged_calls.push(c),
             Record::Map(members) => {
                 for (name, value) in &members.0 {
                     maps.push(match value {
@@ -155,6 +161,13 @@ fn from_records(records: &[Record]) -> Result<Saved> {
             key: key.clone(),
             buckets: model_buckets(layout, buckets).with_context(|| format!("histogram {name}"))?,
         }));
+    }
+    for s in stages {
+        let summary: &mut LatencySummary = latency
+            .iter_mut()
+            .find(|l: &&mut LatencySummary| l.map_name == s.map)
+            .with_context(|| format!("stages of {} without its latency summary", s.map))?;
+        summary.stages = Some(Box::new(super::stages::summary(s, &staged_calls)?));
     }
     let summary = match (count_summary, callbacks_summary, gp_summary) {
         (Some(summary), _, _) => Summary::Count(summary),

@@ -553,7 +553,6 @@ impl StageProbes {
             self.exp_wait_end,
         ]
     }
-
 }
 
 #[cfg(test)]
@@ -680,7 +679,10 @@ mod tests {
             Some("stages_exp_select_kretprobe")
         );
         assert_eq!(
-            STAGES.queue_call_rcu_hurry.program(Method::Kprobe).as_deref(),
+            STAGES
+                .queue_call_rcu_hurry
+                .program(Method::Kprobe)
+                .as_deref(),
             Some("stages_queue_call_rcu_hurry_kprobe")
         );
         assert_eq!(GRACE_PERIOD_BOUNDS.last(), Some(&GRACE_PERIODS.init));
