@@ -614,6 +614,38 @@ mod tests {
     }
 
     #[test]
+    fn stages_take_apart_the_synchronize_rcu_calls_only() {
+        for ok in [
+            &["srlat", "--stages"][..],
+            &["srlat", "--stages", "--expedited"],
+            &[
+                "srlat",
+                "--stages",
+                "--func",
+                "synchronize_rcu",
+                "--expedited",
+            ],
+        ] {
+            let cli = parse(ok).unwrap();
+            assert!(check(&cli).is_ok(), "{ok:?}");
+        }
+        let cli = parse(&["srlat", "--stages", "--func", "rcu_barrier"]).unwrap();
+        let err = check(&cli).unwrap_err();
+        assert_eq!(err.exit_code(), 2);
+        assert!(
+            err.to_string()
+                .contains("takes apart synchronize_rcu and synchronize_rcu_expedited only"),
+            "{err}"
+        );
+        assert_eq!(
+            parse(&["srlat", "--stages", "--by", "comm"])
+                .unwrap_err()
+                .exit_code(),
+            2
+        );
+    }
+
+    #[test]
     fn usage_errors_are_exit_status_2() {
         for args in [
             &["srlat", "--linear", "0,10"][..],

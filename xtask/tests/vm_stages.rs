@@ -123,6 +123,7 @@ fn stages_ground_truth(series: &str) {
 
     let text = run_named(&sections, "normal_text");
     text.assert_ok("normal_text");
+    eprintln!("{series}, normal path:\n{}{}", text.out, text.err);
     for line in [
         "@srlat stages: 30 calls taken apart, each into stages that add up to its latency",
         "Normal grace period, 30 calls (ms)",
@@ -153,6 +154,7 @@ fn stages_ground_truth(series: &str) {
     }
     let text = run_named(&sections, "expedited_text");
     text.assert_ok("expedited_text");
+    eprintln!("{series}, expedited path:\n{}{}", text.out, text.err);
     for line in [
         "Expedited grace period, 30 calls (ms)",
         "  funnel: waiting for an expedited grace period to start",

@@ -740,7 +740,7 @@ fn keep<V>(map: &mut BTreeMap<i64, V>, seq: u64, value: V) {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use rcutrace_common::{attribution::Attribution, gp};
 
@@ -813,6 +813,55 @@ mod tests {
     fn assert_adds_up(call: &StagedCall) {
         let sum: u64 = call.stages_ns.iter().flatten().sum();
         assert_eq!(sum, call.latency_ns, "{call:?}");
+    }
+
+    /// A summary with one call on each path, for the renderers' tests.
+    pub(crate) fn both_paths() -> StagesSummary {
+        let mut j = joiner();
+        j.add(&bytes(&event(1000, events::EVENT_SYNC, CALLER, 0x101, 0)));
+        j.add(&bytes(&event(
+            1010,
+            events::EVENT_WAKEME_QUEUED,
+            CALLER,
+            0xbeef,
+            0,
+        )));
+        grace_period(&mut j, 0x105, 2500, 6_000_000);
+        j.add(&bytes(&event(
+            6_100_000,
+            events::EVENT_WAKEME_INVOKED,
+            3,
+            0xbeef,
+            0,
+        )));
+        j.add(&bytes(&sample(0, 990, 6_400_000)));
+        let sp = 0xffff_c900_0001_3f00;
+        j.add(&bytes(&event(
+            7_000_000,
+            events::EVENT_SYNC,
+            CALLER,
+            0x105,
+            0,
+        )));
+        j.add(&bytes(&event(
+            7_000_005,
+            events::EVENT_SYNC_EXPEDITED,
+            CALLER,
+            0x40,
+            sp,
+        )));
+        for e in [
+            event(7_000_200, events::EVENT_EXP_WORK, WORKER, sp + 0x10_0000, 0),
+            event(7_000_300, events::EVENT_EXP_SELECT, WORKER, 0, 0),
+            event(7_000_310, events::EVENT_EXP_IPI, 1, 0, 0),
+            event(7_000_400, events::EVENT_EXP_SELECT_END, WORKER, 0, 0),
+            event(7_000_410, events::EVENT_EXP_WAIT, WORKER, 0x44, 0),
+            event(7_090_000, events::EVENT_EXP_WAIT_END, WORKER, 0, 0),
+        ] {
+            j.add(&bytes(&e));
+        }
+        j.add(&bytes(&sample(0, 7_000_000, 7_100_000)));
+        j.take(0, true)
     }
 
     #[test]

@@ -556,6 +556,41 @@ mod tests {
     }
 
     #[test]
+    fn stages_print_again_byte_for_byte() {
+        let mut report = latency(
+            vec![hist(None, log2(&[6, 0]))],
+            vec![series(None, 2)],
+            Unit::Ms,
+        );
+        let stages = crate::model::stages::tests::both_paths();
+        assert_eq!(stages.paths.len(), 2);
+        assert_eq!(stages.calls.len(), 2);
+        if let Summary::Latency(summaries) = &mut report.summary {
+            summaries[0].stages = Some(Box::new(stages));
+        }
+        let text = live(Format::Text, &report);
+        assert!(
+            text.contains("Expedited grace period, 1 calls (ms)"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "0 ran their own expedited grace period, 1 rode on another caller's; 1.0 IPIs"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("rcutree.rcu_normal_wake_from_gp=1 (0 here) would have saved at most the callbacks' wait: 0.100 of 6.399 ms per call (1.6%)"), "{text}");
+        assert_eq!(replayed(&report), text);
+        // And the calls, one by one, come back too.
+        let json = live(Format::Json, &report);
+        let saved = parse(&json).unwrap();
+        assert_eq!(
+            render::banner(Format::Json, 2) + &render::report(Format::Json, &saved.report),
+            json
+        );
+    }
+
+    #[test]
     fn keyed_and_empty_histograms_print_again() {
         let keyed = latency(
             vec![
