@@ -405,10 +405,8 @@ fn stages_summary(summary: &StagesSummary) -> String {
                 if path.expedited_grace_periods > 0 {
                     let _ = write!(
                         line,
-                        "; {:.1} IPIs per expedited grace period ({} over {})",
-                        path.ipis as f64 / path.expedited_grace_periods as f64,
-                        path.ipis,
-                        path.expedited_grace_periods
+                        "; {} IPIs handled (rcu_exp_handler) over {} expedited grace periods",
+                        path.ipis, path.expedited_grace_periods
                     );
                 }
                 let _ = writeln!(out, "{line}");

@@ -575,7 +575,7 @@ mod tests {
         );
         assert!(
             text.contains(
-                "0 ran their own expedited grace period, 1 rode on another caller's; 1.0 IPIs"
+                "0 ran their own expedited grace period, 1 rode on another caller's; 1 IPIs handled (rcu_exp_handler) over 1 expedited grace periods"
             ),
             "{text}"
         );
