@@ -9,7 +9,6 @@
 //! the caller's registers (its stack pointer).
 
 use aya_ebpf::{
-    EbpfContext,
     helpers::{
         bpf_get_current_comm, bpf_get_smp_processor_id, bpf_ktime_get_ns, bpf_probe_read_kernel,
     },
@@ -111,9 +110,10 @@ program! {
     }
 }
 
-/// Runs in whatever context the kernel invokes callbacks, for whoever queued them.
+/// An event of RCU's own machinery (callback invocation, the expedited worker, IPI handlers),
+/// in whatever context it runs and for whichever caller: user space matches it up.
 #[inline(always)]
-fn on_worker_event<C: EbpfContext>(_ctx: &C, kind: u32, value: u64) {
+fn on_worker_event(kind: u32, value: u64) {
     if window::running() {
         send(kind, value, 0);
     }
@@ -121,49 +121,49 @@ fn on_worker_event<C: EbpfContext>(_ctx: &C, kind: u32, value: u64) {
 
 program! {
     kprobe fn stages_wakeme_kprobe(ctx: ProbeContext) -> u32 {
-        on_worker_event(&ctx, EVENT_WAKEME_INVOKED, ctx.arg::<u64>(0).unwrap_or(0));
+        on_worker_event(EVENT_WAKEME_INVOKED, ctx.arg::<u64>(0).unwrap_or(0));
         0
     }
 }
 
 program! {
     kprobe fn stages_exp_work_kprobe(ctx: ProbeContext) -> u32 {
-        on_worker_event(&ctx, EVENT_EXP_WORK, ctx.arg::<u64>(0).unwrap_or(0));
+        on_worker_event(EVENT_EXP_WORK, ctx.arg::<u64>(0).unwrap_or(0));
         0
     }
 }
 
 program! {
-    kprobe fn stages_exp_select_kprobe(ctx: ProbeContext) -> u32 {
-        on_worker_event(&ctx, EVENT_EXP_SELECT, 0);
+    kprobe fn stages_exp_select_kprobe(_ctx: ProbeContext) -> u32 {
+        on_worker_event(EVENT_EXP_SELECT, 0);
         0
     }
 }
 
 program! {
-    kretprobe fn stages_exp_select_kretprobe(ctx: RetProbeContext) -> u32 {
-        on_worker_event(&ctx, EVENT_EXP_SELECT_END, 0);
+    kretprobe fn stages_exp_select_kretprobe(_ctx: RetProbeContext) -> u32 {
+        on_worker_event(EVENT_EXP_SELECT_END, 0);
         0
     }
 }
 
 program! {
-    kprobe fn stages_exp_ipi_kprobe(ctx: ProbeContext) -> u32 {
-        on_worker_event(&ctx, EVENT_EXP_IPI, 0);
+    kprobe fn stages_exp_ipi_kprobe(_ctx: ProbeContext) -> u32 {
+        on_worker_event(EVENT_EXP_IPI, 0);
         0
     }
 }
 
 program! {
     kprobe fn stages_exp_wait_kprobe(ctx: ProbeContext) -> u32 {
-        on_worker_event(&ctx, EVENT_EXP_WAIT, ctx.arg::<u64>(0).unwrap_or(0));
+        on_worker_event(EVENT_EXP_WAIT, ctx.arg::<u64>(0).unwrap_or(0));
         0
     }
 }
 
 program! {
-    kretprobe fn stages_exp_wait_kretprobe(ctx: RetProbeContext) -> u32 {
-        on_worker_event(&ctx, EVENT_EXP_WAIT_END, 0);
+    kretprobe fn stages_exp_wait_kretprobe(_ctx: RetProbeContext) -> u32 {
+        on_worker_event(EVENT_EXP_WAIT_END, 0);
         0
     }
 }

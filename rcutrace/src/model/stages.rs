@@ -72,6 +72,8 @@ pub const NORMAL_STAGES: [(&str, &str); 5] = [
         "the grace period's end to the caller running (no callback)",
     ),
 ];
+/// Where the callback's wait is among `NORMAL_STAGES`: what waking callers from the
+/// grace-period kthread would save.
 pub const CALLBACK_WAIT: usize = 2;
 
 /// An expedited call's stages.
