@@ -9,9 +9,12 @@
 mod support;
 
 use rcutrace_common::records::{CallStages, LatencySummary, Record, StagesSummary};
-use support::{Run, boot, run_named, sections};
+use support::{Run, boot, boot_with_module, run_named, sections};
 
 const CALLS: u64 = 30;
+/// The test module holds a reader on this CPU with preemption off, this long.
+const HOLD_CPU: u64 = 1;
+const HOLD_MS: u64 = 400;
 
 struct Staged<'a> {
     latency: &'a LatencySummary,
@@ -163,6 +166,84 @@ fn stages_ground_truth(series: &str) {
     ] {
         assert!(text.out.contains(line), "no {line:?} in:\n{}", text.out);
     }
+}
+
+fn readout_number(readout: &str, key: &str) -> u64 {
+    let prefix = format!("{key}: ");
+    readout
+        .lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .unwrap_or_else(|| panic!("no `{key}` in the module's read-out:\n{readout}"))
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// An expedited call made while the test module holds a reader on CPU 1 with preemption off:
+/// its grace period must send CPU 1 an IPI, and CPU 1 reports only when the hold ends, so the
+/// call's wait for reports ends after the hold did.
+fn expedited_behind_a_held_cpu(series: &str) {
+    // The membarrier() caller is the traced process itself (exec), the hold a child of it;
+    // the call comes once the hold has begun.
+    let script = format!(
+        "insmod /lib/rcutrace_test.ko\n\
+         echo 1 > /sys/kernel/rcu_expedited\n\
+         printf '/bin/rcu-workload module hold_cpu {HOLD_CPU} {HOLD_MS} &\\n\
+                 until grep -q \"hold_start_ns: [1-9]\" /proc/rcutrace_test; do sleep 0.01; done\\n\
+                 exec /bin/rcu-workload membarrier 1\\n' > /tmp/held.sh\n\
+         traced held 'srlat --stages --secs 0 --pid WPID -f json' 'sh /tmp/held.sh'\n\
+         sleep 1\n\
+         echo '=== held_readout'; cat /proc/rcutrace_test\n\
+         echo 0 > /sys/kernel/rcu_expedited\n"
+    );
+    let guest = boot_with_module(series, &script);
+    let sections = sections(&guest.stdout);
+    let run = run_named(&sections, "held");
+    run.assert_ok("held");
+    let readout = &sections["held_readout"];
+    assert_eq!(readout_number(readout, "hold_cpu"), HOLD_CPU, "{readout}");
+    let hold_start = readout_number(readout, "hold_start_ns");
+    let hold_end = readout_number(readout, "hold_end_ns");
+    let records = run.records();
+    let s = staged("held", &records, "@srlat");
+    let [call] = s.calls.as_slice() else {
+        panic!("held: not one call: {:#?}\n{}", s.calls, run.err);
+    };
+    assert_eq!(call.path, "expedited", "{call:#?}");
+    assert_eq!(call.piggy_backed, Some(false), "{call:#?}");
+    assert!(
+        call.ipis.is_some_and(|n| n >= 1),
+        "no IPI for CPU {HOLD_CPU}: {call:#?}"
+    );
+    let sum: u64 = call.stages_ns.0.iter().map(|(_, ns)| ns).sum();
+    assert_eq!(sum, call.latency_ns, "{call:#?}");
+    assert!(
+        (hold_start..hold_end).contains(&call.started_ns),
+        "the call did not come during the hold ({hold_start}..{hold_end}): {call:#?}"
+    );
+    let reports_end = call.started_ns
+        + call
+            .stages_ns
+            .0
+            .iter()
+            .take_while(|(key, _)| key != "wake_up")
+            .map(|(_, ns)| ns)
+            .sum::<u64>();
+    assert!(
+        reports_end > hold_end,
+        "the reports were in before CPU {HOLD_CPU} let go at {hold_end}: {call:#?}"
+    );
+    eprintln!("{series}, expedited behind a held CPU, held {hold_start}..{hold_end}:\n{call:#?}");
+}
+
+#[test]
+fn held_cpu_on_6_1() {
+    expedited_behind_a_held_cpu("6.1");
+}
+
+#[test]
+fn held_cpu_on_6_12() {
+    expedited_behind_a_held_cpu("6.12");
 }
 
 #[test]
