@@ -42,10 +42,24 @@ pub struct InFlight {
     pub key: Attribution,
 }
 
+/// Every record in the sample ring begins with a time (u64) and a kind (u32) at byte 8, so
+/// that a command running several program families at once tells their records apart by what
+/// each says it is, not by its size: grace-period events (`GpEvent`, kinds
+/// `gp::EVENT_*` and `stages::EVENT_*`, all below `RECORD_SAMPLE`) and latency samples.
+pub const RECORD_KIND_OFFSET: usize = 8;
+/// The kind of a `Sample`.
+pub const RECORD_SAMPLE: u32 = 0x100;
+
 /// One completed call.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Sample {
+    /// When the call began (`bpf_ktime_get_ns()`: CLOCK_MONOTONIC).
+    pub start_ns: u64,
+    /// `RECORD_SAMPLE`.
+    pub kind: u32,
+    /// The thread that made the call.
+    pub tid: u32,
     pub nanos: u64,
     pub key: Attribution,
 }
@@ -70,4 +84,31 @@ mod pod {
     unsafe impl aya::Pod for super::InFlightKey {}
     unsafe impl aya::Pod for super::InFlight {}
     unsafe impl aya::Pod for super::Sample {}
+}
+
+/// The kind of a ring record (`RECORD_KIND_OFFSET`), if it is long enough to have one.
+pub fn record_kind(record: &[u8]) -> Option<u32> {
+    let bytes = record.get(RECORD_KIND_OFFSET..RECORD_KIND_OFFSET + 4)?;
+    Some(u32::from_ne_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gp::GpEvent;
+
+    #[test]
+    fn every_ring_record_says_its_kind_at_the_same_place() {
+        assert_eq!(core::mem::offset_of!(Sample, kind), RECORD_KIND_OFFSET);
+        assert_eq!(core::mem::offset_of!(GpEvent, kind), RECORD_KIND_OFFSET);
+        let sample = Sample {
+            kind: RECORD_SAMPLE,
+            ..Default::default()
+        };
+        let bytes = unsafe {
+            core::slice::from_raw_parts((&raw const sample).cast::<u8>(), size_of::<Sample>())
+        };
+        assert_eq!(record_kind(bytes), Some(RECORD_SAMPLE));
+        assert_eq!(record_kind(&bytes[..10]), None);
+    }
 }

@@ -13,3 +13,4 @@ pub mod hist;
 pub mod latency;
 #[cfg(feature = "json")]
 pub mod records;
+pub mod stages;

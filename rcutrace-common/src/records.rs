@@ -56,6 +56,12 @@ pub enum Record {
     StallEnded(StallEnded),
     #[serde(rename = "rcutrace_stall_summary")]
     StallSummary(StallSummary),
+    /// `srlat --stages`: one timed function's calls taken apart, per path and stage.
+    #[serde(rename = "rcutrace_stages_summary")]
+    StagesSummary(StagesSummary),
+    /// `srlat --stages`: one call taken apart, in the order the calls returned.
+    #[serde(rename = "rcutrace_call_stages")]
+    CallStages(CallStages),
     #[serde(rename = "rcutrace_environment")]
     Environment(Environment),
     /// A map the run printed with no entry (one empty line), which bpftrace would not have
@@ -190,6 +196,80 @@ pub struct LatencySummary {
     /// How the histogram's buckets are laid out, which its `hist` record does not say.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub layout: Option<HistLayout>,
+}
+
+/// `srlat --stages`' summary of one timed function: its calls taken apart, per path (normal
+/// or expedited grace period), each stage with its statistics and sum. Every path's stage
+/// sums add up to its `latency_sum_ns`, as each call's stages add up to its latency.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StagesSummary {
+    pub map: String,
+    /// The unit the text prints the stages in: `ms`, `us` or `ns`.
+    pub unit: String,
+    pub paths: Vec<PathStages>,
+    /// Calls not taken apart: their entry's stage event was not seen, or the grace period
+    /// they waited for was not seen whole.
+    pub entry_not_seen: u64,
+    pub grace_period_not_seen: u64,
+    /// Calls with a milestone moved to keep their stages in order.
+    pub adjusted: u64,
+    /// The kernel's `rcu_normal_wake_from_gp`; absent where it has no such parameter.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wake_from_gp: Option<bool>,
+    /// Calls in the statistics without an `rcutrace_call_stages` record of their own.
+    pub calls_not_listed: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PathStages {
+    /// `normal` or `expedited`.
+    pub path: String,
+    pub calls: u64,
+    pub latency_sum_ns: u64,
+    pub stages: Vec<StageRecord>,
+    /// Expedited: calls whose own request ran their grace period, and calls that rode on
+    /// another caller's (the rest: unknown).
+    pub own: u64,
+    pub piggy_backed: u64,
+    /// Expedited: IPI handlers run, over this many distinct expedited grace periods.
+    pub ipis: u64,
+    pub expedited_grace_periods: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StageRecord {
+    /// Short name (`gp_start_wait`, `grace_period`, `callback_wait`, `wake_up`, ...).
+    pub key: String,
+    /// As the text prints it.
+    pub name: String,
+    pub count: u64,
+    pub sum_ns: u64,
+    pub min_ns: Option<u64>,
+    pub mean_ns: Option<f64>,
+    pub max_ns: Option<u64>,
+    pub percentiles_ns: Members<f64>,
+}
+
+/// One call taken apart.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CallStages {
+    pub map: String,
+    /// `normal` or `expedited`.
+    pub path: String,
+    pub tid: u32,
+    /// CLOCK_MONOTONIC.
+    pub started_ns: u64,
+    pub latency_ns: u64,
+    /// The grace period waited for: `rcu_state.gp_seq` while it ran, or for the expedited
+    /// path the `expedited_sequence` value that ended it.
+    pub gp_seq: u64,
+    /// The stages this call had, by short name, in order; they add up to `latency_ns`.
+    pub stages_ns: Members<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub piggy_backed: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ipis: Option<u64>,
+    pub adjusted: bool,
 }
 
 /// The bucket layout of a histogram, as the text labels it.

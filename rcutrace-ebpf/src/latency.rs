@@ -42,9 +42,9 @@ fn add_stat(timed: u32, stat: u32) {
     }
 }
 
-/// Whether calls of this process are timed at all.
+/// Whether calls of this process are timed at all (and their stages followed).
 #[inline(always)]
-fn wanted(tgid: u32, is_self: bool) -> bool {
+pub fn wanted(tgid: u32, is_self: bool) -> bool {
     let target = window::constant(&TARGET_TGID);
     !is_self && (target == 0 || tgid == target)
 }
@@ -95,6 +95,9 @@ fn on_return(timed: u32) {
     };
     let _ = IN_FLIGHT.remove(&key);
     let sample = Sample {
+        start_ns: call.start_ns,
+        kind: RECORD_SAMPLE,
+        tid,
         nanos: now.saturating_sub(call.start_ns),
         key: call.key,
     };

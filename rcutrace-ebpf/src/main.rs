@@ -3,7 +3,8 @@
 //! One module per family: `counters` (one program per counted function, for `rcutrace count`),
 //! `latency` (entry/return pairs per timed function, for `rcutrace gplat` and `srlat`) and
 //! `callbacks` (every RCU callback from queueing to invocation, for `rcutrace callbacks`) and
-//! `gp` (each grace period's events, for `rcutrace gp`).
+//! `gp` (each grace period's events, for `rcutrace gp`) and `stages` (what a timed
+//! `synchronize_rcu()` waited for, for `srlat --stages`).
 //! `window` (is tracing on, is this rcutrace itself) serves all; `attribution` (the `--by`
 //! key) the first two.
 #![no_std]
@@ -38,6 +39,7 @@ mod counters;
 mod gp;
 mod hash;
 mod latency;
+mod stages;
 mod window;
 
 #[cfg(not(test))]

@@ -421,12 +421,22 @@ pub struct SrlatArgs {
     /// Only calls made by this process (it must be running).
     #[arg(long, value_parser = parse_pid, value_name = "PID", allow_negative_numbers = true)]
     pub pid: Option<u32>,
+    /// Take each synchronize_rcu() / synchronize_rcu_expedited() call apart: waiting for a
+    /// grace period to start, the grace period, and from its end to the caller running
+    /// again (its wakeme_after_rcu() callback and the wake-up); expedited: the funnel,
+    /// selecting CPUs and their IPIs, waiting for their reports. Printed per stage under the
+    /// histogram; with -f json, each call too.
+    #[arg(long, conflicts_with = "by")]
+    pub stages: bool,
 }
 
 /// A usage error clap did not find itself: status 2, with clap's usage line.
 pub fn usage_error(message: &str) -> clap::Error {
     <Cli as clap::CommandFactory>::command().error(clap::error::ErrorKind::InvalidValue, message)
 }
+
+/// The functions `srlat --stages` can take apart.
+pub const STAGED_FUNCTIONS: [&str; 2] = ["synchronize_rcu", "synchronize_rcu_expedited"];
 
 /// Rules across a command and the global options, which clap cannot state.
 pub fn check(cli: &Cli) -> Result<(), clap::Error> {
@@ -467,6 +477,18 @@ pub fn check(cli: &Cli) -> Result<(), clap::Error> {
         return Err(<Cli as clap::CommandFactory>::command().error(
             clap::error::ErrorKind::ArgumentConflict,
             "--save is for the commands that trace (count, gplat, srlat, callbacks); report reads saved runs",
+        ));
+    }
+    if let Command::Srlat(args) = &cli.command
+        && args.stages
+        && let Some(other) = args.func.iter().find(|f| !STAGED_FUNCTIONS.contains(f))
+    {
+        return Err(<Cli as clap::CommandFactory>::command().error(
+            clap::error::ErrorKind::ArgumentConflict,
+            format!(
+                "--stages takes apart {} only, not {other}",
+                STAGED_FUNCTIONS.join(" and ")
+            ),
         ));
     }
     if let Command::Report(args) = &cli.command
@@ -779,6 +801,38 @@ mod tests {
         let cli = parse(&["-f", "json", "report", "a.json", "b.json"]).unwrap();
         assert_eq!(check(&cli).unwrap_err().exit_code(), 2);
         assert!(check(&parse(&["-f", "json", "report", "a.json"]).unwrap()).is_ok());
+    }
+
+    #[test]
+    fn stages_take_apart_the_synchronize_rcu_calls_only() {
+        for ok in [
+            &["srlat", "--stages"][..],
+            &["srlat", "--stages", "--expedited"],
+            &[
+                "srlat",
+                "--stages",
+                "--func",
+                "synchronize_rcu",
+                "--expedited",
+            ],
+        ] {
+            let cli = parse(ok).unwrap();
+            assert!(check(&cli).is_ok(), "{ok:?}");
+        }
+        let cli = parse(&["srlat", "--stages", "--func", "rcu_barrier"]).unwrap();
+        let err = check(&cli).unwrap_err();
+        assert_eq!(err.exit_code(), 2);
+        assert!(
+            err.to_string()
+                .contains("takes apart synchronize_rcu and synchronize_rcu_expedited only"),
+            "{err}"
+        );
+        assert_eq!(
+            parse(&["srlat", "--stages", "--by", "comm"])
+                .unwrap_err()
+                .exit_code(),
+            2
+        );
     }
 
     #[test]

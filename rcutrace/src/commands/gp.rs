@@ -189,6 +189,7 @@ fn report(
             lost_to_full_map: lost.events,
             stacks_lost: None,
         },
+        stages: None,
     };
     Ok(Report {
         time: None,

@@ -5,7 +5,7 @@ use std::cell::RefCell;
 use anyhow::{Result, bail};
 use rcutrace_common::latency::*;
 
-use super::{Need, Period, Request, trace};
+use super::{Need, Period, Request, stages, trace};
 use crate::{
     cli::{ByArgs, LatencyArgs, SrlatArgs},
     kernel,
@@ -13,6 +13,7 @@ use crate::{
     kernel::symbols::Symbolizer,
     model::aggregate::{Aggregate, Layout, Series},
     model::attribution::{By, fold_top, key_text},
+    model::stages::{Joiner, Staged, StagedFunction},
     model::stats::PERCENTILE_ERROR,
     model::{HistMap, LatencySummary, Losses, Map, Report, Summary, Unit},
     render::Format,
@@ -34,7 +35,7 @@ pub async fn gplat(args: &LatencyArgs, format: Format) -> Result<Report> {
         map_name: "@gplat".into(),
         unit: args.unit.unwrap_or(Unit::Ms),
     };
-    run(&[timing], args, None, format).await
+    run(&[timing], args, None, None, format).await
 }
 
 pub async fn srlat(args: &SrlatArgs, format: Format) -> Result<Report> {
@@ -52,7 +53,27 @@ pub async fn srlat(args: &SrlatArgs, format: Format) -> Result<Report> {
             unit: args.latency.unit.unwrap_or_else(|| default_unit(function)),
         })
         .collect();
-    run(&timings, &args.latency, args.pid, format).await
+    let stages = if args.stages {
+        let staged = timings
+            .iter()
+            .map(|t| {
+                let staged = match t.timed.entry.function {
+                    "synchronize_rcu" => Staged::SynchronizeRcu,
+                    _ => Staged::SynchronizeRcuExpedited,
+                };
+                StagedFunction {
+                    timed: t.timed.index(),
+                    staged,
+                    map_name: t.map_name.clone(),
+                    unit: t.unit,
+                }
+            })
+            .collect();
+        Some(stages::plan(staged)?)
+    } else {
+        None
+    };
+    run(&timings, &args.latency, args.pid, stages, format).await
 }
 
 /// The functions `srlat` times, in the order given, each once: `--func`, `--expedited`, or
@@ -121,31 +142,53 @@ async fn run(
     timings: &[Timing],
     args: &LatencyArgs,
     pid: Option<u32>,
+    stages: Option<stages::Plan>,
     format: Format,
 ) -> Result<Report> {
     let same_function_mask = timings
         .iter()
         .filter(|t| t.timed.same_function())
         .fold(0u32, |mask, t| mask | 1 << t.timed.index());
-    let probes: Vec<Probe> = timings
+    let timed_probes: Vec<Probe> = timings
         .iter()
         .flat_map(|t| [t.timed.entry, t.timed.exit])
         .collect();
+    let mut constants = vec![
+        Constant::U32("SAME_FUNCTION_MASK", same_function_mask),
+        Constant::U32("TARGET_TGID", pid.unwrap_or(0)),
+    ];
+    // With --stages, the hooks that take calls apart go in first, so that every call timed
+    // has its entry seen; the timed probes and their joining partners must all attach.
+    let (probes, needed, joiner) = match stages {
+        Some(plan) => {
+            constants.extend(plan.constants);
+            let mut needed = plan.needed;
+            needed.extend(timed_probes.iter().copied());
+            let mut probes = plan.probes;
+            probes.extend(timed_probes);
+            (probes, Some(needed), Some(RefCell::new(plan.joiner)))
+        }
+        None => (timed_probes, None, None),
+    };
     let units = timings.iter().map(|t| t.unit.nanos()).collect();
     // Filled by the samples as they arrive, emptied by each report.
     let aggregate = RefCell::new(Aggregate::new(layout(args), units));
-    let mut consume = |record: &[u8]| aggregate.borrow_mut().add(record);
+    let mut consume = |record: &[u8]| match &joiner {
+        Some(joiner) => {
+            if let Some(sample) = joiner.borrow_mut().add(record) {
+                aggregate.borrow_mut().add_sample(&sample);
+            }
+        }
+        None => aggregate.borrow_mut().add(record),
+    };
     let mut symbolizer = None;
     trace(
         Request {
             probes: &probes,
-            constants: vec![
-                Constant::U32("SAME_FUNCTION_MASK", same_function_mask),
-                Constant::U32("TARGET_TGID", pid.unwrap_or(0)),
-            ],
+            constants,
             choice: args.common.attach,
             by: args.by.by,
-            need: Need::All,
+            need: needed.as_deref().map_or(Need::All, Need::These),
             duration: args.common.duration(),
             interval: args.over_time.interval(),
             listener: None,
@@ -156,13 +199,17 @@ async fn run(
         },
         Some(&mut consume),
         &mut |period| {
-            report(
+            let mut report = report(
                 period,
                 timings,
                 &args.by,
                 &mut aggregate.borrow_mut(),
                 &mut symbolizer,
-            )
+            )?;
+            if let Some(joiner) = &joiner {
+                add_stages(&mut report, period, timings, &mut joiner.borrow_mut())?;
+            }
+            Ok(report)
         },
     )
     .await
@@ -210,6 +257,7 @@ fn report(
             series: stats,
             percentile_error: PERCENTILE_ERROR,
             losses: losses(period, timing, by.by)?,
+            stages: None,
         });
     }
     // In bpftrace's order of maps, as the histograms print.
@@ -220,6 +268,37 @@ fn report(
         summary: Summary::Latency(summaries),
         environment: Some(environment::current(period.attached)),
     })
+}
+
+/// Puts each timed function's calls, taken apart, beside its statistics.
+fn add_stages(
+    report: &mut Report,
+    period: &Period<'_>,
+    timings: &[Timing],
+    joiner: &mut Joiner,
+) -> Result<()> {
+    if joiner.malformed > 0 {
+        bail!(
+            "{} records in the sample buffer were neither samples nor grace-period events \
+             (rcutrace's eBPF object and loader disagree)",
+            joiner.malformed
+        );
+    }
+    let Summary::Latency(summaries) = &mut report.summary else {
+        return Ok(());
+    };
+    for timing in timings {
+        let index = timing.timed.index();
+        let stages = if period.cumulative && !period.closing {
+            joiner.copy(index)
+        } else {
+            joiner.take(index, period.closing)
+        };
+        if let Some(summary) = summaries.iter_mut().find(|s| s.map_name == timing.map_name) {
+            summary.stages = Some(Box::new(stages));
+        }
+    }
+    Ok(())
 }
 
 /// The series of one function with printable keys, the smallest folded beyond `--top`.
@@ -340,6 +419,7 @@ mod tests {
             expedited,
             func: func.to_vec(),
             pid: None,
+            stages: false,
         };
         assert_eq!(srlat_functions(&args(&[], false)), ["synchronize_rcu"]);
         assert_eq!(

@@ -7,6 +7,7 @@ pub mod gp;
 pub mod latency;
 pub mod report;
 pub mod serve;
+pub mod stages;
 pub mod stall;
 
 use std::{
@@ -40,16 +41,16 @@ use crate::{
 
 /// Whether a command can run without some of its probes.
 #[derive(Clone, Copy, PartialEq, Eq)]
-pub enum Need {
+pub enum Need<'a> {
     /// Run with whatever attached; report the rest.
     Any,
     /// Every probe must attach.
     All,
     /// These probes must attach; the others are optional.
-    These(&'static [Probe]),
+    These(&'a [Probe]),
 }
 
-impl Need {
+impl Need<'_> {
     fn unmet_by(self, problems: &[(Probe, Attachment)]) -> bool {
         match self {
             Need::Any => false,
@@ -66,7 +67,7 @@ pub struct Request<'a> {
     pub constants: Vec<Constant>,
     pub choice: AttachChoice,
     pub by: Option<By>,
-    pub need: Need,
+    pub need: Need<'a>,
     pub duration: Option<Duration>,
     /// Report every so often during the window, not only at its end.
     pub interval: Option<Interval>,
@@ -117,6 +118,8 @@ pub struct Period<'a> {
     pub cumulative: bool,
     /// With `--sample-readers`: the windows in which the reader probe counted.
     pub sampled_readers: Option<SampledReaders>,
+    /// The window has closed and every record has been read: nothing more will come.
+    pub closing: bool,
 }
 
 /// Makes a command's report of one period.
@@ -259,7 +262,7 @@ pub async fn trace_with<R>(
     let mut report_due = |due: Due| {
         let tracer = tracer.borrow();
         let now = Reading::take(&tracer, keyed)?;
-        let report = periods.report(&tracer, now, Instant::now(), &mut *make_report)?;
+        let report = periods.report(&tracer, now, Instant::now(), false, &mut *make_report)?;
         publish(report, due)
     };
     let trigger = match (request.interval, request.listener) {
@@ -324,7 +327,7 @@ pub async fn trace_with<R>(
     }
     let mut at_close = Reading::take(&tracer, keyed)?;
     at_close.set_array("COUNTS", counts_at_close);
-    periods.report(&tracer, at_close, closed, make_report)
+    periods.report(&tracer, at_close, closed, true, make_report)
 }
 
 /// Switches the sampled reader probe as its schedule says is due now, keeping out of every
@@ -385,6 +388,7 @@ impl Periods<'_> {
         tracer: &Tracer,
         now: Reading,
         ended: Instant,
+        closing: bool,
         make_report: MakeReport<'_, R>,
     ) -> Result<R> {
         let readers = now
@@ -402,6 +406,7 @@ impl Periods<'_> {
             elapsed: ended.saturating_duration_since(self.started),
             cumulative: self.cumulative,
             sampled_readers,
+            closing,
         };
         let report = make_report(&period)?;
         if !self.cumulative {

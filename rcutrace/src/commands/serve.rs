@@ -292,6 +292,7 @@ fn metrics(period: &Period<'_>, by: Option<By>, aggregate: &Aggregate) -> Result
                     Programs::Timed(_) => "latency",
                     Programs::Callbacks(_) => "callbacks",
                     Programs::GracePeriod(_) => "grace_periods",
+                    Programs::Stages(_) => "stages",
                 },
                 method: method.to_string(),
             })

@@ -10,7 +10,7 @@ pub mod rcu_state;
 pub mod symbols;
 
 use std::{
-    collections::HashSet,
+    collections::{HashMap, HashSet},
     fs::File,
     io::{BufRead, BufReader},
     path::Path,
@@ -42,6 +42,27 @@ pub fn functions_present(wanted: &[&str]) -> Result<HashSet<String>> {
         true
     })?;
     Ok(present)
+}
+
+/// The addresses of the kernel's own symbols among `wanted` (text or data, not a module's),
+/// in one pass over /proc/kallsyms; a symbol zeroed by kptr_restrict is left out. The first
+/// address of a name wins (a static function may have several copies).
+pub fn kernel_symbols(wanted: &[&str]) -> Result<HashMap<String, u64>> {
+    let mut found = HashMap::new();
+    scan_kallsyms(|line| {
+        let mut fields = line.split_whitespace();
+        if let (Some(address), Some(_kind), Some(name), None) =
+            (fields.next(), fields.next(), fields.next(), fields.next())
+            && wanted.contains(&name)
+            && !found.contains_key(name)
+            && let Ok(address) = u64::from_str_radix(address, 16)
+            && address != 0
+        {
+            found.insert(name.to_string(), address);
+        }
+        found.len() < wanted.len()
+    })?;
+    Ok(found)
 }
 
 /// The address of kernel variable `name` (a symbol of the kernel proper), if /proc/kallsyms

@@ -120,3 +120,49 @@ mod tests {
         assert_eq!(field_offset(format, "absent"), None);
     }
 }
+
+const EXPEDITED_SEQUENCE: Field = ("rcu_state", "expedited_sequence");
+
+/// What `srlat --stages` reads: the grace-period counters and the callback that wakes a
+/// normal `synchronize_rcu()` caller, plus which of the callback queueing functions exist.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StagesLayout {
+    pub rcu_state: u64,
+    pub gp_seq: u32,
+    pub expedited_sequence: u32,
+    /// `None` on a kernel that wakes every caller from the grace-period kthread instead.
+    pub wakeme_after_rcu: Option<u64>,
+    /// Of `call_rcu` and `call_rcu_hurry`, the ones this kernel has.
+    pub queueing_functions: Vec<&'static str>,
+}
+
+pub fn stages_layout() -> Result<StagesLayout> {
+    let fields = [GP_SEQ, EXPEDITED_SEQUENCE];
+    let offsets =
+        btf::field_offsets(&fields).context("reading rcu_state's layout from the kernel BTF")?;
+    let (Some(&gp_seq), Some(&expedited_sequence)) =
+        (offsets.get(&GP_SEQ), offsets.get(&EXPEDITED_SEQUENCE))
+    else {
+        bail!(
+            "this kernel's BTF has no rcu_state.gp_seq and expedited_sequence (taking calls \
+             apart needs tree RCU)"
+        );
+    };
+    const QUEUEING: [&str; 2] = ["call_rcu", "call_rcu_hurry"];
+    let symbols =
+        super::kernel_symbols(&["rcu_state", "wakeme_after_rcu", QUEUEING[0], QUEUEING[1]])?;
+    let rcu_state = *symbols.get("rcu_state").context(
+        "/proc/kallsyms gives no address for rcu_state (kernel.kptr_restrict hides \
+         addresses, or the kernel lacks CONFIG_KALLSYMS_ALL)",
+    )?;
+    Ok(StagesLayout {
+        rcu_state,
+        gp_seq,
+        expedited_sequence,
+        wakeme_after_rcu: symbols.get("wakeme_after_rcu").copied(),
+        queueing_functions: QUEUEING
+            .into_iter()
+            .filter(|f| symbols.contains_key(*f))
+            .collect(),
+    })
+}

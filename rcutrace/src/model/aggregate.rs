@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, HashMap};
 use rcutrace_common::{
     attribution::Attribution,
     hist::{self, LOG2_SLOTS, Linear},
-    latency::Sample,
+    latency::{RECORD_SAMPLE, Sample, record_kind},
 };
 
 use crate::{
@@ -238,10 +238,14 @@ impl Aggregate {
 
     /// Adds one ring-buffer record.
     pub fn add(&mut self, record: &[u8]) {
-        let Some(sample) = decode(record) else {
-            self.malformed += 1;
-            return;
-        };
+        match decode(record) {
+            Some(sample) => self.add_sample(&sample),
+            None => self.malformed += 1,
+        }
+    }
+
+    /// Adds one latency sample.
+    pub fn add_sample(&mut self, sample: &Sample) {
         let Some(&unit_ns) = self.unit_ns.get(sample.key.event as usize) else {
             self.malformed += 1;
             return;
@@ -277,7 +281,7 @@ impl Aggregate {
 }
 
 fn decode(record: &[u8]) -> Option<Sample> {
-    if record.len() < size_of::<Sample>() {
+    if record.len() < size_of::<Sample>() || record_kind(record) != Some(RECORD_SAMPLE) {
         return None;
     }
     // SAFETY: Sample is plain old data (integers only) and the record holds at least one; the
@@ -291,12 +295,14 @@ mod tests {
 
     fn record(event: u32, nanos: u64) -> Vec<u8> {
         let sample = Sample {
+            kind: RECORD_SAMPLE,
             nanos,
             key: Attribution {
                 event,
                 cpu: 1,
                 ..Default::default()
             },
+            ..Default::default()
         };
         let bytes = unsafe {
             std::slice::from_raw_parts((&raw const sample).cast::<u8>(), size_of::<Sample>())
@@ -313,7 +319,11 @@ mod tests {
         aggregate.add(&record(1, 5_000_000));
         aggregate.add(&[1, 2, 3]);
         aggregate.add(&record(9, 1));
-        assert_eq!(aggregate.malformed, 2);
+        // Another program family's record, as long as a sample.
+        let mut other = record(0, 5);
+        other[8] = 7;
+        aggregate.add(&other);
+        assert_eq!(aggregate.malformed, 3);
         let series = aggregate.take(0);
         assert_eq!(series.len(), 1);
         let (_, s) = &series[0];

@@ -8,6 +8,7 @@ pub mod aggregate;
 pub mod anatomy;
 pub mod attribution;
 pub mod grace_periods;
+pub mod stages;
 pub mod stall;
 pub mod stats;
 
@@ -165,6 +166,8 @@ pub struct LatencySummary {
     /// Largest relative error of a percentile estimate (e.g. 0.0078 for 0.78 %).
     pub percentile_error: f64,
     pub losses: Losses,
+    /// With `srlat --stages`: each call taken apart at its grace period's milestones.
+    pub stages: Option<Box<stages::StagesSummary>>,
 }
 
 /// Exact statistics of one histogram.

@@ -17,7 +17,7 @@ use crate::{
     model::{
         Buckets, CallbacksSummary, CountMap, CountSummary, GracePeriodRow, GracePeriodsSummary,
         HistMap, LatencySummary, Map, PerGracePeriod, Report, StallEvent, Summary,
-        anatomy::Holdout, maps_in_order, shown_slots, sparse_in_order,
+        anatomy::Holdout, maps_in_order, shown_slots, sparse_in_order, stages::StagesSummary,
     },
 };
 
@@ -507,7 +507,80 @@ fn latency_summary(summary: &LatencySummary, layout: Option<HistLayout>) -> Vec<
         lost_to_full_map: losses.lost_to_full_map,
         stacks_lost: losses.stacks_lost,
     }));
+    if let Some(stages) = &summary.stages {
+        records.extend(stages_records(stages));
+    }
     records
+}
+
+/// `srlat --stages`: the summary of one timed function, then each call listed.
+fn stages_records(summary: &StagesSummary) -> Vec<Record> {
+    let paths = summary
+        .paths
+        .iter()
+        .map(|path| records::PathStages {
+            path: path.path.name().into(),
+            calls: path.calls,
+            latency_sum_ns: u64::try_from(path.latency_sum_ns).unwrap_or(u64::MAX),
+            stages: path
+                .stages
+                .iter()
+                .map(|stage| records::StageRecord {
+                    key: stage.key.clone(),
+                    name: stage.name.clone(),
+                    count: stage.stats.count,
+                    sum_ns: u64::try_from(stage.sum_ns).unwrap_or(u64::MAX),
+                    min_ns: stage.stats.min_ns,
+                    mean_ns: stage.stats.mean_ns,
+                    max_ns: stage.stats.max_ns,
+                    percentiles_ns: Members(
+                        stage
+                            .stats
+                            .percentiles
+                            .iter()
+                            .map(|&(q, ns)| (stats::quantile_name(q), ns))
+                            .collect(),
+                    ),
+                })
+                .collect(),
+            own: path.own,
+            piggy_backed: path.piggy_backed,
+            ipis: path.ipis,
+            expedited_grace_periods: path.expedited_grace_periods,
+        })
+        .collect();
+    let mut out = vec![Record::StagesSummary(records::StagesSummary {
+        map: summary.map_name.clone(),
+        unit: summary.unit.suffix().into(),
+        paths,
+        entry_not_seen: summary.not_taken_apart.entry_not_seen,
+        grace_period_not_seen: summary.not_taken_apart.grace_period_not_seen,
+        adjusted: summary.adjusted,
+        wake_from_gp: summary.wake_from_gp,
+        calls_not_listed: summary.calls_not_listed,
+    })];
+    out.extend(summary.calls.iter().map(|call| {
+        let stages_ns = call
+            .path
+            .stages()
+            .iter()
+            .zip(&call.stages_ns)
+            .filter_map(|((key, _), ns)| Some((key.to_string(), (*ns)?)))
+            .collect();
+        Record::CallStages(records::CallStages {
+            map: summary.map_name.clone(),
+            path: call.path.name().into(),
+            tid: call.tid,
+            started_ns: call.started_ns,
+            latency_ns: call.latency_ns,
+            gp_seq: call.gp_seq,
+            stages_ns: Members(stages_ns),
+            piggy_backed: call.piggy_backed,
+            ipis: call.ipis,
+            adjusted: call.adjusted,
+        })
+    }));
+    out
 }
 
 fn callbacks_summary(summary: &CallbacksSummary) -> records::CallbacksSummary {
@@ -685,6 +758,7 @@ mod tests {
                     in_flight_at_exit: 1,
                     ..Losses::default()
                 },
+                stages: None,
             }]),
             environment: None,
         };

@@ -6,6 +6,7 @@ use std::{fmt::Write as _, time::Duration};
 use rcutrace_common::hist::{Linear, SlotBounds, log2_bounds, sparse_bounds};
 
 use crate::{
+    model::stages::{self, Path, PathStages, StagesSummary},
     model::stats,
     model::{
         Buckets, CallbackCounts, CallbacksSummary, CountMap, CountSummary, GracePeriodsSummary,
@@ -509,7 +510,132 @@ fn latency_summary(summary: &LatencySummary) -> String {
         losses.missed_by_kernel,
         losses.lost_to_full_map,
     );
+    if let Some(stages) = &summary.stages {
+        out.push_str(&stages_summary(stages));
+    }
     out
+}
+
+/// `srlat --stages`' lines after a function's statistics: per path, each stage's statistics
+/// (their means add up to the mean latency), then what could not be taken apart.
+fn stages_summary(summary: &StagesSummary) -> String {
+    let unit = summary.unit;
+    let name = &summary.map_name;
+    let taken_apart: u64 = summary.paths.iter().map(|p| p.calls).sum();
+    let not = summary.not_taken_apart;
+    let mut out = format!(
+        "\n{name} stages: {taken_apart} calls taken apart, each into stages that add up to its \
+         latency\n"
+    );
+    for path in &summary.paths {
+        let mut heading = match path.path {
+            Path::Normal => format!("Normal grace period, {} calls", path.calls),
+            Path::Expedited => format!("Expedited grace period, {} calls", path.calls),
+        };
+        let _ = write!(heading, " ({})", unit.suffix());
+        let _ = writeln!(
+            out,
+            "{heading:<62}{:>6}  {:>10}  {:>10}  {:>10}  {:>10}",
+            "count", "mean", "p50", "p99", "max"
+        );
+        for stage in path.stages.iter().filter(|s| s.stats.count > 0) {
+            let stats = &stage.stats;
+            let percentile = |q: f64| {
+                stats
+                    .percentiles
+                    .iter()
+                    .find(|(pq, _)| *pq == q)
+                    .map_or("-".to_string(), |&(_, ns)| figure::fixed_number(ns, unit))
+            };
+            let _ = writeln!(
+                out,
+                "  {:<60}{:>6}  {:>10}  {:>10}  {:>10}  {:>10}",
+                stage.name,
+                stats.count,
+                stats
+                    .mean_ns
+                    .map_or("-".to_string(), |ns| figure::fixed_number(ns, unit)),
+                percentile(0.5),
+                percentile(0.99),
+                stats
+                    .max_ns
+                    .map_or("-".to_string(), |ns| figure::fixed_number(ns as f64, unit)),
+            );
+        }
+        match path.path {
+            Path::Normal => out.push_str(&wake_from_gp_line(summary, path)),
+            Path::Expedited => {
+                let unknown = path.calls - path.own - path.piggy_backed;
+                let mut line = format!(
+                    "  {} ran their own expedited grace period, {} rode on another caller's",
+                    path.own, path.piggy_backed
+                );
+                if unknown > 0 {
+                    let _ = write!(line, ", {unknown} unknown (the request was not seen)");
+                }
+                if path.expedited_grace_periods > 0 {
+                    let _ = write!(
+                        line,
+                        "; {} IPIs handled (rcu_exp_handler) over {} expedited grace periods",
+                        path.ipis, path.expedited_grace_periods
+                    );
+                }
+                let _ = writeln!(out, "{line}");
+            }
+        }
+    }
+    if summary.adjusted > 0 {
+        let _ = writeln!(
+            out,
+            "{name} stages: {} calls came while their grace period was being initialised, or \
+             were woken before its cleanup returned: that milestone is taken where the call \
+             began or was woken",
+            summary.adjusted
+        );
+    }
+    if summary.calls_not_listed > 0 {
+        let _ = writeln!(
+            out,
+            "{name} stages: {} calls are in the statistics but not listed one by one (-f json \
+             lists {})",
+            summary.calls_not_listed,
+            stages::MAX_LISTED_CALLS
+        );
+    }
+    let _ = writeln!(
+        out,
+        "{name} stages not taken apart: {} entry not seen, {} grace period not seen whole",
+        not.entry_not_seen, not.grace_period_not_seen
+    );
+    out
+}
+
+/// What waking callers from the grace-period kthread (`rcu_normal_wake_from_gp=1`,
+/// Uladzislau Rezki's path) would have saved these calls: at most their callbacks' wait.
+fn wake_from_gp_line(summary: &StagesSummary, path: &PathStages) -> String {
+    let unit = summary.unit;
+    let callback = &path.stages[stages::CALLBACK_WAIT];
+    if summary.wake_from_gp == Some(true) {
+        return "  this kernel wakes callers from the grace-period kthread \
+                (rcutree.rcu_normal_wake_from_gp=1): no callback waits behind others\n"
+            .to_string();
+    }
+    if callback.stats.count == 0 || path.latency_sum_ns == 0 {
+        return String::new();
+    }
+    let per_call = |ns: u128| ns as f64 / path.calls as f64;
+    let setting = match summary.wake_from_gp {
+        Some(_) => "0 here",
+        None => "this kernel has no such parameter",
+    };
+    format!(
+        "  rcutree.rcu_normal_wake_from_gp=1 ({setting}) would have saved at most the \
+         callbacks' wait: {} of {} {} per call ({:.1}%)\n",
+        figure::fixed_number(per_call(callback.sum_ns), unit),
+        figure::fixed_number(per_call(path.latency_sum_ns), unit),
+        unit.suffix(),
+        callback.sum_ns as f64 * 100.0 / path.latency_sum_ns as f64
+    )
 }
 
 /// `rcutrace gp`'s lines after the duration histogram: its statistics, each phase's, the
@@ -1106,6 +1232,7 @@ mod tests {
                 series: Vec::new(),
                 percentile_error: 0.0,
                 losses: crate::model::Losses::default(),
+                stages: None,
             }]),
             environment: None,
         };
@@ -1285,6 +1412,7 @@ mod tests {
                 in_flight_at_exit: 1,
                 ..Losses::default()
             },
+            stages: None,
         };
         assert_eq!(
             latency_summary(&summary),
@@ -1310,6 +1438,7 @@ mod tests {
             }],
             percentile_error: crate::model::stats::PERCENTILE_ERROR,
             losses: crate::model::Losses::default(),
+            stages: None,
         };
         let text = latency_summary(&summary);
         assert!(

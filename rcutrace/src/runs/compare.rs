@@ -595,6 +595,7 @@ mod tests {
                 }],
                 percentile_error: 0.0078125,
                 losses: Losses::default(),
+                stages: None,
             }]),
             environment: None,
         }
@@ -661,6 +662,7 @@ mod tests {
                         series: Vec::new(),
                         percentile_error: 0.0,
                         losses: crate::model::Losses::default(),
+                        stages: None,
                     })
                     .collect(),
             ),

@@ -248,6 +248,7 @@ mod tests {
                     returns_lost: 1,
                     ..Losses::default()
                 },
+                stages: None,
             }]),
             environment: None,
         }

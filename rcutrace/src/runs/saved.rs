@@ -128,6 +128,9 @@ struct Window {
     /// `gp`'s tables and its slowest grace periods.
     gp_summary: Option<records::GracePeriodsSummary>,
     grace_periods: Vec<records::GracePeriod>,
+    /// `srlat --stages`: each function's stages and the calls taken apart.
+    stages: Vec<records::StagesSummary>,
+    staged_calls: Vec<records::CallStages>,
     latency: Vec<LatencySummary>,
     /// Latency statistics waiting for their function's `rcutrace_not_measured` record.
     series: Vec<records::LatencySummary>,
@@ -278,6 +281,11 @@ impl Window {
                 self.gp_summary = Some(s);
             }
             Record::GracePeriod(g) => self.grace_periods.push(g),
+            Record::StagesSummary(s) => {
+                self.summarized.get_or_insert(line);
+                self.stages.push(s);
+            }
+            Record::CallStages(c) => self.staged_calls.push(c),
             Record::StallWarning(_)
             | Record::KernelStallWarning(_)
             | Record::StallEnded(_)
@@ -380,13 +388,22 @@ impl Window {
                 model_buckets(layout, &buckets).with_context(|| format!("histogram {name}"))?;
             maps.push(Map::Hist(HistMap { name, key, buckets }));
         }
+        let mut latency = self.latency;
+        for s in &self.stages {
+            let summary = latency
+                .iter_mut()
+                .find(|l| l.map_name == s.map)
+                .with_context(|| format!("stages of {} without its latency summary", s.map))?;
+            let calls: Vec<&records::CallStages> = self.staged_calls.iter().collect();
+            summary.stages = Some(Box::new(super::stages::summary(s, &calls)?));
+        }
         let summary = match (self.count_summary, self.callbacks_summary, self.gp_summary) {
             (Some(summary), _, _) => Summary::Count(summary),
             (None, Some(summary), _) => Summary::Callbacks(summary),
             (None, None, Some(summary)) => Summary::GracePeriods(Box::new(
-                super::grace_periods::summary(&summary, &self.grace_periods, self.latency)?,
+                super::grace_periods::summary(&summary, &self.grace_periods, latency)?,
             )),
-            (None, None, None) => Summary::Latency(self.latency),
+            (None, None, None) => Summary::Latency(latency),
         };
         Ok(Report {
             time: self.time,
@@ -534,6 +551,7 @@ fn latency_summary(
             lost_to_full_map: losses.lost_to_full_map,
             stacks_lost: losses.stacks_lost,
         },
+        stages: None,
     }
 }
 
@@ -742,6 +760,7 @@ mod tests {
                     stacks_lost: Some(3),
                     ..Losses::default()
                 },
+                stages: None,
             }]),
             environment: Some(Environment {
                 kernel_release: "6.12.57+deb13-cloud-amd64".into(),
@@ -795,6 +814,34 @@ mod tests {
         ] {
             assert_eq!(replayed(&report), live(Format::Text, &report));
         }
+    }
+
+    #[test]
+    fn stages_print_again_byte_for_byte() {
+        let mut report = latency(
+            vec![hist(None, log2(&[6, 0]))],
+            vec![series(None, 2)],
+            Unit::Ms,
+        );
+        let stages = crate::model::stages::tests::both_paths();
+        assert_eq!(stages.paths.len(), 2);
+        assert_eq!(stages.calls.len(), 2);
+        if let Summary::Latency(summaries) = &mut report.summary {
+            summaries[0].stages = Some(Box::new(stages));
+        }
+        let text = live(Format::Text, &report);
+        assert!(
+            text.contains("Expedited grace period, 1 calls (ms)"),
+            "{text}"
+        );
+        assert_eq!(replayed(&report), text);
+        // And the calls, one by one, come back too.
+        let json = live(Format::Json, &report);
+        let saved = parse(json.as_bytes()).unwrap();
+        assert_eq!(
+            render::banner(Format::Json, 2) + &render::report(Format::Json, &saved.reports[0]),
+            json
+        );
     }
 
     #[test]

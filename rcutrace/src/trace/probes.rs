@@ -66,6 +66,9 @@ pub enum Programs {
     /// `gp`'s programs for one hook (`init`, `report`, `tick`, ...): kprobes and kretprobes
     /// only, since these functions run in the scheduler, the tick and RCU's core.
     GracePeriod(&'static str),
+    /// `srlat --stages`' programs for one hook (`sync`, `exp_select`, ...): kprobes and
+    /// kretprobes only, for the same reasons, and the entries read the caller's registers.
+    Stages(&'static str),
 }
 
 /// One hook: a kernel function, the side, and the programs that can serve it.
@@ -126,6 +129,7 @@ impl Probe {
             }
             Programs::Callbacks(hook) => Some(format!("callbacks_{hook}_{method}")),
             Programs::GracePeriod(hook) => (!trampoline).then(|| format!("gp_{hook}_{method}")),
+            Programs::Stages(hook) => (!trampoline).then(|| format!("stages_{hook}_{method}")),
             Programs::Counter(_) | Programs::Timed(_) => None,
         }
     }
@@ -205,7 +209,10 @@ impl Counted {
     pub fn slot(&self) -> CounterSlot {
         match self.probe.programs {
             Programs::Counter(slot) => slot,
-            Programs::Timed(_) | Programs::Callbacks(_) | Programs::GracePeriod(_) => {
+            Programs::Timed(_)
+            | Programs::Callbacks(_)
+            | Programs::GracePeriod(_)
+            | Programs::Stages(_) => {
                 unreachable!("counted functions use counter programs")
             }
         }
@@ -312,7 +319,10 @@ impl Timed {
     pub fn index(&self) -> u32 {
         match self.entry.programs {
             Programs::Timed(index) => index,
-            Programs::Counter(_) | Programs::Callbacks(_) | Programs::GracePeriod(_) => {
+            Programs::Counter(_)
+            | Programs::Callbacks(_)
+            | Programs::GracePeriod(_)
+            | Programs::Stages(_) => {
                 unreachable!("timed probes use timed programs")
             }
         }
@@ -509,6 +519,73 @@ impl GracePeriodProbes {
     }
 }
 
+/// The milestones of each grace period that `srlat --stages` joins calls to: the same hooks
+/// as `gp`'s, the ends first so that every grace period begun is seen whole.
+pub const GRACE_PERIOD_BOUNDS: [Probe; 4] = [
+    GRACE_PERIODS.cleanup_return,
+    GRACE_PERIODS.cleanup,
+    GRACE_PERIODS.init_return,
+    GRACE_PERIODS.init,
+];
+
+const fn stage_hook(function: &'static str, side: Side, hook: &'static str) -> Probe {
+    Probe {
+        function,
+        side,
+        programs: Programs::Stages(hook),
+        prefer_kprobe: false,
+    }
+}
+
+/// What `srlat --stages` hooks beside the timed calls and the grace periods' bounds. The
+/// same functions on Debian's 6.1 and 6.12, where `exp_funnel_lock()` and
+/// `synchronize_rcu_expedited_wait()` are inlined (their callers and callees are not).
+pub struct StageProbes {
+    /// The caller's entries: which grace period it needs, where its expedited request is.
+    pub sync: Probe,
+    pub sync_expedited: Probe,
+    /// The caller queueing its `wakeme_after_rcu()` callback (6.1 through `call_rcu()`,
+    /// 6.12 `call_rcu_hurry()`), and the callback's invocation.
+    pub queue_call_rcu: Probe,
+    pub queue_call_rcu_hurry: Probe,
+    pub wakeme: Probe,
+    /// The expedited worker: the request it took, selecting CPUs, each IPI's handler, and
+    /// the wait for reports with the wake-ups after it.
+    pub exp_work: Probe,
+    pub exp_select: Probe,
+    pub exp_select_end: Probe,
+    pub exp_ipi: Probe,
+    pub exp_wait: Probe,
+    pub exp_wait_end: Probe,
+}
+
+pub const STAGES: StageProbes = StageProbes {
+    sync: stage_hook("synchronize_rcu", Side::Entry, "sync"),
+    sync_expedited: stage_hook("synchronize_rcu_expedited", Side::Entry, "sync_expedited"),
+    queue_call_rcu: stage_hook("call_rcu", Side::Entry, "queue_call_rcu"),
+    queue_call_rcu_hurry: stage_hook("call_rcu_hurry", Side::Entry, "queue_call_rcu_hurry"),
+    wakeme: stage_hook("wakeme_after_rcu", Side::Entry, "wakeme"),
+    exp_work: stage_hook("wait_rcu_exp_gp", Side::Entry, "exp_work"),
+    exp_select: stage_hook("sync_rcu_exp_select_cpus", Side::Entry, "exp_select"),
+    exp_select_end: stage_hook("sync_rcu_exp_select_cpus", Side::Return, "exp_select"),
+    exp_ipi: stage_hook("rcu_exp_handler", Side::Entry, "exp_ipi"),
+    exp_wait: stage_hook("rcu_exp_wait_wake", Side::Entry, "exp_wait"),
+    exp_wait_end: stage_hook("rcu_exp_wait_wake", Side::Return, "exp_wait"),
+};
+
+impl StageProbes {
+    /// The expedited path's hooks without which no expedited call can be taken apart.
+    pub fn expedited_needed(&self) -> [Probe; 5] {
+        [
+            self.sync_expedited,
+            self.exp_select,
+            self.exp_select_end,
+            self.exp_wait,
+            self.exp_wait_end,
+        ]
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -628,6 +705,41 @@ mod tests {
         }
         assert_eq!(KERNEL_STALL_WARNING.program(Method::Kprobe), None);
         assert_eq!(GRACE_PERIODS.tick.program(Method::Tracepoint), None);
+    }
+
+    #[test]
+    fn stage_hooks_are_kprobes_named_for_their_programs() {
+        let mut all = STAGES.expedited_needed().to_vec();
+        all.extend([
+            STAGES.sync,
+            STAGES.queue_call_rcu,
+            STAGES.queue_call_rcu_hurry,
+            STAGES.wakeme,
+            STAGES.exp_work,
+            STAGES.exp_ipi,
+        ]);
+        for probe in all {
+            for choice in [AttachChoice::Auto, AttachChoice::Fentry] {
+                let methods = plan_methods(&probe, choice);
+                assert!(
+                    matches!(methods[..], [Method::Kprobe] | [Method::Kretprobe]),
+                    "{}: {methods:?}",
+                    probe.function
+                );
+            }
+        }
+        assert_eq!(
+            STAGES.exp_select_end.program(Method::Kretprobe).as_deref(),
+            Some("stages_exp_select_kretprobe")
+        );
+        assert_eq!(
+            STAGES
+                .queue_call_rcu_hurry
+                .program(Method::Kprobe)
+                .as_deref(),
+            Some("stages_queue_call_rcu_hurry_kprobe")
+        );
+        assert_eq!(GRACE_PERIOD_BOUNDS.last(), Some(&GRACE_PERIODS.init));
     }
 
     #[test]
