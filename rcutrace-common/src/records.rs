@@ -703,6 +703,7 @@ mod tests {
             max_ns: Some(10),
             percentiles_ns: Members(vec![("p99.9".into(), 10.0), ("p50".into(), 5.0)]),
             percentile_error: 0.0078125,
+            percentiles_exact: false,
             key: Some("kworker/0:1".into()),
             layout: Some(HistLayout::Linear {
                 min: 0,
@@ -727,6 +728,7 @@ mod tests {
             readers: None,
             call_rcu: Some(6),
             callbacks: None,
+            callbacks_of: None,
             grace_periods: None,
             readers_per_grace_period: None,
             call_rcu_per_grace_period: Some(2.0),

@@ -48,6 +48,7 @@ fn send(kind: u32, value: u64, extra: u64) {
         extra,
         stack: NO_STACK,
         comm: bpf_get_current_comm().unwrap_or_default(),
+        text: [0; 16],
     };
     // A lost event leaves its call without stages, which user space counts; the ring's own
     // losses are counted with the samples'.
