@@ -129,10 +129,11 @@ struct Blocked {
 }
 
 impl Blocked {
-    /// A reader holds up the grace periods that began while it was blocked, and the one in
-    /// progress if its CPU had not reported yet when it blocked.
+    /// A reader holds up the grace periods whose initialisation ended while it was blocked
+    /// (init makes every reader already queued on a node one the grace period waits for),
+    /// and the one in progress if its CPU had not reported yet when it blocked.
     fn holds(&self, gp: &InProgress) -> bool {
-        self.since_ns < gp.started_ns
+        self.since_ns < gp.init_end_ns.unwrap_or(u64::MAX)
             || (self.blocks_gp_seq.is_some() && self.blocks_gp_seq == gp.gp_seq)
     }
 }
@@ -609,6 +610,18 @@ mod tests {
         );
         assert_eq!(g.held_ns, 550);
         assert_eq!(g.phases.kthread_wake_ns, 50);
+    }
+
+    #[test]
+    fn a_reader_that_blocked_during_init_holds_it() {
+        let mut events = one_grace_period(400, 1);
+        // Between init's entry (1000) and return (1100): no CPU state to judge by, and init
+        // makes the readers queued by then ones the grace period waits for.
+        events.insert(2, with(event(1050, gp::EVENT_BLOCK, 321), 1, 0));
+        events.insert(7, event(1650, gp::EVENT_UNBLOCK, 321));
+        let done = assemble(&events).take_done();
+        assert_eq!(done[0].blocked_readers, 1);
+        assert_eq!(done[0].last_holdout.as_ref().map(Holdout::kind), Some("task"));
     }
 
     #[test]
