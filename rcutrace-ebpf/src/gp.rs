@@ -60,9 +60,6 @@ static BLOCKED: HashMap<u32, u64> = HashMap::with_max_entries(1, 0);
 static GP_LOSSES: PerCpuArray<u64> = PerCpuArray::with_max_entries(GP_LOSS_SLOTS, 0);
 #[map]
 static GP_COUNTS: PerCpuArray<u64> = PerCpuArray::with_max_entries(GP_COUNT_SLOTS, 0);
-/// When the expedited grace period in progress began selecting its CPUs; 0 while none is.
-#[map]
-static EXPEDITED_STATE: Array<u64> = Array::with_max_entries(1, 0);
 
 #[inline(always)]
 fn lose(slot: u32) {
@@ -375,26 +372,6 @@ program! {
             kernel_string(rcuname),
             kernel_string(msg),
         );
-        0
-    }
-}
-
-program! {
-    kprobe fn gp_expedited_start_kprobe(_ctx: ProbeContext) -> u32 {
-        // sync_rcu_exp_select_cpus(): an expedited grace period starts asking its CPUs.
-        if let Some(since) = EXPEDITED_STATE.get_ptr_mut(0) {
-            unsafe { *since = bpf_ktime_get_ns() };
-        }
-        0
-    }
-}
-
-program! {
-    kretprobe fn gp_expedited_end_kretprobe(_ctx: RetProbeContext) -> u32 {
-        // rcu_exp_wait_wake() returns once every CPU reported and the waiters were woken.
-        if let Some(since) = EXPEDITED_STATE.get_ptr_mut(0) {
-            unsafe { *since = 0 };
-        }
         0
     }
 }

@@ -123,7 +123,6 @@ pub enum Command {
         rcutrace_lost_total{cause}, rcutrace_start_time_seconds\n  \
         rcutrace_grace_period_age_seconds, rcutrace_grace_period_holdout_cpus\n                                                   \
         the grace period in progress (0 and 0 while none is)\n  \
-        rcutrace_expedited_grace_period_age_seconds      the expedited one's age (0 while none is)\n  \
         rcutrace_stall_warnings_total{source}             rcutrace (older than 1 s) and kernel\n\
         Histogram buckets are log2 bounds in nanoseconds: le=\"2^(k+1)-1\" holds every latency\n\
         below 2^(k+1) ns, as bpftrace's hist() bucket [2^k, 2^(k+1)) does.\n\n\

@@ -26,8 +26,8 @@ use crate::{
     model::{Buckets, GracePeriodNow, Labelled, LatencyHistogram, Metrics, ProbeInfo},
     render::{self, Format},
     trace::probes::{
-        self, EXPEDITED_END, EXPEDITED_START, GRACE_PERIODS_NEEDED, KERNEL_STALL_WARNING, Probe,
-        Programs, Side, Timed, counted_functions,
+        self, GRACE_PERIODS_NEEDED, KERNEL_STALL_WARNING, Probe, Programs, Side, Timed,
+        counted_functions,
     },
     trace::server,
     trace::session::Due,
@@ -79,7 +79,6 @@ pub async fn run(args: &ServeArgs) -> Result<()> {
     let online = kernel::online_cpus()?;
     if let Some(layout) = &layout {
         probes.extend_from_slice(GRACE_PERIODS_NEEDED);
-        probes.extend([EXPEDITED_START, EXPEDITED_END]);
         if layout.stall_warning.is_some() {
             probes.push(KERNEL_STALL_WARNING);
         }
@@ -130,16 +129,8 @@ pub async fn run(args: &ServeArgs) -> Result<()> {
                     .get(GP_COUNT_KERNEL_STALL_WARNINGS as usize)
                     .copied()
                     .unwrap_or(0);
-                let expedited_attached = period.attached.iter().any(|(p, _)| *p == EXPEDITED_START)
-                    && period.attached.iter().any(|(p, _)| *p == EXPEDITED_END);
-                let expedited_age_s = if expedited_attached {
-                    Some(expedited_age(period.tracer)?.as_secs_f64())
-                } else {
-                    None
-                };
                 metrics.grace_period = Some(GracePeriodNow {
                     age_s: now.as_ref().map_or(0.0, |n| n.age.as_secs_f64()),
-                    expedited_age_s,
                     holdout_cpus: now.map_or(0, |n| n.holdout_cpus),
                     stall_warnings: vec![
                         ("rcutrace", stalls.borrow().count),
@@ -197,18 +188,6 @@ fn grace_period_now(tracer: &Tracer, online: &[u32]) -> Result<Option<Waiting>> 
         age: Duration::from_nanos(kernel::monotonic_ns().saturating_sub(state.waiting_since_ns)),
         holdout_cpus,
     }))
-}
-
-/// How long the expedited grace period in progress has run (zero while none is).
-fn expedited_age(tracer: &Tracer) -> Result<Duration> {
-    let since = tracer
-        .array_entries::<u64>("EXPEDITED_STATE", 1)?
-        .pop()
-        .unwrap_or(0);
-    Ok(match since {
-        0 => Duration::ZERO,
-        since => Duration::from_nanos(kernel::monotonic_ns().saturating_sub(since)),
-    })
 }
 
 /// The totals of the window so far.

@@ -621,7 +621,10 @@ mod tests {
         events.insert(7, event(1650, gp::EVENT_UNBLOCK, 321));
         let done = assemble(&events).take_done();
         assert_eq!(done[0].blocked_readers, 1);
-        assert_eq!(done[0].last_holdout.as_ref().map(Holdout::kind), Some("task"));
+        assert_eq!(
+            done[0].last_holdout.as_ref().map(Holdout::kind),
+            Some("task")
+        );
     }
 
     #[test]

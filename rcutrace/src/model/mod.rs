@@ -536,9 +536,6 @@ pub struct GracePeriodNow {
     /// How long the grace period in progress has waited for quiescent states (0 while none
     /// is in progress).
     pub age_s: f64,
-    /// How long the expedited grace period in progress has run (0 while none is); `None`
-    /// where its hooks could not be attached.
-    pub expedited_age_s: Option<f64>,
     /// CPUs it still waits for.
     pub holdout_cpus: u64,
     /// Stall warnings by source: `rcutrace` (grace periods older than 1 s, each once) and
