@@ -362,6 +362,10 @@ fn watch_notes(summary: &Summary) -> String {
             let own_ms = figure(Metric::WindowCpuMs);
             let program_ms = figure(Metric::WindowProgramMs);
             let runs = figure(Metric::ProgramRunsPerS);
+            let woken = figure(Metric::TracerRunsPerS);
+            let per_wake_us = own_ms
+                .zip(woken)
+                .map(|(ms, woken)| ms * 1e3 / (woken * window).max(1.0));
             let per_run_ns = program_ms
                 .zip(runs)
                 .map(|(ms, runs)| ms * 1e6 / (runs * window).max(1.0));
@@ -370,11 +374,16 @@ fn watch_notes(summary: &Summary) -> String {
                 Some(target) if target.met => format!("target {}: met", target.text),
                 Some(target) => {
                     let share = match (own_ms, program_ms) {
-                        (Some(own), Some(programs)) if own >= programs => {
-                            "most of it the command's own time, reading and assembling events"
+                        (Some(own), Some(programs)) if own >= programs => format!(
+                            "most of it the command's own time: its threads were put on a CPU \
+                             {} times a second, for {} µs each",
+                            num(woken, 0),
+                            num(per_wake_us, 0)
+                        ),
+                        (Some(_), Some(_)) => {
+                            "most of it its programs, at the rate they run".into()
                         }
-                        (Some(_), Some(_)) => "most of it its programs, at the rate they run",
-                        _ => "its parts were not measured",
+                        _ => "its parts were not measured".into(),
                     };
                     format!("target {}: **missed**, {share}", target.text)
                 }
@@ -525,6 +534,21 @@ mod tests {
         ] {
             assert!(notes.contains(line), "{line}\n{notes}");
         }
+        // gp over its target, with its own time the larger part: 30 ms in 50 × 10 wake-ups.
+        let over = table::tests::SAMPLES.replace(
+            "added_cpu_pct rcutrace-gp-busy 0.2",
+            "added_cpu_pct rcutrace-gp-busy 0.8",
+        );
+        let notes = watch_notes(&Summary::new(&Samples::parse(&over), Sizes::FULL));
+        assert!(
+            notes.contains(
+                "0.700 % of a CPU (30.0 ms its own and 10.0 ms its programs' in 10 s; 2000 \
+                 program runs a second at 500 ns each; 300 context switches a second), target \
+                 rcutrace ≤ 0.5 %: **missed**, most of it the command's own time: its threads \
+                 were put on a CPU 50 times a second, for 60 µs each."
+            ),
+            "{notes}"
+        );
     }
 
     #[test]

@@ -66,10 +66,12 @@ pub enum Metric {
     ProgramRunsPerS,
     /// The guest's context switches per second of the window.
     SwitchesPerS,
+    /// Times per second of the window the tracer's threads were put on a CPU (schedstat).
+    TracerRunsPerS,
 }
 
 impl Metric {
-    pub const ALL: [Metric; 26] = [
+    pub const ALL: [Metric; 27] = [
         Metric::GetppidNs,
         Metric::EventsPerCall,
         Metric::MembarrierWallNs,
@@ -96,6 +98,7 @@ impl Metric {
         Metric::WindowProgramMs,
         Metric::ProgramRunsPerS,
         Metric::SwitchesPerS,
+        Metric::TracerRunsPerS,
     ];
 
     pub fn name(self) -> &'static str {
@@ -126,6 +129,7 @@ impl Metric {
             Metric::WindowProgramMs => "window_program_ms",
             Metric::ProgramRunsPerS => "program_runs_per_s",
             Metric::SwitchesPerS => "switches_per_s",
+            Metric::TracerRunsPerS => "tracer_runs_per_s",
         }
     }
 

@@ -708,6 +708,7 @@ sample window_cpu_ms rcutrace-gp-busy 30
 sample window_program_ms rcutrace-gp-busy 10
 sample program_runs_per_s rcutrace-gp-busy 2000
 sample switches_per_s rcutrace-gp-busy 300
+sample tracer_runs_per_s rcutrace-gp-busy 50
 sample window_cpu_ms rcutrace-stall-busy 4
 sample window_program_ms rcutrace-stall-busy 11
 sample program_runs_per_s rcutrace-stall-busy 2200

@@ -486,6 +486,13 @@ fn watching(opts: &Options, watcher: Watcher, load: Load, tag: &str) -> Result<(
     let switches = after.switches.saturating_sub(before.switches);
     let added_ns = (cpu_ns + program_ns) as f64;
     sample(Metric::WindowCpuMs, config, cpu_ns as f64 / 1e6);
+    sample(
+        Metric::WindowUtimeMs,
+        config,
+        cpu_after.utime_ticks.saturating_sub(cpu_before.utime_ticks) as f64 * 1e3 / ticks_per_sec(),
+    );
+    let tracer_runs = cpu_after.timeslices.saturating_sub(cpu_before.timeslices);
+    sample(Metric::TracerRunsPerS, config, tracer_runs as f64 / secs);
     sample(Metric::WindowProgramMs, config, program_ns as f64 / 1e6);
     sample(Metric::ProgramRunsPerS, config, runs as f64 / secs);
     sample(Metric::SwitchesPerS, config, switches as f64 / secs);
@@ -495,12 +502,14 @@ fn watching(opts: &Options, watcher: Watcher, load: Load, tag: &str) -> Result<(
     }
     progress(&format!(
         "{tag} rcutrace {} watching, {} guest: {:.3} % of a CPU ({:.1} ms own, {:.1} ms \
-         programs in {secs:.1} s; {:.0} program runs/s, {:.0} context switches/s)",
+         programs in {secs:.1} s; its threads run {:.0} times/s; {:.0} program runs/s, {:.0} \
+         context switches/s)",
         watcher.name(),
         load.name(),
         100.0 * added_ns / (secs * 1e9),
         cpu_ns as f64 / 1e6,
         program_ns as f64 / 1e6,
+        tracer_runs as f64 / secs,
         runs as f64 / secs,
         switches as f64 / secs
     ));
@@ -1101,21 +1110,26 @@ fn ticks_per_sec() -> f64 {
     (unsafe { libc::sysconf(libc::_SC_CLK_TCK) }).max(1) as f64
 }
 
-/// A process's CPU time so far: all its threads' time on a CPU (ns), and its user time.
+/// A process's CPU time so far: all its threads' time on a CPU (ns), the times they were put
+/// on one, and its user time.
 #[derive(Clone, Copy)]
 struct Cpu {
     exec_ns: u64,
+    timeslices: u64,
     utime_ticks: u64,
 }
 
 fn cpu_now(pid: libc::pid_t) -> Option<Cpu> {
-    let mut exec_ns = 0;
+    let (mut exec_ns, mut timeslices) = (0, 0);
     for task in std::fs::read_dir(format!("/proc/{pid}/task"))
         .ok()?
         .flatten()
     {
         let schedstat = std::fs::read_to_string(task.path().join("schedstat")).ok()?;
-        exec_ns += schedstat.split_whitespace().next()?.parse::<u64>().ok()?;
+        // On a CPU (ns), waiting for one (ns), timeslices run.
+        let mut fields = schedstat.split_whitespace();
+        exec_ns += fields.next()?.parse::<u64>().ok()?;
+        timeslices += fields.nth(1)?.parse::<u64>().ok()?;
     }
     // Fields after the parenthesised command name: state is field 3, utime field 14.
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
@@ -1123,6 +1137,7 @@ fn cpu_now(pid: libc::pid_t) -> Option<Cpu> {
     let utime_ticks = after_name.split_whitespace().nth(11)?.parse().ok()?;
     Some(Cpu {
         exec_ns,
+        timeslices,
         utime_ticks,
     })
 }
