@@ -18,7 +18,7 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use crate::vm::{self, Kernel, shell_quote};
-use sample::Job;
+use sample::{Job, Load, Watcher};
 
 pub use date::today;
 pub use prose::benchmarks_md;
@@ -94,8 +94,10 @@ impl Sizes {
         };
         // The sampled readers: four windows (a load alone, and three tracer runs).
         let launches = readers + updaters - 2 + 3;
+        // The always-on commands: a window each, on the idle guest and under the load.
+        let watches = (Watcher::ALL.len() * Load::ALL.len()) as u64;
         let rep = loops(readers, updaters)
-            + Duration::from_secs(6 * self.window_secs + 10 * (launches + 2));
+            + Duration::from_secs((6 + watches) * self.window_secs + 10 * (launches + watches + 2));
         // The bpf_stats pass: every tracer once.
         let stats = loops(readers - 1, updaters - 1) + Duration::from_secs(10 * launches);
         (rep * self.reps + stats) * 3 + Duration::from_secs(180)

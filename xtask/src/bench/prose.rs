@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use super::floor;
 use super::run::Outcome;
-use super::sample::{Config, Job, Metric, Tracer};
+use super::sample::{Config, Job, Load, Metric, Tracer, Watcher};
 use super::table::{self, Row, RowId, Summary};
 use super::{BPFTRACE_COUNT, BPFTRACE_SRLAT, MEMBARRIER_WARMUP, PACED_WORK, SAMPLE_READERS};
 
@@ -19,6 +19,7 @@ const GAP_STARTUP: &str = include_str!("prose/gap_startup.md");
 const GAP_RSS: &str = include_str!("prose/gap_rss.md");
 const GAP_CPU: &str = include_str!("prose/gap_cpu.md");
 const GAP_SAMPLED: &str = include_str!("prose/gap_sampled.md");
+const WATCH: &str = include_str!("prose/watch.md");
 
 /// `template` with every `{name}` replaced by its value; values are not scanned again.
 fn fill(template: &str, fields: &[(&str, String)]) -> String {
@@ -80,6 +81,7 @@ pub fn benchmarks_md(outcome: &Outcome, command: &str, date: &str) -> String {
     md.push_str("\nTargets:\n\n");
     md.push_str(&summary.targets());
     md.push_str(&gap_notes(summary));
+    md.push_str(&watch_notes(summary));
     let paced_calls = summary.get(Metric::PacedCallsPerS, Config::Under(Tracer::RCUTRACE));
     md.push_str(&fill(
         WHAT_WAS_RUN,
@@ -346,6 +348,84 @@ fn gap_notes(summary: &Summary) -> String {
     out
 }
 
+/// What each always-on command added, where it went, and each target met or missed.
+fn watch_notes(summary: &Summary) -> String {
+    let watching = |metric, watcher, load| summary.get(metric, Config::Watching(watcher, load));
+    let window = summary.sizes.window_secs as f64;
+    let mut lines = Vec::new();
+    for watcher in Watcher::ALL {
+        for load in Load::ALL {
+            let Some(row) = summary.row(RowId::WatchCpu(watcher, load)) else {
+                continue;
+            };
+            let figure = |metric| watching(metric, watcher, load);
+            let own_ms = figure(Metric::WindowCpuMs);
+            let program_ms = figure(Metric::WindowProgramMs);
+            let runs = figure(Metric::ProgramRunsPerS);
+            let woken = figure(Metric::TracerRunsPerS);
+            let per_wake_us = own_ms
+                .zip(woken)
+                .map(|(ms, woken)| ms * 1e3 / (woken * window).max(1.0));
+            let per_run_ns = program_ms
+                .zip(runs)
+                .map(|(ms, runs)| ms * 1e6 / (runs * window).max(1.0));
+            let judged = match &row.target {
+                None => "no target".to_string(),
+                Some(target) if target.met => format!("target {}: met", target.text),
+                Some(target) => {
+                    let share = match (own_ms, program_ms) {
+                        (Some(own), Some(programs)) if own >= programs => format!(
+                            "most of it the command's own time: its threads were put on a CPU \
+                             {} times a second, for {} µs each",
+                            num(woken, 0),
+                            num(per_wake_us, 0)
+                        ),
+                        (Some(_), Some(_)) => {
+                            "most of it its programs, at the rate they run".into()
+                        }
+                        _ => "its parts were not measured".into(),
+                    };
+                    format!("target {}: **missed**, {share}", target.text)
+                }
+            };
+            lines.push(format!(
+                "- `rcutrace {}`, {}: {} % of a CPU ({} ms its own and {} ms its programs' in \
+                 {window:.0} s; {} program runs a second at {} ns each; {} context switches a \
+                 second), {judged}.",
+                watcher.args().join(" "),
+                match load {
+                    Load::Idle => "idle guest",
+                    Load::Busy => "steady load",
+                },
+                num(row.rcutrace, 3),
+                num(own_ms, 1),
+                num(program_ms, 1),
+                num(runs, 0),
+                num(per_run_ns, 0),
+                num(figure(Metric::SwitchesPerS), 0),
+            ));
+        }
+    }
+    let floor_ns = summary.row(RowId::ReaderAdded).and_then(|r| r.floor);
+    let floor_pct = |watcher| {
+        let runs = watching(Metric::ProgramRunsPerS, watcher, Load::Busy);
+        num(
+            floor_ns.zip(runs).map(|(ns, runs)| 100.0 * ns * runs / 1e9),
+            3,
+        )
+    };
+    fill(
+        WATCH,
+        &[
+            ("window", summary.sizes.window_secs.to_string()),
+            ("lines", lines.join("\n")),
+            ("floor_ns", num(floor_ns, 0)),
+            ("gp_floor_pct", floor_pct(Watcher::Gp)),
+            ("stall_floor_pct", floor_pct(Watcher::Stall)),
+        ],
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
@@ -429,6 +509,46 @@ mod tests {
             assert!(md.contains(note), "{note}\n{md}");
         }
         assert!(md.contains("__rcu_read_lock: attached by kprobe"), "{md}");
+    }
+
+    #[test]
+    fn always_on_commands_each_target_judged_with_its_parts() {
+        let summary = Summary::new(&Samples::parse(table::tests::SAMPLES), Sizes::FULL);
+        let notes = watch_notes(&summary);
+        assert_eq!(unfilled(&notes), Vec::<&str>::new(), "{notes}");
+        for line in [
+            "## Always-on commands: `gp` and `stall`",
+            "- `rcutrace gp --secs 0`, steady load: 0.400 % of a CPU (30.0 ms its own and 10.0 \
+             ms its programs' in 10 s; 2000 program runs a second at 500 ns each; 300 context \
+             switches a second), target rcutrace ≤ 0.5 %: met.",
+            "- `rcutrace stall`, steady load: 0.150 % of a CPU (4.0 ms its own and 11.0 ms its \
+             programs' in 10 s; 2200 program runs a second at 500 ns each; 310 context \
+             switches a second), target rcutrace ≤ 0.1 %: **missed**, most of it its programs, \
+             at the rate they run.",
+            "- `rcutrace gp --secs 0`, idle guest: 0.050 % of a CPU (? ms its own",
+            "), no target.",
+            "- `rcutrace stall`, idle guest: 0.040 % of a CPU",
+            // 395 ns × 2000 and × 2200 runs a second.
+            "(395 ns, a hot probe",
+            "about\n0.079 % of a CPU to `gp` and 0.087 % to `stall` on the steady load.",
+        ] {
+            assert!(notes.contains(line), "{line}\n{notes}");
+        }
+        // gp over its target, with its own time the larger part: 30 ms in 50 × 10 wake-ups.
+        let over = table::tests::SAMPLES.replace(
+            "added_cpu_pct rcutrace-gp-busy 0.2",
+            "added_cpu_pct rcutrace-gp-busy 0.8",
+        );
+        let notes = watch_notes(&Summary::new(&Samples::parse(&over), Sizes::FULL));
+        assert!(
+            notes.contains(
+                "0.700 % of a CPU (30.0 ms its own and 10.0 ms its programs' in 10 s; 2000 \
+                 program runs a second at 500 ns each; 300 context switches a second), target \
+                 rcutrace ≤ 0.5 %: **missed**, most of it the command's own time: its threads \
+                 were put on a CPU 50 times a second, for 60 µs each."
+            ),
+            "{notes}"
+        );
     }
 
     #[test]

@@ -55,10 +55,23 @@ pub enum Metric {
     SampledMarginPct,
     /// getppid() calls per second the paced load made while a tracer ran.
     PacedCallsPerS,
+    /// An always-on command's added CPU over its window, % of one CPU: its threads' time on a
+    /// CPU plus its BPF programs' run time (bpf_stats), per second of the window.
+    AddedCpuPct,
+    /// The same added CPU per context switch the guest made over the window (/proc/stat).
+    AddedNsPerSwitch,
+    /// The BPF programs' run time over the window (bpf_stats).
+    WindowProgramMs,
+    /// The BPF programs' runs per second of the window.
+    ProgramRunsPerS,
+    /// The guest's context switches per second of the window.
+    SwitchesPerS,
+    /// Times per second of the window the tracer's threads were put on a CPU (schedstat).
+    TracerRunsPerS,
 }
 
 impl Metric {
-    pub const ALL: [Metric; 21] = [
+    pub const ALL: [Metric; 27] = [
         Metric::GetppidNs,
         Metric::EventsPerCall,
         Metric::MembarrierWallNs,
@@ -80,6 +93,12 @@ impl Metric {
         Metric::PacedEventsPerCall,
         Metric::SampledMarginPct,
         Metric::PacedCallsPerS,
+        Metric::AddedCpuPct,
+        Metric::AddedNsPerSwitch,
+        Metric::WindowProgramMs,
+        Metric::ProgramRunsPerS,
+        Metric::SwitchesPerS,
+        Metric::TracerRunsPerS,
     ];
 
     pub fn name(self) -> &'static str {
@@ -105,6 +124,12 @@ impl Metric {
             Metric::PacedEventsPerCall => "paced_events_per_call",
             Metric::SampledMarginPct => "sampled_margin_pct",
             Metric::PacedCallsPerS => "paced_calls_per_s",
+            Metric::AddedCpuPct => "added_cpu_pct",
+            Metric::AddedNsPerSwitch => "added_ns_per_switch",
+            Metric::WindowProgramMs => "window_program_ms",
+            Metric::ProgramRunsPerS => "program_runs_per_s",
+            Metric::SwitchesPerS => "switches_per_s",
+            Metric::TracerRunsPerS => "tracer_runs_per_s",
         }
     }
 
@@ -221,6 +246,55 @@ impl Job {
     }
 }
 
+/// An rcutrace command meant to run always: what it costs is the CPU it adds while it
+/// watches the machine, not a cost per call of a timed loop.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Watcher {
+    /// `rcutrace gp --secs 0`: every grace period taken apart.
+    Gp,
+    /// `rcutrace stall`: the grace period in progress watched for its age.
+    Stall,
+}
+
+impl Watcher {
+    pub const ALL: [Watcher; 2] = [Watcher::Gp, Watcher::Stall];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Watcher::Gp => "gp",
+            Watcher::Stall => "stall",
+        }
+    }
+
+    /// rcutrace's arguments, as a user runs it until Ctrl-C.
+    pub fn args(self) -> &'static [&'static str] {
+        match self {
+            Watcher::Gp => &["gp", "--secs", "0"],
+            Watcher::Stall => &["stall"],
+        }
+    }
+}
+
+/// What the guest does while an always-on command watches it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Load {
+    /// Nothing but the guest's own background.
+    Idle,
+    /// The steady `getppid()` load of the CPU window, on a thread of its own.
+    Busy,
+}
+
+impl Load {
+    pub const ALL: [Load; 2] = [Load::Idle, Load::Busy];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Load::Idle => "idle",
+            Load::Busy => "busy",
+        }
+    }
+}
+
 /// What a sample was measured under.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Config {
@@ -228,6 +302,9 @@ pub enum Config {
     Under(Tracer),
     /// A tracer doing a job: its own start-up, memory, program time.
     Running(Tracer, Job),
+    /// An always-on command watching the guest under a load: its added CPU; its start-up on
+    /// the idle guest, its peak RSS under the load.
+    Watching(Watcher, Load),
     /// A fact about the kernel.
     Kernel,
 }
@@ -238,6 +315,9 @@ impl Config {
         match self {
             Config::Under(tracer) => tracer.name(),
             Config::Running(tracer, job) => format!("{}-{}", tracer.name(), job.name()),
+            Config::Watching(watcher, load) => {
+                format!("rcutrace-{}-{}", watcher.name(), load.name())
+            }
             Config::Kernel => "kernel".into(),
         }
     }
@@ -249,6 +329,9 @@ impl Config {
             all.push(Config::Under(tracer));
             all.push(Config::Running(tracer, Job::Count));
             all.push(Config::Running(tracer, Job::Srlat));
+        }
+        for watcher in Watcher::ALL {
+            all.extend(Load::ALL.map(|load| Config::Watching(watcher, load)));
         }
         all
     }

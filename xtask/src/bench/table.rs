@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 
 use super::floor::Mechanism;
-use super::sample::{Attach, Config, Job, Metric, Samples, Tracer};
+use super::sample::{Attach, Config, Job, Load, Metric, Samples, Tracer, Watcher};
 use super::{SAMPLE_READERS, Sizes};
 
 /// Every row of the table, in order; rows are found by this, never by their label.
@@ -42,6 +42,13 @@ pub enum RowId {
     UserCpuShare,
     WindowUtime,
     WindowCpu,
+    /// An always-on command's added CPU, % of one CPU (its own time on a CPU and its BPF
+    /// programs' run time, per second of tracing).
+    WatchCpu(Watcher, Load),
+    /// The same per context switch of the guest.
+    WatchPerSwitch(Watcher, Load),
+    StartupStall,
+    RssStall,
 }
 
 impl RowId {
@@ -106,7 +113,39 @@ impl RowId {
             RowId::WindowCpu => {
                 format!("CPU while tracing, user + system, {window} s window (ms)")
             }
+            RowId::WatchCpu(watcher, load) => format!(
+                "Added CPU, `rcutrace {}`, {} (% of one CPU: its own + its BPF programs')",
+                watcher.args().join(" "),
+                load_text(load)
+            ),
+            RowId::WatchPerSwitch(watcher, load) => format!(
+                "Added CPU per context switch, `rcutrace {}`, {} (ns)",
+                watcher.args().join(" "),
+                load_text(load)
+            ),
+            RowId::StartupStall => {
+                "Start-up to attached, stall (ms; bpftrace: its count, the target's basis)".into()
+            }
+            RowId::RssStall => "Peak RSS, stall (MiB)".into(),
         }
+    }
+}
+
+/// The load an always-on command watched, as a row names it.
+fn load_text(load: Load) -> &'static str {
+    match load {
+        Load::Idle => "idle guest",
+        Load::Busy => "steady `getppid()` load",
+    }
+}
+
+/// The most CPU an always-on command may add, % of one CPU, where the issues set it: `gp` on
+/// the busy load, `stall` (meant to run always) on any.
+pub fn watch_cpu_target(watcher: Watcher, load: Load) -> Option<(f64, &'static str)> {
+    match (watcher, load) {
+        (Watcher::Gp, Load::Busy) => Some((0.5, "rcutrace ≤ 0.5 %")),
+        (Watcher::Gp, Load::Idle) => None,
+        (Watcher::Stall, _) => Some((0.1, "rcutrace ≤ 0.1 %")),
     }
 }
 
@@ -263,6 +302,24 @@ impl Row {
             met: self.rcutrace.is_some_and(|s| s < limit),
         });
         self
+    }
+
+    /// rcutrace's own figure, a percentage, must be at most `limit`.
+    fn rcutrace_percent_at_most(mut self, limit: f64, text: &'static str) -> Self {
+        self.target = Some(Target {
+            text,
+            judged: Judged::RcutracePercent,
+            met: self.rcutrace.is_some_and(|s| s <= limit),
+        });
+        self
+    }
+
+    /// The target `target` sets, if any.
+    fn percent_target(self, target: Option<(f64, &'static str)>) -> Self {
+        match target {
+            Some((limit, text)) => self.rcutrace_percent_at_most(limit, text),
+            None => self,
+        }
     }
 
     /// rcutrace's own figure must be within `tolerance` of `center`.
@@ -458,6 +515,37 @@ impl Summary {
                 .traced(under(Metric::WindowCpuMs))
                 .with_ratio(),
         ]);
+        let watching = |metric, watcher, load| m(metric, Config::Watching(watcher, load));
+        for watcher in Watcher::ALL {
+            rows.extend(Load::ALL.map(|load| {
+                row(RowId::WatchCpu(watcher, load), 3)
+                    .rcutrace_only(watching(Metric::AddedCpuPct, watcher, load))
+                    .percent_target(watch_cpu_target(watcher, load))
+            }));
+        }
+        // Its context-switch hook is gp's busiest; stall runs the same programs.
+        rows.extend(Load::ALL.map(|load| {
+            row(RowId::WatchPerSwitch(Watcher::Gp, load), 0).rcutrace_only(watching(
+                Metric::AddedNsPerSwitch,
+                Watcher::Gp,
+                load,
+            ))
+        }));
+        rows.extend([
+            // On the idle guest, as the other commands' start-up; under the load, as their RSS.
+            row(RowId::StartupStall, 0)
+                .traced((
+                    watching(Metric::StartupMs, Watcher::Stall, Load::Idle),
+                    m(Metric::StartupMs, Running(Bpftrace, Count)),
+                ))
+                .with_ratio()
+                .ratio_at_most(STARTUP_RATIO, "≤ 0.15"),
+            row(RowId::RssStall, 1)
+                .rcutrace_only(
+                    watching(Metric::RssKib, Watcher::Stall, Load::Busy).map(|k| k / 1024.0),
+                )
+                .rcutrace_at_most(RSS_MIB, "rcutrace ≤ 10 MiB"),
+        ]);
         Summary {
             sizes,
             rows,
@@ -519,7 +607,7 @@ impl Summary {
             let figure = match target.judged {
                 Judged::RcutracePercent => row
                     .rcutrace
-                    .map_or("not measured".into(), |v| format!("{v:.2} %")),
+                    .map_or("not measured".into(), |v| format!("{v:.*} %", row.decimals)),
                 Judged::Ratio => row
                     .ratio
                     .map_or("not measured".into(), |r| format!("ratio {r:.3}")),
@@ -609,6 +697,24 @@ sample paced_events_per_call rcutrace-sampled 1.99
 sample sampled_margin_pct rcutrace-sampled 1.2
 sample paced_calls_per_s rcutrace 20000
 sample paced_calls_per_s rcutrace-sampled 20800
+sample added_cpu_pct rcutrace-gp-idle 0.05
+sample added_cpu_pct rcutrace-gp-busy 0.2
+sample added_cpu_pct rcutrace-gp-busy 0.6
+sample added_cpu_pct rcutrace-stall-idle 0.04
+sample added_cpu_pct rcutrace-stall-busy 0.15
+sample added_ns_per_switch rcutrace-gp-idle 900
+sample added_ns_per_switch rcutrace-gp-busy 1200
+sample window_cpu_ms rcutrace-gp-busy 30
+sample window_program_ms rcutrace-gp-busy 10
+sample program_runs_per_s rcutrace-gp-busy 2000
+sample switches_per_s rcutrace-gp-busy 300
+sample tracer_runs_per_s rcutrace-gp-busy 50
+sample window_cpu_ms rcutrace-stall-busy 4
+sample window_program_ms rcutrace-stall-busy 11
+sample program_runs_per_s rcutrace-stall-busy 2200
+sample switches_per_s rcutrace-stall-busy 310
+sample startup_ms rcutrace-stall-idle 400
+sample rss_kib rcutrace-stall-busy 7168
 sample bogus line
 ";
 
@@ -693,7 +799,7 @@ sample bogus line
             "{table}"
         );
         let targets = summary.targets();
-        assert_eq!(targets.lines().count(), 8, "{targets}");
+        assert_eq!(targets.lines().count(), 13, "{targets}");
         assert!(
             targets
                 .contains("share of the whole count run (%): 0.29 %, target rcutrace < 1 %: met"),
@@ -703,6 +809,79 @@ sample bogus line
             targets.contains("Peak RSS, count (MiB): 8.0, target rcutrace ≤ 10 MiB: met"),
             "{targets}"
         );
+    }
+
+    #[test]
+    fn always_on_rows_and_their_targets() {
+        let summary = summary();
+        let cpu = |watcher, load| summary.row(RowId::WatchCpu(watcher, load)).unwrap();
+        // gp has a target on the busy load only: the median of 0.2 and 0.6 is 0.4 ≤ 0.5.
+        assert_eq!(cpu(Watcher::Gp, Load::Idle).target, None);
+        let gp_busy = cpu(Watcher::Gp, Load::Busy);
+        assert!((gp_busy.rcutrace.unwrap() - 0.4).abs() < 1e-9);
+        assert!(gp_busy.target.as_ref().unwrap().met);
+        // stall's 0.1 % holds on both loads: met idle, missed busy.
+        assert!(!cpu(Watcher::Stall, Load::Idle).misses_target());
+        assert!(cpu(Watcher::Stall, Load::Busy).misses_target());
+        assert!(!cpu(Watcher::Stall, Load::Busy).has_bpftrace);
+        let per_switch = summary
+            .row(RowId::WatchPerSwitch(Watcher::Gp, Load::Busy))
+            .unwrap();
+        assert_eq!(per_switch.rcutrace, Some(1200.0));
+        assert!(
+            summary
+                .row(RowId::WatchPerSwitch(Watcher::Stall, Load::Busy))
+                .is_none()
+        );
+        // stall's start-up against bpftrace's count: 400 / 3000; its RSS under the load.
+        let startup = summary.row(RowId::StartupStall).unwrap();
+        assert_eq!(
+            (startup.rcutrace, startup.bpftrace),
+            (Some(400.0), Some(3000.0))
+        );
+        assert!(!startup.misses_target());
+        assert_eq!(summary.row(RowId::RssStall).unwrap().rcutrace, Some(7.0));
+
+        let table = summary.table();
+        assert!(
+            table.contains(
+                "| Added CPU, `rcutrace gp --secs 0`, steady `getppid()` load (% of one CPU: \
+                 its own + its BPF programs') |  |  | 0.400 |  |  | rcutrace ≤ 0.5 % | yes |"
+            ),
+            "{table}"
+        );
+        assert!(
+            table.contains(
+                "| Added CPU, `rcutrace stall`, steady `getppid()` load (% of one CPU: its own \
+                 + its BPF programs') |  |  | 0.150 |  |  | rcutrace ≤ 0.1 % | **no** |"
+            ),
+            "{table}"
+        );
+        let targets = summary.targets();
+        assert!(
+            targets.contains(
+                "`rcutrace stall`, idle guest (% of one CPU: its own + its BPF programs'): \
+                 0.040 %, target rcutrace ≤ 0.1 %: met"
+            ),
+            "{targets}"
+        );
+        assert!(
+            targets.contains("0.150 %, target rcutrace ≤ 0.1 %: **missed**"),
+            "{targets}"
+        );
+    }
+
+    /// A figure exactly at a limit meets an "at most" target.
+    #[test]
+    fn at_most_includes_the_limit() {
+        let row = Row::new(RowId::WatchCpu(Watcher::Stall, Load::Idle), Sizes::FULL, 3)
+            .rcutrace_only(Some(0.1))
+            .percent_target(watch_cpu_target(Watcher::Stall, Load::Idle));
+        assert!(!row.misses_target());
+        let row = Row::new(RowId::WatchCpu(Watcher::Gp, Load::Idle), Sizes::FULL, 3)
+            .rcutrace_only(Some(9.0))
+            .percent_target(watch_cpu_target(Watcher::Gp, Load::Idle));
+        assert_eq!(row.target, None);
     }
 
     /// Each row has its own id, so no lookup can find the wrong one.

@@ -11,7 +11,7 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use xtask::bench::floor::{self, Hook, Mechanism};
-use xtask::bench::sample::{Attach, Config, Job, Metric, Sample, Tracer};
+use xtask::bench::sample::{Attach, Config, Job, Load, Metric, Sample, Tracer, Watcher};
 use xtask::bench::stats::median;
 use xtask::bench::{BPFTRACE_COUNT, BPFTRACE_SRLAT, MEMBARRIER_WARMUP, PACED_WORK, SAMPLE_READERS};
 use xtask::guest::{online_cpus, sys_getppid};
@@ -30,7 +30,10 @@ then, for no tracer, `rcutrace srlat` (with --attach auto, kprobe and fentry), b
 synchronize_rcu() latency script and empty programs on synchronize_rcu()'s entry and return
 (kprobe + kretprobe, kprobe + fexit, fentry + fexit):
     M membarrier(MEMBARRIER_CMD_GLOBAL) calls, timed by the clock and by the caller's CPU time;
-then each tracer's count for SECS seconds under a getppid() load, for its CPU time.
+then each tracer's count for SECS seconds under a getppid() load, for its CPU time;
+then `rcutrace gp --secs 0` and `rcutrace stall`, each for SECS seconds on the idle guest and
+under the getppid() load, with /proc/sys/kernel/bpf_stats_enabled set: the CPU each adds (its
+threads' time on a CPU and its BPF programs' run time), per second and per context switch.
 A last pass with /proc/sys/kernel/bpf_stats_enabled set reads each one's BPF program time,
 checks that its programs ran for every timed call, and that rcutrace attached as expected.
 The empty programs are bpftrace scripts with empty blocks.
@@ -178,6 +181,17 @@ fn bench(opts: &Options) -> Result<(), String> {
             cpu_window(opts, tracer, &tag)?;
         }
         sampled_readers(opts, &tag)?;
+        // Their programs' run time is part of what they add: bpf_stats on for these windows.
+        set_bpf_stats(true)?;
+        let watched = rotated(&Watcher::ALL, rep)
+            .into_iter()
+            .try_for_each(|watcher| {
+                Load::ALL
+                    .into_iter()
+                    .try_for_each(|load| watching(opts, watcher, load, &tag))
+            });
+        set_bpf_stats(false)?;
+        watched?;
     }
     set_bpf_stats(true)?;
     let result = program_times(opts);
@@ -197,7 +211,7 @@ fn reader_path(opts: &Options, tracer: Tracer, tag: &str) -> Result<(), String> 
     ));
     if let Some(running) = running {
         let done = running.stop()?;
-        done.record_rss(tracer, Job::Count);
+        done.record_rss(Config::Running(tracer, Job::Count));
         let Some(prefix) = reader_count_prefix(tracer) else {
             return Ok(());
         };
@@ -385,7 +399,9 @@ fn latency_path(opts: &Options, tracer: Tracer, tag: &str) -> Result<(), String>
         cpu / 1e3
     ));
     if let Some(running) = running {
-        running.stop()?.record_rss(tracer, Job::Srlat);
+        running
+            .stop()?
+            .record_rss(Config::Running(tracer, Job::Srlat));
     }
     Ok(())
 }
@@ -423,6 +439,111 @@ fn cpu_window(opts: &Options, tracer: Tracer, tag: &str) -> Result<(), String> {
         done.lifetime.as_secs_f64()
     ));
     Ok(())
+}
+
+/// An always-on command (`gp`, `stall`) watching the guest for the window, idle or under the
+/// steady getppid() load, with bpf_stats on: the CPU it adds (its threads' time on a CPU and
+/// its BPF programs' run time) per second and per context switch of the guest. Its start-up
+/// is sampled on the idle guest (as the other commands' before their timed work), its peak
+/// RSS under the load (as theirs under it).
+fn watching(opts: &Options, watcher: Watcher, load: Load, tag: &str) -> Result<(), String> {
+    let config = Config::Watching(watcher, load);
+    let mut cmd = Command::new(&opts.rcutrace);
+    cmd.args(watcher.args());
+    let running = spawn_attached(cmd, config, None, &[], load == Load::Idle)?;
+    let steady = (load == Load::Busy).then(|| SteadyLoad::start(0));
+    thread::sleep(SETTLE);
+    let before = WatchReading::now(running.pid);
+    thread::sleep(opts.window);
+    let after = WatchReading::now(running.pid);
+    if let Some(steady) = steady {
+        steady.stop();
+    }
+    let done = running.stop()?;
+    if load == Load::Busy {
+        done.record_rss(config);
+    }
+    let (Some(cpu_before), Some(cpu_after)) = (before.cpu, after.cpu) else {
+        return Err(format!("{}: could not read its CPU time", config.name()));
+    };
+    let secs = (after.at - before.at).as_secs_f64();
+    let cpu_ns = cpu_after.exec_ns.saturating_sub(cpu_before.exec_ns);
+    let (runs, program_ns) = after
+        .programs
+        .iter()
+        .map(|p| p.since(&before.programs))
+        .fold((0, 0), |(runs, ns), (r, n)| (runs + r, ns + n));
+    // The tick program runs on every tick of every CPU: no runs means nothing was attached.
+    if runs == 0 {
+        return Err(format!(
+            "bpf_stats: the {} programs of {} never ran in {secs:.1} s:\n{}{}",
+            after.programs.len(),
+            config.name(),
+            done.stdout,
+            done.stderr
+        ));
+    }
+    let switches = after.switches.saturating_sub(before.switches);
+    let added_ns = (cpu_ns + program_ns) as f64;
+    sample(Metric::WindowCpuMs, config, cpu_ns as f64 / 1e6);
+    sample(
+        Metric::WindowUtimeMs,
+        config,
+        cpu_after.utime_ticks.saturating_sub(cpu_before.utime_ticks) as f64 * 1e3 / ticks_per_sec(),
+    );
+    let tracer_runs = cpu_after.timeslices.saturating_sub(cpu_before.timeslices);
+    sample(Metric::TracerRunsPerS, config, tracer_runs as f64 / secs);
+    sample(Metric::WindowProgramMs, config, program_ns as f64 / 1e6);
+    sample(Metric::ProgramRunsPerS, config, runs as f64 / secs);
+    sample(Metric::SwitchesPerS, config, switches as f64 / secs);
+    sample(Metric::AddedCpuPct, config, 100.0 * added_ns / (secs * 1e9));
+    if switches > 0 {
+        sample(Metric::AddedNsPerSwitch, config, added_ns / switches as f64);
+    }
+    progress(&format!(
+        "{tag} rcutrace {} watching, {} guest: {:.3} % of a CPU ({:.1} ms own, {:.1} ms \
+         programs in {secs:.1} s; its threads run {:.0} times/s; {:.0} program runs/s, {:.0} \
+         context switches/s)",
+        watcher.name(),
+        load.name(),
+        100.0 * added_ns / (secs * 1e9),
+        cpu_ns as f64 / 1e6,
+        program_ns as f64 / 1e6,
+        tracer_runs as f64 / secs,
+        runs as f64 / secs,
+        switches as f64 / secs
+    ));
+    Ok(())
+}
+
+/// What a watching tracer has cost so far, and the guest's context switches.
+struct WatchReading {
+    at: Instant,
+    cpu: Option<Cpu>,
+    programs: Vec<Program>,
+    switches: u64,
+}
+
+impl WatchReading {
+    fn now(pid: libc::pid_t) -> Self {
+        WatchReading {
+            at: Instant::now(),
+            cpu: cpu_now(pid),
+            programs: bpf_programs(pid),
+            switches: context_switches().unwrap_or(0),
+        }
+    }
+}
+
+/// Context switches since boot, all CPUs (`ctxt` in /proc/stat).
+fn context_switches() -> Option<u64> {
+    std::fs::read_to_string("/proc/stat")
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix("ctxt "))?
+        .trim()
+        .parse()
+        .ok()
 }
 
 /// With bpf_stats on, the time each tracer's programs run per event, from their fdinfo, over
@@ -466,16 +587,7 @@ fn program_times(opts: &Options) -> Result<(), String> {
             let mut busiest = 0;
             let mut total_ns = 0;
             for p in &after {
-                let (runs, run_ns) =
-                    before
-                        .iter()
-                        .find(|b| b.id == p.id)
-                        .map_or((p.runs, p.run_ns), |b| {
-                            (
-                                p.runs - b.runs.min(p.runs),
-                                p.run_ns - b.run_ns.min(p.run_ns),
-                            )
-                        });
+                let (runs, run_ns) = p.since(&before);
                 println!(
                     "info program {} id={} type={} runs={runs} ns={run_ns} ns/run={:.1}",
                     config.name(),
@@ -670,12 +782,26 @@ fn launch(
     env: &[(&str, &str)],
     record: bool,
 ) -> Result<Option<Running>, String> {
-    thread::sleep(SETTLE);
-    let Some(mut cmd) = tracer_command(opts, tracer, job)? else {
+    let Some(cmd) = tracer_command(opts, tracer, job)? else {
+        thread::sleep(SETTLE);
         return Ok(None);
     };
     let config = Config::Running(tracer, job);
     let wait_for = attachments_to_wait_for(tracer, job);
+    spawn_attached(cmd, config, wait_for, env, record).map(Some)
+}
+
+/// Launches `cmd` and waits until it has attached (its banner, and `wait_for` where the banner
+/// does not show it); with `record`, samples under `config` the time that took and the user
+/// CPU it used.
+fn spawn_attached(
+    mut cmd: Command,
+    config: Config,
+    wait_for: Option<Attachments>,
+    env: &[(&str, &str)],
+    record: bool,
+) -> Result<Running, String> {
+    thread::sleep(SETTLE);
     let baseline = wait_for.map_or(0, |w| enabled_kprobes(w.function));
     cmd.envs(env.iter().copied())
         .stdin(Stdio::null())
@@ -752,7 +878,7 @@ fn launch(
     }
     let attached = Instant::now();
     if !record {
-        return Ok(Some(running));
+        return Ok(running);
     }
     if let Some(cpu) = cpu_now(pid) {
         sample(
@@ -771,7 +897,7 @@ fn launch(
         config,
         (attached.max(banner) - launched).as_secs_f64() * 1e3,
     );
-    Ok(Some(running))
+    Ok(running)
 }
 
 impl Running {
@@ -844,9 +970,9 @@ impl Running {
 }
 
 impl Finished {
-    fn record_rss(&self, tracer: Tracer, job: Job) {
+    fn record_rss(&self, config: Config) {
         if let Some(kib) = self.peak_rss_kib {
-            sample(Metric::RssKib, Config::Running(tracer, job), kib as f64);
+            sample(Metric::RssKib, config, kib as f64);
         }
     }
 }
@@ -984,21 +1110,26 @@ fn ticks_per_sec() -> f64 {
     (unsafe { libc::sysconf(libc::_SC_CLK_TCK) }).max(1) as f64
 }
 
-/// A process's CPU time so far: all its threads' time on a CPU (ns), and its user time.
+/// A process's CPU time so far: all its threads' time on a CPU (ns), the times they were put
+/// on one, and its user time.
 #[derive(Clone, Copy)]
 struct Cpu {
     exec_ns: u64,
+    timeslices: u64,
     utime_ticks: u64,
 }
 
 fn cpu_now(pid: libc::pid_t) -> Option<Cpu> {
-    let mut exec_ns = 0;
+    let (mut exec_ns, mut timeslices) = (0, 0);
     for task in std::fs::read_dir(format!("/proc/{pid}/task"))
         .ok()?
         .flatten()
     {
         let schedstat = std::fs::read_to_string(task.path().join("schedstat")).ok()?;
-        exec_ns += schedstat.split_whitespace().next()?.parse::<u64>().ok()?;
+        // On a CPU (ns), waiting for one (ns), timeslices run.
+        let mut fields = schedstat.split_whitespace();
+        exec_ns += fields.next()?.parse::<u64>().ok()?;
+        timeslices += fields.nth(1)?.parse::<u64>().ok()?;
     }
     // Fields after the parenthesised command name: state is field 3, utime field 14.
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
@@ -1006,6 +1137,7 @@ fn cpu_now(pid: libc::pid_t) -> Option<Cpu> {
     let utime_ticks = after_name.split_whitespace().nth(11)?.parse().ok()?;
     Some(Cpu {
         exec_ns,
+        timeslices,
         utime_ticks,
     })
 }
@@ -1021,6 +1153,21 @@ struct Program {
     kind: u64,
     runs: u64,
     run_ns: u64,
+}
+
+impl Program {
+    /// Its runs and run time since `before` was read (all of them if it was not loaded yet).
+    fn since(&self, before: &[Program]) -> (u64, u64) {
+        before
+            .iter()
+            .find(|b| b.id == self.id)
+            .map_or((self.runs, self.run_ns), |b| {
+                (
+                    self.runs - b.runs.min(self.runs),
+                    self.run_ns - b.run_ns.min(self.run_ns),
+                )
+            })
+    }
 }
 
 /// The BPF programs a process holds, each once, from /proc/PID/fdinfo.
