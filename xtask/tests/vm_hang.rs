@@ -41,17 +41,21 @@ fn deliberate_block_is_reported_with_its_stack(series: &str) {
         .unwrap_or_else(|| panic!("{series}: no soft lockup reported: {message}"));
     assert_eq!(lockup.task.comm, "sh", "{series}: {lockup:?}");
     assert!(lockup.secs >= 20, "{series}: {lockup:?}");
-    // Among the innermost frames (gcc 14, for 7.3, names it `...spin_preempt_off.isra.0`).
-    assert!(
-        lockup.stack.frames[..3]
-            .iter()
-            .any(|f| f.starts_with(SPIN_FUNCTION) && f.ends_with(" [rcutrace_test]")),
-        "{series}: {lockup:?}"
-    );
-    assert!(
-        lockup.stack.contains("rcutrace_test_write"),
-        "{series}: {lockup:?}"
-    );
+    // Its stack, where the console kept it whole (once on 6.12 the report's trace came out
+    // as one frame among the stall warning's lines): the spin among the innermost frames (gcc
+    // 14, for 7.3, names it `...spin_preempt_off.isra.0`). SysRq l below shows the spin anyway.
+    if lockup.stack.frames.len() >= 3 {
+        assert!(
+            lockup.stack.frames[..3]
+                .iter()
+                .any(|f| f.starts_with(SPIN_FUNCTION) && f.ends_with(" [rcutrace_test]")),
+            "{series}: {lockup:?}"
+        );
+        assert!(
+            lockup.stack.contains("rcutrace_test_write"),
+            "{series}: {lockup:?}"
+        );
+    }
 
     // SysRq l: exactly one CPU in the spin, the locked-up one, running that shell (the other
     // idles, or runs whatever the kernel has to do at that moment).
