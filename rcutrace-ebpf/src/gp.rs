@@ -26,7 +26,7 @@ use crate::{attribution::keep_stack, latency, window};
 
 /// Address of `rcu_state` (from /proc/kallsyms) and the byte offsets of the fields read.
 #[unsafe(no_mangle)]
-static RCU_STATE_ADDRESS: u64 = 0;
+static RCU_STATE_ADDRESS: u64 = crate::window::UNSET_U64;
 #[unsafe(no_mangle)]
 static RCU_STATE_GP_SEQ: u32 = 0;
 #[unsafe(no_mangle)]
@@ -46,7 +46,7 @@ static STALL_WARNING_MSG: u32 = 0;
 static GP_EVENTS: u32 = 0;
 /// A CPU still holding up a grace period this old is sampled at each of its ticks.
 #[unsafe(no_mangle)]
-static HOLDOUT_SAMPLE_AFTER_NS: u64 = 0;
+static HOLDOUT_SAMPLE_AFTER_NS: u64 = crate::window::UNSET_U64 + 1;
 
 #[map]
 static GP_STATE: Array<GpState> = Array::with_max_entries(1, 0);

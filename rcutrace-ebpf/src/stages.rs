@@ -21,11 +21,11 @@ use crate::{latency, window};
 /// Addresses of `rcu_state.gp_seq` and `rcu_state.expedited_sequence`, and of the function
 /// `wakeme_after_rcu()` (kallsyms and BTF, in user space).
 #[unsafe(no_mangle)]
-static STAGES_GP_SEQ_ADDRESS: u64 = 0;
+static STAGES_GP_SEQ_ADDRESS: u64 = crate::window::UNSET_U64 + 10;
 #[unsafe(no_mangle)]
-static STAGES_EXP_SEQ_ADDRESS: u64 = 0;
+static STAGES_EXP_SEQ_ADDRESS: u64 = crate::window::UNSET_U64 + 11;
 #[unsafe(no_mangle)]
-static WAKEME_AFTER_RCU: u64 = 0;
+static WAKEME_AFTER_RCU: u64 = crate::window::UNSET_U64 + 12;
 
 #[inline(always)]
 fn read_seq(address: u64) -> u64 {

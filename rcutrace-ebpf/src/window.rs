@@ -21,6 +21,14 @@ static TASKS_RCU_PIDS: [u32; TASKS_RCU_KTHREADS] = [0; TASKS_RCU_KTHREADS];
 #[map]
 static CONTROL: Array<u32> = Array::with_max_entries(CONTROL_SLOTS, 0);
 
+/// The default of every u64 load-time constant (plus a small index, one per constant): never
+/// a value the code also takes a reference to. The compiler merges an identical constant, such
+/// as the `&0` a map insertion starts from, into a zero-valued `static`, and user space's
+/// patching of that static at load time then changed the other (seen: serve's keyed counts
+/// began at 10,000,000, the value given to HOLDOUT_SAMPLE_AFTER_NS). Programs run only with
+/// their constants set, so the default is never used.
+pub const UNSET_U64: u64 = 0x5243_5554_5241_0000;
+
 /// Reads a load-time constant through a volatile pointer so the compiler keeps the load of
 /// the patched value (the verifier then knows it and prunes the branches it decides).
 #[inline(always)]
