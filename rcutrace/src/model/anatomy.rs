@@ -197,8 +197,9 @@ pub struct Assembler {
     blocked: HashMap<u32, Blocked>,
     /// The first tick sample per CPU of the grace period it was taken for.
     samples: HashMap<u32, (u64, Sample)>,
-    /// The last tick sample's time per CPU, with its grace period: does its tick still come.
-    last_ticks: HashMap<u32, (u64, u64)>,
+    /// The latest tick sample per CPU, with its grace period and time: what runs there now,
+    /// and does its tick still come.
+    latest: HashMap<u32, (u64, u64, Sample)>,
     done: Vec<GracePeriod>,
     pub unassembled: Unassembled,
 }
@@ -332,7 +333,8 @@ impl Assembler {
                     mode,
                     stack: stack(event.stack),
                 };
-                self.last_ticks.insert(event.cpu, (event.extra, at));
+                self.latest
+                    .insert(event.cpu, (event.extra, at, sample.clone()));
                 // The first sample of a grace period on a CPU shows what held it up when it
                 // first became old; later ones may come after the holding stopped.
                 match self.samples.get(&event.cpu) {
@@ -431,11 +433,11 @@ impl Assembler {
         })
     }
 
-    /// The tick sample of `cpu` for grace period `gp_seq`, and when its last tick sample was.
+    /// The latest tick sample of `cpu` for grace period `gp_seq` (what runs there now, as
+    /// a stall watch wants it), and when it was taken.
     pub fn sample_of(&self, cpu: u32, gp_seq: u64) -> Option<(&Sample, u64)> {
-        let (_, sample) = self.samples.get(&cpu).filter(|(g, _)| *g == gp_seq)?;
-        let (_, last) = self.last_ticks.get(&cpu).filter(|(g, _)| *g == gp_seq)?;
-        Some((sample, *last))
+        let (_, at, sample) = self.latest.get(&cpu).filter(|(g, _, _)| *g == gp_seq)?;
+        Some((sample, *at))
     }
 
     /// The blocked readers holding up the grace period in progress.
