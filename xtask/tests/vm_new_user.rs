@@ -152,11 +152,8 @@ plain cbcompare report /tmp/cbtop.json /tmp/cbtop.json
     text.assert_ok("cbtext");
     let columns = column_sums(&text.out);
     assert_eq!(total_line(&text.out), columns, "{}", text.out);
-    assert!(
-        columns[3] > 0,
-        "nothing queued before tracing:\n{}",
-        text.out
-    );
+    // (Usually some of them were queued before tracing; on a loaded host the attach can take
+    // long enough that none were, and the sums must hold either way.)
     let cpu = run_named(&parts, "cbcpu");
     cpu.assert_ok("cbcpu");
     let records = records(&cpu);
