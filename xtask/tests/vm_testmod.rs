@@ -44,6 +44,8 @@ const COMMON_OPS: &[&str] = &[
     "cond_synchronize_rcu_expedited_full",
     "call_rcu_delayed",
     "flood",
+    "hold_cpu",
+    "block_reader",
     "spin_preempt_off",
     "reset",
 ];
@@ -139,6 +141,9 @@ impl Request {
             "reset" | "spin_preempt_off" => vec![],
             "kfree_rcu" => vec![("kvfree_call_rcu".into(), n)],
             "call_rcu_delayed" | "flood" => vec![("call_rcu".into(), n)],
+            // One request inside the held reader (hold_cpu's N is the CPU, not a count).
+            "hold_cpu" => vec![("start_poll_synchronize_rcu".into(), 1)],
+            "block_reader" => vec![("start_poll_synchronize_rcu".into(), n)],
             "poll_state_synchronize_rcu" => {
                 vec![("get_completed_synchronize_rcu".into(), 1), (op.into(), n)]
             }
@@ -198,6 +203,9 @@ fn module_ground_truth(series: &str) {
         match op {
             "call_rcu_delayed" => requests.push(Request::with_arg(op, DELAYED, DELAY_MS)),
             "flood" => requests.push(Request::new(op, FLOOD)),
+            // Held on CPU 1 for 50 ms; blocked twice for 20 ms.
+            "hold_cpu" => requests.push(Request::with_arg(op, 1, 50)),
+            "block_reader" => requests.push(Request::with_arg(op, 2, 20)),
             "reset" => {}
             op if op.starts_with("cond_synchronize_rcu") => {
                 requests.push(Request::new(op, UNITS));
