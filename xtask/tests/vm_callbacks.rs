@@ -9,7 +9,7 @@ mod support;
 use std::{collections::HashMap, time::Duration};
 
 use rcutrace_common::records::{CallbackRow, CallbacksSummary, HistValue, MapValue, Record};
-use support::{Run, boot_with_module_within, run_named, sections};
+use support::{Run, boot_with_module_within, readout_number, run_named, sections};
 
 const CALLBACKS: u64 = 300;
 const SRCU_CALLBACKS: u64 = 100;
@@ -83,17 +83,6 @@ fn per_cpu(records: &[Record], name: &str) -> HashMap<String, u64> {
         })
         .next()
         .unwrap_or_default()
-}
-
-fn readout_number(readout: &str, key: &str) -> u64 {
-    let prefix = format!("{key}: ");
-    readout
-        .lines()
-        .find_map(|l| l.strip_prefix(&prefix))
-        .unwrap_or_else(|| panic!("no `{key}` in the module's read-out:\n{readout}"))
-        .trim()
-        .parse()
-        .unwrap()
 }
 
 /// Every callback queued while tracing is timed, still pending, or counted as not recorded.

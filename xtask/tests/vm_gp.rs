@@ -9,23 +9,12 @@
 mod support;
 
 use rcutrace_common::records::{GracePeriod, GracePeriodsSummary, LastHoldout, Record};
-use support::{Run, boot_with_module, run_named, sections};
+use support::{Run, boot_with_module, readout_number, run_named, sections};
 
 const HOLD_CPU: u64 = 1;
 const HOLD_MS: u64 = 400;
 const BLOCK_MS: u64 = 300;
 const MS: u64 = 1_000_000;
-
-fn readout_number(readout: &str, key: &str) -> u64 {
-    let prefix = format!("{key}: ");
-    readout
-        .lines()
-        .find_map(|l| l.strip_prefix(&prefix))
-        .unwrap_or_else(|| panic!("no `{key}` in the module's read-out:\n{readout}"))
-        .trim()
-        .parse()
-        .unwrap()
-}
 
 fn summary(records: &[Record]) -> &GracePeriodsSummary {
     records

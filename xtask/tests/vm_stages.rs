@@ -9,7 +9,7 @@
 mod support;
 
 use rcutrace_common::records::{CallStages, LatencySummary, Record, StagesSummary};
-use support::{Run, boot, boot_with_module, run_named, sections};
+use support::{Run, boot, boot_with_module, readout_number, run_named, sections};
 
 const CALLS: u64 = 30;
 /// The test module holds a reader on this CPU with preemption off, this long.
@@ -166,17 +166,6 @@ fn stages_ground_truth(series: &str) {
     ] {
         assert!(text.out.contains(line), "no {line:?} in:\n{}", text.out);
     }
-}
-
-fn readout_number(readout: &str, key: &str) -> u64 {
-    let prefix = format!("{key}: ");
-    readout
-        .lines()
-        .find_map(|l| l.strip_prefix(&prefix))
-        .unwrap_or_else(|| panic!("no `{key}` in the module's read-out:\n{readout}"))
-        .trim()
-        .parse()
-        .unwrap()
 }
 
 /// An expedited call made while the test module holds a reader on CPU 1 with preemption off:

@@ -224,3 +224,15 @@ pub fn workload_value(work: &str, key: &str) -> u64 {
         .parse()
         .unwrap()
 }
+
+/// The number after `key:` in the test module's read-out (`cat /proc/rcutrace_test`).
+pub fn readout_number(readout: &str, key: &str) -> u64 {
+    let prefix = format!("{key}: ");
+    readout
+        .lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .unwrap_or_else(|| panic!("no `{key}` in the module's read-out:\n{readout}"))
+        .trim()
+        .parse()
+        .unwrap()
+}
