@@ -26,9 +26,11 @@ pub const EVENT_CLEANUP_START: u32 = 6;
 /// `rcu_gp_cleanup()` returned: the grace period is over.
 pub const EVENT_CLEANUP_END: u32 = 7;
 /// A task was switched out inside a read-side critical section (it is queued on its node
-/// as a blocked reader): `value` its nesting, `extra` 1 if its CPU had not yet reported a
-/// quiescent state for the grace period in progress (so the task blocks that one too).
-/// `stack` is where it was switched out.
+/// as a blocked reader): `value` its nesting, `extra` the `gp_seq` of the grace period in
+/// progress if its CPU had not yet reported a quiescent state for it (so the task blocks that
+/// one too), else 0. `at_ns` is taken before the programs' state is read: a grace period
+/// whose initialisation ended after it may have begun before the kernel queued the task (and
+/// then waits for it). `stack` is where it was switched out.
 pub const EVENT_BLOCK: u32 = 8;
 /// A blocked reader left its critical section (`rcu_read_unlock_special()`).
 pub const EVENT_UNBLOCK: u32 = 9;

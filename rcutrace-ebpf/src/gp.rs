@@ -99,12 +99,16 @@ fn state() -> Option<*mut GpState> {
 #[inline(always)]
 fn send<C: EbpfContext>(ctx: &C, kind: u32, value: u64, extra: u64, with_stack: bool) {
     let comm = bpf_get_current_comm().unwrap_or_default();
-    send_with(ctx, kind, value, extra, with_stack, comm, [0; 16]);
+    let now = unsafe { bpf_ktime_get_ns() };
+    send_with(ctx, now, kind, value, extra, with_stack, comm, [0; 16]);
 }
 
+/// Sends one event stamped `at_ns`, with `comm` and `text` as given.
 #[inline(always)]
+#[allow(clippy::too_many_arguments)]
 fn send_with<C: EbpfContext>(
     ctx: &C,
+    at_ns: u64,
     kind: u32,
     value: u64,
     extra: u64,
@@ -123,7 +127,7 @@ fn send_with<C: EbpfContext>(
         NO_STACK
     };
     let event = GpEvent {
-        at_ns: unsafe { bpf_ktime_get_ns() },
+        at_ns,
         kind,
         cpu: unsafe { bpf_get_smp_processor_id() },
         tgid,
@@ -277,6 +281,10 @@ program! {
         if !sending() {
             return 0;
         }
+        // Stamped before the state is read, which may be a grace period behind by the time
+        // the kernel queues the task (another CPU may end one and initialise the next in
+        // between): user space then finds the next one's initialisation ended after this.
+        let now = unsafe { bpf_ktime_get_ns() };
         let task = unsafe { bpf_get_current_task() };
         let offset = u64::from(window::constant(&TASK_RCU_READ_LOCK_NESTING));
         // One more than the switched-out code's: the kernel runs this program under
@@ -294,8 +302,9 @@ program! {
             return 0;
         }
         let cpu = unsafe { bpf_get_smp_processor_id() };
-        let blocks_current = holding_out(cpu).is_some();
-        send(&ctx, EVENT_BLOCK, (nesting - 1) as u64, u64::from(blocks_current), true);
+        let blocks = holding_out(cpu).map_or(0, |(gp_seq, _)| gp_seq);
+        let comm = bpf_get_current_comm().unwrap_or_default();
+        send_with(&ctx, now, EVENT_BLOCK, (nesting - 1) as u64, blocks, true, comm, [0; 16]);
         0
     }
 }
@@ -365,6 +374,7 @@ program! {
         };
         send_with(
             &ctx,
+            unsafe { bpf_ktime_get_ns() },
             EVENT_KERNEL_STALL_WARNING,
             0,
             0,

@@ -292,14 +292,13 @@ impl Assembler {
                 }
             }
             gp::EVENT_BLOCK => {
-                let gp_seq = self.current.as_ref().and_then(|c| c.gp_seq);
                 self.blocked.insert(
                     event.pid,
                     Blocked {
                         since_ns: at,
                         task: task(event),
                         cpu: event.cpu,
-                        blocks_gp_seq: gp_seq.filter(|_| event.extra != 0),
+                        blocks_gp_seq: (event.extra != 0).then_some(event.extra),
                         stack: stack(event.stack),
                     },
                 );
@@ -641,6 +640,37 @@ mod tests {
         assert_eq!(
             done[0].last_holdout.as_ref().map(Holdout::kind),
             Some("cpu")
+        );
+    }
+
+    #[test]
+    fn a_reader_that_blocked_while_its_cpu_owed_the_grace_period_holds_it() {
+        // During the wait, its CPU not yet reported for 0x105 (the event's extra): held.
+        let mut events = one_grace_period(400, 1);
+        events.insert(5, with(event(1350, gp::EVENT_BLOCK, 321), 1, 0x105));
+        events.insert(7, event(1650, gp::EVENT_UNBLOCK, 321));
+        let done = assemble(&events).take_done();
+        assert_eq!(done[0].blocked_readers, 1);
+        // Owing an earlier grace period is not owing this one.
+        let mut events = one_grace_period(400, 1);
+        events.insert(5, with(event(1350, gp::EVENT_BLOCK, 321), 1, 0x101));
+        events.insert(7, event(1650, gp::EVENT_UNBLOCK, 321));
+        assert_eq!(assemble(&events).take_done()[0].blocked_readers, 0);
+    }
+
+    #[test]
+    fn a_block_stamped_before_init_ended_holds_it_whenever_it_arrives() {
+        // The context switch read the programs' state before another CPU initialised the
+        // grace period, and its event reached the ring after init's return: the kernel
+        // queued the task before init looked at its node, so the grace period waits for it.
+        let mut events = one_grace_period(400, 1);
+        events.insert(3, with(event(1050, gp::EVENT_BLOCK, 321), 1, 0));
+        events.insert(7, event(1650, gp::EVENT_UNBLOCK, 321));
+        let done = assemble(&events).take_done();
+        assert_eq!(done[0].blocked_readers, 1);
+        assert_eq!(
+            done[0].last_holdout.as_ref().map(Holdout::kind),
+            Some("task")
         );
     }
 
