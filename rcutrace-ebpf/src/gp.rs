@@ -40,10 +40,6 @@ static TASK_RCU_READ_LOCK_NESTING: u32 = 0;
 static STALL_WARNING_RCUNAME: u32 = 0;
 #[unsafe(no_mangle)]
 static STALL_WARNING_MSG: u32 = 0;
-/// 1: send events to user space (`gp`, `stall`); 0: only keep the grace period's state and
-/// counts for user space to read (`serve`).
-#[unsafe(no_mangle)]
-static GP_EVENTS: u32 = 0;
 /// A CPU still holding up a grace period this old is sampled at each of its ticks.
 #[unsafe(no_mangle)]
 static HOLDOUT_SAMPLE_AFTER_NS: u64 = crate::window::UNSET_U64 + 1;
@@ -68,10 +64,10 @@ fn lose(slot: u32) {
     }
 }
 
-/// Whether events go to user space at all (the verifier prunes what the constant decides).
+/// Whether events go to user space: while the window is open.
 #[inline(always)]
 fn sending() -> bool {
-    window::constant(&GP_EVENTS) != 0 && window::running()
+    window::running()
 }
 
 #[inline(always)]

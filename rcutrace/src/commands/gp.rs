@@ -68,7 +68,7 @@ pub async fn run(args: &GpArgs, format: Format) -> Result<Report> {
     trace(
         Request {
             probes: &probes,
-            constants: constants(&layout, cpus, true),
+            constants: constants(&layout, cpus, GpEvents::WithSamples),
             choice: Default::default(),
             by: None,
             need: Need::These(GRACE_PERIODS_NEEDED),
@@ -114,13 +114,25 @@ pub async fn run(args: &GpArgs, format: Format) -> Result<Report> {
     .await
 }
 
+/// What the grace-period programs send to user space.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum GpEvents {
+    /// Every event, with stacks sampled on holdout CPUs (`gp`, `stall`).
+    WithSamples,
+    /// Every event but the holdout samples: the anatomy without stacks (`serve`).
+    WithoutSamples,
+}
+
 /// The grace-period programs' load-time constants and map sizes: where RCU's state lies in
-/// this kernel, and room for every possible CPU. Without `events` the programs only keep the
-/// grace period's state and counts, for reading (`serve`).
-pub(super) fn constants(layout: &RcuLayout, cpus: u32, events: bool) -> Vec<Constant> {
+/// this kernel, and room for every possible CPU.
+pub(super) fn constants(layout: &RcuLayout, cpus: u32, events: GpEvents) -> Vec<Constant> {
     let (rcuname, msg) = layout.stall_warning.unwrap_or((0, 0));
+    let sample_after_ns = match events {
+        GpEvents::WithSamples => HOLDOUT_SAMPLE_AFTER_NS,
+        // No grace period gets that old.
+        GpEvents::WithoutSamples => u64::MAX,
+    };
     vec![
-        Constant::U32("GP_EVENTS", u32::from(events)),
         Constant::U64("RCU_STATE_ADDRESS", layout.rcu_state),
         Constant::U32("RCU_STATE_GP_SEQ", layout.gp_seq),
         Constant::U32("RCU_NODE_QSMASK", layout.node_qsmask),
@@ -128,7 +140,7 @@ pub(super) fn constants(layout: &RcuLayout, cpus: u32, events: bool) -> Vec<Cons
         Constant::U32("TASK_RCU_READ_LOCK_NESTING", layout.task_nesting),
         Constant::U32("STALL_WARNING_RCUNAME", rcuname),
         Constant::U32("STALL_WARNING_MSG", msg),
-        Constant::U64("HOLDOUT_SAMPLE_AFTER_NS", HOLDOUT_SAMPLE_AFTER_NS),
+        Constant::U64("HOLDOUT_SAMPLE_AFTER_NS", sample_after_ns),
         Constant::MaxEntries("CPU_STATE", cpus),
         Constant::MaxEntries("BLOCKED", MAX_BLOCKED),
         Constant::MaxEntries("STACKS", MAX_STACKS),

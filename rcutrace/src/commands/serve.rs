@@ -1,6 +1,8 @@
 //! `rcutrace serve`: one window that lasts until SIGTERM or Ctrl-C, every probe of `count
 //! --all` plus the grace-period and synchronize timings attached once, and on each scrape the
-//! totals since the window opened, as OpenMetrics.
+//! totals since the window opened, as OpenMetrics. Where the kernel's RCU state can be read,
+//! `gp`'s programs are attached too: their events are assembled as `gp` assembles them
+//! (without stacks), for the phase histograms and the last holdouts.
 
 use std::{
     cell::RefCell,
@@ -12,18 +14,24 @@ use anyhow::{Result, bail};
 use rcutrace_common::{
     attribution::Attribution,
     counters::{self, CounterSlot},
-    gp::{CpuState, GP_COUNT_KERNEL_STALL_WARNINGS, GpState},
-    latency::{STAT_LOST_RING_FULL, STAT_LOST_START_MAP_FULL, STAT_RETURNS_MISSED, STAT_SLOTS},
+    gp::{CpuState, GP_COUNT_KERNEL_STALL_WARNINGS, GP_LOST_EVENTS, GpState},
+    latency::{
+        RECORD_SAMPLE, STAT_LOST_RING_FULL, STAT_LOST_START_MAP_FULL, STAT_RETURNS_MISSED,
+        STAT_SLOTS, record_kind,
+    },
 };
 
-use super::{Need, Period, Request, Watch, WatchNext, trace_with};
+use super::{Need, Period, Request, Watch, WatchNext, gp::GpEvents, trace_with};
 use crate::{
     cli::{ServeArgs, ServeBy},
     kernel,
     model::aggregate::{Aggregate, Layout, Series},
     model::attribution::By,
     model::stall::StallCounter,
-    model::{Buckets, GracePeriodNow, Labelled, LatencyHistogram, Metrics, ProbeInfo},
+    model::{
+        Buckets, GracePeriodMetrics, Labelled, LatencyHistogram, Metrics, ProbeInfo, Unit,
+        anatomy::Assembler, grace_periods::Tally,
+    },
     render::{self, Format},
     trace::probes::{
         self, GRACE_PERIODS_NEEDED, KERNEL_STALL_WARNING, Probe, Programs, Side, Timed,
@@ -85,9 +93,10 @@ pub async fn run(args: &ServeArgs) -> Result<()> {
         constants.extend(super::gp::constants(
             layout,
             kernel::possible_cpus()?,
-            false,
+            GpEvents::WithoutSamples,
         ));
     }
+    let grace_periods = RefCell::new(GracePeriods::default());
     let stalls = RefCell::new(StallCounter::default());
     let mut watch_stalls = |tracer: &Tracer| {
         if let Some(now) = grace_period_now(tracer, &online)? {
@@ -99,7 +108,10 @@ pub async fn run(args: &ServeArgs) -> Result<()> {
     };
     // Nanosecond log2 slots: one display unit is one nanosecond.
     let aggregate = RefCell::new(Aggregate::new(Layout::Log2, vec![1; TIMED.len()]));
-    let mut consume = |record: &[u8]| aggregate.borrow_mut().add(record);
+    let mut consume = |record: &[u8]| match record_kind(record) {
+        Some(kind) if kind < RECORD_SAMPLE => grace_periods.borrow_mut().add(record),
+        _ => aggregate.borrow_mut().add(record),
+    };
     trace_with(
         Request {
             probes: &probes,
@@ -129,14 +141,40 @@ pub async fn run(args: &ServeArgs) -> Result<()> {
                     .get(GP_COUNT_KERNEL_STALL_WARNINGS as usize)
                     .copied()
                     .unwrap_or(0);
-                metrics.grace_period = Some(GracePeriodNow {
+                let grace_periods = grace_periods.borrow();
+                if grace_periods.malformed > 0 {
+                    bail!(
+                        "{} records in the sample buffer were neither samples nor grace-period \
+                         events (rcutrace's eBPF object and loader disagree)",
+                        grace_periods.malformed
+                    );
+                }
+                let tally = &grace_periods.tally;
+                let mut last_holdouts: Vec<(Option<u32>, u64)> = tally
+                    .holdouts_by_cpu()
+                    .iter()
+                    .map(|row| (Some(row.cpu), row.grace_periods))
+                    .collect();
+                last_holdouts.sort();
+                last_holdouts.push((None, tally.task_holdouts()));
+                metrics.grace_period = Some(GracePeriodMetrics {
                     age_s: now.as_ref().map_or(0.0, |n| n.age.as_secs_f64()),
                     holdout_cpus: now.map_or(0, |n| n.holdout_cpus),
                     stall_warnings: vec![
                         ("rcutrace", stalls.borrow().count),
                         ("kernel", kernel_warnings),
                     ],
+                    phases: tally
+                        .phase_series()
+                        .map(|(phase, series)| (phase, histogram(series)))
+                        .collect(),
+                    last_holdouts,
                 });
+                let gp_losses = period.counters.array("GP_LOSSES");
+                metrics.lost.push((
+                    "grace_period_events_ring_full",
+                    gp_losses.get(GP_LOST_EVENTS as usize).copied().unwrap_or(0),
+                ));
             }
             Ok(metrics)
         },
@@ -150,6 +188,38 @@ pub async fn run(args: &ServeArgs) -> Result<()> {
     .await?;
     eprintln!("rcutrace: stopped serving; probes detached");
     Ok(())
+}
+
+/// The grace periods completed since the window opened, assembled from `gp`'s events.
+struct GracePeriods {
+    assembler: Assembler,
+    tally: Tally,
+    malformed: u64,
+}
+
+impl Default for GracePeriods {
+    fn default() -> Self {
+        GracePeriods {
+            assembler: Assembler::default(),
+            // Nothing of the duration's or the slowest is served: the duration histogram
+            // is `gplat`'s probe pair's.
+            tally: Tally::new(Layout::Log2, Unit::Ns, 0),
+            malformed: 0,
+        }
+    }
+}
+
+impl GracePeriods {
+    fn add(&mut self, record: &[u8]) {
+        let Some(event) = super::gp::decode(record) else {
+            self.malformed += 1;
+            return;
+        };
+        self.assembler.add(&event);
+        for gp in self.assembler.take_done() {
+            self.tally.add(gp);
+        }
+    }
 }
 
 fn same_function_mask() -> u32 {
@@ -343,20 +413,22 @@ fn latency(
     }
     merged
         .into_iter()
-        .map(|(cpu, s)| {
-            let log2_slots = match s.buckets() {
-                Buckets::Log2(slots) => slots,
-                _ => Vec::new(),
-            };
-            Labelled {
-                function: function.clone(),
-                cpu,
-                value: LatencyHistogram {
-                    log2_slots,
-                    count: s.count(),
-                    sum_ns: s.sum_ns(),
-                },
-            }
+        .map(|(cpu, s)| Labelled {
+            function: function.clone(),
+            cpu,
+            value: histogram(&s),
         })
         .collect()
+}
+
+/// A series of nanoseconds in log2 slots, as a histogram to expose.
+fn histogram(series: &Series) -> LatencyHistogram {
+    LatencyHistogram {
+        log2_slots: match series.buckets() {
+            Buckets::Log2(slots) => slots,
+            _ => Vec::new(),
+        },
+        count: series.count(),
+        sum_ns: series.sum_ns(),
+    }
 }

@@ -144,7 +144,7 @@ pub async fn run(args: &StallArgs, format: Format) -> Result<Report> {
     trace(
         Request {
             probes: &probes,
-            constants: gp::constants(&layout, cpus, true),
+            constants: gp::constants(&layout, cpus, gp::GpEvents::WithSamples),
             choice: Default::default(),
             by: None,
             need: Need::These(GRACE_PERIODS_NEEDED),

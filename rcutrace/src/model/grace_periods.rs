@@ -20,6 +20,15 @@ pub const PHASES: [&str; 5] = [
     "cleanup",
 ];
 
+/// The same phases as metric labels, in the same order.
+pub const PHASE_LABELS: [&str; 5] = [
+    "request_wait",
+    "init",
+    "quiescent_wait",
+    "kthread_wake",
+    "cleanup",
+];
+
 #[derive(Clone, Debug)]
 pub struct Tally {
     unit: Unit,
@@ -109,6 +118,16 @@ impl Tally {
 
     pub fn duration(&self) -> &Series {
         &self.duration
+    }
+
+    /// Each phase's nanoseconds (log2), by its metric label.
+    pub fn phase_series(&self) -> impl Iterator<Item = (&'static str, &Series)> {
+        PHASE_LABELS.into_iter().zip(&self.phases)
+    }
+
+    /// Grace periods whose last holdout was a blocked reader, whichever task.
+    pub fn task_holdouts(&self) -> u64 {
+        self.by_task.values().map(|t| t.grace_periods).sum()
     }
 
     pub fn phases(&self) -> Vec<PhaseStats> {

@@ -524,15 +524,16 @@ pub struct Metrics {
     pub kernel_skipped: Vec<(String, u64)>,
     /// Events that could not be kept, by cause.
     pub lost: Vec<(&'static str, u64)>,
-    /// The grace period in progress, where its hooks are attached.
-    pub grace_period: Option<GracePeriodNow>,
+    /// The grace periods' state and anatomy, where their hooks are attached.
+    pub grace_period: Option<GracePeriodMetrics>,
     /// When the window opened, in seconds since the Unix epoch.
     pub start_time_s: f64,
 }
 
-/// The grace period in progress at a scrape, and the stall warnings so far.
+/// The grace period in progress at a scrape, the stall warnings so far, and how the grace
+/// periods completed so far were spent and held up.
 #[derive(Clone, Debug, PartialEq)]
-pub struct GracePeriodNow {
+pub struct GracePeriodMetrics {
     /// How long the grace period in progress has waited for quiescent states (0 while none
     /// is in progress).
     pub age_s: f64,
@@ -541,6 +542,12 @@ pub struct GracePeriodNow {
     /// Stall warnings by source: `rcutrace` (grace periods older than 1 s, each once) and
     /// `kernel` (its own stall warnings).
     pub stall_warnings: Vec<(&'static str, u64)>,
+    /// The phases of the grace periods completed since the window opened, by phase label
+    /// (`model::grace_periods::PHASE_LABELS`).
+    pub phases: Vec<(&'static str, LatencyHistogram)>,
+    /// Those grace periods by their last holdout: a CPU (`Some(cpu)`), or a blocked reader
+    /// on any CPU (`None`).
+    pub last_holdouts: Vec<(Option<u32>, u64)>,
 }
 
 #[derive(Clone, Debug, PartialEq)]

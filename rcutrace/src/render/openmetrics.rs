@@ -131,6 +131,39 @@ impl Collector for Exposition {
                     .encode_family(&vec![("source", *source)])?
                     .encode_counter::<NoLabelSet, _, u64>(n, None)?;
             }
+            let unit = Unit::Other("nanoseconds".into());
+            let mut phases = encoder.encode_descriptor(
+                "rcutrace_grace_period_phase",
+                "Time the grace periods spent in each phase: request_wait (requested to init, \
+                 before the grace period), init, quiescent_wait (to the last report), \
+                 kthread_wake (the kthread's wake-up after it) and cleanup",
+                Some(&unit),
+                MetricType::Histogram,
+            )?;
+            for (phase, h) in &gp.phases {
+                phases
+                    .encode_family(&vec![("phase", *phase)])?
+                    .encode_histogram::<NoLabelSet>(h.sum_ns as f64, h.count, &buckets(h), None)?;
+            }
+            let mut holdouts = encoder.encode_descriptor(
+                "rcutrace_grace_period_last_holdouts",
+                "Grace periods by their last holdout: the CPU whose report ended the wait \
+                 (kind=\"cpu\"), or a blocked reader (kind=\"task\")",
+                None,
+                MetricType::Counter,
+            )?;
+            for (cpu, n) in &gp.last_holdouts {
+                let labels = match cpu {
+                    Some(cpu) => vec![
+                        ("kind", Cow::Borrowed("cpu")),
+                        ("cpu", Cow::Owned(cpu.to_string())),
+                    ],
+                    None => vec![("kind", Cow::Borrowed("task"))],
+                };
+                holdouts
+                    .encode_family(&labels)?
+                    .encode_counter::<NoLabelSet, _, u64>(n, None)?;
+            }
         }
         let start = encoder.encode_descriptor(
             "rcutrace_start_time",
@@ -262,10 +295,12 @@ mod tests {
             }],
             lost: vec![("ring_buffer_full", 0)],
             start_time_s: 1_700_000_000.0,
-            grace_period: Some(crate::model::GracePeriodNow {
+            grace_period: Some(crate::model::GracePeriodMetrics {
                 age_s: 2.5,
                 holdout_cpus: 1,
                 stall_warnings: vec![("rcutrace", 1), ("kernel", 0)],
+                phases: vec![("init", histogram(&[20_000, 30_000]))],
+                last_holdouts: vec![(Some(1), 4), (None, 2)],
             }),
             ..Metrics::default()
         };
@@ -276,6 +311,12 @@ mod tests {
             "rcutrace_grace_period_holdout_cpus 1",
             "rcutrace_stall_warnings_total{source=\"rcutrace\"} 1",
             "rcutrace_stall_warnings_total{source=\"kernel\"} 0",
+            "# TYPE rcutrace_grace_period_phase_nanoseconds histogram",
+            "rcutrace_grace_period_phase_nanoseconds_sum{phase=\"init\"} 50000.0",
+            "rcutrace_grace_period_phase_nanoseconds_count{phase=\"init\"} 2",
+            "rcutrace_grace_period_phase_nanoseconds_bucket{le=\"32767.0\",phase=\"init\"} 2",
+            "rcutrace_grace_period_last_holdouts_total{kind=\"cpu\",cpu=\"1\"} 4",
+            "rcutrace_grace_period_last_holdouts_total{kind=\"task\"} 2",
             "# TYPE rcutrace_calls counter",
             "rcutrace_calls_total{function=\"synchronize_rcu\",cpu=\"1\"} 7",
             "rcutrace_grace_periods_total 3",
