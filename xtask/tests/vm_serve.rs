@@ -185,7 +185,9 @@ rule_files: ['/etc/rcutrace-alerts.yml']\n\
 scrape_configs:\n  - job_name: rcutrace\n    static_configs:\n      - targets: ['127.0.0.1:9750']\n";
 
 /// A reader held 14 s on CPU 1 while Prometheus scrapes `serve`: the grace period's age and
-/// holdout gauges show it, and the shipped alert goes pending, then firing.
+/// holdout gauges show it, and the shipped alert goes pending, then firing. Then a reader
+/// blocked 300 ms: afterwards the phase histograms hold the 14 s wait, and the last holdouts
+/// name CPU 1 and the blocked task.
 const ALERT_SCRIPT: &str = r#"
 wait_for() { i=0; while ! eval "$1" && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done; }
 query() { wget -q -O - "http://127.0.0.1:9090/api/v1/query?query=$1"; echo; }
@@ -209,8 +211,9 @@ while kill -0 $hold 2>/dev/null; do
     n=$((n + 1))
     sleep 1
 done
+/bin/rcu-workload module block_reader 1 300 >/dev/null
 sleep 2
-echo "=== after"; wget -q -O - http://127.0.0.1:9750/metrics | grep -e grace_period_age -e holdout -e stall_warnings
+echo "=== after"; wget -q -O - http://127.0.0.1:9750/metrics | grep -e grace_period -e holdout -e stall_warnings
 kill -TERM $ppid; wait $ppid
 kill -TERM $spid; wait $spid
 echo "=== serve.err"; cat /tmp/serve.err
@@ -284,6 +287,47 @@ fn stall_alert_fires(series: &str) {
     );
     let after = section("after");
     assert!(young(&after), "{after}");
+    // The held grace period waited about 14 s for quiescent states: above 2^33 ns.
+    let phase = |name: &str| {
+        let count = metric(
+            &after,
+            &format!("rcutrace_grace_period_phase_nanoseconds_count{{phase=\"{name}\"}}"),
+        );
+        count.unwrap_or_else(|| panic!("no {name} phase: {after}"))
+    };
+    let quiescent_wait = phase("quiescent_wait");
+    let below_8_6_s = metric(
+        &after,
+        "rcutrace_grace_period_phase_nanoseconds_bucket{le=\"8589934591.0\",phase=\"quiescent_wait\"}",
+    )
+    .unwrap_or_else(|| panic!("no quiescent_wait bucket: {after}"));
+    assert!(quiescent_wait - below_8_6_s >= 1.0, "{after}");
+    // Every grace period has each of the phases its duration is made of, and one last holdout.
+    for name in ["init", "kthread_wake", "cleanup"] {
+        assert_eq!(phase(name), quiescent_wait, "{name}: {after}");
+    }
+    let holdouts: f64 = after
+        .lines()
+        .filter(|l| l.starts_with("rcutrace_grace_period_last_holdouts_total{"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum();
+    assert_eq!(holdouts, quiescent_wait, "{after}");
+    assert!(
+        metric(
+            &after,
+            "rcutrace_grace_period_last_holdouts_total{kind=\"cpu\",cpu=\"1\"}"
+        )
+        .is_some_and(|n| n >= 1.0),
+        "{after}"
+    );
+    assert!(
+        metric(
+            &after,
+            "rcutrace_grace_period_last_holdouts_total{kind=\"task\"}"
+        )
+        .is_some_and(|n| n >= 1.0),
+        "{after}"
+    );
 }
 
 #[test]

@@ -29,13 +29,12 @@ use crate::{
     model::attribution::By,
     model::stall::StallCounter,
     model::{
-        Buckets, GracePeriodMetrics, Labelled, LatencyHistogram, Metrics, ProbeInfo, Unit,
-        anatomy::Assembler, grace_periods::Tally,
+        Buckets, GracePeriodMetrics, Labelled, LastHoldout, LatencyHistogram, Metrics, ProbeInfo,
+        Unit, anatomy::Assembler, grace_periods::Tally,
     },
     render::{self, Format},
     trace::probes::{
-        self, GRACE_PERIODS_NEEDED, KERNEL_STALL_WARNING, Probe, Programs, Side, Timed,
-        counted_functions,
+        self, GRACE_PERIODS, KERNEL_STALL_WARNING, Probe, Programs, Side, Timed, counted_functions,
     },
     trace::server,
     trace::session::Due,
@@ -86,7 +85,7 @@ pub async fn run(args: &ServeArgs) -> Result<()> {
     ];
     let online = kernel::online_cpus()?;
     if let Some(layout) = &layout {
-        probes.extend_from_slice(GRACE_PERIODS_NEEDED);
+        probes.extend(GRACE_PERIODS.without_samples());
         if layout.stall_warning.is_some() {
             probes.push(KERNEL_STALL_WARNING);
         }
@@ -150,13 +149,14 @@ pub async fn run(args: &ServeArgs) -> Result<()> {
                     );
                 }
                 let tally = &grace_periods.tally;
-                let mut last_holdouts: Vec<(Option<u32>, u64)> = tally
+                let mut last_holdouts: Vec<(LastHoldout, u64)> = tally
                     .holdouts_by_cpu()
                     .iter()
-                    .map(|row| (Some(row.cpu), row.grace_periods))
+                    .map(|row| (LastHoldout::Cpu(row.cpu), row.grace_periods))
                     .collect();
                 last_holdouts.sort();
-                last_holdouts.push((None, tally.task_holdouts()));
+                last_holdouts.push((LastHoldout::Task, tally.task_holdouts()));
+                last_holdouts.push((LastHoldout::Unseen, tally.without_report()));
                 metrics.grace_period = Some(GracePeriodMetrics {
                     age_s: now.as_ref().map_or(0.0, |n| n.age.as_secs_f64()),
                     holdout_cpus: now.map_or(0, |n| n.holdout_cpus),

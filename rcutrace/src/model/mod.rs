@@ -545,9 +545,19 @@ pub struct GracePeriodMetrics {
     /// The phases of the grace periods completed since the window opened, by phase label
     /// (`model::grace_periods::PHASE_LABELS`).
     pub phases: Vec<(&'static str, LatencyHistogram)>,
-    /// Those grace periods by their last holdout: a CPU (`Some(cpu)`), or a blocked reader
-    /// on any CPU (`None`).
-    pub last_holdouts: Vec<(Option<u32>, u64)>,
+    /// Those grace periods by their last holdout.
+    pub last_holdouts: Vec<(LastHoldout, u64)>,
+}
+
+/// What ended a grace period's wait, as `serve` counts it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum LastHoldout {
+    /// The quiescent state of this CPU.
+    Cpu(u32),
+    /// A blocked reader leaving its critical section, on any CPU.
+    Task,
+    /// No report was seen (none was hooked: the wait ended in a way the hooks miss).
+    Unseen,
 }
 
 #[derive(Clone, Debug, PartialEq)]

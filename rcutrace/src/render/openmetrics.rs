@@ -12,7 +12,7 @@ use prometheus_client::{
 };
 use rcutrace_common::hist::{SlotBounds, log2_bounds};
 
-use crate::model::{Labelled, LatencyHistogram, Metrics};
+use crate::model::{Labelled, LastHoldout, LatencyHistogram, Metrics};
 
 /// The log2 slots shown as buckets of their own: from `[512, 1024)` ns (every faster call
 /// is counted in it too, `le` being cumulative) to `[2^39, 2^40)` ns, about 18 minutes.
@@ -148,17 +148,19 @@ impl Collector for Exposition {
             let mut holdouts = encoder.encode_descriptor(
                 "rcutrace_grace_period_last_holdouts",
                 "Grace periods by their last holdout: the CPU whose report ended the wait \
-                 (kind=\"cpu\"), or a blocked reader (kind=\"task\")",
+                 (kind=\"cpu\"), a blocked reader (kind=\"task\"), or none seen \
+                 (kind=\"unseen\")",
                 None,
                 MetricType::Counter,
             )?;
-            for (cpu, n) in &gp.last_holdouts {
-                let labels = match cpu {
-                    Some(cpu) => vec![
+            for (holdout, n) in &gp.last_holdouts {
+                let labels = match holdout {
+                    LastHoldout::Cpu(cpu) => vec![
                         ("kind", Cow::Borrowed("cpu")),
                         ("cpu", Cow::Owned(cpu.to_string())),
                     ],
-                    None => vec![("kind", Cow::Borrowed("task"))],
+                    LastHoldout::Task => vec![("kind", Cow::Borrowed("task"))],
+                    LastHoldout::Unseen => vec![("kind", Cow::Borrowed("unseen"))],
                 };
                 holdouts
                     .encode_family(&labels)?
@@ -300,7 +302,11 @@ mod tests {
                 holdout_cpus: 1,
                 stall_warnings: vec![("rcutrace", 1), ("kernel", 0)],
                 phases: vec![("init", histogram(&[20_000, 30_000]))],
-                last_holdouts: vec![(Some(1), 4), (None, 2)],
+                last_holdouts: vec![
+                    (LastHoldout::Cpu(1), 4),
+                    (LastHoldout::Task, 2),
+                    (LastHoldout::Unseen, 0),
+                ],
             }),
             ..Metrics::default()
         };
@@ -317,6 +323,7 @@ mod tests {
             "rcutrace_grace_period_phase_nanoseconds_bucket{le=\"32767.0\",phase=\"init\"} 2",
             "rcutrace_grace_period_last_holdouts_total{kind=\"cpu\",cpu=\"1\"} 4",
             "rcutrace_grace_period_last_holdouts_total{kind=\"task\"} 2",
+            "rcutrace_grace_period_last_holdouts_total{kind=\"unseen\"} 0",
             "# TYPE rcutrace_calls counter",
             "rcutrace_calls_total{function=\"synchronize_rcu\",cpu=\"1\"} 7",
             "rcutrace_grace_periods_total 3",

@@ -510,6 +510,15 @@ impl GracePeriodProbes {
             self.init,
         ]
     }
+
+    /// `in_attach_order` without the tick hook, for a command that keeps no holdout samples
+    /// (`serve`): only the samples need the hottest hook.
+    pub fn without_samples(&self) -> Vec<Probe> {
+        self.in_attach_order()
+            .into_iter()
+            .filter(|p| *p != self.tick)
+            .collect()
+    }
 }
 
 /// The milestones of each grace period that `srlat --stages` joins calls to: the same hooks
