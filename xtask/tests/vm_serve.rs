@@ -312,6 +312,20 @@ fn stall_alert_fires(series: &str) {
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .sum();
     assert_eq!(holdouts, quiescent_wait, "{after}");
+    // Every grace period the counter saw begin is assembled or under way: the ring is
+    // drained after the counters are read, so it can only have seen more.
+    let partial = |cause: &str| {
+        metric(
+            &after,
+            &format!("rcutrace_grace_periods_partial{{cause=\"{cause}\"}}"),
+        )
+        .unwrap_or_else(|| panic!("no partial {cause}: {after}"))
+    };
+    let counted = metric(&after, "rcutrace_grace_periods_total").expect("grace periods counted");
+    assert!(
+        counted <= quiescent_wait + partial("in_progress") + partial("incomplete"),
+        "{after}"
+    );
     assert!(
         metric(
             &after,

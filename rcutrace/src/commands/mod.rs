@@ -223,7 +223,11 @@ pub async fn trace_with<R>(
         None => None,
     };
     let keyed = request.by.is_some();
-    let at_open = Reading::take(&tracer, keyed)?;
+    let mut at_open = Reading::take(&tracer, keyed)?;
+    // `count`'s plain counters do not check the window either: read them again last, so
+    // that what they count from here is what the programs that check it see (the reading
+    // of everything else takes a while, tens of grace periods' worth on a slow machine).
+    at_open.set_array("COUNTS", tracer.per_cpu_sums("COUNTS")?);
     tracer.set_running(true)?;
     let opened = Instant::now();
     // Sampling needs the reader probe attached, and by kprobe (it is never anything else).
@@ -259,9 +263,10 @@ pub async fn trace_with<R>(
     // The reports and the reader probe's switching both use the tracer: one at a time, from
     // the window's one loop.
     let tracer = RefCell::new(tracer);
-    let mut report_due = |due: Due| {
+    let mut report_due = |due: Due, drain: &mut dyn FnMut()| {
         let tracer = tracer.borrow();
         let now = Reading::take(&tracer, keyed)?;
+        drain();
         let report = periods.report(&tracer, now, Instant::now(), false, &mut *make_report)?;
         publish(report, due)
     };

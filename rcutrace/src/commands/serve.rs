@@ -169,6 +169,17 @@ pub async fn run(args: &ServeArgs) -> Result<()> {
                         .map(|(phase, series)| (phase, histogram(series)))
                         .collect(),
                     last_holdouts,
+                    partial: vec![
+                        (
+                            "began_before_tracing",
+                            grace_periods.assembler.unassembled.began_before_tracing,
+                        ),
+                        ("incomplete", grace_periods.assembler.unassembled.incomplete),
+                        (
+                            "in_progress",
+                            u64::from(grace_periods.assembler.in_progress()),
+                        ),
+                    ],
                 });
                 let gp_losses = period.counters.array("GP_LOSSES");
                 metrics.lost.push((

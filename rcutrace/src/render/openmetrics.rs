@@ -131,6 +131,18 @@ impl Collector for Exposition {
                     .encode_family(&vec![("source", *source)])?
                     .encode_counter::<NoLabelSet, _, u64>(n, None)?;
             }
+            let mut partial = encoder.encode_descriptor(
+                "rcutrace_grace_periods_partial",
+                "Grace periods seen in part, not in the phase histograms: begun before tracing, \
+                 incomplete (an event lost), in progress at this scrape (0 or 1)",
+                None,
+                MetricType::Gauge,
+            )?;
+            for (cause, n) in &gp.partial {
+                partial
+                    .encode_family(&vec![("cause", *cause)])?
+                    .encode_gauge(&(*n as i64))?;
+            }
             let unit = Unit::Other("nanoseconds".into());
             let mut phases = encoder.encode_descriptor(
                 "rcutrace_grace_period_phase",
@@ -307,6 +319,7 @@ mod tests {
                     (LastHoldout::Task, 2),
                     (LastHoldout::Unseen, 0),
                 ],
+                partial: vec![("in_progress", 1)],
             }),
             ..Metrics::default()
         };
@@ -324,6 +337,7 @@ mod tests {
             "rcutrace_grace_period_last_holdouts_total{kind=\"cpu\",cpu=\"1\"} 4",
             "rcutrace_grace_period_last_holdouts_total{kind=\"task\"} 2",
             "rcutrace_grace_period_last_holdouts_total{kind=\"unseen\"} 0",
+            "rcutrace_grace_periods_partial{cause=\"in_progress\"} 1",
             "# TYPE rcutrace_calls counter",
             "rcutrace_calls_total{function=\"synchronize_rcu\",cpu=\"1\"} 7",
             "rcutrace_grace_periods_total 3",

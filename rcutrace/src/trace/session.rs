@@ -113,10 +113,15 @@ pub enum Due {
 }
 
 /// Reports made during the window.
+/// Makes a report when it is due, given the function that drains the samples.
+pub type Report<'a> = dyn FnMut(Due, &mut dyn FnMut()) -> Result<()> + 'a;
+
 pub struct Reports<'a> {
     pub trigger: Trigger<'a>,
-    /// Runs once the samples that arrived so far have been consumed.
-    pub report: &'a mut dyn FnMut(Due) -> Result<()>,
+    /// Makes a report; the function it is given consumes the samples that arrived so far,
+    /// to be called once the counters are read (reading them takes a while: the samples
+    /// drained after it cover at least what the counters counted).
+    pub report: &'a mut Report<'a>,
 }
 
 /// Work the window does at times of its own (switching the sampled reader probe, watching
@@ -204,11 +209,14 @@ pub async fn run(
                     let overran = started.elapsed().as_nanos() / every.as_nanos().max(1);
                     ticks_done = u32::try_from(overran).unwrap_or(u32::MAX).max(ticks_done + 1);
                 }
-                if let Some((samples, consume)) = samples.as_mut() {
-                    samples.drain(&mut **consume);
-                }
-                if let Some(reports) = reports.as_mut() {
-                    (reports.report)(due)?;
+                let mut drain = || {
+                    if let Some((samples, consume)) = samples.as_mut() {
+                        samples.drain(&mut **consume);
+                    }
+                };
+                match reports.as_mut() {
+                    Some(reports) => (reports.report)(due, &mut drain)?,
+                    None => drain(),
                 }
             }
             () = exit_of(&process) => {
