@@ -225,19 +225,22 @@ fn look_at(svg: &Path, png: &Path) -> String {
     let frame = reader.next_frame(&mut pixels).unwrap();
     assert_eq!((frame.width, frame.height), (1200, 600));
     let channels = frame.color_type.samples();
-    // The frames' colours (hot for calls: red to yellow; io for time: blues) stand out from
-    // the background's greys and pale yellows by their saturation.
-    let saturated = pixels[..frame.buffer_size()]
+    // The frames' colours, as inferno's palettes make them: hot for calls (red at least 205,
+    // blue at most 55), io for time waited (red and green 80 to 140, blue 190 and up). The
+    // pale background gradients, the text and a blank page have neither.
+    let in_frames = pixels[..frame.buffer_size()]
         .chunks(channels)
         .filter(|p| {
-            let (max, min) = (p[..3].iter().max().unwrap(), p[..3].iter().min().unwrap());
-            max - min > 80
+            let (r, g, b) = (i32::from(p[0]), i32::from(p[1]), i32::from(p[2]));
+            let hot = r >= 205 && b <= 55;
+            let io = (80..=140).contains(&r) && (80..=140).contains(&g) && b >= 190;
+            hot || io
         })
         .count();
     let all = (frame.width * frame.height) as usize;
     assert!(
-        saturated > all / 100,
-        "{}: {saturated} of {all} pixels in a frame's colours",
+        in_frames > all / 100,
+        "{}: {in_frames} of {all} pixels in a frame's colours",
         png.display()
     );
     browser(&["--dump-dom"])
