@@ -1,4 +1,4 @@
-//! Flame graphs of real runs on 6.1 and 6.12: `-f folded count --by stack` around N
+//! Flame graphs of real runs on 6.1, 6.12 and 7.3: `-f folded count --by stack` around N
 //! membarrier() calls puts exactly N calls on the synchronize_rcu stacks through membarrier;
 //! `-f folded srlat --by stack` weighs the caller's stacks by the nanoseconds they waited, as
 //! much as the run's own statistics add up to; inferno's reader takes both back with the same
@@ -30,6 +30,11 @@ fn folded_stacks_and_flame_graphs_6_12() {
 #[test]
 fn folded_stacks_and_flame_graphs_6_1() {
     folded_stacks_and_flame_graphs("6.1");
+}
+
+#[test]
+fn folded_stacks_and_flame_graphs_7_3() {
+    folded_stacks_and_flame_graphs("7.3");
 }
 
 fn folded_stacks_and_flame_graphs(series: &str) {

@@ -9,7 +9,7 @@ use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
 
 use crate::{
     render::figure,
-    runs::gate::{Outcome, Statistic, Verdict, Verdicts},
+    runs::gate::{Outcome, Statistic, Value, Verdict, Verdicts},
 };
 
 pub fn lines(verdicts: &Verdicts) -> String {
@@ -46,20 +46,27 @@ fn describe(verdict: &Verdict) -> String {
     if let Outcome::NothingMatched(why) = &verdict.outcome {
         return format!("'{}': nothing to judge: {why}", verdict.condition);
     }
-    let value = |v: Option<f64>| match v {
+    // As the comparison above prints them: exact nanoseconds with every decimal, estimates
+    // with five significant digits, counts whole.
+    let value = |v: Option<Value>| match v {
         None => "-".to_string(),
-        Some(v) => match (verdict.statistic, verdict.unit) {
-            (Statistic::Count, _) | (_, None) => format!("{}", v.round()),
-            (_, Some(unit)) => figure::estimate(v, unit),
+        Some(Value { value, exact }) => match (verdict.statistic, verdict.unit) {
+            (Statistic::Count, _) | (_, None) => format!("{}", value.round()),
+            (_, Some(unit)) if exact => figure::exact(value as u64, unit),
+            (_, Some(unit)) => figure::estimate(value, unit),
         },
     };
+    let limit = verdict.limit.map(|value| Value {
+        value,
+        exact: false,
+    });
     format!(
         "'{}' on {}: A {}, B {}, limit {}",
         verdict.condition,
         verdict.subject,
         value(verdict.a),
         value(verdict.b),
-        value(verdict.limit)
+        value(limit)
     )
 }
 
@@ -102,8 +109,14 @@ mod tests {
             subject: subject.into(),
             statistic: Statistic::Percentile(0.99),
             unit: Some(Unit::Ms),
-            a: Some(30e6),
-            b: Some(6e6),
+            a: Some(Value {
+                value: 30e6,
+                exact: true,
+            }),
+            b: Some(Value {
+                value: 6_000_250.0,
+                exact: true,
+            }),
             limit: Some(15e6),
             outcome,
         }
@@ -139,7 +152,7 @@ mod tests {
     fn one_line_per_failed_condition_with_both_values() {
         assert_eq!(
             lines(&verdicts()),
-            "FAILED 'p99 < -50%' on @srlat: A 30.000 ms, B 6.0000 ms, limit 15.000 ms\n\
+            "FAILED 'p99 < -50%' on @srlat: A 30.000 ms, B 6.00025 ms, limit 15.000 ms\n\
              FAILED '@srelat p99 > 2ms': nothing to judge: no map @srelat in both runs has p99\n\
              not judged: 'mean > 2ms' on @srlat[rcu-workload]: B has no mean\n\
              --fail-if: 2 of 2 judged pairs (map or key and condition) failed\n"

@@ -55,20 +55,40 @@ impl Statistic {
         }
     }
 
-    /// This statistic of one histogram's exact statistics.
-    fn of(self, s: &SeriesStats) -> Option<f64> {
+    /// This statistic of one histogram's statistics, and whether it is exact (the extremes
+    /// and counts are; percentiles when every sample was kept; a mean never prints as one).
+    fn of(self, s: &SeriesStats) -> Option<Value> {
+        let exact = |n: u64| Value {
+            value: n as f64,
+            exact: true,
+        };
         match self {
-            Statistic::Count => Some(s.count as f64),
-            Statistic::Min => s.min_ns.map(|n| n as f64),
-            Statistic::Mean => s.mean_ns,
-            Statistic::Max => s.max_ns.map(|n| n as f64),
+            Statistic::Count => Some(exact(s.count)),
+            Statistic::Min => s.min_ns.map(exact),
+            Statistic::Mean => s.mean_ns.map(|mean| Value {
+                value: mean,
+                exact: false,
+            }),
+            Statistic::Max => s.max_ns.map(exact),
             Statistic::Percentile(q) => s
                 .percentiles
                 .iter()
                 .find(|(quantile, _)| *quantile == q)
-                .map(|(_, ns)| *ns),
+                .map(|(_, ns)| Value {
+                    value: *ns,
+                    exact: s.percentiles_exact,
+                }),
         }
     }
+}
+
+/// A statistic's value in one run: nanoseconds, or a count.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Value {
+    pub value: f64,
+    /// Exact nanoseconds (printed with every decimal, as the comparison prints them), not an
+    /// estimate.
+    pub exact: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -225,8 +245,8 @@ pub struct Verdict {
     pub statistic: Statistic,
     /// The unit the times are shown in (A's); `None` for counts.
     pub unit: Option<Unit>,
-    pub a: Option<f64>,
-    pub b: Option<f64>,
+    pub a: Option<Value>,
+    pub b: Option<Value>,
     /// The limit B was held to.
     pub limit: Option<f64>,
     pub outcome: Outcome,
@@ -287,7 +307,12 @@ fn judge_one(condition: &Condition, comparison: &Comparison) -> Vec<Verdict> {
         for map in comparison.counts.iter().filter(|m| wanted(&m.name)) {
             for (key, a, b) in &map.rows {
                 // A key a run does not have is one it never counted.
-                let value = |n: &Option<u64>| Some(n.unwrap_or(0) as f64);
+                let value = |n: &Option<u64>| {
+                    Some(Value {
+                        value: n.unwrap_or(0) as f64,
+                        exact: true,
+                    })
+                };
                 let key = (!key.is_empty()).then_some(key.as_str());
                 verdicts.push(verdict(
                     condition,
@@ -334,20 +359,21 @@ fn what(condition: &Condition) -> String {
 fn hist_values(
     hist: &HistComparison,
     statistic: Statistic,
-) -> (Option<f64>, Option<f64>, Option<Unit>) {
+) -> (Option<Value>, Option<Value>, Option<Unit>) {
     if let Some((a, b, unit)) = &hist.stats {
         let unit = statistic.is_time().then_some(*unit);
         return (statistic.of(a), statistic.of(b), unit);
     }
     match (&hist.buckets, statistic) {
         (Some((a, b)), Statistic::Count) => {
-            let total = |buckets| {
-                crate::model::HistMap {
+            let total = |buckets| Value {
+                value: crate::model::HistMap {
                     name: String::new(),
                     key: None,
                     buckets,
                 }
-                .total() as f64
+                .total() as f64,
+                exact: true,
             };
             (Some(total(a.clone())), Some(total(b.clone())), None)
         }
@@ -373,15 +399,15 @@ fn verdict(
     condition: &Condition,
     subject: String,
     unit: Option<Unit>,
-    a: Option<f64>,
-    b: Option<f64>,
+    a: Option<Value>,
+    b: Option<Value>,
 ) -> Verdict {
     let limit = match condition.limit {
         Limit::Absolute(limit) => Some(limit),
-        Limit::Relative(change) => a.map(|a| a * (1.0 + change)),
+        Limit::Relative(change) => a.map(|a| a.value * (1.0 + change)),
     };
     let outcome = match (b, limit) {
-        (Some(b), Some(limit)) if condition.op.holds(b, limit) => Outcome::Failed,
+        (Some(b), Some(limit)) if condition.op.holds(b.value, limit) => Outcome::Failed,
         (Some(_), Some(_)) => Outcome::Passed,
         (None, _) => Outcome::NotJudged(format!("B has no {}", condition.statistic.name())),
         (Some(_), None) => Outcome::NotJudged(format!(
@@ -570,7 +596,9 @@ mod tests {
         );
         let verdicts = judge(&[parse("p99 < -50%").unwrap()], &comparison(), "a", "b");
         let v = &verdicts.verdicts[0];
-        assert_eq!((v.a, v.b, v.limit), (Some(30e6), Some(6e6), Some(15e6)));
+        let values = (v.a.map(|a| a.value), v.b.map(|b| b.value), v.limit);
+        assert_eq!(values, (Some(30e6), Some(6e6), Some(15e6)));
+        assert!(v.a.unwrap().exact, "every sample kept: an exact p99");
         assert_eq!(v.unit, Some(Unit::Ms));
         assert!(verdicts.failed());
     }
@@ -612,7 +640,7 @@ mod tests {
         comparison.hists[0].buckets = Some((Buckets::Log2(slots.clone()), Buckets::Log2(slots)));
         let verdicts = judge(&[parse("@srlat count < 7").unwrap()], &comparison, "a", "b");
         assert_eq!(verdicts.verdicts[0].outcome, Outcome::Passed);
-        assert_eq!(verdicts.verdicts[0].b, Some(7.0));
+        assert_eq!(verdicts.verdicts[0].b.map(|b| b.value), Some(7.0));
         let verdicts = judge(&[parse("@srlat p99 > 1ms").unwrap()], &comparison, "a", "b");
         assert!(verdicts.failed(), "{verdicts:?}");
     }
