@@ -4,7 +4,9 @@
 //! much as the run's own statistics add up to; inferno's reader takes both back with the same
 //! totals; `--flamegraph`, live and from the saved run, draws them; and the SVG, opened in a
 //! real headless Chromium (Debian's package: `scripts/setup --browser-test`), is screenshot
-//! and its frames read back from the page the browser built.
+//! and its frames read back from the page the browser built. `-f folded gp` weighs each
+//! listed grace period's last holdout stack by how long it held it up: with the test module
+//! holding a reader on CPU 1, its spinning function tops the heaviest stack.
 
 mod support;
 
@@ -17,7 +19,7 @@ use std::{
 
 use inferno::collapse::{Collapse as _, recursive};
 use rcutrace_common::records::Record;
-use support::{boot, run_named, sections};
+use support::{boot, boot_with_module, run_named, sections};
 
 const COUNT_CALLS: u64 = 30;
 const SRLAT_CALLS: u64 = 20;
@@ -121,6 +123,72 @@ echo '=== srlat.svg'; cat /tmp/srlat.svg; echo
             );
         }
     }
+}
+
+const HOLD_CPU: u64 = 1;
+const HOLD_MS: u64 = 400;
+
+#[test]
+fn grace_periods_folded_by_their_holdouts_6_12() {
+    grace_periods_folded_by_their_holdouts("6.12");
+}
+
+#[test]
+fn grace_periods_folded_by_their_holdouts_6_1() {
+    grace_periods_folded_by_their_holdouts("6.1");
+}
+
+fn grace_periods_folded_by_their_holdouts(series: &str) {
+    let script = format!(
+        "insmod /lib/rcutrace_test.ko || exit 1
+traced gp '-f folded gp --secs 0 --top 50 --save /tmp/gp.json --flamegraph /tmp/gp.svg' '/bin/rcu-workload module hold_cpu {HOLD_CPU} {HOLD_MS}'
+echo '=== gp.json'; cat /tmp/gp.json
+echo '=== gp.svg'; cat /tmp/gp.svg; echo
+"
+    );
+    let out = boot_with_module(series, &script);
+    let parts = sections(&out.stdout);
+    let gp = run_named(&parts, "gp");
+    gp.assert_ok("gp");
+    let stacks = folded(&gp.out);
+    // One line per listed grace period, in their order (slowest first), each its last
+    // holdout's stack root first, weighed by how long it held the grace period up.
+    let listed: Vec<rcutrace_common::records::GracePeriod> = parts["gp.json"]
+        .lines()
+        .filter_map(|line| match serde_json::from_str::<Record>(line).unwrap() {
+            Record::GracePeriod(g) => Some(g),
+            _ => None,
+        })
+        .collect();
+    assert!(!listed.is_empty(), "{}", parts["gp.json"]);
+    assert_eq!(stacks.len(), listed.len(), "{}", gp.out);
+    for ((frames, weight), g) in stacks.iter().zip(&listed) {
+        assert_eq!(*weight, g.held_ns, "{frames}: {g:#?}");
+        let stack = g.last_holdout.as_ref().map_or(&[][..], |h| &h.stack[..]);
+        let expected: Vec<String> = match stack {
+            [] => vec!["[no stack]".to_string()],
+            frames => frames
+                .iter()
+                .rev()
+                .map(|f| format!("{}_[k]", f.split(['+', ' ']).next().unwrap()))
+                .collect(),
+        };
+        assert_eq!(frames, &expected.join(";"), "{g:#?}");
+    }
+    let heaviest = stacks.iter().max_by_key(|(_, weight)| *weight).unwrap();
+    assert!(
+        heaviest.0.ends_with("rcutrace_test_hold_spin_[k]")
+            || heaviest.0.contains(";rcutrace_test_hold_spin_[k];"),
+        "the hold is the heaviest: {}",
+        gp.out
+    );
+    assert!(heaviest.1 >= HOLD_MS * 1_000_000 / 2, "{}", gp.out);
+    let total: u64 = stacks.iter().map(|(_, n)| n).sum();
+    assert_eq!(read_back_total(&gp.out), total);
+    let svg = parts["gp.svg"].trim_end();
+    let all = format!("<title>all ({} ns, 100%)</title>", thousands(total));
+    assert!(svg.contains(&all), "no {all} in {svg}");
+    assert!(svg.contains("rcutrace_test_hold_spin"), "{svg}");
 }
 
 /// `(frames, weight)` of each folded line.
