@@ -5,13 +5,13 @@
 
 use std::{path::Path, process::ExitCode};
 
-use anyhow::{Context as _, Result, anyhow, bail};
+use anyhow::{Result, anyhow, bail};
 
 use crate::{
     cli::ReportArgs,
     model::{Report, stacks},
     render,
-    runs::{compare, gate, intervals, saved},
+    runs::{compare, gate, intervals, save::SaveFile, saved},
 };
 
 /// What `report` prints, its exit status, and the run a flame graph draws (one file only).
@@ -58,6 +58,14 @@ pub fn run(args: &ReportArgs, format: render::Format, draw: bool) -> Result<Prin
             })
         }
         [a, b] => {
+            // Opened first: a path that cannot be written fails before anything is judged.
+            let mut junit = match &args.junit {
+                Some(path) => Some(
+                    SaveFile::open_for("--junit", "writing the JUnit XML", path)
+                        .map_err(|message| anyhow!(message))?,
+                ),
+                None => None,
+            };
             let (report_a, name_a) = one_report(a, index)?;
             let (report_b, name_b) = one_report(b, index)?;
             let comparison = compare::compare(&report_a, &report_b);
@@ -72,10 +80,9 @@ pub fn run(args: &ReportArgs, format: render::Format, draw: bool) -> Result<Prin
                 );
                 output.push('\n');
                 output += &render::verdicts(&verdicts);
-                if let Some(path) = &args.junit {
-                    let xml = render::junit(&verdicts)?;
-                    std::fs::write(path, xml)
-                        .with_context(|| format!("writing the JUnit XML to {}", path.display()))?;
+                if let Some(mut file) = junit.take() {
+                    file.append(render::junit(&verdicts)?.as_bytes());
+                    file.finish()?;
                 }
                 if verdicts.failed() {
                     status = ExitCode::FAILURE;
@@ -124,5 +131,112 @@ fn chosen(reports: Vec<Report>, index: Option<usize>, file: &Path) -> Result<Vec
             "--interval-index {index}: {} has {intervals} intervals; it takes 1 to {intervals}",
             file.display()
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{CountMap, CountSummary, Map, Summary};
+
+    /// A saved `count` run with these entries, in a file of its own.
+    fn saved_count(name: &str, entries: &[(&str, u64)]) -> std::path::PathBuf {
+        let report = Report {
+            time: None,
+            maps: vec![Map::Count(CountMap {
+                name: "@".into(),
+                entries: entries.iter().map(|(k, n)| (k.to_string(), *n)).collect(),
+            })],
+            summary: Summary::Count(CountSummary::default()),
+            environment: None,
+        };
+        let path =
+            std::env::temp_dir().join(format!("rcutrace-{name}-{}.json", std::process::id()));
+        let json = render::banner(render::Format::Json, 1)
+            + &render::report(render::Format::Json, &report);
+        std::fs::write(&path, json).unwrap();
+        path
+    }
+
+    fn args(files: Vec<std::path::PathBuf>) -> ReportArgs {
+        ReportArgs {
+            files,
+            interval_index: None,
+            fail_if: Vec::new(),
+            junit: None,
+        }
+    }
+
+    #[test]
+    fn a_saved_run_folds_its_stacks_or_says_it_has_none() {
+        let stacks = saved_count(
+            "stacks",
+            &[("\n    synchronize_rcu+0\n    __x64_sys_membarrier+20\n", 30)],
+        );
+        let printed = run(&args(vec![stacks.clone()]), render::Format::Folded, true).unwrap();
+        assert_eq!(
+            printed.output,
+            "__x64_sys_membarrier_[k];synchronize_rcu_[k] 30\n"
+        );
+        assert!(printed.run.is_some());
+        let plain = saved_count("plain", &[("synchronize_rcu", 30)]);
+        let error = run(&args(vec![plain.clone()]), render::Format::Folded, false)
+            .err()
+            .unwrap();
+        assert!(
+            error
+                .to_string()
+                .contains("has no kernel stacks to fold: its counts are not keyed by kernel stack"),
+            "{error}"
+        );
+        // Drawn from the text report of the same file: the whole run comes with it.
+        let printed = run(&args(vec![plain.clone()]), render::Format::Text, true).unwrap();
+        assert!(
+            printed.output.contains("@[synchronize_rcu]: 30"),
+            "{}",
+            printed.output
+        );
+        assert!(render::flamegraph(&printed.run.unwrap()).is_err());
+        for path in [stacks, plain] {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+
+    #[test]
+    fn a_gate_that_fails_exits_1_and_writes_its_junit() {
+        let a = saved_count("gate-a", &[("synchronize_rcu", 30)]);
+        let b = saved_count("gate-b", &[("synchronize_rcu", 10)]);
+        let junit = std::env::temp_dir().join(format!("rcutrace-gate-{}.xml", std::process::id()));
+        let mut gated = args(vec![a.clone(), b.clone()]);
+        gated.fail_if = vec!["count < -50%".parse().unwrap()];
+        gated.junit = Some(junit.clone());
+        let printed = run(&gated, render::Format::Text, false).unwrap();
+        assert_eq!(printed.status, ExitCode::FAILURE);
+        assert!(
+            printed
+                .output
+                .contains("FAILED 'count < -50%' on @[synchronize_rcu]: A 30, B 10, limit 15\n"),
+            "{}",
+            printed.output
+        );
+        let xml = std::fs::read_to_string(&junit).unwrap();
+        assert!(xml.contains("failures=\"1\""), "{xml}");
+        gated.fail_if = vec!["count < -80%".parse().unwrap()];
+        assert_eq!(
+            run(&gated, render::Format::Text, false).unwrap().status,
+            ExitCode::SUCCESS
+        );
+        // A JUnit file that cannot be written is said before anything is judged.
+        gated.junit = Some("/proc/version".into());
+        let error = run(&gated, render::Format::Text, false).err().unwrap();
+        assert!(
+            error
+                .to_string()
+                .contains("--junit /proc/version: cannot be written"),
+            "{error}"
+        );
+        for path in [a, b, junit] {
+            let _ = std::fs::remove_file(path);
+        }
     }
 }
