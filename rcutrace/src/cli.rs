@@ -31,6 +31,7 @@ use crate::{
         sudo rcutrace gp --secs 10\n  \
         sudo rcutrace srlat --expedited --linear 0,1000,100\n  \
         sudo rcutrace srlat --func rcu_barrier --by stack\n  \
+        sudo rcutrace -f folded srlat --by stack --top 0 --flamegraph waits.svg\n  \
         sudo rcutrace count --interval 1 --secs 0\n  \
         sudo rcutrace serve --listen 127.0.0.1:9750\n\n\
         Set RUST_LOG=info to see how each probe was attached."
