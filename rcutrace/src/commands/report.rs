@@ -58,7 +58,10 @@ pub fn run(args: &ReportArgs, format: render::Format, draw: bool) -> Result<Prin
             })
         }
         [a, b] => {
-            // Opened first: a path that cannot be written fails before anything is judged.
+            let (report_a, name_a) = one_report(a, index)?;
+            let (report_b, name_b) = one_report(b, index)?;
+            // Opened before anything is judged: a path that cannot be written fails the gate
+            // with nothing printed, and leaves nothing behind.
             let mut junit = match &args.junit {
                 Some(path) => Some(
                     SaveFile::open_for("--junit", "writing the JUnit XML", path)
@@ -66,8 +69,6 @@ pub fn run(args: &ReportArgs, format: render::Format, draw: bool) -> Result<Prin
                 ),
                 None => None,
             };
-            let (report_a, name_a) = one_report(a, index)?;
-            let (report_b, name_b) = one_report(b, index)?;
             let comparison = compare::compare(&report_a, &report_b);
             let mut output = render::comparison(&comparison, &name_a, &name_b);
             let mut status = ExitCode::SUCCESS;
@@ -81,7 +82,13 @@ pub fn run(args: &ReportArgs, format: render::Format, draw: bool) -> Result<Prin
                 output.push('\n');
                 output += &render::verdicts(&verdicts);
                 if let Some(mut file) = junit.take() {
-                    file.append(render::junit(&verdicts)?.as_bytes());
+                    match render::junit(&verdicts) {
+                        Ok(xml) => file.append(xml.as_bytes()),
+                        Err(error) => {
+                            file.discard();
+                            return Err(error);
+                        }
+                    }
                     file.finish()?;
                 }
                 if verdicts.failed() {
