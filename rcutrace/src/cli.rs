@@ -31,6 +31,7 @@ use crate::{
         sudo rcutrace gp --secs 10\n  \
         sudo rcutrace srlat --expedited --linear 0,1000,100\n  \
         sudo rcutrace srlat --func rcu_barrier --by stack\n  \
+        sudo rcutrace -f folded srlat --by stack --top 0 --flamegraph waits.svg\n  \
         sudo rcutrace count --interval 1 --secs 0\n  \
         sudo rcutrace serve --listen 127.0.0.1:9750\n\n\
         Set RUST_LOG=info to see how each probe was attached."
@@ -38,12 +39,19 @@ use crate::{
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
-    /// Output as bpftrace prints it (text) or as its JSON lines (-f json), one object a line.
+    /// Output as bpftrace prints it (text), as its JSON lines (-f json), one object a line, or
+    /// as folded kernel stacks (-f folded: one line per stack, root first, `;` between frames,
+    /// then its calls, or for srlat, gplat and gp the nanoseconds waited), which flame graph
+    /// tools read; folded needs --by stack (count, srlat, gplat) or gp.
     #[arg(long, short = 'f', global = true, value_enum, default_value_t = Format::Text)]
     pub format: Format,
     /// Also save the run's JSON lines to FILE, for `rcutrace report` (the output stays as -f says).
     #[arg(long, global = true, value_name = "FILE")]
     pub save: Option<std::path::PathBuf>,
+    /// Also draw the run's kernel stacks (those -f folded prints) as an interactive SVG flame
+    /// graph in FILE: with --by stack (count, srlat, gplat), gp, or report of such a run.
+    #[arg(long, global = true, value_name = "FILE.svg")]
+    pub flamegraph: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -108,8 +116,12 @@ pub enum Command {
     #[command(after_help = "Examples:\n  \
         sudo rcutrace -f json srlat --secs 30 > normal.json\n  \
         rcutrace report normal.json                  # the text that run printed\n  \
-        rcutrace report normal.json expedited.json   # what differs, and by how much\n\n\
-        Runs saved by bpftrace -f json print too, as far as their records allow.")]
+        rcutrace report normal.json expedited.json   # what differs, and by how much\n  \
+        rcutrace report a.json b.json --fail-if 'p99 > +20%' --fail-if 'mean > 2ms'\n  \
+        rcutrace report stacks.json --flamegraph stacks.svg\n\n\
+        Runs saved by bpftrace -f json print too, as far as their records allow.\n\
+        With --fail-if, the exit status is 1 when a condition holds for run B (one line each\n\
+        names the map, the key and both values), 0 when none does.")]
     Report(ReportArgs),
     /// Export RCU metrics for Prometheus: attach once, then serve /metrics in the OpenMetrics
     /// text format, from the live maps on every scrape, until SIGTERM or Ctrl-C.
@@ -160,6 +172,16 @@ pub struct ReportArgs {
     /// every interval, and a comparison takes each run whole.
     #[arg(long, value_name = "N", value_parser = parse_interval_index, allow_negative_numbers = true)]
     pub interval_index: Option<u64>,
+    /// With two runs: fail (exit status 1) where run B meets this condition, judged on every
+    /// map and key both runs have: '[@MAP] STATISTIC OP VALUE', STATISTIC one of count, min,
+    /// mean, max, p50, p90, p99, p99.9; OP >, >=, < or <=; VALUE a time with its unit (2ms),
+    /// a count, or relative to run A (+20%, -10%). Repeat it for several.
+    #[arg(long = "fail-if", value_name = "EXPR", allow_hyphen_values = true)]
+    pub fail_if: Vec<crate::runs::gate::Condition>,
+    /// With --fail-if: also write the verdicts to FILE as JUnit XML, one test case per
+    /// condition and map or key, for CI systems to display.
+    #[arg(long, value_name = "FILE", requires = "fail_if")]
+    pub junit: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -490,6 +512,15 @@ pub fn check(cli: &Cli) -> Result<(), clap::Error> {
             ),
         ));
     }
+    check_stacks(cli)?;
+    if let Command::Report(args) = &cli.command
+        && args.files.len() < 2
+        && !args.fail_if.is_empty()
+    {
+        return Err(conflict(
+            "--fail-if judges run B against run A: give two saved runs (report A B --fail-if ...)",
+        ));
+    }
     if let Command::Report(args) = &cli.command
         && args.files.len() == 2
         && cli.format == Format::Json
@@ -500,6 +531,48 @@ pub fn check(cli: &Cli) -> Result<(), clap::Error> {
         ));
     }
     Ok(())
+}
+
+/// `-f folded` and `--flamegraph` need a run with kernel stacks: `--by stack`, or `gp`.
+fn check_stacks(cli: &Cli) -> Result<(), clap::Error> {
+    let asked = match (cli.format == Format::Folded, &cli.flamegraph) {
+        (true, _) => "-f folded",
+        (false, Some(_)) => "--flamegraph",
+        (false, None) => return Ok(()),
+    };
+    let conflict = |message: String| {
+        <Cli as clap::CommandFactory>::command()
+            .error(clap::error::ErrorKind::ArgumentConflict, message)
+    };
+    let interval_free = |over_time: &OverTime| match over_time.interval {
+        Some(_) => Err(conflict(format!(
+            "{asked} draws the stacks of the whole window: it takes no --interval"
+        ))),
+        None => Ok(()),
+    };
+    let needs_by_stack = |by: &ByArgs, over_time: &OverTime| {
+        if by.by != Some(By::Stack) {
+            return Err(conflict(format!(
+                "{asked} draws kernel stacks: it needs --by stack (count, srlat and gplat take \
+                 it; gp has its holdouts' stacks)"
+            )));
+        }
+        interval_free(over_time)
+    };
+    match &cli.command {
+        Command::Count(args) => needs_by_stack(&args.by, &args.over_time),
+        Command::Gplat(args) => needs_by_stack(&args.by, &args.over_time),
+        Command::Srlat(args) => needs_by_stack(&args.latency.by, &args.latency.over_time),
+        Command::Gp(args) => interval_free(&args.over_time),
+        Command::Report(args) if args.files.len() == 2 => Err(conflict(format!(
+            "{asked} draws one run's stacks; a comparison of two runs prints as text only"
+        ))),
+        Command::Report(_) => Ok(()),
+        Command::Callbacks(_) | Command::Stall(_) | Command::Serve(_) => Err(conflict(format!(
+            "{asked} draws kernel stacks, which only count, srlat and gplat (with --by stack) \
+             and gp record"
+        ))),
+    }
 }
 
 /// `MIN,MAX,STEP` with bpftrace's rules for lhist().
@@ -800,6 +873,85 @@ mod tests {
         let cli = parse(&["-f", "json", "report", "a.json", "b.json"]).unwrap();
         assert_eq!(check(&cli).unwrap_err().exit_code(), 2);
         assert!(check(&parse(&["-f", "json", "report", "a.json"]).unwrap()).is_ok());
+    }
+
+    #[test]
+    fn folded_stacks_and_flame_graphs_need_a_run_with_stacks() {
+        for ok in [
+            &["-f", "folded", "count", "--by", "stack"][..],
+            &["-f", "folded", "srlat", "--by", "stack", "--top", "0"],
+            &["gplat", "--by", "stack", "--flamegraph", "g.svg"],
+            &["-f", "folded", "gp"],
+            &["-f", "folded", "report", "a.json"],
+            &["report", "a.json", "--flamegraph", "a.svg"],
+        ] {
+            assert!(check(&parse(ok).unwrap()).is_ok(), "{ok:?}");
+        }
+        for (bad, says) in [
+            (&["-f", "folded", "count"][..], "it needs --by stack"),
+            (
+                &["count", "--by", "comm", "--flamegraph", "c.svg"],
+                "it needs --by stack",
+            ),
+            (
+                &["-f", "folded", "srlat", "--by", "stack", "--interval", "1"],
+                "takes no --interval",
+            ),
+            (
+                &["-f", "folded", "gp", "--interval", "1"],
+                "takes no --interval",
+            ),
+            (
+                &["-f", "folded", "callbacks"],
+                "only count, srlat and gplat",
+            ),
+            (&["-f", "folded", "serve"], "only count, srlat and gplat"),
+            (&["-f", "folded", "stall"], "only count, srlat and gplat"),
+            (
+                &["-f", "folded", "report", "a.json", "b.json"],
+                "one run's stacks",
+            ),
+        ] {
+            let err = check(&parse(bad).unwrap()).unwrap_err();
+            assert_eq!(err.exit_code(), 2, "{bad:?}");
+            assert!(err.to_string().contains(says), "{bad:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn fail_if_takes_conditions_it_can_read_on_two_runs() {
+        let Command::Report(args) = parse(&[
+            "report",
+            "a.json",
+            "b.json",
+            "--fail-if",
+            "p99 > +20%",
+            "--fail-if",
+            "mean > -5%",
+            "--junit",
+            "v.xml",
+        ])
+        .unwrap()
+        .command
+        else {
+            panic!("not report");
+        };
+        assert_eq!(args.fail_if.len(), 2);
+        assert_eq!(args.fail_if[1].text, "mean > -5%");
+        let err = parse(&["report", "a.json", "b.json", "--fail-if", "p99 > 20"]).unwrap_err();
+        assert_eq!(err.exit_code(), 2);
+        assert!(err.to_string().contains("has no unit"), "{err}");
+        assert!(
+            err.to_string()
+                .contains("STATISTIC is count, min, mean, max"),
+            "{err}"
+        );
+        let err = parse(&["report", "a.json", "b.json", "--junit", "v.xml"]).unwrap_err();
+        assert_eq!(err.exit_code(), 2);
+        let cli = parse(&["report", "a.json", "--fail-if", "count < 3"]).unwrap();
+        let err = check(&cli).unwrap_err();
+        assert_eq!(err.exit_code(), 2);
+        assert!(err.to_string().contains("give two saved runs"), "{err}");
     }
 
     #[test]

@@ -44,11 +44,15 @@ fn main() -> ExitCode {
             Err(message) => cli::usage_error(&message).exit(),
         }
     }
+    let flamegraph = cli.flamegraph.as_ref().map(|path| {
+        runs::save::SaveFile::open_for("--flamegraph", "writing the flame graph", path)
+            .unwrap_or_else(|message| cli::usage_error(&message).exit())
+    });
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn"))
         .format_timestamp(None)
         .init();
     match run(&cli) {
-        Ok((output, status)) => {
+        Ok((output, status, run)) => {
             let mut stdout = std::io::stdout().lock();
             let printed = match stdout
                 .write_all(output.as_bytes())
@@ -59,14 +63,21 @@ fn main() -> ExitCode {
                 Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
                 Err(e) => report(&anyhow::Error::new(e).context("writing the results")),
             };
-            // The results are out whatever became of the file: now say if it failed.
+            // The results are out whatever became of the files: now say if one failed.
+            let drawn = flamegraph.map(|file| draw(file, run.as_ref()));
             match runs::save::take().map(runs::save::SaveFile::finish) {
                 Some(Err(error)) => report(&error),
-                _ => printed,
+                _ => match drawn {
+                    Some(Err(error)) => report(&error),
+                    _ => printed,
+                },
             }
         }
         Err(error) => {
             if let Some(file) = runs::save::take() {
+                file.discard();
+            }
+            if let Some(file) = flamegraph {
                 file.discard();
             }
             report(&error)
@@ -74,14 +85,33 @@ fn main() -> ExitCode {
     }
 }
 
+/// `--flamegraph`: the run's stacks drawn into its file (opened before the run).
+fn draw(mut file: runs::save::SaveFile, run: Option<&model::Report>) -> anyhow::Result<()> {
+    let Some(run) = run else {
+        file.discard();
+        anyhow::bail!("--flamegraph: this command made no run to draw");
+    };
+    match render::flamegraph(run) {
+        Ok(svg) => {
+            file.append(&svg);
+            file.finish()
+        }
+        Err(error) => {
+            file.discard();
+            Err(error.context("drawing the flame graph"))
+        }
+    }
+}
+
 /// `stall --exit-on-warning` ends with this status at its first warning.
 const STALL_WARNED: u8 = 3;
 
-/// The output to print, and the exit status after it.
-fn run(cli: &Cli) -> anyhow::Result<(String, ExitCode)> {
+/// The output to print, the exit status after it, and the run `--flamegraph` draws.
+fn run(cli: &Cli) -> anyhow::Result<(String, ExitCode, Option<model::Report>)> {
     let format = cli.format;
     if let Command::Report(args) = &cli.command {
-        return commands::report::run(args, format).map(|output| (output, ExitCode::SUCCESS));
+        let printed = commands::report::run(args, format, cli.flamegraph.is_some())?;
+        return Ok((printed.output, printed.status, printed.run));
     }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -99,14 +129,14 @@ fn run(cli: &Cli) -> anyhow::Result<(String, ExitCode)> {
         }
     })?;
     let Some(report) = report else {
-        return Ok((String::new(), ExitCode::SUCCESS));
+        return Ok((String::new(), ExitCode::SUCCESS, None));
     };
     runs::save::write(&report);
     let status = match &report.summary {
         model::Summary::Stall(s) if s.stopped_at_warning => ExitCode::from(STALL_WARNED),
         _ => ExitCode::SUCCESS,
     };
-    Ok((render::report(format, &report), status))
+    Ok((render::report(format, &report), status, Some(report)))
 }
 
 /// Runtime failures: the error and its causes, one per line, and exit status 1.

@@ -241,7 +241,11 @@ pub async fn trace_with<R>(
         }
         _ => None,
     };
-    print(&render::banner(request.format, attached.len()))?;
+    // Folded output is stacks only: that tracing has begun is said on stderr instead.
+    match request.format {
+        Format::Folded => eprint!("{}", render::banner(Format::Text, attached.len())),
+        format => print(&render::banner(format, attached.len()))?,
+    }
     // A server is announced once it serves: after its probes are attached.
     if let Some(listener) = request.listener
         && let Ok(address) = listener.local_addr()

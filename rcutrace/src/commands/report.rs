@@ -1,37 +1,105 @@
 //! `rcutrace report FILE [FILE2]`: a saved `-f json` run printed again, through the same
-//! renderers as a live run (every interval of an `--interval` run, as it was printed); or two
-//! runs compared, each as a whole (or the interval `--interval-index` names). Reads files
-//! only: no privileges needed.
+//! renderers as a live run (every interval of an `--interval` run, as it was printed; folded,
+//! its stacks); or two runs compared, each as a whole (or the interval `--interval-index`
+//! names), and judged by `--fail-if`. Reads files only: no privileges needed.
 
-use std::path::Path;
+use std::{path::Path, process::ExitCode};
 
 use anyhow::{Result, anyhow, bail};
 
 use crate::{
     cli::ReportArgs,
-    model::Report,
+    model::{Report, stacks},
     render,
-    runs::{compare, intervals, saved},
+    runs::{compare, gate, intervals, save::SaveFile, saved},
 };
 
-pub fn run(args: &ReportArgs, format: render::Format) -> Result<String> {
+/// What `report` prints, its exit status, and the run a flame graph draws (one file only).
+pub struct Printed {
+    pub output: String,
+    pub status: ExitCode,
+    pub run: Option<Report>,
+}
+
+/// `draw`: the run is wanted whole, for `--flamegraph`.
+pub fn run(args: &ReportArgs, format: render::Format, draw: bool) -> Result<Printed> {
     let index = args.interval_index.map(|i| i as usize);
     match &args.files[..] {
+        [file] if format == render::Format::Folded => {
+            let (whole, _) = one_report(file, index)?;
+            if let Err(why) = stacks::of_report(&whole) {
+                bail!("{} has no kernel stacks to fold: {}", file.display(), why.0);
+            }
+            Ok(Printed {
+                output: render::report(format, &whole),
+                status: ExitCode::SUCCESS,
+                run: Some(whole),
+            })
+        }
+        [file] if draw => {
+            let (whole, _) = one_report(file, index)?;
+            let mut printed = run(args, format, false)?;
+            printed.run = Some(whole);
+            Ok(printed)
+        }
         [file] => {
             let run = saved::read(file)?;
             let reports = chosen(run.reports, index, file)?;
             let banner = run
                 .probes
                 .map_or(String::new(), |n| render::banner(format, n as usize));
-            Ok(reports
+            let output = reports
                 .iter()
-                .fold(banner, |out, report| out + &render::report(format, report)))
+                .fold(banner, |out, report| out + &render::report(format, report));
+            Ok(Printed {
+                output,
+                status: ExitCode::SUCCESS,
+                run: None,
+            })
         }
         [a, b] => {
             let (report_a, name_a) = one_report(a, index)?;
             let (report_b, name_b) = one_report(b, index)?;
+            // Opened before anything is judged: a path that cannot be written fails the gate
+            // with nothing printed, and leaves nothing behind.
+            let mut junit = match &args.junit {
+                Some(path) => Some(
+                    SaveFile::open_for("--junit", "writing the JUnit XML", path)
+                        .map_err(|message| anyhow!(message))?,
+                ),
+                None => None,
+            };
             let comparison = compare::compare(&report_a, &report_b);
-            Ok(render::comparison(&comparison, &name_a, &name_b))
+            let mut output = render::comparison(&comparison, &name_a, &name_b);
+            let mut status = ExitCode::SUCCESS;
+            if !args.fail_if.is_empty() {
+                let verdicts = gate::judge(
+                    &args.fail_if,
+                    &comparison,
+                    &a.display().to_string(),
+                    &b.display().to_string(),
+                );
+                output.push('\n');
+                output += &render::verdicts(&verdicts);
+                if let Some(mut file) = junit.take() {
+                    match render::junit(&verdicts) {
+                        Ok(xml) => file.append(xml.as_bytes()),
+                        Err(error) => {
+                            file.discard();
+                            return Err(error);
+                        }
+                    }
+                    file.finish()?;
+                }
+                if verdicts.failed() {
+                    status = ExitCode::FAILURE;
+                }
+            }
+            Ok(Printed {
+                output,
+                status,
+                run: None,
+            })
         }
         _ => Err(anyhow!("report takes one saved run, or two to compare")),
     }
@@ -70,5 +138,112 @@ fn chosen(reports: Vec<Report>, index: Option<usize>, file: &Path) -> Result<Vec
             "--interval-index {index}: {} has {intervals} intervals; it takes 1 to {intervals}",
             file.display()
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{CountMap, CountSummary, Map, Summary};
+
+    /// A saved `count` run with these entries, in a file of its own.
+    fn saved_count(name: &str, entries: &[(&str, u64)]) -> std::path::PathBuf {
+        let report = Report {
+            time: None,
+            maps: vec![Map::Count(CountMap {
+                name: "@".into(),
+                entries: entries.iter().map(|(k, n)| (k.to_string(), *n)).collect(),
+            })],
+            summary: Summary::Count(CountSummary::default()),
+            environment: None,
+        };
+        let path =
+            std::env::temp_dir().join(format!("rcutrace-{name}-{}.json", std::process::id()));
+        let json = render::banner(render::Format::Json, 1)
+            + &render::report(render::Format::Json, &report);
+        std::fs::write(&path, json).unwrap();
+        path
+    }
+
+    fn args(files: Vec<std::path::PathBuf>) -> ReportArgs {
+        ReportArgs {
+            files,
+            interval_index: None,
+            fail_if: Vec::new(),
+            junit: None,
+        }
+    }
+
+    #[test]
+    fn a_saved_run_folds_its_stacks_or_says_it_has_none() {
+        let stacks = saved_count(
+            "stacks",
+            &[("\n    synchronize_rcu+0\n    __x64_sys_membarrier+20\n", 30)],
+        );
+        let printed = run(&args(vec![stacks.clone()]), render::Format::Folded, true).unwrap();
+        assert_eq!(
+            printed.output,
+            "__x64_sys_membarrier_[k];synchronize_rcu_[k] 30\n"
+        );
+        assert!(printed.run.is_some());
+        let plain = saved_count("plain", &[("synchronize_rcu", 30)]);
+        let error = run(&args(vec![plain.clone()]), render::Format::Folded, false)
+            .err()
+            .unwrap();
+        assert!(
+            error
+                .to_string()
+                .contains("has no kernel stacks to fold: its counts are not keyed by kernel stack"),
+            "{error}"
+        );
+        // Drawn from the text report of the same file: the whole run comes with it.
+        let printed = run(&args(vec![plain.clone()]), render::Format::Text, true).unwrap();
+        assert!(
+            printed.output.contains("@[synchronize_rcu]: 30"),
+            "{}",
+            printed.output
+        );
+        assert!(render::flamegraph(&printed.run.unwrap()).is_err());
+        for path in [stacks, plain] {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+
+    #[test]
+    fn a_gate_that_fails_exits_1_and_writes_its_junit() {
+        let a = saved_count("gate-a", &[("synchronize_rcu", 30)]);
+        let b = saved_count("gate-b", &[("synchronize_rcu", 10)]);
+        let junit = std::env::temp_dir().join(format!("rcutrace-gate-{}.xml", std::process::id()));
+        let mut gated = args(vec![a.clone(), b.clone()]);
+        gated.fail_if = vec!["count < -50%".parse().unwrap()];
+        gated.junit = Some(junit.clone());
+        let printed = run(&gated, render::Format::Text, false).unwrap();
+        assert_eq!(printed.status, ExitCode::FAILURE);
+        assert!(
+            printed
+                .output
+                .contains("FAILED 'count < -50%' on @[synchronize_rcu]: A 30, B 10, limit 15\n"),
+            "{}",
+            printed.output
+        );
+        let xml = std::fs::read_to_string(&junit).unwrap();
+        assert!(xml.contains("failures=\"1\""), "{xml}");
+        gated.fail_if = vec!["count < -80%".parse().unwrap()];
+        assert_eq!(
+            run(&gated, render::Format::Text, false).unwrap().status,
+            ExitCode::SUCCESS
+        );
+        // A JUnit file that cannot be written is said before anything is judged.
+        gated.junit = Some("/proc/version".into());
+        let error = run(&gated, render::Format::Text, false).err().unwrap();
+        assert!(
+            error
+                .to_string()
+                .contains("--junit /proc/version: cannot be written"),
+            "{error}"
+        );
+        for path in [a, b, junit] {
+            let _ = std::fs::remove_file(path);
+        }
     }
 }

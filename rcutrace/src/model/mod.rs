@@ -2,12 +2,14 @@
 //! histograms with their slots, latency statistics and what was lost. `aggregate` turns
 //! latency samples into histograms, `stats` derives percentiles, and `attribution` keys
 //! events by who caused them; `anatomy` assembles grace periods from the kernel's events and
-//! `grace_periods` tallies them, `stall` judges when the one in progress is worth a warning.
+//! `grace_periods` tallies them, `stall` judges when the one in progress is worth a warning;
+//! `stacks` takes a report's kernel stacks with their weights, for flame graphs.
 
 pub mod aggregate;
 pub mod anatomy;
 pub mod attribution;
 pub mod grace_periods;
+pub mod stacks;
 pub mod stages;
 pub mod stall;
 pub mod stats;

@@ -28,6 +28,8 @@ pub struct SaveFile {
     regular: bool,
     written: bool,
     failure: Option<io::Error>,
+    /// What a failure to write says it was doing: `saving the run`.
+    doing: &'static str,
 }
 
 impl SaveFile {
@@ -35,9 +37,15 @@ impl SaveFile {
     /// existing file as it was), and proves it takes a write: a zero-length write fails on
     /// files that only look writable, such as /proc/version.
     pub fn open(path: &Path) -> Result<SaveFile, String> {
+        Self::open_for("--save", "saving the run", path)
+    }
+
+    /// `open` for the file of another option (`--flamegraph`), which its errors name, as
+    /// they say what it was `doing`.
+    pub fn open_for(option: &str, doing: &'static str, path: &Path) -> Result<SaveFile, String> {
         let refuse = |e: io::Error| {
             format!(
-                "--save {}: cannot be written ({e}); give a file that can be created or \
+                "{option} {}: cannot be written ({e}); give a file that can be created or \
                  overwritten, in a directory that exists",
                 path.display()
             )
@@ -67,6 +75,7 @@ impl SaveFile {
             regular,
             written: false,
             failure: None,
+            doing,
         })
     }
 
@@ -82,12 +91,21 @@ impl SaveFile {
             json = render::banner(Format::Json, probes);
         }
         json += &render::report(Format::Json, report);
+        self.append(json.as_bytes());
+    }
+
+    /// Writes `bytes` after what this run wrote before (the first write replaces the file's
+    /// old content). After a failure nothing more is tried.
+    pub fn append(&mut self, bytes: &[u8]) {
+        if self.failure.is_some() {
+            return;
+        }
         let result = (if self.written || !self.regular {
             Ok(())
         } else {
             self.file.set_len(0)
         })
-        .and_then(|()| self.file.write_all(json.as_bytes()))
+        .and_then(|()| self.file.write_all(bytes))
         .and_then(|()| self.file.flush());
         self.written = true;
         if let Err(e) = result {
@@ -102,6 +120,7 @@ impl SaveFile {
             file,
             failure,
             regular,
+            doing,
             ..
         } = self;
         let synced = match failure {
@@ -110,7 +129,7 @@ impl SaveFile {
             None if !regular => Ok(()),
             None => file.sync_all(),
         };
-        synced.with_context(|| format!("saving the run to {}", path.display()))
+        synced.with_context(|| format!("{doing} to {}", path.display()))
     }
 
     /// The run failed before it had anything to save: a file rcutrace made goes again.
@@ -216,6 +235,7 @@ mod tests {
             regular: false,
             written: false,
             failure: None,
+            doing: "saving the run",
         };
         file.write(&report(1));
         file.write(&report(2));

@@ -15,8 +15,9 @@ fn binaries() -> &'static (std::path::PathBuf, std::path::PathBuf) {
 
 /// Shell functions for the guest. `traced NAME 'RCUTRACE ARGS' 'WORKLOAD'` starts the workload
 /// held behind a gate, starts rcutrace (WPID in its arguments becomes the workload's pid),
-/// opens the gate once rcutrace has printed its banner (text or JSON), waits for the workload, then
-/// interrupts rcutrace like Ctrl-C and prints every output under `=== NAME.PART` headers.
+/// opens the gate once rcutrace has printed its banner (text or JSON; on stderr with -f
+/// folded), waits for the workload, then interrupts rcutrace like Ctrl-C and prints every
+/// output under `=== NAME.PART` headers.
 const PRELUDE: &str = r#"
 traced() {
     name=$1; args=$2; work=$3
@@ -27,7 +28,7 @@ traced() {
     /bin/rcutrace $args >/tmp/$name.out 2>/tmp/$name.err &
     tpid=$!
     i=0
-    while ! grep -q -e '^Attaching' -e '"attached_probes"' /tmp/$name.out 2>/dev/null && kill -0 $tpid 2>/dev/null && [ $i -lt 600 ]; do
+    while ! grep -q -e '^Attaching' -e '"attached_probes"' /tmp/$name.out /tmp/$name.err 2>/dev/null && kill -0 $tpid 2>/dev/null && [ $i -lt 600 ]; do
         sleep 0.1; i=$((i + 1))
     done
     touch /tmp/go
