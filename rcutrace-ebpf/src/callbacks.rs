@@ -44,6 +44,10 @@ static EXTREMES: PerCpuHashMap<CallbackKey, Extremes> = PerCpuHashMap::with_max_
 static ZERO_ROW: Array<CallbackStats> = Array::with_max_entries(1, 0);
 #[map]
 static CALLBACK_TOTALS: PerCpuArray<u64> = PerCpuArray::with_max_entries(TOTAL_SLOTS, 0);
+/// Calls of each entry point while tracing, by `Via`: what the queueings seen through it are
+/// checked against.
+#[map]
+static ENTRY_CALLS: PerCpuArray<u64> = PerCpuArray::with_max_entries(VIA_COUNT, 0);
 
 #[inline(always)]
 fn total(slot: u32) {
@@ -72,6 +76,11 @@ fn callback_function(head: u64) -> u64 {
 fn note_caller(head: u64, via: Via) {
     if let Some(caller) = CALLER.get_ptr_mut(0) {
         unsafe { *caller = Caller { head, via, _pad: 0 } };
+    }
+    if running()
+        && let Some(calls) = ENTRY_CALLS.get_ptr_mut(via)
+    {
+        unsafe { atomic::add(calls, 1) };
     }
 }
 

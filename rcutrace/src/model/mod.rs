@@ -7,6 +7,7 @@
 pub mod aggregate;
 pub mod anatomy;
 pub mod attribution;
+pub mod checks;
 pub mod grace_periods;
 pub mod stages;
 pub mod stall;
@@ -221,6 +222,9 @@ pub struct CountSummary {
     pub keyed_losses: Option<KeyedLosses>,
     /// With `--sample-readers`: `readers` is this estimate's.
     pub readers_estimate: Option<ReadersEstimate>,
+    /// Counts of the same events by two hooks, which must agree (`count --all`: grace
+    /// periods by `rcu_gp_init()` and by `rcu_gp_fqs_loop()`).
+    pub cross_checks: Vec<checks::CrossCheck>,
 }
 
 /// Readers estimated from windows in which the reader probe was attached
@@ -501,6 +505,8 @@ pub struct CallbacksSummary {
     pub totals: CallbackTotals,
     /// Entry points that could not be traced: their callbacks count as `other`.
     pub entry_points_not_traced: Vec<String>,
+    /// Each traced entry point's calls against the callbacks seen queued through it.
+    pub cross_checks: Vec<checks::CrossCheck>,
 }
 
 /// What `serve` exposes on each scrape: totals since its window opened. `cpu` is set only

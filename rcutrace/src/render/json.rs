@@ -13,6 +13,7 @@ use serde::Serialize as _;
 use serde_json::ser::{CharEscape, Formatter, Serializer};
 
 use crate::{
+    model::checks::CrossCheck,
     model::stats,
     model::{
         Buckets, CallbacksSummary, CountMap, CountSummary, GracePeriodRow, GracePeriodsSummary,
@@ -454,7 +455,22 @@ fn count_summary(summary: &CountSummary) -> records::CountSummary {
             switching_grace_periods: e.switching_grace_periods,
             switching_calls_left_out: e.switching_calls_left_out,
         }),
+        cross_checks: cross_checks(&summary.cross_checks),
     }
+}
+
+fn cross_checks(checks: &[CrossCheck]) -> Vec<records::CrossCheck> {
+    checks
+        .iter()
+        .map(|c| records::CrossCheck {
+            counted: c.counted.clone(),
+            value: c.value,
+            against: c.against.clone(),
+            expected: c.expected,
+            bound: c.bound,
+            agrees: c.agrees(),
+        })
+        .collect()
 }
 
 /// What the text needs to label a histogram's buckets.
@@ -633,6 +649,7 @@ fn callbacks_summary(summary: &CallbacksSummary) -> records::CallbacksSummary {
             row_map_full_invoked: totals.rows_map_full_invoked,
         },
         entry_points_not_traced: summary.entry_points_not_traced.clone(),
+        cross_checks: cross_checks(&summary.cross_checks),
     }
 }
 
@@ -827,6 +844,7 @@ mod tests {
             missed: 0,
             keyed_losses: None,
             readers_estimate: None,
+            cross_checks: Vec::new(),
         })));
         assert_eq!(
             out,

@@ -6,6 +6,7 @@ use std::{fmt::Write as _, time::Duration};
 use rcutrace_common::hist::{Linear, SlotBounds, log2_bounds, sparse_bounds};
 
 use crate::{
+    model::checks::{self, CrossCheck},
     model::stages::{self, Path, PathStages, StagesSummary},
     model::stats,
     model::{
@@ -386,7 +387,15 @@ fn count_summary(summary: &CountSummary) -> String {
             losses.map_full, losses.stacks_lost
         );
     }
+    out.push_str(&disagreements(&summary.cross_checks));
     out
+}
+
+/// A warning line for each cross-check whose two counts disagree.
+fn disagreements(checks: &[CrossCheck]) -> String {
+    checks::disagreeing(checks)
+        .map(|check| format!("  WARNING: {}\n", check.warning()))
+        .collect()
 }
 
 /// How `--sample-readers` estimated the readers: never passed off as a count.
@@ -974,6 +983,7 @@ fn callbacks_summary(summary: &CallbacksSummary) -> String {
             summary.entry_points_not_traced.join(", ")
         );
     }
+    out.push_str(&disagreements(&summary.cross_checks));
     out
 }
 
@@ -1282,6 +1292,7 @@ mod tests {
             missed: 0,
             keyed_losses: None,
             readers_estimate: None,
+            cross_checks: Vec::new(),
         })
     }
 

@@ -537,6 +537,7 @@ mod tests {
                     ..CallbackTotals::default()
                 },
                 entry_points_not_traced: Vec::new(),
+                cross_checks: Vec::new(),
             }),
             environment: None,
         };
