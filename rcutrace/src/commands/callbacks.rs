@@ -35,7 +35,6 @@ use crate::{
 const NEEDED: &[Probe] = &[CALLBACKS.queue, CALLBACKS.invoke];
 
 pub async fn run(args: &CallbacksArgs, format: Format) -> Result<Report> {
-    warn_if_offloaded();
     let probes = CALLBACKS.in_attach_order();
     let request = Request {
         probes: &probes,
@@ -74,21 +73,6 @@ pub async fn run(args: &CallbacksArgs, format: Format) -> Result<Report> {
         Ok(report)
     })
     .await
-}
-
-/// Callbacks of offloaded CPUs reach their lists through a bypass list, not the enqueue.
-fn warn_if_offloaded() {
-    let cmdline = std::fs::read_to_string("/proc/cmdline").unwrap_or_default();
-    if let Some(option) = cmdline
-        .split_whitespace()
-        .find(|w| w.starts_with("rcu_nocbs") || w.starts_with("nohz_full"))
-    {
-        eprintln!(
-            "rcutrace: warning: the kernel was booted with {option}: callbacks queued on \
-             offloaded CPUs take a bypass list that rcutrace does not see; their invocations \
-             count as queued before tracing"
-        );
-    }
 }
 
 /// Everything the eBPF maps hold when tracing stops.
