@@ -520,6 +520,9 @@ pub struct NotMeasured {
     pub lost_to_full_map: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stacks_lost: Option<u64>,
+    /// The entries against the samples, calls in flight and losses above.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cross_checks: Vec<CrossCheck>,
 }
 
 /// `rcutrace callbacks`' rows (most queued first, at most `--top`) and totals.

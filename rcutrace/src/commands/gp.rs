@@ -190,6 +190,7 @@ fn report(
             stacks_lost: None,
         },
         stages: None,
+        cross_checks: Vec::new(),
     };
     Ok(Report {
         time: None,

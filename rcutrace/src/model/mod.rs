@@ -169,6 +169,9 @@ pub struct LatencySummary {
     pub losses: Losses,
     /// With `srlat --stages`: each call taken apart at its grace period's milestones.
     pub stages: Option<Box<stages::StagesSummary>>,
+    /// The entries against what became of them (samples, in flight, lost), where the report
+    /// covers the window from its opening.
+    pub cross_checks: Vec<checks::CrossCheck>,
 }
 
 /// Exact statistics of one histogram.

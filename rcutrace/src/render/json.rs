@@ -522,6 +522,7 @@ fn latency_summary(summary: &LatencySummary, layout: Option<HistLayout>) -> Vec<
         missed_by_kernel: losses.missed_by_kernel,
         lost_to_full_map: losses.lost_to_full_map,
         stacks_lost: losses.stacks_lost,
+        cross_checks: cross_checks(&summary.cross_checks),
     }));
     if let Some(stages) = &summary.stages {
         records.extend(stages_records(stages));
@@ -776,6 +777,7 @@ mod tests {
                     ..Losses::default()
                 },
                 stages: None,
+                cross_checks: Vec::new(),
             }]),
             environment: None,
         };

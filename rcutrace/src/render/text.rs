@@ -519,6 +519,9 @@ fn latency_summary(summary: &LatencySummary) -> String {
         losses.missed_by_kernel,
         losses.lost_to_full_map,
     );
+    for check in checks::disagreeing(&summary.cross_checks) {
+        let _ = writeln!(out, "{} WARNING: {}", summary.map_name, check.warning());
+    }
     if let Some(stages) = &summary.stages {
         out.push_str(&stages_summary(stages));
     }
@@ -1243,6 +1246,7 @@ mod tests {
                 percentile_error: 0.0,
                 losses: crate::model::Losses::default(),
                 stages: None,
+                cross_checks: Vec::new(),
             }]),
             environment: None,
         };
@@ -1424,6 +1428,7 @@ mod tests {
                 ..Losses::default()
             },
             stages: None,
+            cross_checks: Vec::new(),
         };
         assert_eq!(
             latency_summary(&summary),
@@ -1450,6 +1455,7 @@ mod tests {
             percentile_error: crate::model::stats::PERCENTILE_ERROR,
             losses: crate::model::Losses::default(),
             stages: None,
+            cross_checks: Vec::new(),
         };
         let text = latency_summary(&summary);
         assert!(

@@ -597,6 +597,7 @@ mod tests {
                 percentile_error: 0.0078125,
                 losses: Losses::default(),
                 stages: None,
+                cross_checks: Vec::new(),
             }]),
             environment: None,
         }
@@ -664,6 +665,7 @@ mod tests {
                         percentile_error: 0.0,
                         losses: crate::model::Losses::default(),
                         stages: None,
+                        cross_checks: Vec::new(),
                     })
                     .collect(),
             ),

@@ -254,6 +254,7 @@ mod tests {
                     ..Losses::default()
                 },
                 stages: None,
+                cross_checks: Vec::new(),
             }]),
             environment: None,
         }

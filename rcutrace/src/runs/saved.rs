@@ -568,6 +568,7 @@ fn latency_summary(
             stacks_lost: losses.stacks_lost,
         },
         stages: None,
+        cross_checks: cross_checks(&losses.cross_checks),
     }
 }
 
@@ -777,6 +778,7 @@ mod tests {
                     ..Losses::default()
                 },
                 stages: None,
+                cross_checks: Vec::new(),
             }]),
             environment: Some(Environment {
                 kernel_release: "6.12.57+deb13-cloud-amd64".into(),
