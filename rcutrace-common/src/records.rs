@@ -343,6 +343,9 @@ pub struct GracePeriodsSummary {
     pub grace_periods: u64,
     /// How many ended by `rcu_state.gp_seq`, from the first listed to the last.
     pub by_gp_seq: Option<u64>,
+    /// `grace_periods` against `by_gp_seq`, where it was read.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cross_checks: Vec<CrossCheck>,
     pub without_report: u64,
     pub phases: Vec<PhaseRecord>,
     pub holdouts_by_cpu: Vec<CpuHoldoutsRecord>,

@@ -137,6 +137,19 @@ pub fn grace_period_inits(inits: u64, fqs_loops: u64) -> CrossCheck {
     }
 }
 
+/// `rcutrace gp`'s grace periods, each assembled from `rcu_gp_init()` to `rcu_gp_cleanup()`,
+/// against the advance of `rcu_state.gp_seq` (read from kernel memory) from the first listed
+/// to the last: every grace period in between advanced it, so they agree exactly.
+pub fn grace_periods_by_gp_seq(assembled: u64, by_gp_seq: u64) -> CrossCheck {
+    CrossCheck {
+        counted: "grace periods assembled from rcu_gp_init() to rcu_gp_cleanup()".into(),
+        value: assembled,
+        against: "the advance of rcu_state.gp_seq".into(),
+        expected: by_gp_seq,
+        bound: 0,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -231,6 +244,17 @@ mod tests {
         assert!(!silent.agrees());
         assert_eq!(silent.bound, 6);
         assert!(samples_against_entries("rcu_gp_init", 400, 396, false).agrees());
+    }
+
+    #[test]
+    fn grace_periods_seen_agree_with_gp_seq_exactly() {
+        assert!(grace_periods_by_gp_seq(697, 697).agrees());
+        let missed = grace_periods_by_gp_seq(690, 697);
+        assert!(!missed.agrees());
+        assert!(missed.warning().starts_with(
+            "grace periods assembled from rcu_gp_init() to rcu_gp_cleanup() (690) and the \
+             advance of rcu_state.gp_seq (697) differ by 7, more than the 0"
+        ));
     }
 
     #[test]

@@ -385,6 +385,18 @@ pub struct GracePeriodsSummary {
     pub lost: GracePeriodLosses,
 }
 
+impl GracePeriodsSummary {
+    /// The grace periods assembled against the advance of `rcu_state.gp_seq`, where it was
+    /// read.
+    pub fn cross_checks(&self) -> Vec<checks::CrossCheck> {
+        let assembled = self.latency.series.first().map_or(0, |s| s.count);
+        self.by_gp_seq
+            .map(|n| checks::grace_periods_by_gp_seq(assembled, n))
+            .into_iter()
+            .collect()
+    }
+}
+
 /// One phase: `name` as printed, and its statistics over the grace periods.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PhaseStats {

@@ -195,6 +195,7 @@ fn grace_periods_summary(s: &GracePeriodsSummary) -> records::GracePeriodsSummar
         unit: s.latency.unit.suffix().into(),
         grace_periods: s.latency.series.first().map_or(0, |series| series.count),
         by_gp_seq: s.by_gp_seq,
+        cross_checks: cross_checks(&s.cross_checks()),
         without_report: s.without_report,
         phases: s
             .phases
