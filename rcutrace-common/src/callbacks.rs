@@ -1,8 +1,9 @@
 //! Layout of the maps behind `rcutrace callbacks`.
 //!
 //! Every RCU callback is seen twice: when it is put on a CPU's segmented callback list
-//! (`rcu_segcblist_enqueue()`, or `rcu_segcblist_entrain()` for barriers) with its `rcu_head`
-//! and function, and when the invocation loop takes it off just before calling it
+//! (`rcu_segcblist_enqueue()`, or `rcu_segcblist_entrain()` for barriers; on offloaded CPUs
+//! often the bypass list, `rcu_cblist_enqueue()` or `rcu_cblist_flush_enqueue()`) with its
+//! `rcu_head` and function, and when the invocation loop takes it off just before calling it
 //! (`rcu_cblist_dequeue()` returns the head). The head's address pairs the two. The API entry
 //! points (`call_rcu()`, `call_rcu_hurry()`, `call_srcu()`, ...) only note, per CPU, which one
 //! is queueing which head, so that the enqueue can say how the callback was queued.

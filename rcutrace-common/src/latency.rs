@@ -77,7 +77,9 @@ pub const STAT_LOST_START_MAP_FULL: u32 = 2;
 pub const STAT_LOST_RING_FULL: u32 = 3;
 /// The caller's stack could not be kept (stack map full, or unreadable).
 pub const STAT_LOST_STACK: u32 = 4;
-pub const STAT_SLOTS: u32 = 5;
+/// Entries of the calls to time: what the samples and losses are checked against.
+pub const STAT_ENTRIES: u32 = 5;
+pub const STAT_SLOTS: u32 = 6;
 
 #[cfg(feature = "user")]
 mod pod {

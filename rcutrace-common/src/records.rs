@@ -153,6 +153,23 @@ pub struct CountSummary {
     /// With `--sample-readers`: `readers` is estimated, from these windows.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub readers_estimated: Option<ReadersEstimated>,
+    /// Counts of the same events by two hooks (`count --all`), agreeing or not.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cross_checks: Vec<CrossCheck>,
+}
+
+/// Two hooks' counts of the same events: `agrees` is false when they differ by more than
+/// `bound`, which means one hook missed events (the run also warned).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CrossCheck {
+    /// What `value` counts, e.g. `callbacks queued via call_rcu`.
+    pub counted: String,
+    pub value: u64,
+    /// What it is checked against, e.g. `call_rcu() calls`.
+    pub against: String,
+    pub expected: u64,
+    pub bound: u64,
+    pub agrees: bool,
 }
 
 /// How `count --sample-readers` estimated the readers.
@@ -326,6 +343,9 @@ pub struct GracePeriodsSummary {
     pub grace_periods: u64,
     /// How many ended by `rcu_state.gp_seq`, from the first listed to the last.
     pub by_gp_seq: Option<u64>,
+    /// `grace_periods` against `by_gp_seq`, where it was read.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cross_checks: Vec<CrossCheck>,
     pub without_report: u64,
     pub phases: Vec<PhaseRecord>,
     pub holdouts_by_cpu: Vec<CpuHoldoutsRecord>,
@@ -503,6 +523,9 @@ pub struct NotMeasured {
     pub lost_to_full_map: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stacks_lost: Option<u64>,
+    /// The entries against the samples, calls in flight and losses above.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cross_checks: Vec<CrossCheck>,
 }
 
 /// `rcutrace callbacks`' rows (most queued first, at most `--top`) and totals.
@@ -536,6 +559,9 @@ pub struct CallbacksSummary {
     pub not_timed: CallbacksNotTimed,
     /// Entry points this kernel lacks or refused: their callbacks show `via` `other`.
     pub entry_points_not_traced: Vec<String>,
+    /// Each traced entry point's calls against the callbacks seen queued through it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cross_checks: Vec<CrossCheck>,
 }
 
 /// One callback function queued one way.
@@ -745,8 +771,20 @@ mod tests {
                 switching_grace_periods: 4,
                 switching_calls_left_out: 6,
             }),
+            cross_checks: vec![CrossCheck {
+                counted: "rcu_gp_init() calls".into(),
+                value: 0,
+                against: "rcu_gp_fqs_loop() calls".into(),
+                expected: 40,
+                bound: 2,
+                agrees: false,
+            }],
         });
         let line = serde_json::to_string(&count).unwrap();
+        assert!(
+            line.contains(r#""cross_checks":[{"counted":"rcu_gp_init() calls","value":0,"#),
+            "{line}"
+        );
         assert!(line.contains(r#""grace_periods":null"#), "{line}");
         assert_eq!(decode(&line), count);
         let environment = Record::Environment(Environment {

@@ -1,7 +1,9 @@
 //! `rcutrace callbacks`: every RCU callback from its queueing to its invocation.
 //!
 //! `rcu_segcblist_enqueue(rsclp, rhp)` (and `rcu_segcblist_entrain()` for barriers) sees each
-//! callback put on a CPU's list, its function already in `rhp->func`; `rcu_cblist_dequeue()`
+//! callback put on a CPU's list, its function already in `rhp->func`; on offloaded CPUs
+//! (`rcu_nocbs=`) `rcu_cblist_enqueue(bypass, rhp)` and `rcu_cblist_flush_enqueue(list,
+//! bypass, rhp)` see those that take the bypass list instead; `rcu_cblist_dequeue()`
 //! returns each head just before the invocation loop calls it, the function still in place.
 //! A hash map from head address to queueing time pairs the two. The API entry points
 //! (`call_rcu()`, `call_rcu_hurry()`, ...) only leave a per-CPU note of which head they are
@@ -44,6 +46,10 @@ static EXTREMES: PerCpuHashMap<CallbackKey, Extremes> = PerCpuHashMap::with_max_
 static ZERO_ROW: Array<CallbackStats> = Array::with_max_entries(1, 0);
 #[map]
 static CALLBACK_TOTALS: PerCpuArray<u64> = PerCpuArray::with_max_entries(TOTAL_SLOTS, 0);
+/// Calls of each entry point while tracing, by `Via`: what the queueings seen through it are
+/// checked against.
+#[map]
+static ENTRY_CALLS: PerCpuArray<u64> = PerCpuArray::with_max_entries(VIA_COUNT, 0);
 
 #[inline(always)]
 fn total(slot: u32) {
@@ -72,6 +78,11 @@ fn callback_function(head: u64) -> u64 {
 fn note_caller(head: u64, via: Via) {
     if let Some(caller) = CALLER.get_ptr_mut(0) {
         unsafe { *caller = Caller { head, via, _pad: 0 } };
+    }
+    if running()
+        && let Some(calls) = ENTRY_CALLS.get_ptr_mut(via)
+    {
+        unsafe { atomic::add(calls, 1) };
     }
 }
 
@@ -233,6 +244,36 @@ program! {
 program! {
     fentry fn callbacks_enqueue_fentry(ctx: FEntryContext) -> u32 {
         on_enqueue(ctx.arg::<u64>(1), false);
+        0
+    }
+}
+
+// The offloaded CPUs' bypass list: the same queueing, by another way in.
+program! {
+    kprobe fn callbacks_bypass_kprobe(ctx: ProbeContext) -> u32 {
+        on_enqueue(ctx.arg::<u64>(1).unwrap_or(0), false);
+        0
+    }
+}
+
+program! {
+    fentry fn callbacks_bypass_fentry(ctx: FEntryContext) -> u32 {
+        on_enqueue(ctx.arg::<u64>(1), false);
+        0
+    }
+}
+
+// A flush of the bypass list that takes one more callback (or, with a NULL head, none).
+program! {
+    kprobe fn callbacks_bypass_flush_kprobe(ctx: ProbeContext) -> u32 {
+        on_enqueue(ctx.arg::<u64>(2).unwrap_or(0), false);
+        0
+    }
+}
+
+program! {
+    fentry fn callbacks_bypass_flush_fentry(ctx: FEntryContext) -> u32 {
+        on_enqueue(ctx.arg::<u64>(2), false);
         0
     }
 }

@@ -58,6 +58,7 @@ fn on_entry<C: EbpfContext>(ctx: &C, timed: u32) {
     if !wanted(tgid, is_self) {
         return;
     }
+    add_stat(timed, STAT_ENTRIES);
     let key = InFlightKey { tid, timed };
     if window::constant(&SAME_FUNCTION_MASK) & (1 << timed) != 0
         && unsafe { IN_FLIGHT.get(&key) }.is_some()

@@ -115,6 +115,9 @@ struct VmArgs {
     /// several commands, or a command beside a workload of your own, in one boot.
     #[arg(long, value_name = "FILE", conflicts_with = "args")]
     script: Option<PathBuf>,
+    /// Add this to the guest kernel's command line (repeatable), e.g. `--append rcu_nocbs=all`.
+    #[arg(long, value_name = "OPTION")]
+    append: Vec<String>,
     /// Arguments for rcutrace.
     #[arg(last = true)]
     args: Vec<String>,
@@ -216,6 +219,7 @@ fn vm_command(args: VmArgs) -> Result<ExitCode> {
         files,
         script,
         timeout: Duration::from_secs(args.timeout),
+        kernel_args: args.append.clone(),
     };
     let what = match &args.script {
         Some(path) => format!("the script {}", path.display()),

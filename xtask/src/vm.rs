@@ -119,6 +119,8 @@ pub struct GuestJob {
     /// Run by busybox `sh` in /tmp, with stdin from /dev/null.
     pub script: String,
     pub timeout: Duration,
+    /// Added to the kernel command line after the runner's own options (e.g. `rcu_nocbs=all`).
+    pub kernel_args: Vec<String>,
 }
 
 impl GuestJob {
@@ -130,6 +132,7 @@ impl GuestJob {
             files: Vec::new(),
             script: script.into(),
             timeout: DEFAULT_TIMEOUT,
+            kernel_args: Vec::new(),
         }
     }
 
@@ -231,6 +234,14 @@ const COLLECT_REQUEST: &str = "collect";
 /// `cargo xtask soak` on 6.12 in one boot of ten).
 const KERNEL_ARGS: &str = "console=ttyS0 panic=-1 quiet sysrq_always_enabled \
                            softlockup_panic=0 hung_task_panic=0 no_timer_check";
+/// The runner's own kernel options, then the job's.
+fn kernel_command_line(extra: &[String]) -> String {
+    std::iter::once(KERNEL_ARGS)
+        .chain(extra.iter().map(String::as_str))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 const BOOT_MARKER: &str = "xtask-vm: job start, uptime ";
 const POLL: Duration = Duration::from_millis(20);
 
@@ -269,7 +280,8 @@ fn run_in(job: &GuestJob, kernel: &Path, dir: &Path, echo: bool) -> Result<Guest
         .arg(kernel)
         .arg("-initrd")
         .arg(&initrd)
-        .args(["-append", KERNEL_ARGS])
+        .arg("-append")
+        .arg(kernel_command_line(&job.kernel_args))
         .stdin(Stdio::null());
     let log = File::create(dir.join(QEMU_LOG))?;
     cmd.stdout(log.try_clone()?).stderr(log);

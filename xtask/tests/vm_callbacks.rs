@@ -208,6 +208,22 @@ fn exact_callbacks(series: &str) {
         assert_accounted(r);
     }
     assert_eq!(s.not_timed.pending_map_full, 0);
+    // Each entry point's calls against the callbacks seen queued through it: all four
+    // checked, all agreeing, nothing warned.
+    for via in ["call_rcu", "call_srcu", "call_rcu_tasks"] {
+        let check = s
+            .cross_checks
+            .iter()
+            .find(|c| c.counted == format!("callbacks queued via {via}"))
+            .unwrap_or_else(|| panic!("no check of {via}: {:#?}", s.cross_checks));
+        assert!(check.agrees && check.value > 0, "{check:#?}");
+    }
+    assert!(
+        s.cross_checks.iter().all(|c| c.agrees),
+        "{:#?}",
+        s.cross_checks
+    );
+    assert!(!exact.err.contains("differ by"), "{}", exact.err);
 
     // By kprobe and kretprobe instead of trampolines: the same exact counts.
     let kprobe = run_named(&sections, "kprobe");

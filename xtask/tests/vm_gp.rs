@@ -43,6 +43,15 @@ fn assert_consistent(name: &str, run: &Run, records: &[Record]) {
     let s = summary(records);
     assert!(s.grace_periods > 0, "{name}: {s:#?}");
     assert_eq!(s.by_gp_seq, Some(s.grace_periods), "{name}: {s:#?}");
+    // The same, as the cross-check the record carries: it agrees.
+    let [check] = s.cross_checks.as_slice() else {
+        panic!("{name}: one cross-check expected: {s:#?}");
+    };
+    assert_eq!(
+        (check.value, check.expected, check.agrees),
+        (s.grace_periods, s.grace_periods, true),
+        "{name}: {check:#?}"
+    );
     assert_eq!(s.without_report, 0, "{name}: {s:#?}");
     assert_eq!(
         (s.lost_events, s.kernel_reads_failed, s.incomplete),

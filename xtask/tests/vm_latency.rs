@@ -156,6 +156,15 @@ fn latency_ground_truth(series: &str) {
     );
     let (min, max) = (summary.min_ns.unwrap(), summary.max_ns.unwrap());
     assert!(min <= max && summary.percentiles_ns.get("p50").is_some());
+    // The entries counted against what became of them: all 30 sampled.
+    let [check] = losses.cross_checks.as_slice() else {
+        panic!("one cross-check expected: {}", json.out);
+    };
+    assert_eq!(
+        (check.expected, check.value, check.bound, check.agrees),
+        (CALLS, CALLS, 0, true),
+        "{check:#?}"
+    );
 
     // Every sample is >= 1 ns, so `--linear 0,1,1` folds them all into the overflow bucket,
     // yet the exact maximum survives, bounded by what user space timed around each call.
@@ -227,12 +236,15 @@ fn latency_ground_truth(series: &str) {
         "{series}: every call accounted for: {}",
         kretprobe.out
     );
+    // So the entries agree with what became of them: no warning.
+    assert!(!kretprobe.out.contains("WARNING"), "{}", kretprobe.out);
     let fexit = run_named(&sections, "many_fexit");
     fexit.assert_ok("many_fexit");
     let samples = fexit.number_after("@srlat count", "count").unwrap() as u64;
     let [in_flight, returns_lost, _, missed, _] = not_measured(&fexit, "@srlat");
     assert_eq!((in_flight, returns_lost), (0, 0), "{series}: {}", fexit.out);
     assert_eq!(samples + missed, calls, "{series}: {}", fexit.out);
+    assert!(!fexit.out.contains("WARNING"), "{}", fexit.out);
 
     // gplat sees the grace periods that count counts, over a comparable window.
     let gplat = &sections["gplat.out"];
@@ -250,6 +262,9 @@ fn latency_ground_truth(series: &str) {
         .and_then(|n| n.trim().parse().ok())
         .unwrap_or_else(|| panic!("no grace periods in {gpcount}"));
     assert!(gp_samples >= 10.0, "too few grace periods seen: {gplat}");
+    // Every rcu_gp_init() entry ended at an rcu_gp_cleanup() return, was in flight at the
+    // end, or found nothing to do (within the bound): no warning.
+    assert!(!gplat.contains("WARNING"), "{gplat}");
     let ratio = gp_samples / fqs_loops;
     assert!(
         (0.5..=2.0).contains(&ratio),

@@ -139,6 +139,8 @@ fn updaters_ground_truth(series: &str) {
     let all = run_named(&sections, "all");
     all.assert_ok("all");
     assert!(all.out.contains("kernel stacks lost: 0"), "{}", all.out);
+    // rcu_gp_init() and rcu_gp_fqs_loop() were both counted, and agree.
+    assert!(!all.out.contains("WARNING"), "{}", all.out);
     let stacks = stack_counts(&all.out);
     let readout = &sections["readout"];
     let mut checked = 0;

@@ -15,11 +15,12 @@ use rcutrace_common::{
     hist::{LOG2_SLOTS, fine_slots},
 };
 
-use super::{Need, Period, Request, trace};
+use super::{Need, Period, Request, trace, warn_disagreements};
 use crate::{
     cli::{CallbacksArgs, CallbacksBy},
     kernel::environment,
     kernel::symbols::Symbolizer,
+    model::checks::{self, CrossCheck, EntryPoint},
     model::stats::{QUANTILES, percentile_bits, percentile_error},
     model::{
         Buckets, CallbackCounts, CallbackRow, CallbackTotals, CallbacksSummary, CountMap, HistMap,
@@ -34,7 +35,6 @@ use crate::{
 const NEEDED: &[Probe] = &[CALLBACKS.queue, CALLBACKS.invoke];
 
 pub async fn run(args: &CallbacksArgs, format: Format) -> Result<Report> {
-    warn_if_offloaded();
     let probes = CALLBACKS.in_attach_order();
     let request = Request {
         probes: &probes,
@@ -66,25 +66,13 @@ pub async fn run(args: &CallbacksArgs, format: Format) -> Result<Report> {
         let raw = read(period)?;
         let names = function_names(&raw);
         let mut report = assemble(&raw, &names, &options, period.elapsed);
+        if let Summary::Callbacks(summary) = &report.summary {
+            warn_disagreements(format, &summary.cross_checks);
+        }
         report.environment = Some(environment::current(period.attached));
         Ok(report)
     })
     .await
-}
-
-/// Callbacks of offloaded CPUs reach their lists through a bypass list, not the enqueue.
-fn warn_if_offloaded() {
-    let cmdline = std::fs::read_to_string("/proc/cmdline").unwrap_or_default();
-    if let Some(option) = cmdline
-        .split_whitespace()
-        .find(|w| w.starts_with("rcu_nocbs") || w.starts_with("nohz_full"))
-    {
-        eprintln!(
-            "rcutrace: warning: the kernel was booted with {option}: callbacks queued on \
-             offloaded CPUs take a bypass list that rcutrace does not see; their invocations \
-             count as queued before tracing"
-        );
-    }
 }
 
 /// Everything the eBPF maps hold when tracing stops.
@@ -97,6 +85,8 @@ struct Raw {
     totals: Vec<Vec<u64>>,
     kvfree_traced: bool,
     entry_points_not_traced: Vec<String>,
+    /// Calls of each traced entry point while tracing, by `Via`.
+    entry_calls: Vec<(Via, u64)>,
     missed_by_kernel: u64,
 }
 
@@ -122,6 +112,15 @@ fn read(period: &Period<'_>) -> Result<Raw> {
             .filter(|(p, _)| !attached(p))
             .map(|(p, _)| p.function.to_string())
             .collect(),
+        entry_calls: CALLBACKS
+            .entry_points
+            .iter()
+            .filter(|(p, _)| attached(p))
+            .map(|(_, via)| {
+                let per_cpu = tracer.per_cpu_values("ENTRY_CALLS", *via)?;
+                Ok((*via, per_cpu.iter().sum()))
+            })
+            .collect::<Result<_>>()?,
         missed_by_kernel: period.counters.missed(tracer, &all),
     })
 }
@@ -238,6 +237,7 @@ fn assemble(
     });
 
     let totals = totals(raw, &rows);
+    let cross_checks = entry_point_checks(raw, &rows, &totals);
     let rows_kept: BTreeSet<(u64, Via)> = rows.iter().map(|b| (b.key.func, b.key.via)).collect();
     let shown = if options.top == 0 {
         rows.len()
@@ -265,6 +265,7 @@ fn assemble(
             percentile_error: percentile_error(CALLBACK_FINE_BITS),
             totals,
             entry_points_not_traced: raw.entry_points_not_traced.clone(),
+            cross_checks,
         }),
         environment: None,
     }
@@ -336,6 +337,27 @@ fn totals(raw: &Raw, rows: &[Building]) -> CallbackTotals {
         rows_map_full_invoked: total(TOTAL_LOST_ROWS_FULL_INVOKED),
         missed_by_kernel: raw.missed_by_kernel,
     }
+}
+
+/// Each traced entry point's calls against the callbacks seen queued through it (every row,
+/// those `--top` leaves out too).
+fn entry_point_checks(raw: &Raw, rows: &[Building], totals: &CallbackTotals) -> Vec<CrossCheck> {
+    let entry_points: Vec<EntryPoint<'_>> = raw
+        .entry_calls
+        .iter()
+        .map(|&(via, calls)| EntryPoint {
+            function: via_name(via),
+            calls,
+            queued: rows
+                .iter()
+                .filter(|b| b.key.via == via)
+                .map(|b| b.row.queued)
+                .sum(),
+        })
+        .collect();
+    let cpus = raw.totals.first().map_or(1, Vec::len) as u64;
+    let already_lost = totals.missed_by_kernel + totals.rows_map_full_queued;
+    checks::callbacks_by_entry_point(&entry_points, cpus, already_lost)
 }
 
 /// `@cblat[function]`: the shown rows' latency histograms, one per function (its entry
@@ -495,6 +517,7 @@ mod tests {
             ],
             kvfree_traced: true,
             entry_points_not_traced: vec!["call_rcu_tasks_rude".into()],
+            entry_calls: vec![(VIA_CALL_RCU, 5), (VIA_CALL_RCU_HURRY, 5)],
             missed_by_kernel: 0,
         }
     }
@@ -560,6 +583,45 @@ mod tests {
         );
         assert_eq!(hurry.mean_ns, Some(5_400_000.0));
         assert_eq!(s.rows[3].latency.count, 0);
+        // Each entry point's calls against the callbacks seen queued through it, over
+        // every row: both agree.
+        let checks: Vec<(&str, u64, u64)> = s
+            .cross_checks
+            .iter()
+            .map(|c| (c.counted.as_str(), c.value, c.expected))
+            .collect();
+        assert_eq!(
+            checks,
+            [
+                ("callbacks queued via call_rcu", 5, 5),
+                ("callbacks queued via call_rcu_hurry", 5, 5)
+            ]
+        );
+        assert!(s.cross_checks.iter().all(|c| c.agrees()));
+    }
+
+    /// An offloaded CPU's bypass list unhooked: call_rcu() was called, its callbacks were
+    /// invoked, none was seen queued. The text says so, with both figures.
+    #[test]
+    fn queueings_short_of_the_calls_print_a_warning() {
+        let mut raw = raw();
+        raw.entry_calls = vec![(VIA_CALL_RCU, 305), (VIA_CALL_RCU_HURRY, 5)];
+        let report = assemble(&raw, &names(), &options(2, false), Duration::from_secs(5));
+        let s = summary(&report);
+        assert!(!s.cross_checks[0].agrees());
+        assert!(s.cross_checks[1].agrees());
+        let text = crate::render::report(crate::render::Format::Text, &report);
+        let warnings: Vec<&str> = text.lines().filter(|l| l.contains("WARNING")).collect();
+        assert_eq!(warnings.len(), 1, "{text}");
+        assert!(
+            warnings[0].starts_with(
+                "  WARNING: callbacks queued via call_rcu (5) and call_rcu() calls (305) differ \
+                 by 300, more than the 7 "
+            ),
+            "{text}"
+        );
+        let json = crate::render::report(crate::render::Format::Json, &report);
+        assert!(json.contains(r#""agrees": false"#), "{json}");
     }
 
     #[test]

@@ -15,6 +15,7 @@ use crate::{
     kernel::environment,
     kernel::symbols::Symbolizer,
     model::attribution::{By, fold_top, key_text},
+    model::checks,
     model::{CountMap, CountSummary, KeyedLosses, Map, Report, Summary},
     render::Format,
     trace::probes::{COUNTED, Counted, Probe, counted_functions},
@@ -48,13 +49,18 @@ pub async fn run(args: &CountArgs, format: Format) -> Result<Report> {
             format,
         },
         None,
-        &mut |period| report(period, &args.by, &mut symbolizer),
+        &mut |period| report(period, &args.by, &mut symbolizer, format),
     )
     .await
 }
 
 /// The counts of one period, as a map and their ratios.
-fn report(period: &Period<'_>, by: &ByArgs, symbolizer: &mut Option<Symbolizer>) -> Result<Report> {
+fn report(
+    period: &Period<'_>,
+    by: &ByArgs,
+    symbolizer: &mut Option<Symbolizer>,
+    format: Format,
+) -> Result<Report> {
     let totals = period.counters.array("COUNTS");
     // Sampled readers: what the switches counted is in no window; the estimate replaces the
     // count.
@@ -99,6 +105,7 @@ fn report(period: &Period<'_>, by: &ByArgs, symbolizer: &mut Option<Symbolizer>)
     );
     summary.keyed_losses = keyed_losses;
     summary.readers_estimate = readers_estimate;
+    super::warn_disagreements(format, &summary.cross_checks);
     Ok(Report {
         time: None,
         maps: vec![Map::Count(CountMap {
@@ -171,6 +178,15 @@ fn summarize(counts: &[(&Counted, u64)], elapsed: Duration, missed: u64) -> Coun
         })
         .collect();
     let callbacks = queuers.iter().map(|(_, n)| *n).reduce(|a, b| a + b);
+    let inits = counts
+        .iter()
+        .find(|(c, _)| c.function() == GRACE_PERIOD_INIT)
+        .map(|(_, n)| *n);
+    let cross_checks = inits
+        .zip(count(counters::GP_FQS_LOOP))
+        .map(|(inits, loops)| checks::grace_period_inits(inits, loops))
+        .into_iter()
+        .collect();
     CountSummary {
         elapsed,
         readers: count(counters::READ_LOCK),
@@ -184,8 +200,12 @@ fn summarize(counts: &[(&Counted, u64)], elapsed: Duration, missed: u64) -> Coun
         missed,
         keyed_losses: None,
         readers_estimate: None,
+        cross_checks,
     }
 }
+
+/// Counted with `--all`: the grace-period kthread's other call per grace period.
+const GRACE_PERIOD_INIT: &str = "rcu_gp_init";
 
 #[cfg(test)]
 mod tests {
@@ -221,6 +241,7 @@ mod tests {
                 missed: 3,
                 keyed_losses: None,
                 readers_estimate: None,
+                cross_checks: Vec::new(),
             }
         );
         let nothing = summarize(&[], Duration::ZERO, 0);

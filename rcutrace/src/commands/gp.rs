@@ -101,14 +101,18 @@ pub async fn run(args: &GpArgs, format: Format) -> Result<Report> {
             } else {
                 std::mem::take(&mut stream.assembler.unassembled)
             };
-            report(
+            let report = report(
                 period,
                 args,
                 &tally,
                 in_progress,
                 unassembled,
                 &mut symbolizer,
-            )
+            )?;
+            if let Summary::GracePeriods(summary) = &report.summary {
+                super::warn_disagreements(format, &summary.cross_checks());
+            }
+            Ok(report)
         },
     )
     .await
@@ -202,6 +206,7 @@ fn report(
             stacks_lost: None,
         },
         stages: None,
+        cross_checks: Vec::new(),
     };
     Ok(Report {
         time: None,

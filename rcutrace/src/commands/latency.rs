@@ -13,6 +13,7 @@ use crate::{
     kernel::symbols::Symbolizer,
     model::aggregate::{Aggregate, Layout, Series},
     model::attribution::{By, fold_top, key_text},
+    model::checks::{self, CrossCheck},
     model::stages::{Joiner, Staged, StagedFunction},
     model::stats::PERCENTILE_ERROR,
     model::{HistMap, LatencySummary, Losses, Map, Report, Summary, Unit},
@@ -182,6 +183,8 @@ async fn run(
         None => aggregate.borrow_mut().add(record),
     };
     let mut symbolizer = None;
+    // Every report covers the window from its opening: a plain run's one, or --cumulative's.
+    let whole_window = args.over_time.interval().is_none_or(|i| i.cumulative);
     trace(
         Request {
             probes: &probes,
@@ -205,6 +208,8 @@ async fn run(
                 &args.by,
                 &mut aggregate.borrow_mut(),
                 &mut symbolizer,
+                whole_window,
+                format,
             )?;
             if let Some(joiner) = &joiner {
                 add_stages(&mut report, period, timings, &mut joiner.borrow_mut())?;
@@ -222,6 +227,8 @@ fn report(
     by: &ByArgs,
     aggregate: &mut Aggregate,
     symbolizer: &mut Option<Symbolizer>,
+    whole_window: bool,
+    format: Format,
 ) -> Result<Report> {
     if aggregate.malformed > 0 {
         bail!(
@@ -251,13 +258,24 @@ fn report(
         }
         // In the order bpftrace prints the histograms: by count, the largest last.
         stats.sort_by(|a, b| a.count.cmp(&b.count).then_with(|| a.key.cmp(&b.key)));
+        let (losses, left_behind) = losses(period, timing, by.by)?;
+        // Calls in flight at a period's start are unknown: only a period that starts at the
+        // window's opening can account for every entry.
+        let cross_checks = if whole_window {
+            let samples: u64 = stats.iter().map(|s| s.count).sum();
+            vec![entries_check(period, timing, samples + left_behind)]
+        } else {
+            Vec::new()
+        };
+        super::warn_disagreements(format, &cross_checks);
         summaries.push(LatencySummary {
             map_name: timing.map_name.clone(),
             unit: timing.unit,
             series: stats,
             percentile_error: PERCENTILE_ERROR,
-            losses: losses(period, timing, by.by)?,
+            losses,
             stages: None,
+            cross_checks,
         });
     }
     // In bpftrace's order of maps, as the histograms print.
@@ -328,8 +346,27 @@ fn keyed(
         .collect()
 }
 
-/// What could not be measured for one timed function in the period.
-fn losses(period: &Period<'_>, timing: &Timing, by: Option<By>) -> Result<Losses> {
+/// The entries of one timed function against what became of each: a sample, or left
+/// behind (see `losses`).
+fn entries_check(period: &Period<'_>, timing: &Timing, accounted: u64) -> CrossCheck {
+    let stats = period.counters.array("STATS");
+    let index = timing.timed.index();
+    let entries = stats
+        .get((index * STAT_SLOTS + STAT_ENTRIES) as usize)
+        .copied()
+        .unwrap_or(0);
+    checks::samples_against_entries(
+        timing.timed.entry.function,
+        entries,
+        accounted,
+        timing.timed.same_function(),
+    )
+}
+
+/// What could not be measured for one timed function in the period, and how many entries
+/// left no sample behind them: each is in the in-flight map at the end, was replaced there
+/// by its thread's next entry (a lost return), or could not be recorded or sent.
+fn losses(period: &Period<'_>, timing: &Timing, by: Option<By>) -> Result<(Losses, u64)> {
     let tracer = period.tracer;
     let stats = period.counters.array("STATS");
     let index = timing.timed.index();
@@ -363,15 +400,18 @@ fn losses(period: &Period<'_>, timing: &Timing, by: Option<By>) -> Result<Losses
     }
     // A skipped return program leaves its start behind, like a dropped return: count it once.
     let returns_dropped = (stat(STAT_RETURNS_MISSED) + returned).saturating_sub(returns_skipped);
-    Ok(Losses {
+    let lost_to_full_map = stat(STAT_LOST_START_MAP_FULL) + stat(STAT_LOST_RING_FULL);
+    let left_behind = in_flight + returned + stat(STAT_RETURNS_MISSED) + lost_to_full_map;
+    let losses = Losses {
         in_flight_at_exit: in_flight,
         returns_lost: returns_dropped,
         // A skipped entry program makes its return look unmatched: count it once, as missed.
         began_before_tracing: stat(STAT_UNMATCHED_RETURNS).saturating_sub(entries_skipped),
         missed_by_kernel: entries_skipped + returns_skipped,
-        lost_to_full_map: stat(STAT_LOST_START_MAP_FULL) + stat(STAT_LOST_RING_FULL),
+        lost_to_full_map,
         stacks_lost: (by == Some(By::Stack)).then(|| stat(STAT_LOST_STACK)),
-    })
+    };
+    Ok((losses, left_behind))
 }
 
 #[cfg(test)]

@@ -461,6 +461,16 @@ pub fn stack_frames<'a>(
     }
 }
 
+/// In JSON, the records carry the cross-checks and the text's warnings are not printed: say
+/// the disagreements on stderr too, so that no one misses them.
+pub fn warn_disagreements(format: Format, checks: &[crate::model::checks::CrossCheck]) {
+    if format == Format::Json {
+        for check in crate::model::checks::disagreeing(checks) {
+            eprintln!("rcutrace: warning: {}", check.warning());
+        }
+    }
+}
+
 /// Functions that could not be traced, on stderr: the missing ones on one line.
 fn warn_not_traced(problems: &[(Probe, Attachment)]) {
     let missing: Vec<&str> = problems

@@ -8,6 +8,7 @@
 pub mod aggregate;
 pub mod anatomy;
 pub mod attribution;
+pub mod checks;
 pub mod grace_periods;
 pub mod stacks;
 pub mod stages;
@@ -170,6 +171,9 @@ pub struct LatencySummary {
     pub losses: Losses,
     /// With `srlat --stages`: each call taken apart at its grace period's milestones.
     pub stages: Option<Box<stages::StagesSummary>>,
+    /// The entries against what became of them (samples, in flight, lost), where the report
+    /// covers the window from its opening.
+    pub cross_checks: Vec<checks::CrossCheck>,
 }
 
 /// Exact statistics of one histogram.
@@ -223,6 +227,9 @@ pub struct CountSummary {
     pub keyed_losses: Option<KeyedLosses>,
     /// With `--sample-readers`: `readers` is this estimate's.
     pub readers_estimate: Option<ReadersEstimate>,
+    /// Counts of the same events by two hooks, which must agree (`count --all`: grace
+    /// periods by `rcu_gp_init()` and by `rcu_gp_fqs_loop()`).
+    pub cross_checks: Vec<checks::CrossCheck>,
 }
 
 /// Readers estimated from windows in which the reader probe was attached
@@ -380,6 +387,18 @@ pub struct GracePeriodsSummary {
     pub lost: GracePeriodLosses,
 }
 
+impl GracePeriodsSummary {
+    /// The grace periods assembled against the advance of `rcu_state.gp_seq`, where it was
+    /// read.
+    pub fn cross_checks(&self) -> Vec<checks::CrossCheck> {
+        let assembled = self.latency.series.first().map_or(0, |s| s.count);
+        self.by_gp_seq
+            .map(|n| checks::grace_periods_by_gp_seq(assembled, n))
+            .into_iter()
+            .collect()
+    }
+}
+
 /// One phase: `name` as printed, and its statistics over the grace periods.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PhaseStats {
@@ -503,6 +522,8 @@ pub struct CallbacksSummary {
     pub totals: CallbackTotals,
     /// Entry points that could not be traced: their callbacks count as `other`.
     pub entry_points_not_traced: Vec<String>,
+    /// Each traced entry point's calls against the callbacks seen queued through it.
+    pub cross_checks: Vec<checks::CrossCheck>,
 }
 
 /// What `serve` exposes on each scrape: totals since its window opened. `cpu` is set only

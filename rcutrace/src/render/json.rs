@@ -13,6 +13,7 @@ use serde::Serialize as _;
 use serde_json::ser::{CharEscape, Formatter, Serializer};
 
 use crate::{
+    model::checks::CrossCheck,
     model::stats,
     model::{
         Buckets, CallbacksSummary, CountMap, CountSummary, GracePeriodRow, GracePeriodsSummary,
@@ -194,6 +195,7 @@ fn grace_periods_summary(s: &GracePeriodsSummary) -> records::GracePeriodsSummar
         unit: s.latency.unit.suffix().into(),
         grace_periods: s.latency.series.first().map_or(0, |series| series.count),
         by_gp_seq: s.by_gp_seq,
+        cross_checks: cross_checks(&s.cross_checks()),
         without_report: s.without_report,
         phases: s
             .phases
@@ -454,7 +456,22 @@ fn count_summary(summary: &CountSummary) -> records::CountSummary {
             switching_grace_periods: e.switching_grace_periods,
             switching_calls_left_out: e.switching_calls_left_out,
         }),
+        cross_checks: cross_checks(&summary.cross_checks),
     }
+}
+
+fn cross_checks(checks: &[CrossCheck]) -> Vec<records::CrossCheck> {
+    checks
+        .iter()
+        .map(|c| records::CrossCheck {
+            counted: c.counted.clone(),
+            value: c.value,
+            against: c.against.clone(),
+            expected: c.expected,
+            bound: c.bound,
+            agrees: c.agrees(),
+        })
+        .collect()
 }
 
 /// What the text needs to label a histogram's buckets.
@@ -506,6 +523,7 @@ fn latency_summary(summary: &LatencySummary, layout: Option<HistLayout>) -> Vec<
         missed_by_kernel: losses.missed_by_kernel,
         lost_to_full_map: losses.lost_to_full_map,
         stacks_lost: losses.stacks_lost,
+        cross_checks: cross_checks(&summary.cross_checks),
     }));
     if let Some(stages) = &summary.stages {
         records.extend(stages_records(stages));
@@ -633,6 +651,7 @@ fn callbacks_summary(summary: &CallbacksSummary) -> records::CallbacksSummary {
             row_map_full_invoked: totals.rows_map_full_invoked,
         },
         entry_points_not_traced: summary.entry_points_not_traced.clone(),
+        cross_checks: cross_checks(&summary.cross_checks),
     }
 }
 
@@ -759,6 +778,7 @@ mod tests {
                     ..Losses::default()
                 },
                 stages: None,
+                cross_checks: Vec::new(),
             }]),
             environment: None,
         };
@@ -827,6 +847,7 @@ mod tests {
             missed: 0,
             keyed_losses: None,
             readers_estimate: None,
+            cross_checks: Vec::new(),
         })));
         assert_eq!(
             out,

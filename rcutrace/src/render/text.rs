@@ -6,6 +6,7 @@ use std::{fmt::Write as _, time::Duration};
 use rcutrace_common::hist::{Linear, SlotBounds, log2_bounds, sparse_bounds};
 
 use crate::{
+    model::checks::{self, CrossCheck},
     model::stages::{self, Path, PathStages, StagesSummary},
     model::stats,
     model::{
@@ -386,7 +387,15 @@ fn count_summary(summary: &CountSummary) -> String {
             losses.map_full, losses.stacks_lost
         );
     }
+    out.push_str(&disagreements(&summary.cross_checks));
     out
+}
+
+/// A warning line for each cross-check whose two counts disagree.
+fn disagreements(checks: &[CrossCheck]) -> String {
+    checks::disagreeing(checks)
+        .map(|check| format!("  WARNING: {}\n", check.warning()))
+        .collect()
 }
 
 /// How `--sample-readers` estimated the readers: never passed off as a count.
@@ -510,6 +519,9 @@ fn latency_summary(summary: &LatencySummary) -> String {
         losses.missed_by_kernel,
         losses.lost_to_full_map,
     );
+    for check in checks::disagreeing(&summary.cross_checks) {
+        let _ = writeln!(out, "{} WARNING: {}", summary.map_name, check.warning());
+    }
     if let Some(stages) = &summary.stages {
         out.push_str(&stages_summary(stages));
     }
@@ -974,6 +986,7 @@ fn callbacks_summary(summary: &CallbacksSummary) -> String {
             summary.entry_points_not_traced.join(", ")
         );
     }
+    out.push_str(&disagreements(&summary.cross_checks));
     out
 }
 
@@ -1233,6 +1246,7 @@ mod tests {
                 percentile_error: 0.0,
                 losses: crate::model::Losses::default(),
                 stages: None,
+                cross_checks: Vec::new(),
             }]),
             environment: None,
         };
@@ -1282,6 +1296,7 @@ mod tests {
             missed: 0,
             keyed_losses: None,
             readers_estimate: None,
+            cross_checks: Vec::new(),
         })
     }
 
@@ -1413,6 +1428,7 @@ mod tests {
                 ..Losses::default()
             },
             stages: None,
+            cross_checks: Vec::new(),
         };
         assert_eq!(
             latency_summary(&summary),
@@ -1439,6 +1455,7 @@ mod tests {
             percentile_error: crate::model::stats::PERCENTILE_ERROR,
             losses: crate::model::Losses::default(),
             stages: None,
+            cross_checks: Vec::new(),
         };
         let text = latency_summary(&summary);
         assert!(

@@ -537,6 +537,7 @@ mod tests {
                     ..CallbackTotals::default()
                 },
                 entry_points_not_traced: Vec::new(),
+                cross_checks: Vec::new(),
             }),
             environment: None,
         };
@@ -596,6 +597,7 @@ mod tests {
                 percentile_error: 0.0078125,
                 losses: Losses::default(),
                 stages: None,
+                cross_checks: Vec::new(),
             }]),
             environment: None,
         }
@@ -663,6 +665,7 @@ mod tests {
                         percentile_error: 0.0,
                         losses: crate::model::Losses::default(),
                         stages: None,
+                        cross_checks: Vec::new(),
                     })
                     .collect(),
             ),

@@ -136,6 +136,11 @@ fn add_count(a: CountSummary, b: CountSummary) -> CountSummary {
             }),
             (x, y) => x.or(y),
         },
+        cross_checks: {
+            let mut checks = a.cross_checks;
+            crate::model::checks::add_all(&mut checks, &b.cross_checks);
+            checks
+        },
     }
 }
 
@@ -249,6 +254,7 @@ mod tests {
                     ..Losses::default()
                 },
                 stages: None,
+                cross_checks: Vec::new(),
             }]),
             environment: None,
         }

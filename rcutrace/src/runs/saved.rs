@@ -16,6 +16,7 @@ use rcutrace_common::{
 };
 
 use crate::{
+    model::checks::CrossCheck,
     model::stats::{PERCENTILE_ERROR, QUANTILES, quantile_name},
     model::{
         Buckets, CallbackCounts, CallbackRow, CallbackTotals, CallbacksSummary, CountMap,
@@ -453,7 +454,21 @@ fn count(s: &records::CountSummary) -> CountSummary {
             switching_grace_periods: e.switching_grace_periods,
             switching_calls_left_out: e.switching_calls_left_out,
         }),
+        cross_checks: cross_checks(&s.cross_checks),
     }
+}
+
+fn cross_checks(checks: &[records::CrossCheck]) -> Vec<CrossCheck> {
+    checks
+        .iter()
+        .map(|c| CrossCheck {
+            counted: c.counted.clone(),
+            value: c.value,
+            against: c.against.clone(),
+            expected: c.expected,
+            bound: c.bound,
+        })
+        .collect()
 }
 
 fn callbacks(s: &records::CallbacksSummary) -> CallbacksSummary {
@@ -507,6 +522,7 @@ fn callbacks(s: &records::CallbacksSummary) -> CallbacksSummary {
             missed_by_kernel: s.not_timed.missed_by_kernel,
         },
         entry_points_not_traced: s.entry_points_not_traced.clone(),
+        cross_checks: cross_checks(&s.cross_checks),
     }
 }
 
@@ -552,6 +568,7 @@ fn latency_summary(
             stacks_lost: losses.stacks_lost,
         },
         stages: None,
+        cross_checks: cross_checks(&losses.cross_checks),
     }
 }
 
@@ -761,6 +778,7 @@ mod tests {
                     ..Losses::default()
                 },
                 stages: None,
+                cross_checks: Vec::new(),
             }]),
             environment: Some(Environment {
                 kernel_release: "6.12.57+deb13-cloud-amd64".into(),
@@ -909,6 +927,7 @@ mod tests {
                             stacks_lost: 2,
                         }),
                         readers_estimate,
+                        cross_checks: Vec::new(),
                     }),
                     environment: None,
                 };
@@ -971,6 +990,7 @@ mod tests {
                     ..CallbackTotals::default()
                 },
                 entry_points_not_traced: vec!["call_rcu_hurry".into()],
+                cross_checks: Vec::new(),
             }),
             environment: None,
         };

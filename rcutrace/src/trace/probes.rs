@@ -376,9 +376,17 @@ const fn callback_hook(function: &'static str, side: Side, hook: &'static str) -
 /// What `rcutrace callbacks` hooks. Only `queue` and `invoke` are indispensable.
 pub struct CallbackProbes {
     /// Every callback for normal RCU, SRCU and tasks RCU is put on a CPU's list here, with
-    /// its `rcu_head` (function already set); not reached on CPUs whose callbacks are
-    /// offloaded (rcu_nocbs=), where they go to a bypass list first.
+    /// its `rcu_head` (function already set), except on CPUs whose callbacks are offloaded
+    /// (`rcu_nocbs=`, `nohz_full=`), where many go to the bypass list below instead.
     pub queue: Probe,
+    /// The offloaded CPUs' bypass list: `rcu_cblist_enqueue(bypass, rhp)` takes one callback
+    /// onto it, `rcu_cblist_flush_enqueue(list, bypass, rhp)` flushes it with one more
+    /// callback (or none: `rhp` NULL) at its end. The whole list later joins the CPU's list
+    /// at once (`rcu_segcblist_insert_pend_cbs()`), so each callback is seen queued once:
+    /// here or at `queue`. Both are global functions of `rcu_segcblist.c`, called only from
+    /// the offloading code, on Debian's 6.1, 6.12 and 7.3.
+    pub bypass: Probe,
+    pub bypass_flush: Probe,
     /// Barrier callbacks (`rcu_barrier()` and its SRCU and tasks cousins) join the lists here.
     pub barrier: Probe,
     /// Returns each `rcu_head` just before the invocation loops call its function.
@@ -392,6 +400,8 @@ pub struct CallbackProbes {
 pub const CALLBACKS: CallbackProbes = CallbackProbes {
     queue: callback_hook("rcu_segcblist_enqueue", Side::Entry, "enqueue"),
     barrier: callback_hook("rcu_segcblist_entrain", Side::Entry, "entrain"),
+    bypass: callback_hook("rcu_cblist_enqueue", Side::Entry, "bypass"),
+    bypass_flush: callback_hook("rcu_cblist_flush_enqueue", Side::Entry, "bypass_flush"),
     invoke: callback_hook("rcu_cblist_dequeue", Side::Return, "dequeue"),
     kvfree: callback_hook("kvfree_call_rcu", Side::Entry, "kvfree"),
     entry_points: [
@@ -423,12 +433,19 @@ pub const CALLBACKS: CallbackProbes = CallbackProbes {
 };
 
 impl CallbackProbes {
-    /// Attach order: entry points first, so that the queueing probe, attached last, finds
-    /// them in place; the invocation probe before it, so that every queueing it sees has its
-    /// invocation seen too.
+    /// Attach order: entry points first, so that the queueing probes, attached last, find
+    /// them in place; the invocation probe before those, so that every queueing they see
+    /// has its invocation seen too.
     pub fn in_attach_order(&self) -> Vec<Probe> {
         let mut probes: Vec<Probe> = self.entry_points.iter().map(|(p, _)| *p).collect();
-        probes.extend([self.kvfree, self.barrier, self.invoke, self.queue]);
+        probes.extend([
+            self.kvfree,
+            self.barrier,
+            self.invoke,
+            self.bypass,
+            self.bypass_flush,
+            self.queue,
+        ]);
         probes
     }
 }
@@ -629,7 +646,15 @@ mod tests {
     fn callbacks_attach_queueing_last_and_name_each_entry_point_once() {
         let order = CALLBACKS.in_attach_order();
         assert_eq!(order.last(), Some(&CALLBACKS.queue));
-        assert_eq!(order[order.len() - 2], CALLBACKS.invoke);
+        assert_eq!(
+            order[order.len() - 4..],
+            [
+                CALLBACKS.invoke,
+                CALLBACKS.bypass,
+                CALLBACKS.bypass_flush,
+                CALLBACKS.queue
+            ]
+        );
         let mut vias: Vec<_> = CALLBACKS.entry_points.iter().map(|(_, v)| *v).collect();
         vias.sort();
         vias.dedup();
@@ -648,6 +673,13 @@ mod tests {
         assert_eq!(
             CALLBACKS.queue.program(Method::Kprobe).as_deref(),
             Some("callbacks_enqueue_kprobe")
+        );
+        assert_eq!(
+            plan(&CALLBACKS.bypass_flush, AttachChoice::Auto, Keys::Plain),
+            vec![
+                (Method::Fentry, "callbacks_bypass_flush_fentry".to_string()),
+                (Method::Kprobe, "callbacks_bypass_flush_kprobe".to_string())
+            ]
         );
     }
 

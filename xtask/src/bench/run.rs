@@ -58,6 +58,7 @@ pub fn run(opts: &Options, echo: bool) -> Result<Outcome> {
         ],
         script,
         timeout: opts.timeout.unwrap_or_else(|| s.timeout()),
+        kernel_args: Vec::new(),
     };
     let out = vm::run(&job, echo)?;
     if out.status != Some(0) {

@@ -62,6 +62,21 @@ pub fn boot_with_module_within(series: &str, script: &str, limit: Duration) -> G
     run_job(job)
 }
 
+/// `boot_with_module_within`, with options added to the guest kernel's command line.
+pub fn boot_with_module_and_kernel_args(
+    series: &str,
+    script: &str,
+    kernel_args: &[&str],
+    limit: Duration,
+) -> GuestOutput {
+    let mut job = guest_job(series, script)
+        .with_test_module()
+        .expect("building the test module");
+    job.kernel_args = kernel_args.iter().map(|a| a.to_string()).collect();
+    job.timeout = limit;
+    run_job(job)
+}
+
 /// `boot_with_module_within`, with more host files at guest paths.
 pub fn boot_with_module_and_files(
     series: &str,
