@@ -245,6 +245,7 @@ mod tests {
                 percentile_error: 0.0,
                 losses: Losses::default(),
                 stages: None,
+                cross_checks: Vec::new(),
             }]),
             environment: None,
         }
@@ -322,6 +323,7 @@ mod tests {
                 percentile_error: 0.0,
                 losses: Losses::default(),
                 stages: None,
+                cross_checks: Vec::new(),
             },
             phases: Vec::new(),
             holdouts_by_cpu: Vec::new(),
