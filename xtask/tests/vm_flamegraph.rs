@@ -139,9 +139,10 @@ fn grace_periods_folded_by_their_holdouts_6_1() {
 }
 
 fn grace_periods_folded_by_their_holdouts(series: &str) {
+    // Half a second after the hold, for its grace period to end before the interrupt.
     let script = format!(
         "insmod /lib/rcutrace_test.ko || exit 1
-traced gp '-f folded gp --secs 0 --top 50 --save /tmp/gp.json --flamegraph /tmp/gp.svg' '/bin/rcu-workload module hold_cpu {HOLD_CPU} {HOLD_MS}'
+traced gp '-f folded gp --secs 0 --top 50 --save /tmp/gp.json --flamegraph /tmp/gp.svg' 'sh -c \"/bin/rcu-workload module hold_cpu {HOLD_CPU} {HOLD_MS}; sleep 0.5\"'
 echo '=== gp.json'; cat /tmp/gp.json
 echo '=== gp.svg'; cat /tmp/gp.svg; echo
 "

@@ -1,4 +1,4 @@
-//! `rcutrace report A B --fail-if` on real runs on 6.1 and 6.12, as a CI job would use it:
+//! `rcutrace report A B --fail-if` on real runs on 6.1, 6.12 and 7.3, as a CI job would use it:
 //! two srlat runs of 20 membarrier() calls each, with rcu_expedited 0 and 1 (expedited grace
 //! periods are the shorter). Judged normal against expedited, a gate on slower or fewer calls
 //! passes (exit 0); the same gate on the runs the other way round fails (exit 1), one line per
@@ -19,6 +19,11 @@ fn a_gate_on_two_saved_runs_6_12() {
 #[test]
 fn a_gate_on_two_saved_runs_6_1() {
     a_gate_on_two_saved_runs("6.1");
+}
+
+#[test]
+fn a_gate_on_two_saved_runs_7_3() {
+    a_gate_on_two_saved_runs("7.3");
 }
 
 /// `=== NAME.out` with the command's output, then `=== NAME.status` with its exit status.

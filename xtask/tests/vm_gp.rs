@@ -97,13 +97,15 @@ fn assert_held(g: &GracePeriod, start: u64, end: u64, ms: u64) {
 }
 
 fn holdouts(series: &str) {
+    // Each hold is followed by half a second of tracing, so that the grace period it held
+    // ends before the interrupt (else it is only "in flight at exit" on a slow host).
     let script = format!(
         "insmod /lib/rcutrace_test.ko || exit 1\n\
-         traced cpu 'gp --secs 0 --top 50 -f json' '/bin/rcu-workload module hold_cpu {HOLD_CPU} {HOLD_MS}'\n\
+         traced cpu 'gp --secs 0 --top 50 -f json' 'sh -c \"/bin/rcu-workload module hold_cpu {HOLD_CPU} {HOLD_MS}; sleep 0.5\"'\n\
          echo '=== cpu_readout'; cat /proc/rcutrace_test\n\
-         traced task 'gp --secs 0 --top 50 -f json' '/bin/rcu-workload module block_reader 1 {BLOCK_MS}'\n\
+         traced task 'gp --secs 0 --top 50 -f json' 'sh -c \"/bin/rcu-workload module block_reader 1 {BLOCK_MS}; sleep 0.5\"'\n\
          echo '=== task_readout'; cat /proc/rcutrace_test\n\
-         traced text 'gp --secs 0 --top 3' '/bin/rcu-workload module hold_cpu {HOLD_CPU} {HOLD_MS}'\n"
+         traced text 'gp --secs 0 --top 3' 'sh -c \"/bin/rcu-workload module hold_cpu {HOLD_CPU} {HOLD_MS}; sleep 0.5\"'\n"
     );
     let guest = boot_with_module(series, &script);
     let sections = sections(&guest.stdout);

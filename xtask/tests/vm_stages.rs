@@ -1,7 +1,8 @@
-//! `rcutrace srlat --stages` on Debian's 6.1 and 6.12, on both default paths. Ground truth:
-//! each membarrier(MEMBARRIER_CMD_GLOBAL) call runs synchronize_rcu() exactly once (2+ CPUs),
-//! which waits for a normal grace period through a wakeme_after_rcu() callback
-//! (rcu_normal_wake_from_gp=0 on both), or with /sys/kernel/rcu_expedited set runs
+//! `rcutrace srlat --stages` on Debian's 6.1, 6.12 and 7.3, on both default paths. Ground
+//! truth: each membarrier(MEMBARRIER_CMD_GLOBAL) call runs synchronize_rcu() exactly once (2+
+//! CPUs), which waits for a normal grace period through a wakeme_after_rcu() callback
+//! (rcu_normal_wake_from_gp=0 on 6.1 and 6.12) or is woken by the grace-period kthread itself
+//! (=1, 7.3's default), or with /sys/kernel/rcu_expedited set runs
 //! synchronize_rcu_expedited() inside. Every one of the N calls is taken apart, on the path
 //! it took, into stages that add up exactly to its latency, and the calls listed are the
 //! histogram's samples (same count, same exact minimum and maximum).
@@ -109,32 +110,49 @@ fn stages_ground_truth(series: &str) {
     let guest = boot(series, &script);
     let sections = sections(&guest.stdout);
 
-    // The default path: a normal grace period, then the wakeme_after_rcu() callback.
+    // The default path: a normal grace period, then the wakeme_after_rcu() callback; on 7.3
+    // the grace-period kthread wakes the caller itself, with no callback.
+    // 6.1 has no such parameter; 6.12 has it, off; 7.3 has it on.
+    let wake_from_gp = match series {
+        "6.1" => None,
+        "6.12" => Some(false),
+        _ => Some(true),
+    };
+    let normal_keys: &[&str] = if wake_from_gp == Some(true) {
+        &["gp_start_wait", "grace_period", "after_grace_period"]
+    } else {
+        &["gp_start_wait", "grace_period", "callback_wait", "wake_up"]
+    };
     let normal = run_named(&sections, "normal");
-    assert_taken_apart(
-        "normal",
-        &normal,
-        "@srlat",
-        "normal",
-        &["gp_start_wait", "grace_period", "callback_wait", "wake_up"],
-    );
+    assert_taken_apart("normal", &normal, "@srlat", "normal", normal_keys);
     let records = normal.records();
     let s = staged("normal", &records, "@srlat");
-    // 6.1 has no such parameter; 6.12 has it, off.
-    let expected_wake_from_gp = if series == "6.1" { None } else { Some(false) };
-    assert_eq!(s.summary.wake_from_gp, expected_wake_from_gp);
+    assert_eq!(s.summary.wake_from_gp, wake_from_gp);
 
     let text = run_named(&sections, "normal_text");
     text.assert_ok("normal_text");
     eprintln!("{series}, normal path:\n{}{}", text.out, text.err);
+    let path_lines: &[&str] = if wake_from_gp == Some(true) {
+        &[
+            "  the grace period's end to the caller running (no callback)",
+            "  this kernel wakes callers from the grace-period kthread \
+             (rcutree.rcu_normal_wake_from_gp=1): no callback waits behind others",
+        ]
+    } else {
+        &[
+            "  its wakeme_after_rcu() callback waiting to be invoked",
+            "  rcutree.rcu_normal_wake_from_gp=1 (",
+        ]
+    };
     for line in [
         "@srlat stages: 30 calls taken apart, each into stages that add up to its latency",
         "Normal grace period, 30 calls (ms)",
         "  waiting for a grace period to start",
-        "  its wakeme_after_rcu() callback waiting to be invoked",
-        "  rcutree.rcu_normal_wake_from_gp=1 (",
         "@srlat stages not taken apart: 0 entry not seen, 0 grace period not seen whole",
-    ] {
+    ]
+    .iter()
+    .chain(path_lines)
+    {
         assert!(text.out.contains(line), "no {line:?} in:\n{}", text.out);
     }
     // The histogram comes first, as bpftrace prints it, then rcutrace's lines.
@@ -243,4 +261,9 @@ fn stages_on_6_1() {
 #[test]
 fn stages_on_6_12() {
     stages_ground_truth("6.12");
+}
+
+#[test]
+fn stages_on_7_3() {
+    stages_ground_truth("7.3");
 }
