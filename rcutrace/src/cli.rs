@@ -137,9 +137,14 @@ pub struct ServeArgs {
     /// Address and port to serve /metrics on.
     #[arg(long, default_value = "127.0.0.1:9750", value_name = "ADDR:PORT", value_parser = parse_listen)]
     pub listen: std::net::SocketAddr,
-    /// Add a `cpu` label to every metric: the CPU each call was made on.
+    /// Add a `cpu` label to every metric (the CPU each call was made on), or a `cgroup`
+    /// label (the caller's cgroup v2 path, at most --top of them).
     #[arg(long, value_enum, value_name = "KEY")]
     pub by: Option<ServeBy>,
+    /// With --by cgroup: the first N cgroups seen keep a label of their own for the whole
+    /// run, later ones share cgroup="[other]" (so that no counter ever goes down; 0: all).
+    #[arg(long, default_value_t = 20, value_name = "N", requires = "by", value_parser = parse_top, allow_negative_numbers = true)]
+    pub top: usize,
     /// How to hook kernel functions. Readers (__rcu_read_lock) are always kprobes.
     #[arg(long, value_enum, default_value_t = AttachChoice::Auto, value_name = "METHOD")]
     pub attach: AttachChoice,
@@ -149,6 +154,7 @@ pub struct ServeArgs {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum ServeBy {
     Cpu,
+    Cgroup,
 }
 
 #[derive(Debug, Args)]
@@ -284,7 +290,8 @@ pub struct CountArgs {
 /// Attribution options, shared by every command.
 #[derive(Debug, Default, Args)]
 pub struct ByArgs {
-    /// Key every map by the caller's command name, process id, CPU or kernel stack.
+    /// Key every map by the caller's command name, process id, CPU, kernel stack or cgroup
+    /// (v2, as its path below the cgroup mount; cgroup,comm and cgroup,pid add the caller).
     #[arg(long, value_enum, value_name = "KEY")]
     pub by: Option<By>,
     /// With --by: keep the N largest keys of each map and fold the rest into one
@@ -300,7 +307,8 @@ pub struct CallbacksArgs {
     /// Rows and histograms to print, most queued first (0: all).
     #[arg(long, default_value_t = 10, value_name = "N", value_parser = parse_top, allow_negative_numbers = true)]
     pub top: usize,
-    /// Also print per-CPU totals: callbacks queued, invoked and pending at exit, by CPU.
+    /// Also print per-CPU totals (callbacks queued, invoked and pending at exit, by CPU), or
+    /// the callbacks queued by each cgroup (v2) of the queueing tasks.
     #[arg(long, value_enum, value_name = "KEY")]
     pub by: Option<CallbacksBy>,
     /// Unit of the latency histograms and table.
@@ -312,6 +320,8 @@ pub struct CallbacksArgs {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum CallbacksBy {
     Cpu,
+    /// Callbacks queued, by the queueing task's cgroup (v2) path.
+    Cgroup,
 }
 
 #[derive(Debug, Args)]

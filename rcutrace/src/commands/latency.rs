@@ -9,6 +9,7 @@ use super::{Need, Period, Request, stages, trace};
 use crate::{
     cli::{ByArgs, LatencyArgs, SrlatArgs},
     kernel,
+    kernel::cgroups::CgroupPaths,
     kernel::environment,
     kernel::symbols::Symbolizer,
     model::aggregate::{Aggregate, Layout, Series},
@@ -182,6 +183,7 @@ async fn run(
         None => aggregate.borrow_mut().add(record),
     };
     let mut symbolizer = None;
+    let mut cgroups = CgroupPaths::new();
     trace(
         Request {
             probes: &probes,
@@ -205,6 +207,7 @@ async fn run(
                 &args.by,
                 &mut aggregate.borrow_mut(),
                 &mut symbolizer,
+                &mut cgroups,
             )?;
             if let Some(joiner) = &joiner {
                 add_stages(&mut report, period, timings, &mut joiner.borrow_mut())?;
@@ -222,6 +225,7 @@ fn report(
     by: &ByArgs,
     aggregate: &mut Aggregate,
     symbolizer: &mut Option<Symbolizer>,
+    cgroups: &mut CgroupPaths,
 ) -> Result<Report> {
     if aggregate.malformed > 0 {
         bail!(
@@ -239,7 +243,7 @@ fn report(
             aggregate.take(index)
         };
         let layout = aggregate.layout();
-        let series = keyed(series, layout, period.tracer, by, symbolizer);
+        let series = keyed(series, layout, period.tracer, by, symbolizer, cgroups);
         let mut stats = Vec::new();
         for (key, s) in &series {
             maps.push(Map::Hist(HistMap {
@@ -309,6 +313,7 @@ fn keyed(
     tracer: &Tracer,
     by: &ByArgs,
     symbolizer: &mut Option<Symbolizer>,
+    cgroups: &mut CgroupPaths,
 ) -> Vec<(Option<String>, Series)> {
     let Some(key_by) = by.by else {
         let all = series.into_iter().map(|(_, s)| s).reduce(|mut a, b| {
@@ -318,9 +323,10 @@ fn keyed(
         return vec![(None, all.unwrap_or_else(|| Series::new(layout)))];
     };
     let mut frames = super::stack_frames(tracer, symbolizer);
+    let mut cgroup = |id| cgroups.path(id);
     let texts: Vec<(String, Series)> = series
         .into_iter()
-        .map(|(key, s)| (key_text(key_by, &key, &mut frames), s))
+        .map(|(key, s)| (key_text(key_by, &key, &mut frames, &mut cgroup), s))
         .collect();
     fold_top(texts, by.top, Series::count, Series::merge)
         .into_iter()
