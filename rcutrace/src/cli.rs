@@ -130,6 +130,35 @@ pub enum Command {
         sudo rcutrace serve                              # on 127.0.0.1:9750\n  \
         sudo rcutrace serve --listen 127.0.0.1:9750 --by cpu")]
     Serve(ServeArgs),
+    /// A live full-screen view, refreshed every --interval: grace periods per second with
+    /// their latency and the age of the one in progress, callbacks queued and invoked per
+    /// second with each CPU's backlog, the callback functions and the waiters
+    /// (synchronize_rcu(), its expedited form, rcu_barrier()) with their latency, and readers
+    /// per second, sampled. Keys: q quits, p pauses, s cycles the tables' sort.
+    #[command(after_help = "Examples:
+          sudo rcutrace top
+          sudo rcutrace top --interval 2 --rows 20
+
+        It needs a terminal; for scripts, use --interval with count, srlat, gplat or gp
+        (rcutrace count --interval 1), which print each interval.")]
+    Top(TopArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct TopArgs {
+    /// Seconds between refreshes; every figure is of the last interval (per second).
+    #[arg(long, default_value_t = 1, value_parser = parse_interval, value_name = "N", allow_negative_numbers = true)]
+    pub interval: u64,
+    /// Rows of each table.
+    #[arg(long, default_value_t = 10, value_name = "N", value_parser = parse_top, allow_negative_numbers = true)]
+    pub rows: usize,
+    /// How the reader probe is sampled, as count --sample-readers: attached ON_MS of every
+    /// PERIOD_MS, so that leaving top open costs little.
+    #[arg(long, default_value = "100/1000", value_name = "ON_MS/PERIOD_MS")]
+    pub sample_readers: ReaderSampling,
+    /// How to hook kernel functions. Readers (__rcu_read_lock) are always kprobes.
+    #[arg(long, value_enum, default_value_t = AttachChoice::Auto, value_name = "METHOD")]
+    pub attach: AttachChoice,
 }
 
 #[derive(Debug, Args)]
@@ -464,6 +493,23 @@ pub fn check(cli: &Cli) -> Result<(), clap::Error> {
             return Err(conflict(
                 "serve answers in the OpenMetrics text format only; -f json is for the commands \
                  that print a run",
+            ));
+        }
+    }
+    if let Command::Top(_) = &cli.command {
+        use std::io::IsTerminal as _;
+        if !(std::io::stdin().is_terminal() && std::io::stdout().is_terminal()) {
+            return Err(<Cli as clap::CommandFactory>::command().error(
+                clap::error::ErrorKind::InvalidValue,
+                "top draws a live screen and needs a terminal (its stdin and stdout); for \
+                 scripts, use --interval with count, srlat, gplat or gp, which print each \
+                 interval (rcutrace count --interval 1)",
+            ));
+        }
+        if cli.save.is_some() || cli.format == Format::Json {
+            return Err(conflict(
+                "top draws a live screen: --save and -f json are for the commands that print \
+                 a run (with --interval, each interval)",
             ));
         }
     }

@@ -11,6 +11,7 @@ pub mod grace_periods;
 pub mod stages;
 pub mod stall;
 pub mod stats;
+pub mod top;
 
 use std::time::Duration;
 

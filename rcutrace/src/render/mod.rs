@@ -6,6 +6,7 @@ mod figure;
 mod json;
 mod openmetrics;
 mod text;
+pub mod top;
 
 use crate::{
     model::{Metrics, Report, StallEvent},
