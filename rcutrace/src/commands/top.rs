@@ -19,6 +19,7 @@ use std::{
 use anyhow::{Context as _, Result, bail};
 use ratatui::{
     Terminal,
+    backend::{Backend as _, ClearType},
     crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers},
     prelude::CrosstermBackend,
 };
@@ -229,7 +230,15 @@ impl Screen {
             return Ok(());
         }
         if !std::mem::replace(&mut self.cleared, true) {
-            self.terminal.clear()?;
+            // Not Terminal::clear(): it asks the terminal where its cursor is, and the answer
+            // may not come back in time (a slow machine, or the key thread reading first). A
+            // cleared screen and a new terminal, whose every cell is blank, agree instead.
+            self.terminal
+                .backend_mut()
+                .clear_region(ClearType::All)
+                .context("clearing the screen")?;
+            self.terminal = Terminal::new(CrosstermBackend::new(std::io::stdout()))
+                .context("setting up the terminal")?;
         }
         let (last, view) = (self.last.as_ref(), self.view);
         self.terminal
