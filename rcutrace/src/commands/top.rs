@@ -29,6 +29,7 @@ use rcutrace_common::{
         TOTAL_QUEUED, VIA_NOT_SEEN,
     },
     counters,
+    hist::fine_slot_range_bits,
 };
 
 use super::{Interval, Need, Period, Request, trace_with};
@@ -396,8 +397,11 @@ impl History {
         for (func, (invoked, fine, max_ns)) in by_function {
             let name = self.name(func);
             *self.callback_calls.entry(name.clone()).or_default() += invoked;
+            // The interval's own extremes are not kept, only its buckets: they bound it.
+            let (low, high) = occupied_range(&fine);
             let q = |q| {
-                percentile_bits(&fine, CALLBACK_FINE_BITS, q, 0, max_ns).map_or(0, |ns| ns as u64)
+                percentile_bits(&fine, CALLBACK_FINE_BITS, q, low, high.min(max_ns))
+                    .map_or(0, |ns| ns as u64)
             };
             let row = now.entry(name.clone()).or_insert_with(|| TopRow {
                 name,
@@ -454,6 +458,21 @@ fn merged(series: impl Iterator<Item = Series>) -> Series {
         .unwrap_or_else(|| Series::new(Layout::Log2))
 }
 
+/// The lowest and highest values the occupied buckets of a callbacks' fine histogram can
+/// hold.
+fn occupied_range(fine: &[u64]) -> (u64, u64) {
+    let slot_range = |slot: usize| fine_slot_range_bits(slot as u32, CALLBACK_FINE_BITS);
+    let first = fine.iter().position(|&n| n > 0);
+    let last = fine.iter().rposition(|&n| n > 0);
+    match (first, last) {
+        (Some(first), Some(last)) => {
+            let (high_start, width) = slot_range(last);
+            (slot_range(first).0, high_start + width.saturating_sub(1))
+        }
+        _ => (0, 0),
+    }
+}
+
 fn figures(series: &Series) -> LatencyFigures {
     let stats = series.stats(None);
     let quantile = |q: f64| {
@@ -474,4 +493,28 @@ fn figures(series: &Series) -> LatencyFigures {
 fn comm(bytes: &[u8; 16]) -> String {
     let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
     String::from_utf8_lossy(&bytes[..end]).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rcutrace_common::hist::fine_slot_bits;
+
+    /// A quiet interval's percentiles come from its own buckets, never from the extremes
+    /// since tracing began.
+    #[test]
+    fn interval_percentiles_stay_within_the_intervals_buckets() {
+        let mut fine = vec![0u64; rcutrace_common::callbacks::CALLBACK_FINE_SLOTS as usize];
+        for ns in [10_000_000u64, 12_000_000] {
+            fine[fine_slot_bits(ns, CALLBACK_FINE_BITS) as usize] += 1;
+        }
+        let (low, high) = occupied_range(&fine);
+        assert!((9_000_001..=10_000_000).contains(&low), "{low}");
+        assert!((12_000_000..13_000_000).contains(&high), "{high}");
+        let p50 = percentile_bits(&fine, CALLBACK_FINE_BITS, 0.5, low, high).unwrap();
+        let p99 = percentile_bits(&fine, CALLBACK_FINE_BITS, 0.99, low, high).unwrap();
+        assert!((9e6..=10.5e6).contains(&p50), "{p50}");
+        assert!((12e6..=13e6).contains(&p99), "{p99}");
+        assert_eq!(occupied_range(&[0; 4]), (0, 0));
+    }
 }
