@@ -1,4 +1,5 @@
-//! Who caused an event: the key `--by comm|pid|cpu|stack` groups counts and latencies by.
+//! Who caused an event: the key `--by comm|pid|cpu|stack|cgroup` groups counts and latencies
+//! by.
 //!
 //! The eBPF programs fill only the fields the chosen mode needs (the rest stay zero), so one
 //! key type serves every mode and user space decides how to print it.
@@ -10,6 +11,10 @@ pub const BY_COMM: u32 = 1;
 pub const BY_PID: u32 = 2;
 pub const BY_CPU: u32 = 3;
 pub const BY_STACK: u32 = 4;
+/// The caller's cgroup (v2 id), alone or with the command name, or the process id and name.
+pub const BY_CGROUP: u32 = 5;
+pub const BY_CGROUP_COMM: u32 = 6;
+pub const BY_CGROUP_PID: u32 = 7;
 
 /// Distinct kernel stacks that can be kept; more are counted as lost.
 pub const MAX_STACKS: u32 = 8192;
@@ -49,6 +54,9 @@ pub struct Attribution {
     /// Key of the caller's stack in the stack map (`stack_hash`), for BY_STACK; NO_STACK when
     /// it could not be kept.
     pub stack: u64,
+    /// The caller's cgroup v2 id (its directory's inode number in the cgroup2 mount), for
+    /// the BY_CGROUP modes.
+    pub cgroup: u64,
     /// Command name, NUL-padded, for BY_COMM and BY_PID.
     pub comm: [u8; 16],
 }

@@ -125,7 +125,23 @@ pub const TOTAL_LOST_PENDING_FULL: u32 = 3;
 pub const TOTAL_LOST_ROWS_FULL_QUEUED: u32 = 4;
 pub const TOTAL_LOST_ROWS_FULL_INVOKED: u32 = 5;
 pub const TOTAL_INVOKED_BEFORE: u32 = 6;
-pub const TOTAL_SLOTS: u32 = 7;
+/// With `--by cgroup`: queueings counted in their row but in no cgroup, the cgroup map being
+/// full.
+pub const TOTAL_LOST_CGROUPS_FULL: u32 = 7;
+pub const TOTAL_SLOTS: u32 = 8;
+
+/// Most (cgroup, callback function) pairs `callbacks --by cgroup` tells apart: more are
+/// counted as lost.
+pub const MAX_CGROUP_ROWS: u32 = 4096;
+
+/// With `--by cgroup`: who queued a callback (the queueing task's cgroup v2 id) and its
+/// function.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct CgroupQueued {
+    pub cgroup: u64,
+    pub func: u64,
+}
 
 #[cfg(feature = "user")]
 mod pod {
@@ -135,4 +151,5 @@ mod pod {
     unsafe impl aya::Pod for super::CallbackKey {}
     unsafe impl aya::Pod for super::CallbackStats {}
     unsafe impl aya::Pod for super::Extremes {}
+    unsafe impl aya::Pod for super::CgroupQueued {}
 }

@@ -2,7 +2,10 @@
 
 use aya_ebpf::{
     EbpfContext,
-    helpers::{bpf_get_current_comm, bpf_get_smp_processor_id, generated::bpf_get_stack},
+    helpers::{
+        bpf_get_current_comm, bpf_get_smp_processor_id,
+        generated::{bpf_get_current_cgroup_id, bpf_get_stack},
+    },
     macros::map,
     maps::{HashMap, PerCpuArray},
 };
@@ -45,6 +48,16 @@ pub fn attribute<C: EbpfContext>(ctx: &C, event: u32, tgid: u32) -> (Attribution
         BY_STACK => {
             key.stack = keep_stack(ctx);
             stack_kept = key.stack != NO_STACK;
+        }
+        BY_CGROUP => key.cgroup = unsafe { bpf_get_current_cgroup_id() },
+        BY_CGROUP_COMM => {
+            key.cgroup = unsafe { bpf_get_current_cgroup_id() };
+            key.comm = bpf_get_current_comm().unwrap_or_default();
+        }
+        BY_CGROUP_PID => {
+            key.cgroup = unsafe { bpf_get_current_cgroup_id() };
+            key.tgid = tgid;
+            key.comm = bpf_get_current_comm().unwrap_or_default();
         }
         _ => {}
     }

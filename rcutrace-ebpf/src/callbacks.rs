@@ -11,7 +11,10 @@
 //! here, per row (callback function and entry point); nothing is sent per event.
 
 use aya_ebpf::{
-    helpers::{bpf_get_smp_processor_id, bpf_ktime_get_ns, bpf_probe_read_kernel},
+    helpers::{
+        bpf_get_smp_processor_id, bpf_ktime_get_ns, bpf_probe_read_kernel,
+        generated::bpf_get_current_cgroup_id,
+    },
     macros::map,
     maps::{Array, HashMap, PerCpuArray, PerCpuHashMap},
     programs::{FEntryContext, FExitContext, ProbeContext, RetProbeContext},
@@ -26,6 +29,9 @@ use crate::{
 /// Nanoseconds per display unit of the latency histograms.
 #[unsafe(no_mangle)]
 static CALLBACK_UNIT_NS: u32 = 1_000_000;
+/// Non-zero with `--by cgroup`: each queueing is also counted by the queueing task's cgroup.
+#[unsafe(no_mangle)]
+static CALLBACKS_BY_CGROUP: u32 = 0;
 
 /// BPF_NOEXIST: insert only if the key is new.
 const NOEXIST: u64 = 1;
@@ -50,6 +56,10 @@ static CALLBACK_TOTALS: PerCpuArray<u64> = PerCpuArray::with_max_entries(TOTAL_S
 /// checked against.
 #[map]
 static ENTRY_CALLS: PerCpuArray<u64> = PerCpuArray::with_max_entries(VIA_COUNT, 0);
+/// Queueings by the queueing task's cgroup v2 id and the callback function (`--by cgroup`
+/// sizes it: MAX_CGROUP_ROWS). The enqueue runs in the task that called call_rcu() and friends.
+#[map]
+static QUEUED_BY_CGROUP: HashMap<CgroupQueued, u64> = HashMap::with_max_entries(1, 0);
 
 #[inline(always)]
 fn total(slot: u32) {
@@ -106,7 +116,10 @@ fn on_enqueue(head: u64, barrier: bool) {
     match stats {
         Some(stats) => {
             total(TOTAL_QUEUED);
-            unsafe { atomic::add(&raw mut (*stats).queued, 1) }
+            unsafe { atomic::add(&raw mut (*stats).queued, 1) };
+            if constant(&CALLBACKS_BY_CGROUP) != 0 {
+                count_cgroup(func);
+            }
         }
         None => total(TOTAL_LOST_ROWS_FULL_QUEUED),
     }
@@ -130,6 +143,19 @@ fn on_enqueue(head: u64, barrier: bool) {
     total(TOTAL_LOST_PENDING_FULL);
     if let Some(stats) = stats {
         unsafe { atomic::add(&raw mut (*stats).queued_unrecorded, 1) };
+    }
+}
+
+/// One more queueing of `func` for the current task's cgroup, as for its row.
+#[inline(always)]
+fn count_cgroup(func: u64) {
+    let key = CgroupQueued {
+        cgroup: unsafe { bpf_get_current_cgroup_id() },
+        func,
+    };
+    match crate::hash::get_or_insert(&QUEUED_BY_CGROUP, &key, &0) {
+        Some(count) => unsafe { atomic::add(count, 1) },
+        None => total(TOTAL_LOST_CGROUPS_FULL),
     }
 }
 

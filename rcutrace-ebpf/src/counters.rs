@@ -17,6 +17,17 @@ use rcutrace_common::{attribution::*, counters::*};
 
 use crate::{attribution, window};
 
+/// Non-zero: count in the plain per-CPU array even when the latency programs key their samples
+/// (`top` keys its waiters by comm and samples the reader counter).
+#[unsafe(no_mangle)]
+static COUNTS_UNKEYED: u32 = 0;
+
+/// Whether events are counted per `--by` key rather than in the plain array.
+#[inline(always)]
+fn keyed() -> bool {
+    attribution::mode() != BY_NONE && window::constant(&COUNTS_UNKEYED) == 0
+}
+
 #[map]
 static COUNTS: PerCpuArray<u64> = PerCpuArray::with_max_entries(COUNTER_SLOTS, 0);
 // One entry: only a run with `--by` sizes it at load time (MAX_KEYED_COUNTS).
@@ -54,7 +65,7 @@ fn count<C: EbpfContext>(ctx: &C, slot: u32, kprobe: bool) {
         bump_preemptible(&COUNT_LOSSES, LEFT_OUT_SWITCHING);
         return;
     }
-    if attribution::mode() == BY_NONE {
+    if !keyed() {
         if kprobe {
             bump_preempt_off(&COUNTS, slot);
         } else {
@@ -86,7 +97,7 @@ fn count_keyed<C: EbpfContext>(ctx: &C, slot: u32, tgid: u32) {
 // such program exists at all.
 program! {
     kprobe fn count_read_lock_kprobe(ctx: ProbeContext) -> u32 {
-        if attribution::mode() == BY_NONE {
+        if !keyed() {
             bump_preempt_off(&COUNTS, READ_LOCK);
         } else {
             let (tgid, _, _) = window::current();

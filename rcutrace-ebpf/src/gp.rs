@@ -40,6 +40,10 @@ static TASK_RCU_READ_LOCK_NESTING: u32 = 0;
 static STALL_WARNING_RCUNAME: u32 = 0;
 #[unsafe(no_mangle)]
 static STALL_WARNING_MSG: u32 = 0;
+/// 1: send events to user space (`gp`, `stall`, `serve`); 0: only keep the grace period's
+/// state and counts for user space to read (`top`).
+#[unsafe(no_mangle)]
+static GP_EVENTS: u32 = 0;
 /// A CPU still holding up a grace period this old is sampled at each of its ticks.
 #[unsafe(no_mangle)]
 static HOLDOUT_SAMPLE_AFTER_NS: u64 = crate::window::UNSET_U64 + 1;
@@ -64,10 +68,10 @@ fn lose(slot: u32) {
     }
 }
 
-/// Whether events go to user space: while the window is open.
+/// Whether events go to user space at all (the verifier prunes what the constant decides).
 #[inline(always)]
 fn sending() -> bool {
-    window::running()
+    window::constant(&GP_EVENTS) != 0 && window::running()
 }
 
 #[inline(always)]

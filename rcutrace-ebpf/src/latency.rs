@@ -42,11 +42,12 @@ fn add_stat(timed: u32, stat: u32) {
     }
 }
 
-/// Whether calls of this process are timed at all (and their stages followed).
+/// Whether calls of this process are timed at all (and their stages followed): not
+/// rcutrace's own, nor those the tasks-RCU kthreads make for its reader probe's switching.
 #[inline(always)]
 pub fn wanted(tgid: u32, is_self: bool) -> bool {
     let target = window::constant(&TARGET_TGID);
-    !is_self && (target == 0 || tgid == target)
+    !is_self && (target == 0 || tgid == target) && !window::switching_kthread(tgid)
 }
 
 #[inline(always)]

@@ -142,6 +142,35 @@ pub enum Command {
         sudo rcutrace serve                              # on 127.0.0.1:9750\n  \
         sudo rcutrace serve --listen 127.0.0.1:9750 --by cpu")]
     Serve(ServeArgs),
+    /// A live full-screen view, refreshed every --interval: grace periods per second with
+    /// their latency and the age of the one in progress, callbacks queued and invoked per
+    /// second with each CPU's backlog, the callback functions and the waiters
+    /// (synchronize_rcu(), its expedited form, rcu_barrier()) with their latency, and readers
+    /// per second, sampled. Keys: q quits, p pauses, s cycles the tables' sort.
+    #[command(after_help = "Examples:
+          sudo rcutrace top
+          sudo rcutrace top --interval 2 --rows 20
+
+        It needs a terminal; for scripts, use --interval with count, srlat, gplat or gp
+        (rcutrace count --interval 1), which print each interval.")]
+    Top(TopArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct TopArgs {
+    /// Seconds between refreshes; every figure is of the last interval (per second).
+    #[arg(long, default_value_t = 1, value_parser = parse_interval, value_name = "N", allow_negative_numbers = true)]
+    pub interval: u64,
+    /// Rows of each table.
+    #[arg(long, default_value_t = 10, value_name = "N", value_parser = parse_top, allow_negative_numbers = true)]
+    pub rows: usize,
+    /// How the reader probe is sampled, as count --sample-readers: attached ON_MS of every
+    /// PERIOD_MS, so that leaving top open costs little.
+    #[arg(long, default_value = "100/1000", value_name = "ON_MS/PERIOD_MS")]
+    pub sample_readers: ReaderSampling,
+    /// How to hook kernel functions. Readers (__rcu_read_lock) are always kprobes.
+    #[arg(long, value_enum, default_value_t = AttachChoice::Auto, value_name = "METHOD")]
+    pub attach: AttachChoice,
 }
 
 #[derive(Debug, Args)]
@@ -149,9 +178,14 @@ pub struct ServeArgs {
     /// Address and port to serve /metrics on.
     #[arg(long, default_value = "127.0.0.1:9750", value_name = "ADDR:PORT", value_parser = parse_listen)]
     pub listen: std::net::SocketAddr,
-    /// Add a `cpu` label to every metric: the CPU each call was made on.
+    /// Add a `cpu` label to every metric (the CPU each call was made on), or a `cgroup`
+    /// label (the caller's cgroup v2 path, at most --top of them).
     #[arg(long, value_enum, value_name = "KEY")]
     pub by: Option<ServeBy>,
+    /// With --by cgroup: the first N cgroups seen keep a label of their own for the whole
+    /// run, later ones share cgroup="[other]" (so that no counter ever goes down; 0: all).
+    #[arg(long, default_value_t = 20, value_name = "N", requires = "by", value_parser = parse_top, allow_negative_numbers = true)]
+    pub top: usize,
     /// How to hook kernel functions. Readers (__rcu_read_lock) are always kprobes.
     #[arg(long, value_enum, default_value_t = AttachChoice::Auto, value_name = "METHOD")]
     pub attach: AttachChoice,
@@ -161,6 +195,7 @@ pub struct ServeArgs {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum ServeBy {
     Cpu,
+    Cgroup,
 }
 
 #[derive(Debug, Args)]
@@ -306,7 +341,8 @@ pub struct CountArgs {
 /// Attribution options, shared by every command.
 #[derive(Debug, Default, Args)]
 pub struct ByArgs {
-    /// Key every map by the caller's command name, process id, CPU or kernel stack.
+    /// Key every map by the caller's command name, process id, CPU, kernel stack or cgroup
+    /// (v2, as its path below the cgroup mount; cgroup,comm and cgroup,pid add the caller).
     #[arg(long, value_enum, value_name = "KEY")]
     pub by: Option<By>,
     /// With --by: keep the N largest keys of each map and fold the rest into one
@@ -322,7 +358,8 @@ pub struct CallbacksArgs {
     /// Rows and histograms to print, most queued first (0: all).
     #[arg(long, default_value_t = 10, value_name = "N", value_parser = parse_top, allow_negative_numbers = true)]
     pub top: usize,
-    /// Also print per-CPU totals: callbacks queued, invoked and pending at exit, by CPU.
+    /// Also print per-CPU totals (callbacks queued, invoked and pending at exit, by CPU), or
+    /// the callbacks queued by each cgroup (v2) of the queueing tasks.
     #[arg(long, value_enum, value_name = "KEY")]
     pub by: Option<CallbacksBy>,
     /// Unit of the latency histograms and table.
@@ -334,6 +371,8 @@ pub struct CallbacksArgs {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum CallbacksBy {
     Cpu,
+    /// Callbacks queued, by the queueing task's cgroup (v2) path.
+    Cgroup,
 }
 
 #[derive(Debug, Args)]
@@ -479,6 +518,23 @@ pub fn check(cli: &Cli) -> Result<(), clap::Error> {
             ));
         }
     }
+    if let Command::Top(_) = &cli.command {
+        use std::io::IsTerminal as _;
+        if !(std::io::stdin().is_terminal() && std::io::stdout().is_terminal()) {
+            return Err(<Cli as clap::CommandFactory>::command().error(
+                clap::error::ErrorKind::InvalidValue,
+                "top draws a live screen and needs a terminal (its stdin and stdout); for \
+                 scripts, use --interval with count, srlat, gplat or gp, which print each \
+                 interval (rcutrace count --interval 1)",
+            ));
+        }
+        if cli.save.is_some() || cli.format == Format::Json {
+            return Err(conflict(
+                "top draws a live screen: --save and -f json are for the commands that print \
+                 a run (with --interval, each interval)",
+            ));
+        }
+    }
     if let Command::Srlat(args) = &cli.command {
         let mut functions: Vec<&str> = args.func.clone();
         if args.expedited {
@@ -568,10 +624,12 @@ fn check_stacks(cli: &Cli) -> Result<(), clap::Error> {
             "{asked} draws one run's stacks; a comparison of two runs prints as text only"
         ))),
         Command::Report(_) => Ok(()),
-        Command::Callbacks(_) | Command::Stall(_) | Command::Serve(_) => Err(conflict(format!(
-            "{asked} draws kernel stacks, which only count, srlat and gplat (with --by stack) \
+        Command::Callbacks(_) | Command::Stall(_) | Command::Serve(_) | Command::Top(_) => {
+            Err(conflict(format!(
+                "{asked} draws kernel stacks, which only count, srlat and gplat (with --by stack) \
              and gp record"
-        ))),
+            )))
+        }
     }
 }
 

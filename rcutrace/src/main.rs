@@ -122,6 +122,7 @@ fn run(cli: &Cli) -> anyhow::Result<(String, ExitCode, Option<model::Report>)> {
             Command::Gplat(args) => commands::latency::gplat(args, format).await.map(Some),
             Command::Srlat(args) => commands::latency::srlat(args, format).await.map(Some),
             Command::Serve(args) => commands::serve::run(args).await.map(|()| None),
+            Command::Top(args) => commands::top::run(args).await.map(|()| None),
             Command::Callbacks(args) => commands::callbacks::run(args, format).await.map(Some),
             Command::Gp(args) => commands::gp::run(args, format).await.map(Some),
             Command::Stall(args) => commands::stall::run(args, format).await.map(Some),

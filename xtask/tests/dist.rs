@@ -19,6 +19,7 @@ fn dist_installs_a_static_binary_its_pages_and_completions() {
         "man/man1/rcutrace-serve.1",
         "man/man1/rcutrace-gp.1",
         "man/man1/rcutrace-stall.1",
+        "man/man1/rcutrace-top.1",
         "completions/bash/rcutrace.bash",
         "completions/zsh/_rcutrace",
         "completions/fish/rcutrace.fish",
@@ -47,6 +48,7 @@ fn dist_installs_a_static_binary_its_pages_and_completions() {
         "report",
         "gp",
         "stall",
+        "top",
     ] {
         assert!(top.contains(&format!("rcutrace\\-{command}(1)")), "{top}");
     }

@@ -280,3 +280,8 @@ fn exact_callbacks_on_6_1() {
 fn exact_callbacks_on_6_12() {
     exact_callbacks("6.12");
 }
+
+#[test]
+fn exact_callbacks_on_7_3() {
+    exact_callbacks("7.3");
+}

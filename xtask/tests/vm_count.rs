@@ -119,6 +119,11 @@ fn count_on_6_12() {
     counts_ground_truth("6.12");
 }
 
+#[test]
+fn count_on_7_3() {
+    counts_ground_truth("7.3");
+}
+
 /// Attaching and detaching again and again while the kernel is busy must leave it running:
 /// every run exits 0 and the guest shuts down normally.
 fn repeated_runs_under_load(series: &str) {
@@ -147,4 +152,9 @@ fn repeated_runs_under_load_on_6_1() {
 #[test]
 fn repeated_runs_under_load_on_6_12() {
     repeated_runs_under_load("6.12");
+}
+
+#[test]
+fn repeated_runs_under_load_on_7_3() {
+    repeated_runs_under_load("7.3");
 }

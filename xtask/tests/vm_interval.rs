@@ -167,6 +167,11 @@ fn intervals_add_up_on_6_12() {
 }
 
 #[test]
+fn intervals_add_up_on_7_3() {
+    intervals_add_up("7.3");
+}
+
+#[test]
 fn intervals_add_up_on_6_1() {
     intervals_add_up("6.1");
 }

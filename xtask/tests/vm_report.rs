@@ -31,6 +31,11 @@ fn report_reprints_runs_and_compares_two_6_12() {
 }
 
 #[test]
+fn report_reprints_runs_and_compares_two_7_3() {
+    report_reprints_runs_and_compares_two("7.3");
+}
+
+#[test]
 fn report_reprints_runs_and_compares_two_6_1() {
     report_reprints_runs_and_compares_two("6.1");
 }

@@ -82,6 +82,11 @@ fn script_runs_several_commands_in_one_boot_6_12() {
 }
 
 #[test]
+fn script_runs_several_commands_in_one_boot_7_3() {
+    script_runs_several_commands_in_one_boot("7.3");
+}
+
+#[test]
 fn a_missing_script_is_refused_before_the_boot() {
     let out = xtask(&["vm", "--script", "/nonexistent/session.sh"]);
     let stderr = String::from_utf8_lossy(&out.stderr);

@@ -350,6 +350,11 @@ fn stall_alert_fires_on_6_12() {
 }
 
 #[test]
+fn stall_alert_fires_on_7_3() {
+    stall_alert_fires("7.3");
+}
+
+#[test]
 fn stall_alert_fires_on_6_1() {
     stall_alert_fires("6.1");
 }
@@ -357,6 +362,11 @@ fn stall_alert_fires_on_6_1() {
 #[test]
 fn scraped_by_prometheus_on_6_12() {
     scraped_by_prometheus("6.12");
+}
+
+#[test]
+fn scraped_by_prometheus_on_7_3() {
+    scraped_by_prometheus("7.3");
 }
 
 #[test]

@@ -18,8 +18,10 @@ use rcutrace_common::{
 use super::{Need, Period, Request, trace, warn_disagreements};
 use crate::{
     cli::{CallbacksArgs, CallbacksBy},
+    kernel::cgroups::CgroupPaths,
     kernel::environment,
     kernel::symbols::Symbolizer,
+    model::attribution::fold_top,
     model::checks::{self, CrossCheck, EntryPoint},
     model::stats::{QUANTILES, percentile_bits, percentile_error},
     model::{
@@ -36,15 +38,21 @@ const NEEDED: &[Probe] = &[CALLBACKS.queue, CALLBACKS.invoke];
 
 pub async fn run(args: &CallbacksArgs, format: Format) -> Result<Report> {
     let probes = CALLBACKS.in_attach_order();
+    let by_cgroup = args.by == Some(CallbacksBy::Cgroup);
+    // At most 10^6 (ms): fits the program's u32.
+    let mut constants = vec![
+        Constant::U32("CALLBACK_UNIT_NS", args.unit.nanos() as u32),
+        Constant::MaxEntries("PENDING", MAX_PENDING),
+        Constant::MaxEntries("ROWS", MAX_ROWS),
+        Constant::MaxEntries("EXTREMES", MAX_ROWS),
+    ];
+    if by_cgroup {
+        constants.push(Constant::U32("CALLBACKS_BY_CGROUP", 1));
+        constants.push(Constant::MaxEntries("QUEUED_BY_CGROUP", MAX_CGROUP_ROWS));
+    }
     let request = Request {
         probes: &probes,
-        // At most 10^6 (ms): fits the program's u32.
-        constants: vec![
-            Constant::U32("CALLBACK_UNIT_NS", args.unit.nanos() as u32),
-            Constant::MaxEntries("PENDING", MAX_PENDING),
-            Constant::MaxEntries("ROWS", MAX_ROWS),
-            Constant::MaxEntries("EXTREMES", MAX_ROWS),
-        ],
+        constants,
         choice: args.common.attach,
         by: None,
         need: Need::These(NEEDED),
@@ -62,12 +70,18 @@ pub async fn run(args: &CallbacksArgs, format: Format) -> Result<Report> {
         top: args.top,
         by_cpu: args.by == Some(CallbacksBy::Cpu),
     };
+    let mut cgroups = CgroupPaths::new();
     trace(request, None, &mut |period| {
         let raw = read(period)?;
         let names = function_names(&raw);
         let mut report = assemble(&raw, &names, &options, period.elapsed);
         if let Summary::Callbacks(summary) = &report.summary {
             warn_disagreements(format, &summary.cross_checks);
+        }
+        if by_cgroup {
+            let mut path = |id| cgroups.path(id);
+            let map = queued_by_cgroup(&raw, &names, args.top, &mut path);
+            report.maps.push(map);
         }
         report.environment = Some(environment::current(period.attached));
         Ok(report)
@@ -83,6 +97,8 @@ struct Raw {
     pending: Vec<Pending>,
     /// `CALLBACK_TOTALS` slot by slot, one value per CPU.
     totals: Vec<Vec<u64>>,
+    /// Queueings by cgroup id and function (`--by cgroup`).
+    queued_by_cgroup: Vec<(CgroupQueued, u64)>,
     kvfree_traced: bool,
     entry_points_not_traced: Vec<String>,
     /// Calls of each traced entry point while tracing, by `Via`.
@@ -105,6 +121,7 @@ fn read(period: &Period<'_>) -> Result<Raw> {
         totals: (0..TOTAL_SLOTS)
             .map(|slot| tracer.per_cpu_values("CALLBACK_TOTALS", slot))
             .collect::<Result<_>>()?,
+        queued_by_cgroup: tracer.hash_entries("QUEUED_BY_CGROUP")?,
         kvfree_traced: attached(&CALLBACKS.kvfree),
         entry_points_not_traced: CALLBACKS
             .entry_points
@@ -134,7 +151,8 @@ fn function_names(raw: &Raw) -> BTreeMap<u64, String> {
         .rows
         .iter()
         .map(|(k, _)| k.func)
-        .chain(raw.pending.iter().map(|p| p.func));
+        .chain(raw.pending.iter().map(|p| p.func))
+        .chain(raw.queued_by_cgroup.iter().map(|(k, _)| k.func));
     addresses
         .map(|addr| {
             let name = symbolizer
@@ -427,6 +445,39 @@ fn per_cpu_maps(raw: &Raw, rows: &BTreeSet<(u64, Via)>) -> Vec<Map> {
     .collect()
 }
 
+/// `@cgroup_queued[path, function]`: callbacks queued by tasks of each cgroup, by function,
+/// the largest `top` kept; they add up to the QUEUED column (queueings the map had no room
+/// for under a key of their own).
+fn queued_by_cgroup(
+    raw: &Raw,
+    names: &BTreeMap<u64, String>,
+    top: usize,
+    path: &mut dyn FnMut(u64) -> String,
+) -> Map {
+    let mut entries: BTreeMap<String, u64> = BTreeMap::new();
+    for (key, n) in &raw.queued_by_cgroup {
+        let function = names
+            .get(&key.func)
+            .cloned()
+            .unwrap_or(format!("{:#x}", key.func));
+        *entries
+            .entry(format!("{}, {function}", path(key.cgroup)))
+            .or_default() += n;
+    }
+    let lost: u64 = raw
+        .totals
+        .get(TOTAL_LOST_CGROUPS_FULL as usize)
+        .map_or(0, |per_cpu| per_cpu.iter().sum());
+    if lost > 0 {
+        entries.insert("[cgroup map full]".into(), lost);
+    }
+    let entries = fold_top(entries.into_iter().collect(), top, |n| *n, |a, b| *a += b);
+    Map::Count(CountMap {
+        name: "@cgroup_queued".into(),
+        entries,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -515,6 +566,7 @@ mod tests {
                 vec![0, 0],
                 vec![7, 4],
             ],
+            queued_by_cgroup: Vec::new(),
             kvfree_traced: true,
             entry_points_not_traced: vec!["call_rcu_tasks_rude".into()],
             entry_calls: vec![(VIA_CALL_RCU, 5), (VIA_CALL_RCU_HURRY, 5)],
@@ -542,6 +594,50 @@ mod tests {
             top,
             by_cpu,
         }
+    }
+
+    #[test]
+    fn queueings_by_cgroup_add_up_and_keep_what_had_no_room() {
+        let mut raw = raw();
+        let queued = |cgroup, func| CgroupQueued { cgroup, func };
+        // One of the cgroups was removed; the map had no room for 2 more.
+        raw.queued_by_cgroup = vec![
+            (queued(1, FIX_CB), 4),
+            (queued(7, FIX_CB), 3),
+            (queued(7, MOD_CB), 5),
+            (queued(9, OLD_CB), 2),
+        ];
+        raw.totals.push(vec![0, 2]);
+        let mut path = |id: u64| match id {
+            1 => "/".to_string(),
+            7 => "/a".to_string(),
+            _ => format!("[cgroup {id}, removed]"),
+        };
+        let mut map = |top| match queued_by_cgroup(&raw, &names(), top, &mut path) {
+            Map::Count(map) => map,
+            other => panic!("a count map expected: {other:?}"),
+        };
+        let all = map(0);
+        assert_eq!(all.name, "@cgroup_queued");
+        assert_eq!(
+            all.entries,
+            vec![
+                ("/, fix_cb".into(), 4),
+                ("/a, fix_cb".into(), 3),
+                ("/a, rcutrace_test_cb [rcutrace_test]".into(), 5),
+                ("[cgroup 9, removed], 0xffffffff81200000".into(), 2),
+                ("[cgroup map full]".into(), 2),
+            ]
+        );
+        let two = map(2);
+        assert_eq!(
+            two.entries,
+            vec![
+                ("/a, rcutrace_test_cb [rcutrace_test]".into(), 5),
+                ("/, fix_cb".into(), 4),
+                ("[other: 3 keys]".into(), 7),
+            ]
+        );
     }
 
     #[test]

@@ -12,6 +12,7 @@ use super::{Need, Period, Request, stack_frames, trace};
 use crate::{
     cli::{ByArgs, CountArgs},
     kernel,
+    kernel::cgroups::CgroupPaths,
     kernel::environment,
     kernel::symbols::Symbolizer,
     model::attribution::{By, fold_top, key_text},
@@ -33,6 +34,7 @@ pub async fn run(args: &CountArgs, format: Format) -> Result<Report> {
     };
     // Made once, kept for every interval.
     let mut symbolizer = None;
+    let mut cgroups = CgroupPaths::new();
     trace(
         Request {
             probes: &probes,
@@ -49,7 +51,7 @@ pub async fn run(args: &CountArgs, format: Format) -> Result<Report> {
             format,
         },
         None,
-        &mut |period| report(period, &args.by, &mut symbolizer, format),
+        &mut |period| report(period, &args.by, &mut symbolizer, format, &mut cgroups),
     )
     .await
 }
@@ -60,6 +62,7 @@ fn report(
     by: &ByArgs,
     symbolizer: &mut Option<Symbolizer>,
     format: Format,
+    cgroups: &mut CgroupPaths,
 ) -> Result<Report> {
     let totals = period.counters.array("COUNTS");
     // Sampled readers: what the switches counted is in no window; the estimate replaces the
@@ -90,7 +93,7 @@ fn report(
                 .collect();
             (counts, entries, None)
         }
-        Some(key_by) => keyed(period, counts, key_by, by.top, symbolizer),
+        Some(key_by) => keyed(period, counts, key_by, by.top, symbolizer, cgroups),
     };
     // Reader kprobe skips are the tracer's own nested rcu_read_lock(), not lost readers.
     let not_readers: Vec<Probe> = counts
@@ -131,8 +134,10 @@ fn keyed<'a>(
     by: By,
     top: usize,
     symbolizer: &mut Option<Symbolizer>,
+    cgroups: &mut CgroupPaths,
 ) -> Keyed<'a> {
     let mut frames = stack_frames(period.tracer, symbolizer);
+    let mut cgroup = |id| cgroups.path(id);
     let mut totals: Vec<(&Counted, u64)> = counts.iter().map(|(c, _)| (*c, 0)).collect();
     let mut entries = Vec::new();
     for (key, n) in period.counters.keyed_counts() {
@@ -143,8 +148,11 @@ fn keyed<'a>(
         let function = total.0.function();
         let text = match by {
             // The stack's first frame is the function itself.
-            By::Stack if key.stack != NO_STACK => key_text(by, key, &mut frames),
-            _ => format!("{}, {function}", key_text(by, key, &mut frames)),
+            By::Stack if key.stack != NO_STACK => key_text(by, key, &mut frames, &mut cgroup),
+            _ => format!(
+                "{}, {function}",
+                key_text(by, key, &mut frames, &mut cgroup)
+            ),
         };
         entries.push((text, n));
     }

@@ -121,6 +121,8 @@ pub async fn run(args: &GpArgs, format: Format) -> Result<Report> {
 /// What the grace-period programs send to user space.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(super) enum GpEvents {
+    /// Nothing: they keep the grace period's state and counts for reading (`top`).
+    None,
     /// Every event, with stacks sampled on holdout CPUs (`gp`, `stall`).
     WithSamples,
     /// Every event but the holdout samples: the anatomy without stacks (`serve`).
@@ -134,9 +136,10 @@ pub(super) fn constants(layout: &RcuLayout, cpus: u32, events: GpEvents) -> Vec<
     let sample_after_ns = match events {
         GpEvents::WithSamples => HOLDOUT_SAMPLE_AFTER_NS,
         // No grace period gets that old.
-        GpEvents::WithoutSamples => u64::MAX,
+        GpEvents::WithoutSamples | GpEvents::None => u64::MAX,
     };
     vec![
+        Constant::U32("GP_EVENTS", u32::from(events != GpEvents::None)),
         Constant::U64("RCU_STATE_ADDRESS", layout.rcu_state),
         Constant::U32("RCU_STATE_GP_SEQ", layout.gp_seq),
         Constant::U32("RCU_NODE_QSMASK", layout.node_qsmask),

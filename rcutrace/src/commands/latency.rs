@@ -9,6 +9,7 @@ use super::{Need, Period, Request, stages, trace};
 use crate::{
     cli::{ByArgs, LatencyArgs, SrlatArgs},
     kernel,
+    kernel::cgroups::CgroupPaths,
     kernel::environment,
     kernel::symbols::Symbolizer,
     model::aggregate::{Aggregate, Layout, Series},
@@ -184,7 +185,11 @@ async fn run(
     };
     let mut symbolizer = None;
     // Every report covers the window from its opening: a plain run's one, or --cumulative's.
-    let whole_window = args.over_time.interval().is_none_or(|i| i.cumulative);
+    let checking = Checking {
+        whole_window: args.over_time.interval().is_none_or(|i| i.cumulative),
+        format,
+    };
+    let mut cgroups = CgroupPaths::new();
     trace(
         Request {
             probes: &probes,
@@ -208,8 +213,8 @@ async fn run(
                 &args.by,
                 &mut aggregate.borrow_mut(),
                 &mut symbolizer,
-                whole_window,
-                format,
+                checking,
+                &mut cgroups,
             )?;
             if let Some(joiner) = &joiner {
                 add_stages(&mut report, period, timings, &mut joiner.borrow_mut())?;
@@ -220,6 +225,15 @@ async fn run(
     .await
 }
 
+/// When a report's samples are checked against the entries, and how a disagreement is said.
+#[derive(Clone, Copy)]
+struct Checking {
+    /// Every report covers the window from its opening (the in-flight calls at a period's
+    /// start are known only there).
+    whole_window: bool,
+    format: Format,
+}
+
 /// The histograms and statistics of the samples that arrived in one period.
 fn report(
     period: &Period<'_>,
@@ -227,8 +241,8 @@ fn report(
     by: &ByArgs,
     aggregate: &mut Aggregate,
     symbolizer: &mut Option<Symbolizer>,
-    whole_window: bool,
-    format: Format,
+    checking: Checking,
+    cgroups: &mut CgroupPaths,
 ) -> Result<Report> {
     if aggregate.malformed > 0 {
         bail!(
@@ -246,7 +260,7 @@ fn report(
             aggregate.take(index)
         };
         let layout = aggregate.layout();
-        let series = keyed(series, layout, period.tracer, by, symbolizer);
+        let series = keyed(series, layout, period.tracer, by, symbolizer, cgroups);
         let mut stats = Vec::new();
         for (key, s) in &series {
             maps.push(Map::Hist(HistMap {
@@ -261,13 +275,13 @@ fn report(
         let (losses, left_behind) = losses(period, timing, by.by)?;
         // Calls in flight at a period's start are unknown: only a period that starts at the
         // window's opening can account for every entry.
-        let cross_checks = if whole_window {
+        let cross_checks = if checking.whole_window {
             let samples: u64 = stats.iter().map(|s| s.count).sum();
             vec![entries_check(period, timing, samples + left_behind)]
         } else {
             Vec::new()
         };
-        super::warn_disagreements(format, &cross_checks);
+        super::warn_disagreements(checking.format, &cross_checks);
         summaries.push(LatencySummary {
             map_name: timing.map_name.clone(),
             unit: timing.unit,
@@ -327,6 +341,7 @@ fn keyed(
     tracer: &Tracer,
     by: &ByArgs,
     symbolizer: &mut Option<Symbolizer>,
+    cgroups: &mut CgroupPaths,
 ) -> Vec<(Option<String>, Series)> {
     let Some(key_by) = by.by else {
         let all = series.into_iter().map(|(_, s)| s).reduce(|mut a, b| {
@@ -336,9 +351,10 @@ fn keyed(
         return vec![(None, all.unwrap_or_else(|| Series::new(layout)))];
     };
     let mut frames = super::stack_frames(tracer, symbolizer);
+    let mut cgroup = |id| cgroups.path(id);
     let texts: Vec<(String, Series)> = series
         .into_iter()
-        .map(|(key, s)| (key_text(key_by, &key, &mut frames), s))
+        .map(|(key, s)| (key_text(key_by, &key, &mut frames, &mut cgroup), s))
         .collect();
     fold_top(texts, by.top, Series::count, Series::merge)
         .into_iter()

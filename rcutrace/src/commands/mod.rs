@@ -9,6 +9,7 @@ pub mod report;
 pub mod serve;
 pub mod stages;
 pub mod stall;
+pub mod top;
 
 use std::{
     cell::RefCell,

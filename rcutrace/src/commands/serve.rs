@@ -25,8 +25,9 @@ use super::{Need, Period, Request, Watch, WatchNext, gp::GpEvents, trace_with};
 use crate::{
     cli::{ServeArgs, ServeBy},
     kernel,
+    kernel::cgroups::CgroupPaths,
     model::aggregate::{Aggregate, Layout, Series},
-    model::attribution::By,
+    model::attribution::{By, StickyTop},
     model::stall::StallCounter,
     model::{
         Buckets, GracePeriodMetrics, Labelled, LastHoldout, LatencyHistogram, Metrics, ProbeInfo,
@@ -67,7 +68,15 @@ const STALL_WARNING_AGE: Duration = Duration::from_secs(1);
 pub async fn run(args: &ServeArgs) -> Result<()> {
     // Before anything is loaded: a port in use fails at once.
     let listener = server::listen(args.listen).await?;
-    let by = args.by.map(|ServeBy::Cpu| By::Cpu);
+    let by = args.by.map(|by| match by {
+        ServeBy::Cpu => By::Cpu,
+        ServeBy::Cgroup => By::Cgroup,
+    });
+    let mut labels = SeriesLabels {
+        by,
+        cgroups: CgroupPaths::new(),
+        top: StickyTop::new(args.top),
+    };
     let mut probes: Vec<Probe> = counted_functions(true).map(|c| c.probe).collect();
     probes.extend(TIMED.iter().flat_map(|(t, _)| [t.entry, t.exit]));
     // The grace period in progress, kept by the kernel side of `gp` without sending events;
@@ -131,7 +140,7 @@ pub async fn run(args: &ServeArgs) -> Result<()> {
         },
         Some(&mut consume),
         &mut |period| {
-            let mut metrics = metrics(period, by, &aggregate.borrow())?;
+            let mut metrics = metrics(period, &mut labels, &aggregate.borrow())?;
             if layout.is_some() {
                 let now = grace_period_now(period.tracer, &online)?;
                 let kernel_warnings = period
@@ -241,13 +250,13 @@ fn same_function_mask() -> u32 {
 }
 
 /// The grace period waiting for quiescent states now, as the programs keep it.
-struct Waiting {
+pub(super) struct Waiting {
     gp_seq: u64,
-    age: Duration,
+    pub(super) age: Duration,
     holdout_cpus: u64,
 }
 
-fn grace_period_now(tracer: &Tracer, online: &[u32]) -> Result<Option<Waiting>> {
+pub(super) fn grace_period_now(tracer: &Tracer, online: &[u32]) -> Result<Option<Waiting>> {
     let Some(state) = tracer.array_entries::<GpState>("GP_STATE", 1)?.pop() else {
         return Ok(None);
     };
@@ -271,23 +280,91 @@ fn grace_period_now(tracer: &Tracer, online: &[u32]) -> Result<Option<Waiting>> 
     }))
 }
 
+/// What a series is keyed by beside its function: a CPU, or a cgroup's path.
+#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+struct SeriesKey {
+    cpu: Option<u32>,
+    cgroup: Option<String>,
+}
+
+/// Makes the `--by` labels of the series: CPUs as they are, cgroups by their paths, at most
+/// `--top` of them for the whole run (the rest under `[other]`, so no counter goes down).
+struct SeriesLabels {
+    by: Option<By>,
+    cgroups: CgroupPaths,
+    top: StickyTop,
+}
+
+impl SeriesLabels {
+    fn keyed(&self) -> bool {
+        self.by.is_some()
+    }
+
+    /// Admits this scrape's cgroups, the busiest first, while `--top` has room.
+    fn admit(&mut self, weights: impl Iterator<Item = (u64, u64)>) {
+        if self.by != Some(By::Cgroup) {
+            return;
+        }
+        let mut by_path: BTreeMap<String, u64> = BTreeMap::new();
+        for (id, n) in weights {
+            *by_path.entry(self.cgroups.path(id)).or_default() += n;
+        }
+        self.top.admit(by_path);
+    }
+
+    fn key(&mut self, key: &Attribution) -> SeriesKey {
+        match self.by {
+            Some(By::Cpu) => SeriesKey {
+                cpu: Some(key.cpu),
+                cgroup: None,
+            },
+            Some(By::Cgroup) => SeriesKey {
+                cpu: None,
+                cgroup: Some(self.top.label(self.cgroups.path(key.cgroup))),
+            },
+            _ => SeriesKey::default(),
+        }
+    }
+}
+
 /// The totals of the window so far.
-fn metrics(period: &Period<'_>, by: Option<By>, aggregate: &Aggregate) -> Result<Metrics> {
+fn metrics(
+    period: &Period<'_>,
+    labels: &mut SeriesLabels,
+    aggregate: &Aggregate,
+) -> Result<Metrics> {
     if aggregate.malformed > 0 {
         bail!(
             "{} records in the sample buffer were not samples (rcutrace's eBPF object and loader disagree)",
             aggregate.malformed
         );
     }
-    let by_cpu = by == Some(By::Cpu);
-    let counts = counts(period, by_cpu);
+    let keyed_counts: Vec<(Attribution, u64)> = period
+        .counters
+        .keyed_counts()
+        .map(|(key, n)| (*key, n))
+        .collect();
+    let timed_series: Vec<Vec<(Attribution, Series)>> = TIMED
+        .iter()
+        .map(|(timed, _)| aggregate.copy(timed.index()))
+        .collect();
+    labels.admit(
+        keyed_counts.iter().map(|(key, n)| (key.cgroup, *n)).chain(
+            timed_series
+                .iter()
+                .flatten()
+                .map(|(key, s)| (key.cgroup, s.count())),
+        ),
+    );
+    let counts = counts(period, &keyed_counts, labels);
     let counted = |slot: CounterSlot, function: bool| -> Vec<Labelled<u64>> {
         counts
             .iter()
             .filter(|((s, _), _)| *s == slot)
-            .map(|((s, cpu), n)| Labelled {
+            .map(|((s, key), n)| Labelled {
                 function: function.then(|| slot_function(*s).to_string()),
-                cpu: *cpu,
+                cpu: key.cpu,
+                cgroup: key.cgroup.clone(),
                 value: *n,
             })
             .collect()
@@ -300,10 +377,10 @@ fn metrics(period: &Period<'_>, by: Option<By>, aggregate: &Aggregate) -> Result
     }
     let mut grace_period_latency = Vec::new();
     let mut synchronize_latency = Vec::new();
-    for (timed, histogram) in &TIMED {
+    for ((timed, histogram), series) in TIMED.iter().zip(timed_series) {
         let function =
             (*histogram == Histogram::Synchronize).then(|| timed.entry.function.to_string());
-        let histograms = latency(aggregate.copy(timed.index()), by_cpu, function);
+        let histograms = latency(series, labels, function);
         match histogram {
             Histogram::GracePeriod => grace_period_latency.extend(histograms),
             Histogram::Synchronize => synchronize_latency.extend(histograms),
@@ -378,16 +455,20 @@ fn metrics(period: &Period<'_>, by: Option<By>, aggregate: &Aggregate) -> Result
     })
 }
 
-/// Counts by `(counter slot, cpu)`; `cpu` only when keyed by CPU.
-fn counts(period: &Period<'_>, by_cpu: bool) -> BTreeMap<(CounterSlot, Option<u32>), u64> {
+/// Counts by `(counter slot, series key)`; the key is empty unless keyed.
+fn counts(
+    period: &Period<'_>,
+    keyed_counts: &[(Attribution, u64)],
+    labels: &mut SeriesLabels,
+) -> BTreeMap<(CounterSlot, SeriesKey), u64> {
     let mut counts = BTreeMap::new();
-    if by_cpu {
-        for (key, n) in period.counters.keyed_counts() {
-            *counts.entry((key.event, Some(key.cpu))).or_default() += n;
+    if labels.keyed() {
+        for (key, n) in keyed_counts {
+            *counts.entry((key.event, labels.key(key))).or_default() += n;
         }
     } else {
         for (slot, n) in period.counters.array("COUNTS").iter().enumerate() {
-            counts.insert((slot as CounterSlot, None), *n);
+            counts.insert((slot as CounterSlot, SeriesKey::default()), *n);
         }
     }
     counts
@@ -399,34 +480,35 @@ fn slot_function(slot: CounterSlot) -> &'static str {
         .map_or("unknown", |c| c.function())
 }
 
-/// One histogram per CPU, or one for all; always at least one, so the metric exists from
-/// the first scrape.
+/// One histogram per CPU or cgroup, or one for all; unkeyed, always one, so the metric
+/// exists from the first scrape.
 fn latency(
     series: Vec<(Attribution, Series)>,
-    by_cpu: bool,
+    labels: &mut SeriesLabels,
     function: Option<String>,
 ) -> Vec<Labelled<LatencyHistogram>> {
-    let mut merged: BTreeMap<Option<u32>, Series> = BTreeMap::new();
+    let mut merged: BTreeMap<SeriesKey, Series> = BTreeMap::new();
     for (key, s) in series {
-        let cpu = by_cpu.then_some(key.cpu);
-        match merged.remove(&cpu) {
+        let key = labels.key(&key);
+        match merged.remove(&key) {
             Some(mut m) => {
                 m.merge(s);
-                merged.insert(cpu, m);
+                merged.insert(key, m);
             }
             None => {
-                merged.insert(cpu, s);
+                merged.insert(key, s);
             }
         }
     }
-    if merged.is_empty() && !by_cpu {
-        merged.insert(None, Series::new(Layout::Log2));
+    if merged.is_empty() && !labels.keyed() {
+        merged.insert(SeriesKey::default(), Series::new(Layout::Log2));
     }
     merged
         .into_iter()
-        .map(|(cpu, s)| Labelled {
+        .map(|(key, s)| Labelled {
             function: function.clone(),
-            cpu,
+            cpu: key.cpu,
+            cgroup: key.cgroup,
             value: histogram(&s),
         })
         .collect()

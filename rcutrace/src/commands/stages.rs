@@ -57,6 +57,7 @@ pub fn plan(functions: Vec<StagedFunction>) -> Result<Plan> {
     let constants = vec![
         // gp's programs at the grace periods' bounds read the counter there, and send their
         // events.
+        Constant::U32("GP_EVENTS", 1),
         Constant::U64("RCU_STATE_ADDRESS", state),
         Constant::U32("RCU_STATE_GP_SEQ", layout.gp_seq),
         Constant::U64("STAGES_GP_SEQ_ADDRESS", state + u64::from(layout.gp_seq)),

@@ -1,9 +1,10 @@
 //! Facts about the running kernel and this process that decide what can be traced: here, its
 //! functions (kallsyms), privileges and tasks; `btf` reads the kernel's own type information,
-//! `misses` the probe hits it skipped, `symbols` names its addresses, and `environment`
-//! records what a run ran on.
+//! `misses` the probe hits it skipped, `symbols` names its addresses, `cgroups` its cgroups,
+//! and `environment` records what a run ran on.
 
 pub mod btf;
+pub mod cgroups;
 pub mod environment;
 pub mod misses;
 pub mod rcu_state;

@@ -14,6 +14,14 @@ pub enum By {
     Cpu,
     /// The caller's kernel stack.
     Stack,
+    /// The caller's cgroup (v2), as its path below the cgroup mount.
+    Cgroup,
+    /// The caller's cgroup and command name.
+    #[value(name = "cgroup,comm", alias = "comm,cgroup")]
+    CgroupComm,
+    /// The caller's cgroup and process id (with its command name).
+    #[value(name = "cgroup,pid", alias = "pid,cgroup")]
+    CgroupPid,
 }
 
 /// The programs' `BY_MODE` constant for an optional `--by`.
@@ -24,13 +32,25 @@ pub fn mode(by: Option<By>) -> u32 {
         Some(By::Pid) => common::BY_PID,
         Some(By::Cpu) => common::BY_CPU,
         Some(By::Stack) => common::BY_STACK,
+        Some(By::Cgroup) => common::BY_CGROUP,
+        Some(By::CgroupComm) => common::BY_CGROUP_COMM,
+        Some(By::CgroupPid) => common::BY_CGROUP_PID,
     }
 }
 
-/// Key text as bpftrace prints it: a comm bare, `pid, comm`, a CPU number, or a kernel stack
-/// (`\n    frame+off` per frame, deepest first, then `\n`). `frames` symbolizes a stack id.
-pub fn key_text(by: By, key: &Attribution, frames: &mut dyn FnMut(u64) -> Vec<String>) -> String {
+/// Key text as bpftrace prints it: a comm bare, `pid, comm`, a CPU number, a kernel stack
+/// (`\n    frame+off` per frame, deepest first, then `\n`), or a cgroup path first, then the
+/// rest (`/a, comm`). `frames` symbolizes a stack id, `cgroup` names a cgroup id.
+pub fn key_text(
+    by: By,
+    key: &Attribution,
+    frames: &mut dyn FnMut(u64) -> Vec<String>,
+    cgroup: &mut dyn FnMut(u64) -> String,
+) -> String {
     match by {
+        By::Cgroup => cgroup(key.cgroup),
+        By::CgroupComm => format!("{}, {}", cgroup(key.cgroup), comm(&key.comm)),
+        By::CgroupPid => format!("{}, {}, {}", cgroup(key.cgroup), key.tgid, comm(&key.comm)),
         By::Comm => comm(&key.comm),
         By::Pid => format!("{}, {}", key.tgid, comm(&key.comm)),
         By::Cpu => key.cpu.to_string(),
@@ -80,6 +100,52 @@ pub fn fold_top<T>(
     entries
 }
 
+/// `--top` for series that live on from one report to the next (`serve`'s counters, which
+/// must never go down): the first `top` keys admitted keep a series of their own for the rest
+/// of the run, every later key goes to `[other]` (0: keep every key). Within one report the
+/// heaviest new keys are admitted first.
+#[derive(Debug)]
+pub struct StickyTop {
+    top: usize,
+    kept: std::collections::HashSet<String>,
+}
+
+impl StickyTop {
+    pub const OTHER: &'static str = "[other]";
+
+    pub fn new(top: usize) -> Self {
+        StickyTop {
+            top,
+            kept: Default::default(),
+        }
+    }
+
+    /// Admits the keys of one report, with their weights, while there is room.
+    pub fn admit(&mut self, keys: impl IntoIterator<Item = (String, u64)>) {
+        let mut new: Vec<(String, u64)> = keys
+            .into_iter()
+            .filter(|(key, _)| !self.kept.contains(key))
+            .collect();
+        new.sort_by(|(ka, a), (kb, b)| b.cmp(a).then_with(|| ka.cmp(kb)));
+        new.dedup_by(|a, b| a.0 == b.0);
+        for (key, _) in new {
+            if self.top != 0 && self.kept.len() >= self.top {
+                break;
+            }
+            self.kept.insert(key);
+        }
+    }
+
+    /// The label a key's values go under: its own, or `[other]`.
+    pub fn label(&self, key: String) -> String {
+        if self.kept.contains(&key) {
+            key
+        } else {
+            Self::OTHER.to_string()
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -89,6 +155,7 @@ mod tests {
             tgid: 152,
             cpu: 1,
             stack: 7,
+            cgroup: 9,
             ..Default::default()
         };
         key.comm[..comm_text.len()].copy_from_slice(comm_text.as_bytes());
@@ -99,21 +166,51 @@ mod tests {
     fn keys_print_as_bpftrace_prints_them() {
         let mut frames =
             |id: u64| vec![format!("synchronize_rcu+{id}"), "do_syscall_64+135".into()];
+        let mut cgroup = |id: u64| format!("/system.slice/unit-{id}.service");
+        let mut text = |by: By, k: &Attribution| key_text(by, k, &mut frames, &mut cgroup);
         let k = key("kworker/u4:1");
-        assert_eq!(key_text(By::Comm, &k, &mut frames), "kworker/u4:1");
-        assert_eq!(key_text(By::Pid, &k, &mut frames), "152, kworker/u4:1");
-        assert_eq!(key_text(By::Cpu, &k, &mut frames), "1");
+        assert_eq!(text(By::Comm, &k), "kworker/u4:1");
+        assert_eq!(text(By::Pid, &k), "152, kworker/u4:1");
+        assert_eq!(text(By::Cpu, &k), "1");
         assert_eq!(
-            key_text(By::Stack, &k, &mut frames),
+            text(By::Stack, &k),
             "\n    synchronize_rcu+7\n    do_syscall_64+135\n"
         );
         let lost = Attribution {
             stack: NO_STACK,
             ..k
         };
-        assert_eq!(key_text(By::Stack, &lost, &mut frames), "[stack lost]");
+        assert_eq!(text(By::Stack, &lost), "[stack lost]");
         let full = key("0123456789abcdef");
-        assert_eq!(key_text(By::Comm, &full, &mut frames), "0123456789abcdef");
+        assert_eq!(text(By::Comm, &full), "0123456789abcdef");
+        assert_eq!(text(By::Cgroup, &k), "/system.slice/unit-9.service");
+        assert_eq!(
+            text(By::CgroupComm, &k),
+            "/system.slice/unit-9.service, kworker/u4:1"
+        );
+        assert_eq!(
+            text(By::CgroupPid, &k),
+            "/system.slice/unit-9.service, 152, kworker/u4:1"
+        );
+    }
+
+    #[test]
+    fn sticky_top_keeps_the_first_keys_admitted_for_good() {
+        let mut top = StickyTop::new(2);
+        top.admit([
+            ("/b".to_string(), 5),
+            ("/a".to_string(), 9),
+            ("/c".to_string(), 1),
+        ]);
+        let labels = |top: &StickyTop| ["/a", "/b", "/c", "/d"].map(|k| top.label(k.to_string()));
+        assert_eq!(labels(&top), ["/a", "/b", "[other]", "[other]"]);
+        // A later, heavier key finds no room: the series so far never move.
+        top.admit([("/d".to_string(), 1000), ("/a".to_string(), 10)]);
+        assert_eq!(labels(&top), ["/a", "/b", "[other]", "[other]"]);
+        let mut all = StickyTop::new(0);
+        all.admit([("/c".to_string(), 1)]);
+        all.admit([("/d".to_string(), 1)]);
+        assert_eq!(labels(&all), ["[other]", "[other]", "/c", "/d"]);
     }
 
     #[test]

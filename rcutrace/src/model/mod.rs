@@ -14,6 +14,7 @@ pub mod stacks;
 pub mod stages;
 pub mod stall;
 pub mod stats;
+pub mod top;
 
 use std::time::Duration;
 
@@ -594,11 +595,12 @@ pub struct ProbeInfo {
     pub method: String,
 }
 
-/// A value with its optional `function` and `cpu` labels.
+/// A value with its optional `function`, `cpu` and `cgroup` labels.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Labelled<V> {
     pub function: Option<String>,
     pub cpu: Option<u32>,
+    pub cgroup: Option<String>,
     pub value: V,
 }
 

@@ -10,6 +10,7 @@ mod gate;
 mod json;
 mod openmetrics;
 mod text;
+pub mod top;
 
 use crate::{
     model::stacks,

@@ -197,6 +197,9 @@ fn labels<V>(labelled: &Labelled<V>) -> Vec<(&'static str, Cow<'static, str>)> {
     if let Some(cpu) = labelled.cpu {
         labels.push(("cpu", Cow::Owned(cpu.to_string())));
     }
+    if let Some(cgroup) = &labelled.cgroup {
+        labels.push(("cgroup", Cow::Owned(cgroup.clone())));
+    }
     labels
 }
 
@@ -289,16 +292,25 @@ mod tests {
             calls: vec![Labelled {
                 function: Some("synchronize_rcu".into()),
                 cpu: Some(1),
+                cgroup: None,
                 value: 7,
+            }],
+            readers: vec![Labelled {
+                function: None,
+                cpu: None,
+                cgroup: Some("/system.slice/a \"b\".service".into()),
+                value: 9,
             }],
             grace_periods: vec![Labelled {
                 function: None,
                 cpu: None,
+                cgroup: None,
                 value: 3,
             }],
             synchronize_latency: vec![Labelled {
                 function: Some("synchronize_rcu".into()),
                 cpu: None,
+                cgroup: None,
                 value: histogram(&[1500, 3000]),
             }],
             probes: vec![ProbeInfo {
@@ -341,6 +353,7 @@ mod tests {
             "# TYPE rcutrace_calls counter",
             "rcutrace_calls_total{function=\"synchronize_rcu\",cpu=\"1\"} 7",
             "rcutrace_grace_periods_total 3",
+            "rcutrace_readers_total{cgroup=\"/system.slice/a \\\"b\\\".service\"} 9",
             "# TYPE rcutrace_synchronize_latency_nanoseconds histogram",
             "# UNIT rcutrace_synchronize_latency_nanoseconds nanoseconds",
             "rcutrace_synchronize_latency_nanoseconds_sum{function=\"synchronize_rcu\"} 4500.0",

@@ -1,0 +1,354 @@
+//! `rcutrace top`'s screen: one refresh (`model::top::TopFrame`) drawn with ratatui.
+
+use ratatui::{
+    Frame,
+    layout::{Constraint, Layout},
+    style::{Modifier, Style},
+    text::Line,
+    widgets::{Cell, Paragraph, Row, Table},
+};
+
+use crate::model::top::{LatencyFigures, Readers, Sort, TopFrame, TopRow};
+
+/// What the keys changed: the screen shown, and the tables' order.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct View {
+    pub paused: bool,
+    pub sort: Sort,
+    /// Rows per table.
+    pub rows: usize,
+}
+
+/// Draws `data` (the last refresh; `None` before the first) on the whole screen.
+pub fn draw(frame: &mut Frame, data: Option<&TopFrame>, view: &View) {
+    let [header, summary, callbacks, waiters, keys] = Layout::vertical([
+        Constraint::Length(1),
+        Constraint::Length(4),
+        Constraint::Fill(1),
+        Constraint::Fill(1),
+        Constraint::Length(1),
+    ])
+    .areas(frame.area());
+    frame.render_widget(Paragraph::new(title(data, view)), header);
+    frame.render_widget(
+        Paragraph::new(
+            "q quit   p pause   s sort (p99, max, calls/s)   rates are per second over the last interval",
+        ),
+        keys,
+    );
+    let Some(data) = data else {
+        frame.render_widget(Paragraph::new("waiting for the first interval..."), summary);
+        return;
+    };
+    frame.render_widget(Paragraph::new(summary_lines(data)), summary);
+    let per_second = |n: u64| rate(n, data.interval.as_secs_f64());
+    let bold = Style::default().add_modifier(Modifier::BOLD);
+
+    let callback_rows: Vec<Row> = view
+        .sort
+        .sorted(&data.callbacks)
+        .iter()
+        .take(view.rows)
+        .map(|r| {
+            let mut cells = vec![Cell::from(r.name.clone())];
+            cells.extend(numbers(r, per_second(r.calls)));
+            Row::new(cells)
+        })
+        .collect();
+    let table = Table::new(
+        callback_rows,
+        [
+            Constraint::Fill(1),
+            Constraint::Length(10),
+            Constraint::Length(10),
+            Constraint::Length(10),
+            Constraint::Length(10),
+            Constraint::Length(10),
+        ],
+    )
+    .header(
+        Row::new([
+            "CALLBACK (queue to invoke)",
+            "INVOKED/s",
+            "TOTAL",
+            "P50 ms",
+            "P99 ms",
+            "MAX ms*",
+        ])
+        .style(bold),
+    );
+    frame.render_widget(table, callbacks);
+
+    let waiter_rows: Vec<Row> = view
+        .sort
+        .sorted(&data.waiters)
+        .iter()
+        .take(view.rows)
+        .map(|r| {
+            let mut cells = vec![
+                Cell::from(r.name.clone()),
+                Cell::from(r.comm.clone().unwrap_or_default()),
+            ];
+            cells.extend(numbers(r, per_second(r.calls)));
+            Row::new(cells)
+        })
+        .collect();
+    let table = Table::new(
+        waiter_rows,
+        [
+            Constraint::Length(26),
+            Constraint::Fill(1),
+            Constraint::Length(10),
+            Constraint::Length(10),
+            Constraint::Length(10),
+            Constraint::Length(10),
+            Constraint::Length(10),
+        ],
+    )
+    .header(
+        Row::new([
+            "WAITER", "COMM", "CALLS/s", "TOTAL", "P50 ms", "P99 ms", "MAX ms",
+        ])
+        .style(bold),
+    );
+    frame.render_widget(table, waiters);
+}
+
+fn title(data: Option<&TopFrame>, view: &View) -> Line<'static> {
+    let traced = data.map_or(0.0, |d| d.since_start.as_secs_f64());
+    let interval = data.map_or(0.0, |d| d.interval.as_secs_f64());
+    let mut text = format!(
+        "rcutrace top: {traced:.0} s traced, last interval {interval:.2} s, sorted by {}",
+        view.sort.name()
+    );
+    if view.paused {
+        text.push_str("   PAUSED (p resumes)");
+    }
+    Line::from(text)
+}
+
+fn summary_lines(data: &TopFrame) -> Vec<Line<'static>> {
+    let seconds = data.interval.as_secs_f64();
+    let mut grace = format!("Grace periods  {}/s", rate(data.grace_periods, seconds));
+    if let Some(l) = data.grace_period_latency {
+        grace.push_str(&format!(
+            "   p50 {} ms   p99 {} ms   max {} ms",
+            ms(l.p50_ns),
+            ms(l.p99_ns),
+            ms(l.max_ns)
+        ));
+    }
+    grace.push_str(&match data.grace_period_age {
+        Some(Some(age)) => format!("   current one {} ms old", ms(age.as_nanos() as u64)),
+        Some(None) => "   none in progress".to_string(),
+        None => "   age of the current one unknown (its hooks did not attach)".to_string(),
+    });
+    let backlog: Vec<String> = data
+        .backlog
+        .iter()
+        .map(|(cpu, n)| format!("cpu{cpu} {n}"))
+        .collect();
+    let callbacks = format!(
+        "Callbacks      queued {}/s   invoked {}/s   backlog: {}",
+        rate(data.callbacks_queued, seconds),
+        rate(data.callbacks_invoked, seconds),
+        if backlog.is_empty() {
+            "none".to_string()
+        } else {
+            backlog.join("  ")
+        }
+    );
+    let readers = match &data.readers {
+        Readers::Sampled {
+            estimate,
+            margin,
+            attached_fraction,
+        } => {
+            let sampled = format!(
+                "(sampled: the reader probe is attached {:.0}% of the time)",
+                attached_fraction * 100.0
+            );
+            match (estimate, margin) {
+                (Some(n), Some(m)) => format!(
+                    "Readers        ~{}/s ±{}/s {sampled}",
+                    rate(*n, seconds),
+                    rate(*m, seconds)
+                ),
+                (Some(n), None) => format!("Readers        ~{}/s {sampled}", rate(*n, seconds)),
+                (None, _) => {
+                    format!("Readers        no sampling window in this interval {sampled}")
+                }
+            }
+        }
+        Readers::Unavailable => {
+            "Readers        not traced (this kernel has no __rcu_read_lock)".into()
+        }
+    };
+    vec![
+        Line::from(grace),
+        Line::from(callbacks),
+        Line::from(readers),
+        Line::from(
+            "* callbacks' MAX is since tracing began; every other figure is of the last interval",
+        ),
+    ]
+}
+
+fn numbers(row: &TopRow, per_second: String) -> Vec<Cell<'static>> {
+    let LatencyFigures {
+        p50_ns,
+        p99_ns,
+        max_ns,
+        count,
+    } = row.latency;
+    let figure = |ns: u64| if count == 0 { "-".to_string() } else { ms(ns) };
+    vec![
+        Cell::from(per_second),
+        Cell::from(row.total.to_string()),
+        Cell::from(figure(p50_ns)),
+        Cell::from(figure(p99_ns)),
+        Cell::from(if max_ns == 0 { "-".into() } else { ms(max_ns) }),
+    ]
+}
+
+/// Milliseconds with three decimals.
+fn ms(ns: u64) -> String {
+    format!("{:.3}", ns as f64 / 1e6)
+}
+
+/// Per second, one decimal.
+fn rate(n: u64, seconds: f64) -> String {
+    if seconds <= 0.0 {
+        return "0.0".into();
+    }
+    format!("{:.1}", n as f64 / seconds)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ratatui::{Terminal, backend::TestBackend};
+    use std::time::Duration;
+
+    fn screen(data: Option<&TopFrame>, view: &View) -> String {
+        let mut terminal = Terminal::new(TestBackend::new(120, 30)).unwrap();
+        terminal.draw(|f| draw(f, data, view)).unwrap();
+        let buffer = terminal.backend().buffer();
+        (0..buffer.area.height)
+            .map(|y| {
+                (0..buffer.area.width)
+                    .map(|x| buffer[(x, y)].symbol())
+                    .collect::<String>()
+                    .trim_end()
+                    .to_string()
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    fn frame() -> TopFrame {
+        let latency = |p50, p99, max| LatencyFigures {
+            count: 4,
+            p50_ns: p50,
+            p99_ns: p99,
+            max_ns: max,
+        };
+        TopFrame {
+            interval: Duration::from_secs(2),
+            since_start: Duration::from_secs(12),
+            grace_periods: 40,
+            grace_period_latency: Some(latency(8_000_000, 20_500_000, 31_000_000)),
+            grace_period_age: Some(Some(Duration::from_micros(4_100))),
+            callbacks_queued: 300,
+            callbacks_invoked: 280,
+            backlog: vec![(0, 12), (1, 3)],
+            callbacks: vec![TopRow {
+                name: "rcutrace_test_cb [rcutrace_test]".into(),
+                comm: None,
+                calls: 100,
+                total: 400,
+                latency: latency(10_000_000, 30_000_000, 45_000_000),
+            }],
+            waiters: vec![
+                TopRow {
+                    name: "synchronize_rcu".into(),
+                    comm: Some("rcu-workload".into()),
+                    calls: 10,
+                    total: 30,
+                    latency: latency(12_000_000, 25_000_000, 26_000_000),
+                },
+                TopRow {
+                    name: "rcu_barrier".into(),
+                    comm: Some("modprobe".into()),
+                    calls: 1,
+                    total: 1,
+                    latency: latency(40_000_000, 40_000_000, 40_000_000),
+                },
+            ],
+            readers: Readers::Sampled {
+                estimate: Some(500_000),
+                margin: None,
+                attached_fraction: 0.1,
+            },
+        }
+    }
+
+    #[test]
+    fn the_screen_shows_every_figure_per_second_of_its_interval() {
+        let view = View {
+            rows: 10,
+            ..View::default()
+        };
+        let text = screen(Some(&frame()), &view);
+        for expected in [
+            "rcutrace top: 12 s traced, last interval 2.00 s, sorted by p99",
+            "Grace periods  20.0/s   p50 8.000 ms   p99 20.500 ms   max 31.000 ms   current one 4.100 ms old",
+            "Callbacks      queued 150.0/s   invoked 140.0/s   backlog: cpu0 12  cpu1 3",
+            "Readers        ~250000.0/s (sampled: the reader probe is attached 10% of the time)",
+        ] {
+            assert!(text.contains(expected), "{expected}\n{text}");
+        }
+        let line = |start: &str| {
+            text.lines()
+                .find(|l| l.starts_with(start))
+                .unwrap_or_else(|| panic!("{start}\n{text}"))
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        assert_eq!(
+            line("rcutrace_test_cb"),
+            "rcutrace_test_cb [rcutrace_test] 50.0 400 10.000 30.000 45.000"
+        );
+        assert_eq!(
+            line("synchronize_rcu"),
+            "synchronize_rcu rcu-workload 5.0 30 12.000 25.000 26.000"
+        );
+        // Sorted by p99: the barrier's 40 ms first.
+        let barrier = text.find("rcu_barrier").unwrap();
+        assert!(barrier < text.find("synchronize_rcu ").unwrap(), "{text}");
+    }
+
+    #[test]
+    fn sorting_and_pausing_show_in_the_title() {
+        let view = View {
+            paused: true,
+            sort: Sort::Calls,
+            rows: 10,
+        };
+        let text = screen(Some(&frame()), &view);
+        assert!(
+            text.contains("sorted by calls/s   PAUSED (p resumes)"),
+            "{text}"
+        );
+        assert!(
+            text.find("synchronize_rcu ").unwrap() < text.find("rcu_barrier").unwrap(),
+            "{text}"
+        );
+        let waiting = screen(None, &view);
+        assert!(
+            waiting.contains("waiting for the first interval"),
+            "{waiting}"
+        );
+    }
+}
