@@ -48,7 +48,7 @@ pub async fn run(args: &GpArgs, format: Format) -> Result<Report> {
     let cpus = kernel::possible_cpus()?;
     let new_tally = || Tally::new(Layout::Log2, args.unit, args.top);
     let stream = RefCell::new(Stream {
-        assembler: Assembler::default(),
+        assembler: Assembler::awaiting(&kernel::online_cpus()?),
         tally: new_tally(),
         malformed: 0,
     });

@@ -104,7 +104,7 @@ pub async fn run(args: &ServeArgs) -> Result<()> {
             GpEvents::WithoutSamples,
         ));
     }
-    let grace_periods = RefCell::new(GracePeriods::default());
+    let grace_periods = RefCell::new(GracePeriods::awaiting(&online));
     let stalls = RefCell::new(StallCounter::default());
     let mut watch_stalls = |tracer: &Tracer| {
         if let Some(now) = grace_period_now(tracer, &online)? {
@@ -217,19 +217,17 @@ struct GracePeriods {
     malformed: u64,
 }
 
-impl Default for GracePeriods {
-    fn default() -> Self {
+impl GracePeriods {
+    fn awaiting(cpus: &[u32]) -> Self {
         GracePeriods {
-            assembler: Assembler::default(),
+            assembler: Assembler::awaiting(cpus),
             // Nothing of the duration's or the slowest is served: the duration histogram
             // is `gplat`'s probe pair's.
             tally: Tally::new(Layout::Log2, Unit::Ns, 0),
             malformed: 0,
         }
     }
-}
 
-impl GracePeriods {
     fn add(&mut self, record: &[u8]) {
         let Some(event) = super::gp::decode(record) else {
             self.malformed += 1;

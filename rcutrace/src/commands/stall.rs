@@ -60,7 +60,7 @@ pub async fn run(args: &StallArgs, format: Format) -> Result<Report> {
         );
     }
     let state = RefCell::new(State {
-        stream: Assembler::default(),
+        stream: Assembler::awaiting(&kernel::online_cpus()?),
         watch: StallWatch::new(thresholds.clone()),
         warnings: 0,
         kernel_warnings: 0,

@@ -192,6 +192,10 @@ pub struct Unassembled {
 /// Builds grace periods from events, one at a time.
 #[derive(Debug, Default)]
 pub struct Assembler {
+    /// The CPUs every grace period waits for (the online ones), where known: a grace period
+    /// cleaned up without a report seen from each had a report hook skipped by the kernel
+    /// (another BPF program was running on that CPU), so what ended its wait is unknown.
+    awaited_cpus: BTreeSet<u32>,
     current: Option<InProgress>,
     pending_request_ns: Option<u64>,
     blocked: HashMap<u32, Blocked>,
@@ -222,6 +226,14 @@ fn task(event: &GpEvent) -> Task {
 }
 
 impl Assembler {
+    /// An assembler for grace periods that wait for each of `cpus`.
+    pub fn awaiting(cpus: &[u32]) -> Self {
+        Assembler {
+            awaited_cpus: cpus.iter().copied().collect(),
+            ..Assembler::default()
+        }
+    }
+
     pub fn add(&mut self, event: &GpEvent) {
         let at = event.at_ns;
         match event.kind {
@@ -347,6 +359,10 @@ impl Assembler {
                 if let Some(current) = &mut self.current {
                     current.cleanup_start_ns = Some(at);
                     current.kthread_seen_ns = at;
+                    // A report not seen may have been the last: the wait's end is unknown.
+                    if !self.awaited_cpus.is_subset(&current.reported) {
+                        current.last = None;
+                    }
                 }
             }
             gp::EVENT_CLEANUP_END => match self.current.take() {
@@ -672,6 +688,24 @@ mod tests {
             done[0].last_holdout.as_ref().map(Holdout::kind),
             Some("task")
         );
+    }
+
+    #[test]
+    fn a_grace_period_missing_a_cpu_report_has_no_last_holdout() {
+        // CPU 1's report (the last) was skipped by the kernel: CPU 0's earlier one is not
+        // what ended the wait, and the whole wait to cleanup is the wait for reports.
+        let mut events = one_grace_period(400, 1);
+        events.remove(5);
+        let mut a = Assembler::awaiting(&[0, 1]);
+        events.iter().for_each(|e| a.add(e));
+        let g = &a.take_done()[0];
+        assert_eq!(g.last_holdout, None);
+        assert_eq!(g.phases.quiescent_wait_ns, 1700 - 1100);
+        assert_eq!(g.phases.kthread_wake_ns, 0);
+        // With every report seen, the last one is the holdout.
+        let mut a = Assembler::awaiting(&[0, 1]);
+        one_grace_period(400, 1).iter().for_each(|e| a.add(e));
+        assert!(a.take_done()[0].last_holdout.is_some());
     }
 
     #[test]

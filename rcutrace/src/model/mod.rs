@@ -382,7 +382,8 @@ pub struct GracePeriodsSummary {
     /// Grace periods `rcu_state.gp_seq` says ended from the first listed to the last: equal
     /// to the count unless some were lost.
     pub by_gp_seq: Option<u64>,
-    /// Grace periods with no quiescent-state report seen (a hook that never fired).
+    /// Grace periods without a quiescent-state report seen from every CPU (a hook that never
+    /// fired, or one the kernel skipped): their last holdout is unknown.
     pub without_report: u64,
     pub unassembled: anatomy::Unassembled,
     pub lost: GracePeriodLosses,
@@ -583,7 +584,8 @@ pub enum LastHoldout {
     Cpu(u32),
     /// A blocked reader leaving its critical section, on any CPU.
     Task,
-    /// No report was seen (none was hooked: the wait ended in a way the hooks miss).
+    /// Not seen: a CPU's report was missed (the kernel skips a hook while another BPF
+    /// program runs on that CPU), or the wait ended in a way the hooks miss.
     Unseen,
 }
 

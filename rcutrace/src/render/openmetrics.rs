@@ -160,8 +160,8 @@ impl Collector for Exposition {
             let mut holdouts = encoder.encode_descriptor(
                 "rcutrace_grace_period_last_holdouts",
                 "Grace periods by their last holdout: the CPU whose report ended the wait \
-                 (kind=\"cpu\"), a blocked reader (kind=\"task\"), or none seen \
-                 (kind=\"unseen\")",
+                 (kind=\"cpu\"), a blocked reader (kind=\"task\"), or not seen (kind=\"unseen\": a \
+                 CPU's report missed, see rcutrace_kernel_skipped)",
                 None,
                 MetricType::Counter,
             )?;

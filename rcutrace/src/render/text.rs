@@ -677,8 +677,9 @@ fn grace_periods_summary(summary: &GracePeriodsSummary) -> String {
     if summary.without_report > 0 {
         let _ = writeln!(
             out,
-            "warning: {} grace periods ended with no quiescent-state report seen (rcu_report_qs_rnp \
-             never fired for them): their last holdout is unknown",
+            "warning: {} grace periods ended without a quiescent-state report seen from every \
+             CPU (rcu_report_qs_rnp's hook did not fire, or the kernel skipped it while another \
+             BPF program ran on that CPU): their last holdout is unknown",
             summary.without_report
         );
     }
