@@ -272,6 +272,7 @@ fn metrics(period: &Period<'_>, by: Option<By>, aggregate: &Aggregate) -> Result
                     Programs::Callbacks(_) => "callbacks",
                     Programs::GracePeriod(_) => "grace_periods",
                     Programs::Stages(_) => "stages",
+                    Programs::OwnWork(_) => "own_work",
                 },
                 method: method.to_string(),
             })
