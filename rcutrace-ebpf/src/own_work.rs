@@ -108,9 +108,9 @@ fn on_task_stack(ctx: *mut core::ffi::c_void) -> bool {
     stack != 0 && here >= stack && here < stack + THREAD_SIZE
 }
 
-/// The tasks-RCU flavour whose callback list `list` is, checked by its kthread being the
-/// current task; 0 for any other list (the normal RCU lists a softirq advances on a
-/// tasks-RCU kthread's time).
+/// Whether `list` is the callback list of the current task's tasks-RCU flavour (its
+/// `rcu_tasks_percpu` names a flavour whose kthread is the current task), not one of the
+/// normal RCU lists that a softirq advances on a tasks-RCU kthread's time.
 #[inline(always)]
 fn tasks_list_of_current(list: u64) -> bool {
     if window::constant(&OWN_WORK_LAYOUT) == 0 || list == 0 {
