@@ -11,6 +11,7 @@ pub mod counters;
 pub mod gp;
 pub mod hist;
 pub mod latency;
+pub mod own_work;
 #[cfg(feature = "json")]
 pub mod records;
 pub mod stages;

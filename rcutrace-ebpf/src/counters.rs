@@ -15,7 +15,16 @@ use aya_ebpf::{
 };
 use rcutrace_common::{attribution::*, counters::*};
 
-use crate::{attribution, window};
+use crate::{attribution, own_work, window};
+
+/// Bit `slot` set where the counted function queues the `rcu_head` given as its first
+/// argument through normal RCU (`call_rcu()`, `kvfree_call_rcu()`, ...) and through tasks RCU
+/// (`call_rcu_tasks()`, ...): a head of rcutrace's own callbacks' chains queued there is
+/// rcutrace's doing.
+#[unsafe(no_mangle)]
+static NORMAL_HEAD_SLOTS: u64 = window::UNSET_U64 + 20;
+#[unsafe(no_mangle)]
+static TASKS_HEAD_SLOTS: u64 = window::UNSET_U64 + 21;
 
 /// Non-zero: count in the plain per-CPU array even when the latency programs key their samples
 /// (`top` keys its waiters by comm and samples the reader counter).
@@ -54,11 +63,22 @@ fn bump_preemptible(map: &PerCpuArray<u64>, slot: u32) {
     }
 }
 
-/// One event of `slot`, counted by a program that runs with preemption off (`kprobe`) or not.
+/// Whether `slot`'s function takes an `rcu_head` first (its programs then read it).
 #[inline(always)]
-fn count<C: EbpfContext>(ctx: &C, slot: u32, kprobe: bool) {
-    let (tgid, _, is_self) = window::current();
-    if is_self {
+fn takes_head(slot: u32) -> bool {
+    (window::constant(&NORMAL_HEAD_SLOTS) | window::constant(&TASKS_HEAD_SLOTS)) & (1 << slot) != 0
+}
+
+/// One event of `slot`, counted by a program that runs with preemption off (`kprobe`) or not;
+/// `head` is the `rcu_head` the call queues (0 where it queues none).
+#[inline(always)]
+fn count<C: EbpfContext>(ctx: &C, slot: u32, kprobe: bool, head: u64) {
+    let (tgid, tid, is_self) = window::current();
+    let normal = window::constant(&NORMAL_HEAD_SLOTS) & (1 << slot) != 0;
+    if is_self
+        || own_work::on_behalf(tid, ctx.as_ptr())
+        || (head != 0 && own_work::own_head(head, normal))
+    {
         return;
     }
     if window::switching_kthread(tgid) {
@@ -111,14 +131,16 @@ macro_rules! counter_programs {
     ($($slot:literal => $kprobe:ident, $fentry:ident;)*) => {$(
         program! {
             kprobe fn $kprobe(ctx: ProbeContext) -> u32 {
-                count(&ctx, $slot, true);
+                let head = if takes_head($slot) { ctx.arg::<u64>(0).unwrap_or(0) } else { 0 };
+                count(&ctx, $slot, true, head);
                 0
             }
         }
 
         program! {
             fentry fn $fentry(ctx: FEntryContext) -> u32 {
-                count(&ctx, $slot, false);
+                let head = if takes_head($slot) { ctx.arg::<u64>(0) } else { 0 };
+                count(&ctx, $slot, false, head);
                 0
             }
         }

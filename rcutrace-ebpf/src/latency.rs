@@ -15,7 +15,7 @@ use aya_ebpf::{
 };
 use rcutrace_common::latency::*;
 
-use crate::{attribution, window};
+use crate::{attribution, own_work, window};
 
 /// Bit `timed` set where that function's entry and return are the same function (srlat),
 /// so that a second entry on a thread with a start recorded means its return was lost.
@@ -50,6 +50,9 @@ pub fn wanted(tgid: u32, is_self: bool) -> bool {
     !is_self && (target == 0 || tgid == target) && !window::switching_kthread(tgid)
 }
 
+/// The start of a call that is rcutrace's doing (no clock reads 0).
+const OWN_CALL: u64 = 0;
+
 #[inline(always)]
 fn on_entry<C: EbpfContext>(ctx: &C, timed: u32) {
     if !window::running() {
@@ -65,6 +68,18 @@ fn on_entry<C: EbpfContext>(ctx: &C, timed: u32) {
         && unsafe { IN_FLIGHT.get(&key) }.is_some()
     {
         add_stat(timed, STAT_RETURNS_MISSED);
+    }
+    // rcutrace's doing: kept in flight without a start, so that its return is dropped rather
+    // than taken for one whose entry came before the window.
+    if own_work::on_behalf(tid, ctx.as_ptr()) {
+        let own = InFlight {
+            start_ns: OWN_CALL,
+            key: Default::default(),
+        };
+        if IN_FLIGHT.insert(&key, &own, 0).is_err() {
+            add_stat(timed, STAT_LOST_START_MAP_FULL);
+        }
+        return;
     }
     let (attribution, stack_kept) = attribution::attribute(ctx, timed, tgid);
     if !stack_kept {
@@ -96,6 +111,9 @@ fn on_return(timed: u32) {
         return;
     };
     let _ = IN_FLIGHT.remove(&key);
+    if call.start_ns == OWN_CALL {
+        return;
+    }
     let sample = Sample {
         start_ns: call.start_ns,
         kind: RECORD_SAMPLE,

@@ -39,6 +39,7 @@ mod counters;
 mod gp;
 mod hash;
 mod latency;
+mod own_work;
 mod stages;
 mod window;
 

@@ -1,13 +1,37 @@
 //! The window is exactly the window, and nothing rcutrace does itself is in its numbers: its
 //! own attaching, reading and detaching call RCU updaters (trampoline updates wait for grace
-//! periods), and those must not be counted or timed. Ground truth in an idle guest:
+//! periods), and so do the tasks-RCU kthreads, for the grace periods that its attaching
+//! queued, up to seconds after the attach returned. None of that may be counted or timed;
+//! the same work done for another tracer must be. Ground truth in an idle guest:
 //! membarrier(MEMBARRIER_CMD_GLOBAL) calls synchronize_rcu() exactly once per call.
 
 mod support;
 
-use support::{boot, run_named, sections};
+use std::collections::HashMap;
+
+use support::{boot, boot_with_bpftrace, run_named, sections};
 
 const CALLS: u64 = 30;
+const BPFTRACE_CALLS: u64 = 40;
+
+/// Waits (up to 60 s) until FILE holds a line starting with WORD.
+const WAIT_FOR: &str = r#"
+wait_for() {
+    i=0
+    while ! grep -q "^$2" "$1" 2>/dev/null && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done
+}
+"#;
+
+/// bpftrace counts every synchronize_rcu() by whoever makes it, through a trampoline
+/// (kfunc), whose attaching sets the tasks-RCU kthreads going as rcutrace's does.
+const BPFTRACE_COUNT: &str = "kfunc:synchronize_rcu { @[comm] = count(); }";
+
+/// The same, as a referee started before everything else: each `sync` makes it print what it
+/// has counted so far, under `=== referee.N` (ended by `=== referee.after`, which also
+/// heads what it prints on exit).
+const REFEREE: &str = "kfunc:synchronize_rcu { @[comm] = count(); } \
+     tracepoint:syscalls:sys_enter_sync { $n = @marks; printf(\"=== referee.%d\\n\", $n); \
+     print(@); printf(\"=== referee.after\\n\"); @marks = $n + 1; }";
 
 fn own_doing_is_not_counted(series: &str) {
     let script = format!(
@@ -35,6 +59,180 @@ fn own_doing_is_not_counted(series: &str) {
     assert!(own.is_empty(), "{series}: rcutrace counted itself: {own:?}");
 }
 
+/// `@[key]: N` lines of a text block, by key.
+fn counts(text: &str) -> HashMap<String, u64> {
+    text.lines()
+        .filter_map(|line| {
+            let (key, n) = line.strip_prefix("@[")?.split_once("]: ")?;
+            Some((key.to_string(), n.trim().parse().ok()?))
+        })
+        .collect()
+}
+
+/// The synchronize_rcu() calls of `count --by comm` by comm.
+fn synchronize_rcu_by_comm(out: &str) -> HashMap<String, u64> {
+    counts(out)
+        .into_iter()
+        .filter_map(|(key, n)| Some((key.strip_suffix(", synchronize_rcu")?.to_string(), n)))
+        .collect()
+}
+
+fn tasks_kthreads(by_comm: &HashMap<String, u64>) -> u64 {
+    by_comm
+        .iter()
+        .filter(|(comm, _)| comm.starts_with("rcu_tasks"))
+        .map(|(_, n)| n)
+        .sum()
+}
+
+/// Issue 16's scenarios, with the window open for seconds as a user leaves it: the first
+/// command after boot counts none of its own attach's synchronize_rcu() calls; beside
+/// bpftrace, rcutrace counts what bpftrace's attaching set going, and not its own. A bpftrace
+/// referee, started and settled first, counts everything: between its snapshot before
+/// bpftrace starts and its last, it saw exactly what rcutrace must count (bpftrace's whole
+/// attach and the workload), and before that rcutrace's own attach, of which rcutrace must
+/// count nothing (the guest does nothing else).
+fn first_count_and_beside_bpftrace(series: &str) {
+    let script = format!(
+        "{WAIT_FOR}
+/bin/rcutrace count --secs 3 >/tmp/first.out 2>/tmp/first.err
+echo \"=== first.out\"; cat /tmp/first.out; echo \"=== first.err\"; cat /tmp/first.err
+sleep 8
+/usr/bin/bpftrace -e '{REFEREE}' >/tmp/referee.out 2>&1 &
+referee=$!
+wait_for /tmp/referee.out Attaching
+sleep 8
+sync
+/bin/rcutrace count --secs 0 --by comm --top 0 >/tmp/beside.out 2>/tmp/beside.err &
+tracer=$!
+wait_for /tmp/beside.out Attaching
+sleep 4
+sync
+/usr/bin/bpftrace -e '{BPFTRACE_COUNT}' >/tmp/bpftrace.out 2>&1 &
+bpftrace=$!
+wait_for /tmp/bpftrace.out Attaching
+sleep 4
+/bin/rcu-workload membarrier {BPFTRACE_CALLS} >/dev/null
+sync
+kill -INT $tracer; wait $tracer
+kill -INT $bpftrace; wait $bpftrace
+kill -INT $referee; wait $referee
+echo \"=== beside.out\"; cat /tmp/beside.out; echo \"=== beside.err\"; cat /tmp/beside.err
+echo \"=== bpftrace.out\"; cat /tmp/bpftrace.out
+cat /tmp/referee.out
+"
+    );
+    let guest = boot_with_bpftrace(series, &script);
+    let sections = sections(&guest.stdout);
+    let part = |name: &str| {
+        sections
+            .get(name)
+            .cloned()
+            .unwrap_or_else(|| panic!("{series}: no {name} in {}", guest.stdout))
+    };
+
+    let first = part("first.out");
+    let synchronize = counts(&first).get("synchronize_rcu").copied();
+    assert_eq!(
+        synchronize,
+        Some(0),
+        "{series}: the first count after boot counted its own attach's synchronize_rcu():\n\
+         {first}\n{}",
+        part("first.err")
+    );
+
+    let rcutrace = synchronize_rcu_by_comm(&part("beside.out"));
+    let snapshots: Vec<HashMap<String, u64>> = (0..3)
+        .map(|n| counts(&part(&format!("referee.{n}"))))
+        .collect();
+    let since = |from: usize, to: usize| -> HashMap<String, u64> {
+        snapshots[to]
+            .iter()
+            .map(|(comm, n)| {
+                (
+                    comm.clone(),
+                    n - snapshots[from].get(comm).copied().unwrap_or(0),
+                )
+            })
+            .filter(|(_, n)| *n > 0)
+            .collect()
+    };
+    let own_attach = since(0, 1);
+    let beside = since(1, 2);
+    let context = format!(
+        "{series}: rcutrace {rcutrace:?}; the referee saw rcutrace's attach {own_attach:?}, \
+         then {beside:?}\n{}\n{}",
+        part("beside.err"),
+        part("bpftrace.out")
+    );
+    // The scenario holds: rcutrace's attaching and bpftrace's both set the kthreads going.
+    assert!(tasks_kthreads(&own_attach) > 0, "{context}");
+    assert!(tasks_kthreads(&beside) > 0, "{context}");
+    assert_eq!(
+        beside.get("rcu-workload"),
+        Some(&BPFTRACE_CALLS),
+        "{context}"
+    );
+    // Exactly what the referee saw from bpftrace's start on, whoever made the calls.
+    assert_eq!(rcutrace, beside, "{context}");
+}
+
+/// `srlat --secs 0`, 4 s of waiting, 30 membarrier() calls, SIGINT, as the first command
+/// after boot: exactly 30 samples. Then a second rcutrace attaching during a `count` window:
+/// the kthreads' calls for its attach are counted, since the first did not cause them.
+fn srlat_first_and_a_second_rcutrace(series: &str) {
+    let script = format!(
+        "{WAIT_FOR}
+/bin/rcutrace srlat --secs 0 >/tmp/srlat.out 2>/tmp/srlat.err &
+tracer=$!
+wait_for /tmp/srlat.out Attaching
+sleep 4
+/bin/rcu-workload membarrier {CALLS} >/dev/null
+kill -INT $tracer; wait $tracer
+echo \"=== srlat.out\"; cat /tmp/srlat.out; echo \"=== srlat.err\"; cat /tmp/srlat.err
+sleep 8
+/bin/rcutrace count --secs 0 --by comm --top 0 >/tmp/first.out 2>/tmp/first.err &
+tracer=$!
+wait_for /tmp/first.out Attaching
+sleep 4
+/bin/rcutrace srlat --secs 2 >/tmp/second.out 2>&1
+sleep 4
+kill -INT $tracer; wait $tracer
+echo \"=== first.out\"; cat /tmp/first.out; echo \"=== first.err\"; cat /tmp/first.err
+echo \"=== second.out\"; cat /tmp/second.out
+"
+    );
+    let guest = boot(series, &script);
+    let sections = sections(&guest.stdout);
+    let part = |name: &str| {
+        sections
+            .get(name)
+            .cloned()
+            .unwrap_or_else(|| panic!("{series}: no {name} in {}", guest.stdout))
+    };
+    let srlat = part("srlat.out");
+    let samples = srlat
+        .lines()
+        .find_map(|l| l.strip_prefix("@srlat count "))
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|n| n.trim().parse::<u64>().ok());
+    assert_eq!(
+        samples,
+        Some(CALLS),
+        "{series}: {srlat}\n{}",
+        part("srlat.err")
+    );
+
+    let first = synchronize_rcu_by_comm(&part("first.out"));
+    assert!(
+        tasks_kthreads(&first) > 0,
+        "{series}: the kthreads' calls for a second rcutrace's attach were not counted: \
+         {first:?}\n{}\n{}",
+        part("first.out"),
+        part("second.out")
+    );
+}
+
 #[test]
 fn own_doing_is_not_counted_on_6_1() {
     own_doing_is_not_counted("6.1");
@@ -43,4 +241,34 @@ fn own_doing_is_not_counted_on_6_1() {
 #[test]
 fn own_doing_is_not_counted_on_6_12() {
     own_doing_is_not_counted("6.12");
+}
+
+#[test]
+fn first_count_and_beside_bpftrace_on_6_1() {
+    first_count_and_beside_bpftrace("6.1");
+}
+
+#[test]
+fn first_count_and_beside_bpftrace_on_6_12() {
+    first_count_and_beside_bpftrace("6.12");
+}
+
+#[test]
+fn first_count_and_beside_bpftrace_on_7_3() {
+    first_count_and_beside_bpftrace("7.3");
+}
+
+#[test]
+fn srlat_first_and_a_second_rcutrace_on_6_1() {
+    srlat_first_and_a_second_rcutrace("6.1");
+}
+
+#[test]
+fn srlat_first_and_a_second_rcutrace_on_6_12() {
+    srlat_first_and_a_second_rcutrace("6.12");
+}
+
+#[test]
+fn srlat_first_and_a_second_rcutrace_on_7_3() {
+    srlat_first_and_a_second_rcutrace("7.3");
 }

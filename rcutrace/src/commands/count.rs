@@ -29,7 +29,10 @@ pub async fn run(args: &CountArgs, format: Format) -> Result<Report> {
     // Switching the sampled reader probe makes these threads call updaters for rcutrace:
     // their calls are left out (and counted as such) only then.
     let constants = match args.sample_readers {
-        Some(_) => vec![Constant::TasksRcuPids(kernel::tasks_rcu_kthreads())],
+        Some(_) => vec![Constant::Pids(
+            "TASKS_RCU_PIDS",
+            kernel::tasks_rcu_kthreads(),
+        )],
         None => Vec::new(),
     };
     // Made once, kept for every interval.

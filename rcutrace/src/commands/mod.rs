@@ -33,7 +33,7 @@ use crate::{
     model::Report,
     model::attribution::{self, By},
     render::{self, Format},
-    trace::probes::{AttachChoice, Keys, Method, Probe, READERS},
+    trace::probes::{self, AttachChoice, Keys, Method, Probe, READERS},
     trace::readings::Reading,
     trace::sampling::{ReaderSampling, SampledReaders, Sampler, Switch},
     trace::session::{self, Consume, Due, Interrupts, Next, Reports, Samples, Scheduled, Trigger},
@@ -176,6 +176,7 @@ pub async fn trace_with<R>(
     let mut interrupts = Interrupts::catch()?;
     let mut constants = request.constants;
     constants.push(Constant::U32("SELF_TGID", std::process::id()));
+    constants.extend(own_work_constants());
     constants.push(Constant::U32("BY_MODE", attribution::mode(request.by)));
     // The large maps are declared with one entry: only a run that uses one sizes it.
     if request.by.is_some() {
@@ -189,6 +190,8 @@ pub async fn trace_with<R>(
         constants.push(Constant::MaxEntries("SAMPLES", SAMPLE_RING_BYTES));
     }
     let mut tracer = Tracer::load(&constants)?;
+    // First, so that the tasks-RCU work the command's own attaching queues is followed.
+    attach_own_work(&mut tracer);
     let keys = if request.by == Some(By::Stack) {
         Keys::Stacks
     } else {
@@ -338,6 +341,58 @@ pub async fn trace_with<R>(
     let mut at_close = Reading::take(&tracer, keyed)?;
     at_close.set_array("COUNTS", counts_at_close);
     periods.report(&tracer, at_close, closed, true, make_report)
+}
+
+/// What the own-work programs need: the tasks-RCU kthreads, where the callback list keeps
+/// its segments, and which counted functions queue a head given first.
+fn own_work_constants() -> Vec<Constant> {
+    let (normal, tasks) = probes::head_first_slots();
+    let mut constants = vec![
+        Constant::Pids("TASKS_KTHREAD_PIDS", kernel::tasks_rcu_kthreads()),
+        Constant::U64("NORMAL_HEAD_SLOTS", normal),
+        Constant::U64("TASKS_HEAD_SLOTS", tasks),
+    ];
+    match kernel::rcu_state::own_work_layout() {
+        Ok(layout) => constants.extend([
+            Constant::U32("SEGCBLIST_TAILS", layout.segcblist_tails),
+            Constant::U32("PERCPU_CBLIST", layout.percpu_cblist),
+            Constant::U32("PERCPU_RTPP", layout.percpu_rtpp),
+            Constant::U32("TASKS_KTHREAD_PTR", layout.tasks_kthread_ptr),
+            Constant::U32("TASK_STACK", layout.task_stack),
+            Constant::U32("OWN_WORK_LAYOUT", 1),
+        ]),
+        // Without it no list is recognised, so no grace period is found to be rcutrace's
+        // alone: its kthreads' calls are counted, as the warning says.
+        Err(e) => eprintln!(
+            "rcutrace: warning: {e:#}: the calls the tasks-RCU kthreads make for rcutrace's \
+             own attaching are counted as the system's"
+        ),
+    }
+    constants
+}
+
+/// Attaches the hooks that tell rcutrace's own tasks-RCU work apart. A kernel without some of
+/// them has its kthreads' calls for rcutrace counted as the system's: said once.
+fn attach_own_work(tracer: &mut Tracer) {
+    let missing: Vec<&str> = tracer
+        .attach(probes::OWN_WORK, AttachChoice::Kprobe, Keys::Plain)
+        .into_iter()
+        .filter_map(|(probe, attachment)| match attachment {
+            Attachment::Attached(_) => None,
+            other => {
+                log::info!("{}: {}", probe.function, describe(&other));
+                Some(probe.function)
+            }
+        })
+        .filter(|function| probes::OWN_WORK_ESSENTIAL.contains(function))
+        .collect();
+    if !missing.is_empty() {
+        eprintln!(
+            "rcutrace: warning: cannot follow {} on this kernel: the calls the tasks-RCU \
+             kthreads make for rcutrace's own attaching are counted as the system's",
+            missing.join(", ")
+        );
+    }
 }
 
 /// Switches the sampled reader probe as its schedule says is due now, keeping out of every

@@ -428,6 +428,7 @@ fn metrics(
                     Programs::Callbacks(_) => "callbacks",
                     Programs::GracePeriod(_) => "grace_periods",
                     Programs::Stages(_) => "stages",
+                    Programs::OwnWork(_) => "own_work",
                 },
                 method: method.to_string(),
             })

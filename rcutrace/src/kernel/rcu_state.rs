@@ -166,3 +166,40 @@ pub fn stages_layout() -> Result<StagesLayout> {
             .collect(),
     })
 }
+
+/// Where the own-work programs (`rcutrace_common::own_work`) find a tasks-RCU kthread's
+/// callback list and check that a list is one (its `rcu_tasks_percpu`'s flavour names that
+/// kthread), and where a task's stack is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OwnWorkLayout {
+    pub segcblist_tails: u32,
+    pub percpu_cblist: u32,
+    pub percpu_rtpp: u32,
+    pub tasks_kthread_ptr: u32,
+    pub task_stack: u32,
+}
+
+pub fn own_work_layout() -> Result<OwnWorkLayout> {
+    let fields = [
+        ("rcu_segcblist", "tails"),
+        ("rcu_tasks_percpu", "cblist"),
+        ("rcu_tasks_percpu", "rtpp"),
+        ("rcu_tasks", "kthread_ptr"),
+        ("task_struct", "stack"),
+    ];
+    let offsets = btf::field_offsets(&fields)
+        .context("reading the tasks-RCU callback lists' layout from the kernel BTF")?;
+    let offset = |field: Field| {
+        offsets
+            .get(&field)
+            .copied()
+            .with_context(|| format!("this kernel's BTF has no {}.{}", field.0, field.1))
+    };
+    Ok(OwnWorkLayout {
+        segcblist_tails: offset(fields[0])?,
+        percpu_cblist: offset(fields[1])?,
+        percpu_rtpp: offset(fields[2])?,
+        tasks_kthread_ptr: offset(fields[3])?,
+        task_stack: offset(fields[4])?,
+    })
+}

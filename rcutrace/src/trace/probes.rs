@@ -69,6 +69,9 @@ pub enum Programs {
     /// `srlat --stages`' programs for one hook (`sync`, `exp_select`, ...): kprobes and
     /// kretprobes only, for the same reasons, and the entries read the caller's registers.
     Stages(&'static str),
+    /// The programs that follow rcutrace's own tasks-RCU work (`request`, `list`,
+    /// `grace_period`): kprobes only, since a trampoline would itself queue such work.
+    OwnWork(&'static str),
 }
 
 /// One hook: a kernel function, the side, and the programs that can serve it.
@@ -130,6 +133,9 @@ impl Probe {
             Programs::Callbacks(hook) => Some(format!("callbacks_{hook}_{method}")),
             Programs::GracePeriod(hook) => (!trampoline).then(|| format!("gp_{hook}_{method}")),
             Programs::Stages(hook) => (!trampoline).then(|| format!("stages_{hook}_{method}")),
+            Programs::OwnWork(hook) => {
+                (method == Method::Kprobe).then(|| format!("own_work_{hook}_kprobe"))
+            }
             Programs::Counter(_) | Programs::Timed(_) => None,
         }
     }
@@ -212,7 +218,8 @@ impl Counted {
             Programs::Timed(_)
             | Programs::Callbacks(_)
             | Programs::GracePeriod(_)
-            | Programs::Stages(_) => {
+            | Programs::Stages(_)
+            | Programs::OwnWork(_) => {
                 unreachable!("counted functions use counter programs")
             }
         }
@@ -294,6 +301,58 @@ pub const COUNTED: &[Counted] = &[
     counted("poll_state_synchronize_srcu", 36, Polls, false),
 ];
 
+const fn own_work(function: &'static str, hook: &'static str) -> Probe {
+    Probe {
+        function,
+        side: Side::Entry,
+        programs: Programs::OwnWork(hook),
+        prefer_kprobe: true,
+    }
+}
+
+/// The hooks that follow rcutrace's own tasks-RCU work (see `rcutrace_common::own_work`),
+/// attached before any probe of a command, so that the work its attaching queues is seen:
+/// the queueing functions (the rude flavour's grace periods make no RCU calls: not
+/// followed), the callback list a kthread advances before each grace period, and the start
+/// of the grace periods that call `synchronize_rcu()`.
+pub const OWN_WORK: &[Probe] = &[
+    own_work("call_rcu_tasks", "request"),
+    own_work("call_rcu_tasks_trace", "request"),
+    own_work("call_srcu", "srcu_request"),
+    own_work("rcu_segcblist_accelerate", "list"),
+    own_work("rcu_tasks_wait_gp", "grace_period"),
+];
+
+/// The functions of the own-work hooks that must be there for them to work (the trace
+/// flavour is gone from 7.3's tasks RCU).
+pub const OWN_WORK_ESSENTIAL: &[&str] = &[
+    "call_rcu_tasks",
+    "rcu_segcblist_accelerate",
+    "rcu_tasks_wait_gp",
+];
+
+/// Counted functions that queue the `rcu_head` given first through normal RCU: a head of
+/// rcutrace's own callbacks' chains ends there (its object is freed after that grace period).
+const QUEUE_HEAD_NORMAL: &[&str] = &["call_rcu", "call_rcu_hurry", "kvfree_call_rcu"];
+/// Counted functions that queue the `rcu_head` given first through tasks RCU.
+const QUEUE_HEAD_TASKS: &[&str] = &[
+    "call_rcu_tasks",
+    "call_rcu_tasks_rude",
+    "call_rcu_tasks_trace",
+];
+
+/// Bit masks of the counter slots whose function queues the head given first: through
+/// normal RCU, and through tasks RCU.
+pub fn head_first_slots() -> (u64, u64) {
+    let mask = |functions: &[&str]| {
+        COUNTED
+            .iter()
+            .filter(|c| functions.contains(&c.function()))
+            .fold(0u64, |mask, c| mask | 1 << c.slot())
+    };
+    (mask(QUEUE_HEAD_NORMAL), mask(QUEUE_HEAD_TASKS))
+}
+
 /// The functions `count` traces: the default set, or with `all` the whole table.
 pub fn counted_functions(all: bool) -> impl Iterator<Item = &'static Counted> {
     COUNTED.iter().filter(move |c| all || c.by_default)
@@ -322,7 +381,8 @@ impl Timed {
             Programs::Counter(_)
             | Programs::Callbacks(_)
             | Programs::GracePeriod(_)
-            | Programs::Stages(_) => {
+            | Programs::Stages(_)
+            | Programs::OwnWork(_) => {
                 unreachable!("timed probes use timed programs")
             }
         }
@@ -608,6 +668,52 @@ impl StageProbes {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn head_masks_name_the_queueing_slots() {
+        let (normal, tasks) = head_first_slots();
+        let slot = |name: &str| {
+            COUNTED
+                .iter()
+                .find(|c| c.function() == name)
+                .unwrap()
+                .slot()
+        };
+        for f in ["call_rcu", "call_rcu_hurry", "kvfree_call_rcu"] {
+            assert_ne!(normal & 1 << slot(f), 0, "{f}");
+        }
+        for f in [
+            "call_rcu_tasks",
+            "call_rcu_tasks_rude",
+            "call_rcu_tasks_trace",
+        ] {
+            assert_ne!(tasks & 1 << slot(f), 0, "{f}");
+        }
+        assert_eq!(normal & tasks, 0);
+        // call_srcu's head is its second argument, and waiting functions queue none.
+        assert_eq!((normal | tasks) & 1 << slot("call_srcu"), 0);
+        assert_eq!((normal | tasks) & 1 << slot("synchronize_rcu"), 0);
+        assert_eq!((normal | tasks).count_ones(), 6);
+    }
+
+    #[test]
+    fn own_work_hooks_are_kprobes_only() {
+        for probe in OWN_WORK {
+            let plan = plan(probe, AttachChoice::Fentry, Keys::Plain);
+            assert!(
+                plan.iter().all(|(method, _)| *method == Method::Kprobe),
+                "{}: {plan:?}",
+                probe.function
+            );
+            assert!(!plan.is_empty(), "{}", probe.function);
+        }
+        for essential in OWN_WORK_ESSENTIAL {
+            assert!(
+                OWN_WORK.iter().any(|p| p.function == *essential),
+                "{essential}"
+            );
+        }
+    }
 
     fn counted_probe(function: &str) -> Probe {
         COUNTED

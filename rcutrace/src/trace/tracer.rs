@@ -28,8 +28,8 @@ static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/rc
 pub enum Constant {
     U32(&'static str, u32),
     U64(&'static str, u64),
-    /// The tasks-RCU kthreads' pids (`TASKS_RCU_PIDS`).
-    TasksRcuPids([u32; TASKS_RCU_KTHREADS]),
+    /// The tasks-RCU kthreads' pids, for an array constant such as `TASKS_RCU_PIDS`.
+    Pids(&'static str, [u32; TASKS_RCU_KTHREADS]),
     /// The number of entries of a map: large maps are declared with one entry, so that only
     /// the command that uses one pays for its memory.
     MaxEntries(&'static str, u32),
@@ -77,9 +77,7 @@ impl Tracer {
             match constant {
                 Constant::U32(name, value) => loader.override_global(name, value, true),
                 Constant::U64(name, value) => loader.override_global(name, value, true),
-                Constant::TasksRcuPids(pids) => {
-                    loader.override_global("TASKS_RCU_PIDS", pids, true)
-                }
+                Constant::Pids(name, pids) => loader.override_global(name, pids, true),
                 Constant::MaxEntries(name, entries) => loader.map_max_entries(name, *entries),
             };
         }
@@ -174,7 +172,10 @@ impl Tracer {
         match method {
             Method::Kprobe | Method::Kretprobe => {
                 let kprobe: &mut KProbe = program.try_into()?;
-                kprobe.load().context("loading the program")?;
+                // One program may serve several functions (the own-work hooks): loaded once.
+                if kprobe.fd().is_err() {
+                    kprobe.load().context("loading the program")?;
+                }
                 return Ok(Some(kprobe.attach(function, 0).context("attaching")?));
             }
             Method::Fentry => {

@@ -103,6 +103,15 @@ pub fn boot_with_files(
     run_job(job)
 }
 
+/// Like `boot`, with Debian's bpftrace at /usr/bin/bpftrace (and the memory its libraries
+/// need in the initramfs), to count beside rcutrace in the same guest.
+pub fn boot_with_bpftrace(series: &str, script: &str) -> GuestOutput {
+    let mut job =
+        guest_job(series, script).file(xtask::bench::HOST_BPFTRACE, xtask::bench::HOST_BPFTRACE);
+    job.memory_mb = xtask::bench::DEFAULT_MEMORY_MB;
+    run_job(job)
+}
+
 fn guest_job(series: &str, script: &str) -> GuestJob {
     let (rcutrace, workload) = binaries();
     let mut job = GuestJob::new(
