@@ -67,7 +67,7 @@ pub async fn run(args: &TopArgs) -> Result<()> {
         Constant::U32("COUNTS_UNKEYED", 1),
         // Switching the sampled reader probe makes these threads wait in synchronize_rcu()
         // for rcutrace: their calls are not the system's.
-        Constant::TasksRcuPids(kernel::tasks_rcu_kthreads()),
+        Constant::Pids("TASKS_RCU_PIDS", kernel::tasks_rcu_kthreads()),
         Constant::U32("CALLBACK_UNIT_NS", 1_000_000),
         Constant::MaxEntries("PENDING", rcutrace_common::callbacks::MAX_PENDING),
         Constant::MaxEntries("ROWS", rcutrace_common::callbacks::MAX_ROWS),
