@@ -191,7 +191,7 @@ pub async fn trace_with<R>(
     }
     let mut tracer = Tracer::load(&constants)?;
     // First, so that the tasks-RCU work the command's own attaching queues is followed.
-    attach_own_work(&mut tracer);
+    let own_work_missing = attach_own_work(&mut tracer);
     let keys = if request.by == Some(By::Stack) {
         Keys::Stacks
     } else {
@@ -221,6 +221,9 @@ pub async fn trace_with<R>(
         return Err(attach_failure(&problems, attached.is_empty(), &present));
     }
     warn_not_traced(&problems);
+    // Said once the command itself is traced: before, a kernel that traces nothing has its
+    // own error to give.
+    warn_own_work_missing(&own_work_missing);
 
     let mut samples = match consume {
         Some(_) => Some(Samples::new(tracer.take_samples()?)?),
@@ -371,10 +374,10 @@ fn own_work_constants() -> Vec<Constant> {
     constants
 }
 
-/// Attaches the hooks that tell rcutrace's own tasks-RCU work apart. A kernel without some of
-/// them has its kthreads' calls for rcutrace counted as the system's: said once.
-fn attach_own_work(tracer: &mut Tracer) {
-    let missing: Vec<&str> = tracer
+/// Attaches the hooks that tell rcutrace's own tasks-RCU work apart; returns the essential
+/// ones this kernel lacks.
+fn attach_own_work(tracer: &mut Tracer) -> Vec<&'static str> {
+    tracer
         .attach(probes::OWN_WORK, AttachChoice::Kprobe, Keys::Plain)
         .into_iter()
         .filter_map(|(probe, attachment)| match attachment {
@@ -385,7 +388,12 @@ fn attach_own_work(tracer: &mut Tracer) {
             }
         })
         .filter(|function| probes::OWN_WORK_ESSENTIAL.contains(function))
-        .collect();
+        .collect()
+}
+
+/// Without some of the own-work hooks, the kthreads' calls for rcutrace are counted as the
+/// system's: said once.
+fn warn_own_work_missing(missing: &[&str]) {
     if !missing.is_empty() {
         eprintln!(
             "rcutrace: warning: cannot follow {} on this kernel: the calls the tasks-RCU \
