@@ -264,3 +264,8 @@ fn by_cgroup_on_6_12() {
 fn by_cgroup_on_6_1() {
     by_cgroup("6.1");
 }
+
+#[test]
+fn by_cgroup_on_7_3() {
+    by_cgroup("7.3");
+}

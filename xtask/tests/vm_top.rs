@@ -214,3 +214,8 @@ fn top_on_6_12() {
 fn top_on_6_1() {
     top("6.1");
 }
+
+#[test]
+fn top_on_7_3() {
+    top("7.3");
+}
