@@ -268,8 +268,3 @@ fn updaters_on_6_1() {
 fn updaters_on_6_12() {
     updaters_ground_truth("6.12");
 }
-
-#[test]
-fn updaters_on_7_3() {
-    updaters_ground_truth("7.3");
-}
