@@ -302,6 +302,22 @@ pub struct Report {
     pub environment: Option<Environment>,
 }
 
+#[cfg(test)]
+impl Report {
+    /// `count`'s report of one map `@` with these keys and calls, for the tests.
+    pub fn of_counts(entries: &[(&str, u64)], environment: Option<Environment>) -> Report {
+        Report {
+            time: None,
+            maps: vec![Map::Count(CountMap {
+                name: "@".into(),
+                entries: entries.iter().map(|(k, n)| (k.to_string(), *n)).collect(),
+            })],
+            summary: Summary::Count(CountSummary::default()),
+            environment,
+        }
+    }
+}
+
 /// One interval's stamp.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Stamp {

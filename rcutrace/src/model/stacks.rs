@@ -174,21 +174,7 @@ pub fn kernel_frame(frame: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{
-        CountMap, CountSummary, GracePeriodRow, LatencySummary, Losses, SeriesStats, Unit,
-    };
-
-    fn count_report(entries: &[(&str, u64)]) -> Report {
-        Report {
-            time: None,
-            maps: vec![Map::Count(CountMap {
-                name: "@".into(),
-                entries: entries.iter().map(|(k, n)| (k.to_string(), *n)).collect(),
-            })],
-            summary: Summary::Count(CountSummary::default()),
-            environment: None,
-        }
-    }
+    use crate::model::{GracePeriodRow, LatencySummary, Losses, SeriesStats, Unit};
 
     #[test]
     fn frames_fold_as_bcc_names_kernel_frames() {
@@ -204,11 +190,14 @@ mod tests {
     #[test]
     fn count_stacks_are_root_first_and_weighed_by_calls() {
         let stack = "\n    synchronize_rcu+0\n    __do_sys_membarrier+97\n    do_syscall_64+130\n";
-        let report = count_report(&[
-            (stack, 20),
-            ("[stack lost], call_rcu", 2),
-            ("[other: 3 keys]", 7),
-        ]);
+        let report = Report::of_counts(
+            &[
+                (stack, 20),
+                ("[stack lost], call_rcu", 2),
+                ("[other: 3 keys]", 7),
+            ],
+            None,
+        );
         let stacks = of_report(&report).unwrap();
         assert_eq!(stacks.weight, Weight::Calls);
         assert_eq!(
@@ -228,10 +217,10 @@ mod tests {
         );
         assert_eq!(stacks.total(), 29);
         // Keyed by anything else, or not keyed: nothing to draw, and why.
-        assert!(of_report(&count_report(&[("rcu-workload, call_rcu", 3)])).is_err());
-        assert!(of_report(&count_report(&[("call_rcu", 3)])).is_err());
+        assert!(of_report(&Report::of_counts(&[("rcu-workload, call_rcu", 3)], None)).is_err());
+        assert!(of_report(&Report::of_counts(&[("call_rcu", 3)], None)).is_err());
         // --by stack with nothing called: no stack, and no error.
-        assert_eq!(of_report(&count_report(&[])).unwrap().total(), 0);
+        assert_eq!(of_report(&Report::of_counts(&[], None)).unwrap().total(), 0);
     }
 
     fn latency_report(series: Vec<SeriesStats>) -> Report {

@@ -57,31 +57,21 @@ fn subtitle(weight: Weight) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{CountMap, CountSummary, Map};
-
-    fn report(entries: &[(&str, u64)]) -> Report {
-        Report {
-            time: None,
-            maps: vec![Map::Count(CountMap {
-                name: "@".into(),
-                entries: entries.iter().map(|(k, n)| (k.to_string(), *n)).collect(),
-            })],
-            summary: Summary::Count(CountSummary::default()),
-            environment: None,
-        }
-    }
 
     /// inferno's own parser of the folded lines gives the graph's root ("all") their total,
     /// and each frame its own (named without BCC's `_[k]`, which inferno takes off).
     #[test]
     fn the_svg_draws_every_stack_with_the_totals_of_the_folded_lines() {
-        let report = report(&[
-            (
-                "\n    synchronize_rcu+0\n    __do_sys_membarrier+97\n",
-                1234,
-            ),
-            ("\n    call_rcu+0\n    rcu_gp_kthread+80\n", 66),
-        ]);
+        let report = Report::of_counts(
+            &[
+                (
+                    "\n    synchronize_rcu+0\n    __do_sys_membarrier+97\n",
+                    1234,
+                ),
+                ("\n    call_rcu+0\n    rcu_gp_kthread+80\n", 66),
+            ],
+            None,
+        );
         let stacks = crate::model::stacks::of_report(&report).unwrap();
         let svg = String::from_utf8(svg(&report, &stacks).unwrap()).unwrap();
         assert!(svg.starts_with("<?xml"), "{svg}");
@@ -103,7 +93,7 @@ mod tests {
 
     #[test]
     fn nothing_to_draw_is_an_error() {
-        let report = report(&[]);
+        let report = Report::of_counts(&[], None);
         let stacks = crate::model::stacks::of_report(&report).unwrap();
         let error = svg(&report, &stacks).unwrap_err();
         assert!(error.to_string().contains("nothing to draw"), "{error}");

@@ -382,22 +382,10 @@ mod tests {
         }
     }
 
-    fn counts(entries: &[(&str, u64)], env: Option<Environment>) -> Report {
-        Report {
-            time: None,
-            maps: vec![Map::Count(CountMap {
-                name: "@".into(),
-                entries: entries.iter().map(|(k, n)| (k.to_string(), *n)).collect(),
-            })],
-            summary: Summary::Count(CountSummary::default()),
-            environment: env,
-        }
-    }
-
     #[test]
     fn only_what_differs_in_the_environment() {
-        let a = counts(&[], Some(environment("0", "kprobe+fexit")));
-        let b = counts(&[], Some(environment("1", "kprobe+kretprobe")));
+        let a = Report::of_counts(&[], Some(environment("0", "kprobe+fexit")));
+        let b = Report::of_counts(&[], Some(environment("1", "kprobe+kretprobe")));
         assert_eq!(
             compare(&a, &b).environment,
             EnvironmentDifference::Differs(vec![
@@ -413,22 +401,22 @@ mod tests {
         c.hz = Some(250);
         c.rcutree_parameters.0.clear();
         assert_eq!(
-            compare(&a, &counts(&[], Some(c))).environment,
+            compare(&a, &Report::of_counts(&[], Some(c))).environment,
             EnvironmentDifference::Differs(vec![
                 ("rcutree.enable_rcu_lazy".into(), Some("Y".into()), None),
                 ("HZ".into(), None, Some("250".into())),
             ])
         );
         assert_eq!(
-            compare(&a, &counts(&[], None)).environment,
+            compare(&a, &Report::of_counts(&[], None)).environment,
             EnvironmentDifference::NotRecorded { a: false, b: true }
         );
     }
 
     #[test]
     fn counts_line_up_by_key_in_the_order_of_a() {
-        let a = counts(&[("call_rcu", 30), ("synchronize_rcu", 10)], None);
-        let b = counts(&[("synchronize_rcu", 25), ("kvfree_call_rcu", 4)], None);
+        let a = Report::of_counts(&[("call_rcu", 30), ("synchronize_rcu", 10)], None);
+        let b = Report::of_counts(&[("synchronize_rcu", 25), ("kvfree_call_rcu", 4)], None);
         let comparison = compare(&a, &b);
         assert_eq!(
             comparison.counts,
