@@ -8,8 +8,11 @@ mod support;
 
 use std::{collections::HashMap, time::Duration};
 
-use rcutrace_common::records::{CallbackRow, CallbacksSummary, HistValue, MapValue, Record};
-use support::{Run, boot_with_module_within, readout_number, run_named, sections};
+use rcutrace_common::records::{CallbackRow, MapValue, Record};
+use support::{
+    Run, boot_with_module_within, callback_latency_samples, callback_row, callbacks_summary,
+    readout_number, run_named, sections,
+};
 
 const CALLBACKS: u64 = 300;
 const SRCU_CALLBACKS: u64 = 100;
@@ -33,40 +36,6 @@ fn decode(run: &Run) -> Vec<Record> {
         .lines()
         .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{line}: {e}")))
         .collect()
-}
-
-fn summary(records: &[Record]) -> &CallbacksSummary {
-    records
-        .iter()
-        .find_map(|r| match r {
-            Record::CallbacksSummary(s) => Some(s),
-            _ => None,
-        })
-        .expect("a callbacks summary record")
-}
-
-fn row<'a>(summary: &'a CallbacksSummary, function: &str, via: &str) -> &'a CallbackRow {
-    summary
-        .rows
-        .iter()
-        .find(|r| r.function == function && r.via == via)
-        .unwrap_or_else(|| panic!("no row {function} via {via}: {:#?}", summary.rows))
-}
-
-/// Samples in `@cblat[function]`.
-fn histogram_total(records: &[Record], function: &str) -> u64 {
-    records
-        .iter()
-        .filter_map(|r| match r {
-            Record::Hist(maps) => maps.get("@cblat"),
-            _ => None,
-        })
-        .filter_map(|h| match h {
-            HistValue::Keyed(keys) => keys.get(function),
-            HistValue::Buckets(_) => None,
-        })
-        .map(|buckets| buckets.iter().map(|b| b.count).sum::<u64>())
-        .sum()
 }
 
 /// `@cpu_queued` and the like, by CPU.
@@ -96,8 +65,8 @@ fn assert_accounted(row: &CallbackRow) {
 
 /// Exactly N queued and N invoked, each a latency sample, none from before tracing.
 fn assert_exact(records: &[Record], function: &str, via: &str, n: u64) {
-    let s = summary(records);
-    let r = row(s, function, via);
+    let s = callbacks_summary(records);
+    let r = callback_row(s, function, via);
     assert_eq!(
         (
             r.queued,
@@ -108,7 +77,7 @@ fn assert_exact(records: &[Record], function: &str, via: &str, n: u64) {
         (n, n, 0, 0),
         "{function} via {via}: {r:#?}"
     );
-    assert_eq!(histogram_total(records, function), n, "{function}");
+    assert_eq!(callback_latency_samples(records, function), n, "{function}");
     assert!(r.min_ns.is_some_and(|min| min > 0), "{r:#?}");
 }
 
@@ -159,7 +128,7 @@ fn exact_callbacks(series: &str) {
     let exact = run_named(&sections, "exact");
     exact.assert_ok("exact");
     let records = decode(&exact);
-    let s = summary(&records);
+    let s = callbacks_summary(&records);
     assert_exact(&records, MODULE_CB, "call_rcu", CALLBACKS);
     assert_exact(&records, DELAYED_CB, "call_rcu", DELAYED);
     assert_exact(&records, SRCU_CB, "call_srcu", SRCU_CALLBACKS);
@@ -170,7 +139,7 @@ fn exact_callbacks(series: &str) {
         assert_eq!(s.entry_points_not_traced, ["call_rcu_hurry"]);
     }
     // A reader held DELAY_MS after the queueing delays every one of those callbacks.
-    let delayed = row(s, DELAYED_CB, "call_rcu");
+    let delayed = callback_row(s, DELAYED_CB, "call_rcu");
     assert!(
         delayed.min_ns.unwrap() >= DELAY_MS * 1_000_000,
         "{delayed:#?}"
@@ -186,7 +155,7 @@ fn exact_callbacks(series: &str) {
         (DELAYED_CB, "rcutrace_test_delayed_cb"),
         (MODULE_CB, "rcutrace_test_cb"),
     ] {
-        let r = row(s, function, "call_rcu");
+        let r = callback_row(s, function, "call_rcu");
         let module_min = readout_number(readout, &format!("wait_min_ns {callback}"));
         let module_max = readout_number(readout, &format!("wait_max_ns {callback}"));
         assert!(r.min_ns.unwrap() <= module_min, "{r:#?} vs {module_min}");
@@ -255,8 +224,8 @@ fn exact_callbacks(series: &str) {
     let flood = run_named(&sections, "flood");
     flood.assert_ok("flood");
     let records = decode(&flood);
-    let s = summary(&records);
-    let r = row(s, FLOOD_CB, "call_rcu");
+    let s = callbacks_summary(&records);
+    let r = callback_row(s, FLOOD_CB, "call_rcu");
     assert_eq!(r.queued, FLOOD, "{r:#?}");
     assert_accounted(r);
     // The barrier waited for them all, and the pending map holds 262144: nothing is lost.

@@ -9,8 +9,11 @@ mod support;
 
 use std::time::Duration;
 
-use rcutrace_common::records::{CallbackRow, CallbacksSummary, HistValue, Record};
-use support::{Run, boot_with_module_and_kernel_args, readout_number, run_named, sections};
+use rcutrace_common::records::Record;
+use support::{
+    Run, boot_with_module_and_kernel_args, callback_latency_samples, callback_row,
+    callbacks_summary, readout_number, run_named, sections,
+};
 
 const CALLBACKS: u64 = 300;
 /// From a kworker on each CPU in a tight loop: far more than the 64 a jiffy (HZ=250) that
@@ -21,43 +24,9 @@ const MODULE_CB: &str = "rcutrace_test_cb [rcutrace_test]";
 const HURRY_CB: &str = "rcutrace_test_hurry_cb [rcutrace_test]";
 const FLOOD_CB: &str = "rcutrace_test_flood_cb [rcutrace_test]";
 
-fn summary(records: &[Record]) -> &CallbacksSummary {
-    records
-        .iter()
-        .find_map(|r| match r {
-            Record::CallbacksSummary(s) => Some(s),
-            _ => None,
-        })
-        .expect("a callbacks summary record")
-}
-
-fn row<'a>(summary: &'a CallbacksSummary, function: &str, via: &str) -> &'a CallbackRow {
-    summary
-        .rows
-        .iter()
-        .find(|r| r.function == function && r.via == via)
-        .unwrap_or_else(|| panic!("no row {function} via {via}: {:#?}", summary.rows))
-}
-
-/// Samples in `@cblat[function]`.
-fn histogram_total(records: &[Record], function: &str) -> u64 {
-    records
-        .iter()
-        .filter_map(|r| match r {
-            Record::Hist(maps) => maps.get("@cblat"),
-            _ => None,
-        })
-        .filter_map(|h| match h {
-            HistValue::Keyed(keys) => keys.get(function),
-            HistValue::Buckets(_) => None,
-        })
-        .map(|buckets| buckets.iter().map(|b| b.count).sum::<u64>())
-        .sum()
-}
-
 /// Exactly N queued, N invoked and N latency samples, none pending or from before tracing.
 fn assert_exact(records: &[Record], function: &str, via: &str, n: u64) {
-    let r = row(summary(records), function, via);
+    let r = callback_row(callbacks_summary(records), function, via);
     assert_eq!(
         (
             r.queued,
@@ -69,7 +38,7 @@ fn assert_exact(records: &[Record], function: &str, via: &str, n: u64) {
         (n, n, 0, 0, 0),
         "{function} via {via}: {r:#?}"
     );
-    assert_eq!(histogram_total(records, function), n, "{function}");
+    assert_eq!(callback_latency_samples(records, function), n, "{function}");
     assert!(r.min_ns.is_some_and(|min| min > 0), "{r:#?}");
 }
 
@@ -112,7 +81,7 @@ fn offloaded_callbacks(series: &str) {
     let run: Run = run_named(&sections, "nocb");
     run.assert_ok("nocb");
     let records = run.records();
-    let s = summary(&records);
+    let s = callbacks_summary(&records);
     eprintln!("{series}: cross-checks {:#?}", s.cross_checks);
     assert_exact(&records, MODULE_CB, "call_rcu", CALLBACKS);
     if hurry {

@@ -5,6 +5,7 @@
 
 use std::{collections::HashMap, sync::OnceLock, time::Duration};
 
+use rcutrace_common::records::{CallbackRow, CallbacksSummary, HistValue, Record};
 use xtask::vm::{self, GuestJob, GuestOutput, Kernel};
 
 /// Both binaries, built once per test process.
@@ -199,7 +200,7 @@ impl Run {
     }
 
     /// The output's JSON lines (`-f json`), decoded into the records the renderer writes.
-    pub fn records(&self) -> Vec<rcutrace_common::records::Record> {
+    pub fn records(&self) -> Vec<Record> {
         self.out
             .lines()
             .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{line}: {e}")))
@@ -260,4 +261,44 @@ pub fn readout_number(readout: &str, key: &str) -> u64 {
         .trim()
         .parse()
         .unwrap()
+}
+
+/// `callbacks`' summary record.
+pub fn callbacks_summary(records: &[Record]) -> &CallbacksSummary {
+    records
+        .iter()
+        .find_map(|r| match r {
+            Record::CallbacksSummary(s) => Some(s),
+            _ => None,
+        })
+        .expect("a callbacks summary record")
+}
+
+/// The callbacks table's row of `function` queued through `via`.
+pub fn callback_row<'a>(
+    summary: &'a CallbacksSummary,
+    function: &str,
+    via: &str,
+) -> &'a CallbackRow {
+    summary
+        .rows
+        .iter()
+        .find(|r| r.function == function && r.via == via)
+        .unwrap_or_else(|| panic!("no row {function} via {via}: {:#?}", summary.rows))
+}
+
+/// Samples in `@cblat[function]`.
+pub fn callback_latency_samples(records: &[Record], function: &str) -> u64 {
+    records
+        .iter()
+        .filter_map(|r| match r {
+            Record::Hist(maps) => maps.get("@cblat"),
+            _ => None,
+        })
+        .filter_map(|h| match h {
+            HistValue::Keyed(keys) => keys.get(function),
+            HistValue::Buckets(_) => None,
+        })
+        .map(|buckets| buckets.iter().map(|b| b.count).sum::<u64>())
+        .sum()
 }
