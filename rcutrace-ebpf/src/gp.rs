@@ -281,10 +281,6 @@ program! {
         if !sending() {
             return 0;
         }
-        // Stamped before the state is read, which may be a grace period behind by the time
-        // the kernel queues the task (another CPU may end one and initialise the next in
-        // between): user space then finds the next one's initialisation ended after this.
-        let now = unsafe { bpf_ktime_get_ns() };
         let task = unsafe { bpf_get_current_task() };
         let offset = u64::from(window::constant(&TASK_RCU_READ_LOCK_NESTING));
         // One more than the switched-out code's: the kernel runs this program under
@@ -302,6 +298,11 @@ program! {
             return 0;
         }
         let cpu = unsafe { bpf_get_smp_processor_id() };
+        // Stamped before the state is read, which may be a grace period behind by the time
+        // the kernel queues the task (another CPU may end one and initialise the next in
+        // between): user space then finds the next one's initialisation ended after this.
+        // Only here: most switches leave above, and the clock costs on every one.
+        let now = unsafe { bpf_ktime_get_ns() };
         let blocks = holding_out(cpu).map_or(0, |(gp_seq, _)| gp_seq);
         let comm = bpf_get_current_comm().unwrap_or_default();
         send_with(&ctx, now, EVENT_BLOCK, (nesting - 1) as u64, blocks, true, comm, [0; 16]);
