@@ -134,7 +134,7 @@ pub fn send<T>(record: &T) -> bool {
 }
 
 /// Wake user space only once the buffer is a quarter full: a wake-up is an interrupt, and
-/// user space reads the buffer every 100 ms anyway.
+/// user space reads the buffer at least every second anyway.
 #[inline(always)]
 fn wakeup() -> u64 {
     const BPF_RB_AVAIL_DATA: u64 = 0;

@@ -84,8 +84,10 @@ pub struct Request<'a> {
     pub format: Format,
 }
 
-/// A check made every `every` while the window is open, with the tracer at hand (to read
-/// its maps, e.g. kernel stacks); it says whether the window goes on.
+/// A check made while the window is open, at most `every` apart, with the tracer at hand (to
+/// read its maps, e.g. kernel stacks), after the events so far are consumed; it says when it
+/// is next due, or that the window is over. The event buffer is then read only by the check
+/// (and when the kernel says it is filling): every wake-up costs an always-on command.
 pub struct Watch<'a> {
     pub every: Duration,
     pub check: &'a mut dyn FnMut(&Tracer) -> Result<WatchNext>,
@@ -93,7 +95,10 @@ pub struct Watch<'a> {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WatchNext {
+    /// After `every`.
     Continue,
+    /// After this long, if that is sooner than `every`.
+    Within(Duration),
     EndWindow,
 }
 
@@ -226,7 +231,11 @@ pub async fn trace_with<R>(
     warn_own_work_missing(&own_work_missing);
 
     let mut samples = match consume {
-        Some(_) => Some(Samples::new(tracer.take_samples()?)?),
+        Some(_) => Some(Samples::new(
+            tracer.take_samples()?,
+            // A watch reads the buffer itself, before each check.
+            request.watch.is_none().then_some(session::DRAIN_EVERY),
+        )?),
         None => None,
     };
     let keyed = request.by.is_some();
@@ -299,6 +308,7 @@ pub async fn trace_with<R>(
         };
         Ok(match (watch.check)(&tracer.borrow())? {
             WatchNext::Continue => Next::At(Instant::now() + watch.every),
+            WatchNext::Within(due) => Next::At(Instant::now() + due.min(watch.every)),
             WatchNext::EndWindow => Next::EndWindow,
         })
     };

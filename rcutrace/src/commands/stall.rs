@@ -1,6 +1,7 @@
 //! `rcutrace stall`: the grace-period machinery of `gp` (the same programs and the same
-//! assembler), watched every 100 ms by `model::stall`, which says when the grace period in
-//! progress has grown old enough to warn about. Warnings, the kernel's own stall warnings
+//! assembler), watched by `model::stall`, which says when the grace period in progress has
+//! grown old enough to warn about. The watch looks once a second, and at the moment the grace
+//! period in progress will pass its next threshold: an always-on command wakes rarely. Warnings, the kernel's own stall warnings
 //! (its `rcu:rcu_stall_warning` tracepoint) and the end of a warned grace period are printed
 //! as they happen; the window's end prints a one-line summary.
 
@@ -25,8 +26,8 @@ use crate::{
     },
 };
 
-/// How often the grace period in progress is looked at.
-const WATCH_EVERY: Duration = Duration::from_millis(100);
+/// The longest the watch waits between looks (shorter if a threshold is).
+const WATCH_AT_LEAST_EVERY: Duration = Duration::from_secs(1);
 
 struct State {
     stream: Assembler,
@@ -68,6 +69,7 @@ pub async fn run(args: &StallArgs, format: Format) -> Result<Report> {
         stopped_at_warning: false,
         malformed: 0,
     });
+    let watch_every = state.borrow().watch.longest_wait(WATCH_AT_LEAST_EVERY);
     let emit = |event: &StallEvent| print(&render::stall_event(format, event));
     let mut consume = |record: &[u8]| {
         let mut state = state.borrow_mut();
@@ -105,11 +107,13 @@ pub async fn run(args: &StallArgs, format: Format) -> Result<Report> {
     let mut check = |tracer: &Tracer| -> Result<WatchNext> {
         let mut state = state.borrow_mut();
         let state = &mut *state;
-        let Some(warning) = state
-            .watch
-            .check(&state.stream, kernel::monotonic_ns(), &online)
-        else {
-            return Ok(WatchNext::Continue);
+        let now_ns = kernel::monotonic_ns();
+        let next = |state: &State| match state.watch.next_due(&state.stream, now_ns) {
+            Some(due) => WatchNext::Within(due),
+            None => WatchNext::Continue,
+        };
+        let Some(warning) = state.watch.check(&state.stream, now_ns, &online) else {
+            return Ok(next(state));
         };
         let mut frames = super::stack_frames(tracer, &mut symbolizer);
         let cpu_stacks = warning
@@ -139,7 +143,7 @@ pub async fn run(args: &StallArgs, format: Format) -> Result<Report> {
             state.stopped_at_warning = true;
             return Ok(WatchNext::EndWindow);
         }
-        Ok(WatchNext::Continue)
+        Ok(next(state))
     };
     trace(
         Request {
@@ -154,7 +158,7 @@ pub async fn run(args: &StallArgs, format: Format) -> Result<Report> {
             traced_process: None,
             sample_readers: None,
             watch: Some(Watch {
-                every: WATCH_EVERY,
+                every: watch_every,
                 check: &mut check,
             }),
             format,

@@ -150,6 +150,29 @@ impl StallWatch {
         })
     }
 
+    /// How long until the grace period in progress passes a threshold it has not been warned
+    /// about, as of `now_ns`; `None` with none in progress or every threshold passed. The
+    /// watch looks then, not every few milliseconds: most grace periods end long before.
+    pub fn next_due(&self, stream: &Assembler, now_ns: u64) -> Option<Duration> {
+        let current = stream.waiting()?;
+        let gp_seq = current.gp_seq?;
+        let passed = match self.warned {
+            Some(w) if w.gp_seq == gp_seq => w.thresholds_passed,
+            _ => 0,
+        };
+        let next = self.thresholds.get(passed)?;
+        let due_ns = current.started_ns.saturating_add(next.as_nanos() as u64);
+        Some(Duration::from_nanos(due_ns.saturating_sub(now_ns)))
+    }
+
+    /// The longest the watch may wait between looks without warning late: a grace period
+    /// that begins just after one look is under the first threshold at the next.
+    pub fn longest_wait(&self, at_most: Duration) -> Duration {
+        self.thresholds
+            .first()
+            .map_or(at_most, |first| at_most.min(*first))
+    }
+
     /// Says so when a grace period rcutrace warned about ends.
     pub fn ended(&mut self, gp: &GracePeriod) -> Option<StallEnded> {
         let warned = self.warned.filter(|w| w.gp_seq == gp.gp_seq)?;
@@ -293,6 +316,37 @@ mod tests {
         );
         assert_eq!(watch.check(&a, 9_000 * MS, &[0, 1]), None);
         assert_eq!(watch.first_warning_ns(), Some(2_050 * MS));
+    }
+
+    #[test]
+    fn the_watch_looks_again_when_the_next_threshold_is_passed() {
+        let a = stalled();
+        let mut watch = StallWatch::new(default_thresholds(Duration::from_secs(3)));
+        // Began at 1.0 s (its initialisation's start): 1 s old at 2.0 s.
+        assert_eq!(
+            watch.next_due(&a, 1_300 * MS),
+            Some(Duration::from_millis(700))
+        );
+        assert!(watch.check(&a, 2_000 * MS, &[0, 1]).is_some());
+        assert_eq!(
+            watch.next_due(&a, 2_000 * MS),
+            Some(Duration::from_millis(500))
+        );
+        // Overdue: at once.
+        assert_eq!(watch.next_due(&a, 2_700 * MS), Some(Duration::ZERO));
+        assert!(watch.check(&a, 3_300 * MS, &[0, 1]).is_some());
+        assert_eq!(watch.next_due(&a, 3_300 * MS), None);
+        // No grace period in progress: nothing due.
+        assert_eq!(watch.next_due(&Assembler::default(), 0), None);
+        assert_eq!(
+            watch.longest_wait(Duration::from_secs(1)),
+            Duration::from_secs(1)
+        );
+        let quick = StallWatch::new(vec![Duration::from_millis(200)]);
+        assert_eq!(
+            quick.longest_wait(Duration::from_secs(1)),
+            Duration::from_millis(200)
+        );
     }
 
     #[test]

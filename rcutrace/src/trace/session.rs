@@ -55,22 +55,26 @@ pub struct Window {
 /// What takes each sample record as it arrives.
 pub type Consume<'a> = &'a mut dyn FnMut(&[u8]);
 
-/// How often samples are read when the kernel has not asked for it.
-const DRAIN_EVERY: Duration = Duration::from_millis(100);
+/// How often samples are read when the kernel has not asked for it. Each read is a wake-up
+/// of rcutrace's own, which always-on commands pay for every second; the kernel asks once
+/// the buffer is a quarter full, long before it could overflow.
+pub const DRAIN_EVERY: Duration = Duration::from_secs(1);
 
 /// The kernel's ring buffer of samples, read as it fills.
 pub struct Samples {
     ring: AsyncFd<RingBuf<MapData>>,
+    /// `None`: only when the kernel asks (someone else reads it on time).
+    drain_every: Option<Duration>,
 }
 
 impl Samples {
-    pub fn new(ring: RingBuf<MapData>) -> Result<Self> {
+    pub fn new(ring: RingBuf<MapData>, drain_every: Option<Duration>) -> Result<Self> {
         // SAFETY: the ring buffer owns its fd and keeps it open until it is dropped, which
         // happens only when this AsyncFd is dropped.
         let ring = unsafe { AsyncFd::register_with_interest(ring, Interest::READABLE) }
             .map_err(|e| e.into_parts().1)
             .context("watching the sample ring buffer")?;
-        Ok(Samples { ring })
+        Ok(Samples { ring, drain_every })
     }
 
     /// Hands every sample waiting in the buffer to `consume`.
@@ -81,17 +85,17 @@ impl Samples {
         }
     }
 
-    /// Waits for samples, then hands every one waiting to `consume`. Cancelling it while it
-    /// waits loses nothing: the samples stay in the buffer.
-    /// Waits until the kernel says the buffer is filling, or for `DRAIN_EVERY` (the programs
+    /// Waits until the kernel says the buffer is filling, or for `drain_every` (the programs
     /// wake user space only then: a wake-up per sample costs each call an interrupt), and
-    /// hands every waiting sample to `consume`.
+    /// hands every waiting sample to `consume`. Cancelling it while it waits loses nothing:
+    /// the samples stay in the buffer.
     async fn next_batch(&mut self, consume: Consume<'_>) -> Result<()> {
+        let drain_every = self.drain_every;
         tokio::select! {
             ready = self.ring.readable_mut() => {
                 ready.context("waiting for samples")?.clear_ready();
             }
-            () = tokio::time::sleep(DRAIN_EVERY) => {}
+            () = at(drain_every.map(|every| Instant::now() + every)) => {}
         }
         self.drain(consume);
         Ok(())
