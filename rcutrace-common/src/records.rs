@@ -54,6 +54,12 @@ pub enum Record {
     /// `rcutrace stall`: a grace period it warned about ended.
     #[serde(rename = "rcutrace_stall_ended")]
     StallEnded(StallEnded),
+    /// `rcutrace stall`: an expedited grace period passed a warning threshold.
+    #[serde(rename = "rcutrace_expedited_stall_warning")]
+    ExpeditedStallWarning(ExpeditedStallWarning),
+    /// `rcutrace stall`: an expedited grace period it warned about ended.
+    #[serde(rename = "rcutrace_expedited_stall_ended")]
+    ExpeditedStallEnded(ExpeditedStallEnded),
     #[serde(rename = "rcutrace_stall_summary")]
     StallSummary(StallSummary),
     /// `srlat --stages`: one timed function's calls taken apart, per path and stage.
@@ -498,11 +504,29 @@ pub struct StallEnded {
     pub warnings: u32,
 }
 
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExpeditedStallWarning {
+    pub time: String,
+    pub age_ns: u64,
+    pub threshold_ns: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExpeditedStallEnded {
+    pub time: String,
+    /// From its CPU selection to the return of the wait that woke its waiters.
+    pub duration_ns: u64,
+    pub warnings: u32,
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct StallSummary {
     pub elapsed_s: f64,
     pub thresholds_ns: Vec<u64>,
     pub warnings: u64,
+    /// Of `warnings`, those about expedited grace periods.
+    #[serde(default)]
+    pub expedited_warnings: u64,
     pub kernel_warnings: u64,
     pub stalls_ended: u64,
     /// The window ended at the first warning (`--exit-on-warning`).

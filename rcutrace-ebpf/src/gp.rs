@@ -60,6 +60,9 @@ static BLOCKED: HashMap<u32, u64> = HashMap::with_max_entries(1, 0);
 static GP_LOSSES: PerCpuArray<u64> = PerCpuArray::with_max_entries(GP_LOSS_SLOTS, 0);
 #[map]
 static GP_COUNTS: PerCpuArray<u64> = PerCpuArray::with_max_entries(GP_COUNT_SLOTS, 0);
+/// The expedited grace period in progress and the last one that ended (`EXPEDITED_*` slots).
+#[map]
+static EXPEDITED_STATE: Array<u64> = Array::with_max_entries(EXPEDITED_SLOTS, 0);
 
 #[inline(always)]
 fn lose(slot: u32) {
@@ -383,6 +386,38 @@ program! {
             kernel_string(rcuname),
             kernel_string(msg),
         );
+        0
+    }
+}
+
+program! {
+    kprobe fn gp_expedited_start_kprobe(_ctx: ProbeContext) -> u32 {
+        // sync_rcu_exp_select_cpus(): an expedited grace period starts asking its CPUs.
+        if let Some(since) = EXPEDITED_STATE.get_ptr_mut(EXPEDITED_SINCE) {
+            unsafe { *since = bpf_ktime_get_ns() };
+        }
+        0
+    }
+}
+
+program! {
+    kretprobe fn gp_expedited_end_kretprobe(_ctx: RetProbeContext) -> u32 {
+        // rcu_exp_wait_wake() returns once every CPU reported and the waiters were woken.
+        let (Some(since), Some(last_start), Some(last_end)) = (
+            EXPEDITED_STATE.get_ptr_mut(EXPEDITED_SINCE),
+            EXPEDITED_STATE.get_ptr_mut(EXPEDITED_LAST_START),
+            EXPEDITED_STATE.get_ptr_mut(EXPEDITED_LAST_END),
+        ) else {
+            return 0;
+        };
+        // One that began before the probes were attached has no start to pair with.
+        unsafe {
+            if *since != 0 {
+                *last_start = *since;
+                *last_end = bpf_ktime_get_ns();
+            }
+            *since = 0;
+        }
         0
     }
 }

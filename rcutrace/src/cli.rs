@@ -102,7 +102,8 @@ pub enum Command {
     /// Watch for RCU stalls: warn, seconds before the kernel's own stall warning, when the
     /// grace period in progress grows old, naming the CPUs that have not reported a quiescent
     /// state (what runs there, its kernel stack), the blocked readers holding it up, and
-    /// whether the grace-period kthread is starved. The kernel's own warning is reported too.
+    /// whether the grace-period kthread is starved. The expedited grace period in progress is
+    /// watched too (its age). The kernel's own warning is reported too.
     #[command(after_help = "Examples:\n  \
         sudo rcutrace stall                         # until Ctrl-C or SIGTERM\n  \
         sudo rcutrace stall --warn-at 500ms --warn-at 2s\n  \
@@ -135,6 +136,7 @@ pub enum Command {
         rcutrace_lost_total{cause}, rcutrace_start_time_seconds\n  \
         rcutrace_grace_period_age_seconds, rcutrace_grace_period_holdout_cpus\n                                                   \
         the grace period in progress (0 and 0 while none is)\n  \
+        rcutrace_expedited_grace_period_age_seconds      the expedited one's age (0 while none is)\n  \
         rcutrace_stall_warnings_total{source}             rcutrace (older than 1 s) and kernel\n\
         Histogram buckets are log2 bounds in nanoseconds: le=\"2^(k+1)-1\" holds every latency\n\
         below 2^(k+1) ns, as bpftrace's hist() bucket [2^k, 2^(k+1)) does.\n\n\

@@ -184,8 +184,9 @@ const ALERTING_CONFIG: &str = "global:\n  scrape_interval: 1s\n  scrape_timeout:
 rule_files: ['/etc/rcutrace-alerts.yml']\n\
 scrape_configs:\n  - job_name: rcutrace\n    static_configs:\n      - targets: ['127.0.0.1:9750']\n";
 
-/// A reader held 14 s on CPU 1 while Prometheus scrapes `serve`: the grace period's age and
-/// holdout gauges show it, and the shipped alert goes pending, then firing. Then a reader
+/// A reader held 14 s on CPU 1 while Prometheus scrapes `serve`, and an expedited grace period
+/// requested half a second in: the grace periods' age and holdout gauges show them, and the
+/// shipped alert goes pending, then firing. Then a reader
 /// blocked 300 ms: afterwards the phase histograms hold the 14 s wait, and the last holdouts
 /// name CPU 1 and the blocked task.
 const ALERT_SCRIPT: &str = r#"
@@ -204,6 +205,8 @@ wait_for "query 'up' | grep -q '"1"'"
 echo "=== idle"; wget -q -O - http://127.0.0.1:9750/metrics | grep -e grace_period_age -e holdout -e stall_warnings
 /bin/rcu-workload module hold_cpu 1 14000 >/dev/null &
 hold=$!
+sleep 0.5
+/bin/rcu-workload module synchronize_rcu_expedited 1 >/dev/null &
 n=0
 while kill -0 $hold 2>/dev/null; do
     echo "=== alerts.$n"; query 'ALERTS{alertname="RcuGracePeriodStalled"}'
@@ -251,10 +254,19 @@ fn stall_alert_fires(series: &str) {
     };
     let idle = section("idle");
     assert!(young(&idle), "{idle}");
+    assert_eq!(
+        metric(&idle, "rcutrace_expedited_grace_period_age_seconds"),
+        Some(0.0),
+        "{idle}"
+    );
     let held = section("held");
     println!("{series}: the grace-period metrics 6 s into the hold:\n{held}");
     assert!(
         metric(&held, "rcutrace_grace_period_age_seconds").is_some_and(|age| age > 5.0),
+        "{held}"
+    );
+    assert!(
+        metric(&held, "rcutrace_expedited_grace_period_age_seconds").is_some_and(|age| age > 4.0),
         "{held}"
     );
     // CPU 1 at least (once, on 6.12, CPU 0 was still awaited 6.5 s into the hold too).

@@ -1,7 +1,8 @@
 //! `rcutrace stall` against held grace periods on Debian's 6.1, 6.12 and 7.3, with the kernel's
 //! stall timeout lowered to 3 s at run time: a reader held 5 s on CPU 1 with preemption off
 //! is warned about while the grace period is under 1.5 s old, naming CPU 1 with the module's
-//! function on its stack, before the kernel's own warning, which is then reported; a reader
+//! function on its stack, before the kernel's own warning, which is then reported, and the
+//! expedited grace period requested during the hold is warned about under 1.5 s old too; a reader
 //! blocked 5 s is named as that task, with how long it has been blocked; a starved
 //! grace-period kthread (a SCHED_FIFO loop on its CPU, with RT throttling and 6.12's fair
 //! server, which would give it 5% of the CPU, turned off) is said not to have run, and for
@@ -12,7 +13,7 @@ mod support;
 
 use std::time::Duration;
 
-use rcutrace_common::records::{Record, StallHoldout, StallWarning};
+use rcutrace_common::records::{ExpeditedStallWarning, Record, StallHoldout, StallWarning};
 use support::{Run, boot_with_module_within, run_named, sections, workload_value};
 
 const NS: u64 = 1_000_000_000;
@@ -53,7 +54,13 @@ fn stalls(series: &str) {
     let script = format!(
         "insmod /lib/rcutrace_test.ko || exit 1\n\
          echo 3 > {timeout}\n\
-         traced cpu 'stall -f json' '/bin/rcu-workload module hold_cpu 1 5000'\n\
+         cat > /tmp/cpu.sh <<'EOF'\n\
+         /bin/rcu-workload module hold_cpu 1 5000 & hold=$!\n\
+         sleep 0.3\n\
+         /bin/rcu-workload module synchronize_rcu_expedited 1 >/dev/null\n\
+         wait $hold\n\
+         EOF\n\
+         traced cpu 'stall -f json' 'sh /tmp/cpu.sh'\n\
          traced task 'stall -f json' '/bin/rcu-workload module block_reader 1 5000'\n\
          traced exit 'stall --exit-on-warning' '/bin/rcu-workload module hold_cpu 1 3000'\n\
          echo -1 > /proc/sys/kernel/sched_rt_runtime_us\n\
@@ -140,6 +147,28 @@ fn stalls(series: &str) {
         .unwrap_or_else(|| panic!("no end of the stall reported: {}", cpu.out));
     assert_eq!(ended.gp_seq, first.gp_seq);
     assert!(ended.duration_ns >= 4 * NS, "{ended:#?}");
+
+    // The expedited grace period requested 0.3 s into the hold waits for CPU 1 too.
+    let expedited: Vec<&ExpeditedStallWarning> = records
+        .iter()
+        .filter_map(|r| match r {
+            Record::ExpeditedStallWarning(w) => Some(w),
+            _ => None,
+        })
+        .collect();
+    let first = expedited
+        .first()
+        .unwrap_or_else(|| panic!("no expedited warning: {}", cpu.out));
+    assert!((NS..NS * 3 / 2).contains(&first.age_ns), "{first:#?}");
+    let ended = records
+        .iter()
+        .find_map(|r| match r {
+            Record::ExpeditedStallEnded(e) => Some(e),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no end of the expedited stall: {}", cpu.out));
+    assert!(ended.duration_ns >= 4 * NS, "{ended:#?}");
+    assert_eq!(ended.warnings as usize, expedited.len(), "{}", cpu.out);
 
     // A reader blocked 5 s.
     let task = run_named(&sections, "task");

@@ -514,25 +514,29 @@ pub fn stack_frames<'a>(
     tracer: &'a Tracer,
     symbolizer: &'a mut Option<Symbolizer>,
 ) -> impl FnMut(u64) -> Vec<String> + 'a {
-    move |stack| {
-        let addresses = match tracer.stack(stack) {
-            Ok(addresses) => addresses,
-            Err(e) => return vec![format!("[stack unreadable: {e:#}]")],
-        };
-        if symbolizer.is_none() {
-            match Symbolizer::new() {
-                Ok(s) => *symbolizer = Some(s),
-                Err(e) => log::warn!("kernel stacks are not symbolized: {e:#}"),
-            }
+    move |stack| symbolize(symbolizer, tracer.stack(stack))
+}
+
+/// A kernel stack's addresses as frames (or why it could not be read), with the symbolizer
+/// made on first use.
+pub fn symbolize(symbolizer: &mut Option<Symbolizer>, addresses: Result<Vec<u64>>) -> Vec<String> {
+    let addresses = match addresses {
+        Ok(addresses) => addresses,
+        Err(e) => return vec![format!("[stack unreadable: {e:#}]")],
+    };
+    if symbolizer.is_none() {
+        match Symbolizer::new() {
+            Ok(s) => *symbolizer = Some(s),
+            Err(e) => log::warn!("kernel stacks are not symbolized: {e:#}"),
         }
-        addresses
-            .iter()
-            .map(|&address| match symbolizer.as_ref() {
-                Some(s) => s.frame(address),
-                None => format!("0x{address:x}"),
-            })
-            .collect()
     }
+    addresses
+        .iter()
+        .map(|&address| match symbolizer.as_ref() {
+            Some(s) => s.frame(address),
+            None => format!("0x{address:x}"),
+        })
+        .collect()
 }
 
 /// In JSON, the records carry the cross-checks and the text's warnings are not printed: say

@@ -35,7 +35,8 @@ use crate::{
     },
     render::{self, Format},
     trace::probes::{
-        self, GRACE_PERIODS, KERNEL_STALL_WARNING, Probe, Programs, Side, Timed, counted_functions,
+        self, EXPEDITED_END, EXPEDITED_START, GRACE_PERIODS, KERNEL_STALL_WARNING, Probe, Programs,
+        Side, Timed, counted_functions,
     },
     trace::server,
     trace::session::Due,
@@ -95,6 +96,7 @@ pub async fn run(args: &ServeArgs) -> Result<()> {
     let online = kernel::online_cpus()?;
     if let Some(layout) = &layout {
         probes.extend(GRACE_PERIODS.without_samples());
+        probes.extend([EXPEDITED_START, EXPEDITED_END]);
         if layout.stall_warning.is_some() {
             probes.push(KERNEL_STALL_WARNING);
         }
@@ -166,8 +168,17 @@ pub async fn run(args: &ServeArgs) -> Result<()> {
                 last_holdouts.sort();
                 last_holdouts.push((LastHoldout::Task, tally.task_holdouts()));
                 last_holdouts.push((LastHoldout::Unseen, tally.without_report()));
+                let expedited_attached = [EXPEDITED_START, EXPEDITED_END]
+                    .iter()
+                    .all(|hook| period.attached.iter().any(|(p, _)| p == hook));
+                let expedited_age_s = if expedited_attached {
+                    Some(expedited_age(period.tracer)?.as_secs_f64())
+                } else {
+                    None
+                };
                 metrics.grace_period = Some(GracePeriodMetrics {
                     age_s: now.as_ref().map_or(0.0, |n| n.age.as_secs_f64()),
+                    expedited_age_s,
                     holdout_cpus: now.map_or(0, |n| n.holdout_cpus),
                     stall_warnings: vec![
                         ("rcutrace", stalls.borrow().count),
@@ -252,6 +263,15 @@ pub(super) struct Waiting {
     gp_seq: u64,
     pub(super) age: Duration,
     holdout_cpus: u64,
+}
+
+/// How long the expedited grace period in progress has run (zero while none is).
+fn expedited_age(tracer: &Tracer) -> Result<Duration> {
+    let since = super::stall::expedited_state(tracer)?.since_ns;
+    Ok(match since {
+        0 => Duration::ZERO,
+        since => Duration::from_nanos(kernel::monotonic_ns().saturating_sub(since)),
+    })
 }
 
 pub(super) fn grace_period_now(tracer: &Tracer, online: &[u32]) -> Result<Option<Waiting>> {

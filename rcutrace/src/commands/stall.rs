@@ -1,27 +1,37 @@
 //! `rcutrace stall`: the grace-period machinery of `gp` (the same programs and the same
-//! assembler), watched by `model::stall`, which says when the grace period in progress has
-//! grown old enough to warn about. The watch looks once a second, and at the moment the grace
-//! period in progress will pass its next threshold: an always-on command wakes rarely. Warnings, the kernel's own stall warnings
+//! assembler), watched by `model::stall`, which says when the grace period in progress (and
+//! the expedited one, whose start the programs keep) has grown old enough to warn about. The
+//! watch looks once a second, and at the moment a grace period in progress will pass its
+//! next threshold: an always-on command wakes rarely. Warnings, the kernel's own stall warnings
 //! (its `rcu:rcu_stall_warning` tracepoint) and the end of a warned grace period are printed
 //! as they happen; the window's end prints a one-line summary.
 
-use std::{cell::RefCell, time::Duration};
+use std::{cell::RefCell, sync::mpsc, thread, time::Duration};
 
 use anyhow::Result;
-use rcutrace_common::gp::EVENT_KERNEL_STALL_WARNING;
+use rcutrace_common::gp::{
+    EVENT_KERNEL_STALL_WARNING, EXPEDITED_LAST_END, EXPEDITED_LAST_START, EXPEDITED_SINCE,
+    EXPEDITED_SLOTS,
+};
 
-use super::{Need, Request, Watch, WatchNext, gp, print, trace};
+use super::{Need, Request, Watch, WatchNext, gp, print, symbolize, trace};
 use crate::{
     cli::StallArgs,
     kernel::{self, rcu_state, symbols::Symbolizer},
     model::{
         Report, StallEvent, StallSummary, Summary,
         anatomy::Assembler,
-        stall::{StallWatch, default_thresholds},
+        stall::{
+            ExpeditedNews, ExpeditedState, ExpeditedWatch, StallWarning, StallWatch,
+            default_thresholds,
+        },
     },
     render::{self, Format},
     trace::{
-        probes::{GRACE_PERIODS, GRACE_PERIODS_NEEDED, KERNEL_STALL_WARNING, Probe},
+        probes::{
+            EXPEDITED_END, EXPEDITED_START, GRACE_PERIODS, GRACE_PERIODS_NEEDED,
+            KERNEL_STALL_WARNING, Probe,
+        },
         tracer::Tracer,
     },
 };
@@ -30,9 +40,12 @@ use crate::{
 const WATCH_AT_LEAST_EVERY: Duration = Duration::from_secs(1);
 
 struct State {
+    printer: Printer,
     stream: Assembler,
     watch: StallWatch,
+    expedited: ExpeditedWatch,
     warnings: u64,
+    expedited_warnings: u64,
     kernel_warnings: u64,
     stalls_ended: u64,
     stopped_at_warning: bool,
@@ -52,6 +65,7 @@ pub async fn run(args: &StallArgs, format: Format) -> Result<Report> {
         thresholds
     };
     let mut probes: Vec<Probe> = GRACE_PERIODS.in_attach_order().to_vec();
+    probes.extend([EXPEDITED_START, EXPEDITED_END]);
     if layout.stall_warning.is_some() {
         probes.insert(0, KERNEL_STALL_WARNING);
     } else {
@@ -61,16 +75,18 @@ pub async fn run(args: &StallArgs, format: Format) -> Result<Report> {
         );
     }
     let state = RefCell::new(State {
+        printer: Printer::start(format),
         stream: Assembler::awaiting(&kernel::online_cpus()?),
         watch: StallWatch::new(thresholds.clone()),
+        expedited: ExpeditedWatch::new(thresholds.clone()),
         warnings: 0,
+        expedited_warnings: 0,
         kernel_warnings: 0,
         stalls_ended: 0,
         stopped_at_warning: false,
         malformed: 0,
     });
     let watch_every = state.borrow().watch.longest_wait(WATCH_AT_LEAST_EVERY);
-    let emit = |event: &StallEvent| print(&render::stall_event(format, event));
     let mut consume = |record: &[u8]| {
         let mut state = state.borrow_mut();
         let Some(event) = gp::decode(record) else {
@@ -83,7 +99,8 @@ pub async fn run(args: &StallArgs, format: Format) -> Result<Report> {
                 .watch
                 .first_warning_ns()
                 .map(|first| Duration::from_nanos(event.at_ns.saturating_sub(first)));
-            let _ = emit(&StallEvent::KernelWarning {
+            // A printer that stopped is said by the next look.
+            let _ = state.printer.event(StallEvent::KernelWarning {
                 time: kernel::local_time(),
                 rcuname: text(&event.comm),
                 msg: text(&event.text),
@@ -96,49 +113,67 @@ pub async fn run(args: &StallArgs, format: Format) -> Result<Report> {
         for done in state.stream.take_done() {
             if let Some(ended) = state.watch.ended(&done) {
                 state.stalls_ended += 1;
-                let _ = emit(&StallEvent::Ended {
+                let _ = state.printer.event(StallEvent::Ended {
                     time: kernel::local_time(),
                     ended,
                 });
             }
         }
     };
-    let mut symbolizer: Option<Symbolizer> = None;
     let mut check = |tracer: &Tracer| -> Result<WatchNext> {
         let mut state = state.borrow_mut();
         let state = &mut *state;
         let now_ns = kernel::monotonic_ns();
-        let next = |state: &State| match state.watch.next_due(&state.stream, now_ns) {
-            Some(due) => WatchNext::Within(due),
-            None => WatchNext::Continue,
+        let expedited = expedited_state(tracer)?;
+        let next = |state: &State| {
+            let normal = state.watch.next_due(&state.stream, now_ns);
+            let expedited = state.expedited.next_due(expedited, now_ns);
+            match normal.into_iter().chain(expedited).min() {
+                Some(due) => WatchNext::Within(due),
+                None => WatchNext::Continue,
+            }
         };
+        match state.expedited.check(expedited, now_ns) {
+            Some(ExpeditedNews::Warning(warning)) => {
+                state.warnings += 1;
+                state.expedited_warnings += 1;
+                state.printer.event(StallEvent::ExpeditedWarning {
+                    time: kernel::local_time(),
+                    warning,
+                })?;
+                if args.exit_on_warning {
+                    state.stopped_at_warning = true;
+                    return Ok(WatchNext::EndWindow);
+                }
+            }
+            Some(ExpeditedNews::Ended(ended)) => {
+                state.stalls_ended += 1;
+                state.printer.event(StallEvent::ExpeditedEnded {
+                    time: kernel::local_time(),
+                    ended,
+                })?;
+            }
+            None => {}
+        }
         let Some(warning) = state.watch.check(&state.stream, now_ns, &online) else {
             return Ok(next(state));
         };
-        let mut frames = super::stack_frames(tracer, &mut symbolizer);
+        // Read now, while the stacks are in the map; symbolized on the printer's thread.
+        let read = |stack: Option<u64>| stack.map(|stack| tracer.stack(stack));
         let cpu_stacks = warning
             .cpus
             .iter()
-            .map(|cpu| {
-                cpu.sample
-                    .as_ref()
-                    .and_then(|s| s.stack)
-                    .map(&mut frames)
-                    .unwrap_or_default()
-            })
+            .map(|cpu| read(cpu.sample.as_ref().and_then(|s| s.stack)))
             .collect();
         let blocked_stacks = warning
             .blocked
             .iter()
-            .map(|(reader, _)| reader.stack.map(&mut frames).unwrap_or_default())
+            .map(|(reader, _)| read(reader.stack))
             .collect();
         state.warnings += 1;
-        emit(&StallEvent::Warning {
-            time: kernel::local_time(),
-            warning,
-            cpu_stacks,
-            blocked_stacks,
-        })?;
+        state
+            .printer
+            .warning(kernel::local_time(), warning, cpu_stacks, blocked_stacks)?;
         if args.exit_on_warning {
             state.stopped_at_warning = true;
             return Ok(WatchNext::EndWindow);
@@ -165,7 +200,19 @@ pub async fn run(args: &StallArgs, format: Format) -> Result<Report> {
         },
         Some(&mut consume),
         &mut |period| {
-            let state = state.borrow();
+            let mut state = state.borrow_mut();
+            // The last look: an expedited grace period warned about may have ended since.
+            if let Some(ExpeditedNews::Ended(ended)) = state
+                .expedited
+                .check(expedited_state(period.tracer)?, kernel::monotonic_ns())
+            {
+                state.stalls_ended += 1;
+                state.printer.event(StallEvent::ExpeditedEnded {
+                    time: kernel::local_time(),
+                    ended,
+                })?;
+            }
+            state.printer.finish()?;
             if state.malformed > 0 {
                 anyhow::bail!(
                     "{} records in the event buffer were not grace-period events \
@@ -180,6 +227,7 @@ pub async fn run(args: &StallArgs, format: Format) -> Result<Report> {
                     elapsed: period.elapsed,
                     thresholds: thresholds.clone(),
                     warnings: state.warnings,
+                    expedited_warnings: state.expedited_warnings,
                     kernel_warnings: state.kernel_warnings,
                     stalls_ended: state.stalls_ended,
                     stopped_at_warning: state.stopped_at_warning,
@@ -189,6 +237,120 @@ pub async fn run(args: &StallArgs, format: Format) -> Result<Report> {
         },
     )
     .await
+}
+
+/// What the programs keep of the expedited grace periods.
+pub(super) fn expedited_state(tracer: &Tracer) -> Result<ExpeditedState> {
+    let slots = tracer.array_entries::<u64>("EXPEDITED_STATE", EXPEDITED_SLOTS)?;
+    let slot = |i: u32| slots.get(i as usize).copied().unwrap_or(0);
+    Ok(ExpeditedState {
+        since_ns: slot(EXPEDITED_SINCE),
+        last_start_ns: slot(EXPEDITED_LAST_START),
+        last_end_ns: slot(EXPEDITED_LAST_END),
+    })
+}
+
+/// Prints the events in the order they happen, on a thread of its own: symbolizing a
+/// warning's stacks (the first time, parsing all of /proc/kallsyms, most of a second under
+/// emulation) must not hold up the next look, which may be due within it.
+struct Printer {
+    jobs: Option<mpsc::Sender<Job>>,
+    thread: Option<thread::JoinHandle<Result<()>>>,
+}
+
+/// A kernel stack's addresses as read from the programs' map, if the event had one.
+type Stack = Option<Result<Vec<u64>>>;
+
+enum Job {
+    Event(StallEvent),
+    Warning {
+        time: String,
+        warning: StallWarning,
+        cpu_stacks: Vec<Stack>,
+        blocked_stacks: Vec<Stack>,
+    },
+}
+
+impl Printer {
+    fn start(format: Format) -> Self {
+        let (jobs, queue) = mpsc::channel::<Job>();
+        let thread = thread::spawn(move || {
+            let mut symbolizer: Option<Symbolizer> = None;
+            let mut frames = |stack: Stack| {
+                stack.map_or_else(Vec::new, |addresses| symbolize(&mut symbolizer, addresses))
+            };
+            for job in queue {
+                let event = match job {
+                    Job::Event(event) => event,
+                    Job::Warning {
+                        time,
+                        warning,
+                        cpu_stacks,
+                        blocked_stacks,
+                    } => StallEvent::Warning {
+                        time,
+                        warning,
+                        cpu_stacks: cpu_stacks.into_iter().map(&mut frames).collect(),
+                        blocked_stacks: blocked_stacks.into_iter().map(&mut frames).collect(),
+                    },
+                };
+                print(&render::stall_event(format, &event))?;
+            }
+            Ok(())
+        });
+        Printer {
+            jobs: Some(jobs),
+            thread: Some(thread),
+        }
+    }
+
+    fn event(&mut self, event: StallEvent) -> Result<()> {
+        self.send(Job::Event(event))
+    }
+
+    fn warning(
+        &mut self,
+        time: String,
+        warning: StallWarning,
+        cpu_stacks: Vec<Stack>,
+        blocked_stacks: Vec<Stack>,
+    ) -> Result<()> {
+        self.send(Job::Warning {
+            time,
+            warning,
+            cpu_stacks,
+            blocked_stacks,
+        })
+    }
+
+    /// Queues `job`; if the printer has stopped (it could not write to stdout), why.
+    fn send(&mut self, job: Job) -> Result<()> {
+        let stopped = match &self.jobs {
+            Some(jobs) => jobs.send(job).is_err(),
+            None => true,
+        };
+        if stopped {
+            self.finish()?;
+            anyhow::bail!("the stall events' printer has stopped");
+        }
+        Ok(())
+    }
+
+    /// Prints what is queued and stops; the first failure to print, if any.
+    fn finish(&mut self) -> Result<()> {
+        self.jobs = None;
+        match self.thread.take().map(thread::JoinHandle::join) {
+            Some(Ok(printed)) => printed,
+            Some(Err(_)) => anyhow::bail!("the thread printing stall events panicked"),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for Printer {
+    fn drop(&mut self) {
+        let _ = self.finish();
+    }
 }
 
 /// A NUL-padded string from an event.

@@ -352,6 +352,8 @@ pub struct StallSummary {
     pub elapsed: Duration,
     pub thresholds: Vec<Duration>,
     pub warnings: u64,
+    /// Of `warnings`, those about expedited grace periods.
+    pub expedited_warnings: u64,
     pub kernel_warnings: u64,
     pub stalls_ended: u64,
     pub stopped_at_warning: bool,
@@ -377,6 +379,14 @@ pub enum StallEvent {
     Ended {
         time: String,
         ended: stall::StallEnded,
+    },
+    ExpeditedWarning {
+        time: String,
+        warning: stall::ExpeditedWarning,
+    },
+    ExpeditedEnded {
+        time: String,
+        ended: stall::ExpeditedEnded,
     },
 }
 
@@ -578,6 +588,9 @@ pub struct GracePeriodMetrics {
     /// How long the grace period in progress has waited for quiescent states (0 while none
     /// is in progress).
     pub age_s: f64,
+    /// How long the expedited grace period in progress has run (0 while none is); `None`
+    /// where its hooks could not be attached.
+    pub expedited_age_s: Option<f64>,
     /// CPUs it still waits for.
     pub holdout_cpus: u64,
     /// Stall warnings by source: `rcutrace` (grace periods older than 1 s, each once) and

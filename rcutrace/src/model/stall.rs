@@ -190,6 +190,116 @@ impl StallWatch {
     }
 }
 
+/// An expedited grace period that passed a threshold. The programs follow only its start
+/// and end (not each CPU's report): the CPUs that hold it up are the ones the normal grace
+/// period's warning names, when they hold both.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ExpeditedWarning {
+    pub age: Duration,
+    pub threshold: Duration,
+}
+
+/// The end of an expedited grace period rcutrace warned about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ExpeditedEnded {
+    pub duration: Duration,
+    pub warnings: u32,
+}
+
+/// What the programs keep of the expedited grace periods (CLOCK_MONOTONIC ns).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ExpeditedState {
+    /// When the one in progress began; 0 while none is.
+    pub since_ns: u64,
+    /// The start and end of the last one that ended (0 and 0 before any).
+    pub last_start_ns: u64,
+    pub last_end_ns: u64,
+}
+
+/// The warnings about expedited grace periods, from the state the programs keep.
+#[derive(Debug)]
+pub struct ExpeditedWatch {
+    thresholds: Vec<Duration>,
+    /// The one warned about: its start, thresholds passed, warnings given.
+    warned: Option<(u64, usize, u32)>,
+}
+
+/// What a look at the expedited grace periods found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExpeditedNews {
+    Warning(ExpeditedWarning),
+    Ended(ExpeditedEnded),
+}
+
+impl ExpeditedWatch {
+    /// `thresholds` ascending, at least one.
+    pub fn new(thresholds: Vec<Duration>) -> Self {
+        ExpeditedWatch {
+            thresholds,
+            warned: None,
+        }
+    }
+
+    /// What is new since the last look: the end of the one warned about (said first), else a
+    /// warning about the one in progress.
+    pub fn check(&mut self, state: ExpeditedState, now_ns: u64) -> Option<ExpeditedNews> {
+        if let Some((started, _, warnings)) = self.warned
+            && started != state.since_ns
+        {
+            self.warned = None;
+            // Its end is exact once the programs recorded it; otherwise a later one ended
+            // since, overwriting it, and it had ended by the time the next one began (the
+            // worker runs them one at a time).
+            let end_ns = if state.last_start_ns == started {
+                state.last_end_ns
+            } else {
+                [state.since_ns, state.last_start_ns]
+                    .into_iter()
+                    .filter(|&at| at > started)
+                    .min()
+                    .unwrap_or(now_ns)
+            };
+            return Some(ExpeditedNews::Ended(ExpeditedEnded {
+                duration: Duration::from_nanos(end_ns.saturating_sub(started)),
+                warnings,
+            }));
+        }
+        if state.since_ns == 0 {
+            return None;
+        }
+        let age = Duration::from_nanos(now_ns.saturating_sub(state.since_ns));
+        let passed = self.thresholds.iter().take_while(|t| **t <= age).count();
+        let (already, warnings) = match self.warned {
+            Some((_, n, w)) => (n, w),
+            None => (0, 0),
+        };
+        if passed <= already {
+            return None;
+        }
+        self.warned = Some((state.since_ns, passed, warnings + 1));
+        Some(ExpeditedNews::Warning(ExpeditedWarning {
+            age,
+            threshold: self.thresholds[passed - 1],
+        }))
+    }
+
+    /// How long until the one in progress passes a threshold not yet warned about, or its end
+    /// is to be said (at once).
+    pub fn next_due(&self, state: ExpeditedState, now_ns: u64) -> Option<Duration> {
+        let passed = match self.warned {
+            Some((started, _, _)) if started != state.since_ns => return Some(Duration::ZERO),
+            Some((_, passed, _)) => passed,
+            None => 0,
+        };
+        if state.since_ns == 0 {
+            return None;
+        }
+        let next = self.thresholds.get(passed)?;
+        let due_ns = state.since_ns.saturating_add(next.as_nanos() as u64);
+        Some(Duration::from_nanos(due_ns.saturating_sub(now_ns)))
+    }
+}
+
 /// Grace periods that grew older than a threshold, each counted once: `serve`'s count of
 /// rcutrace's warnings, from the grace period's age alone.
 #[derive(Debug, Default)]
@@ -250,6 +360,72 @@ mod tests {
             a.add(&e);
         }
         a
+    }
+
+    #[test]
+    fn an_expedited_grace_period_is_warned_about_once_per_threshold_then_ended() {
+        let s = Duration::from_secs;
+        let in_progress = |since_ns| ExpeditedState {
+            since_ns,
+            ..Default::default()
+        };
+        let mut watch = ExpeditedWatch::new(vec![s(1), s(3)]);
+        assert_eq!(watch.check(in_progress(0), 5_000 * MS), None);
+        assert_eq!(watch.check(in_progress(4_000 * MS), 4_900 * MS), None);
+        assert_eq!(
+            watch.next_due(in_progress(4_000 * MS), 4_900 * MS),
+            Some(Duration::from_millis(100))
+        );
+        let warning = ExpeditedNews::Warning(ExpeditedWarning {
+            age: Duration::from_millis(1_100),
+            threshold: s(1),
+        });
+        assert_eq!(
+            watch.check(in_progress(4_000 * MS), 5_100 * MS),
+            Some(warning)
+        );
+        assert_eq!(watch.check(in_progress(4_000 * MS), 5_200 * MS), None);
+        assert_eq!(
+            watch.next_due(in_progress(4_000 * MS), 5_200 * MS),
+            Some(Duration::from_millis(1_800))
+        );
+        assert!(matches!(
+            watch.check(in_progress(4_000 * MS), 7_500 * MS),
+            Some(ExpeditedNews::Warning(w)) if w.threshold == s(3)
+        ));
+        assert_eq!(watch.next_due(in_progress(4_000 * MS), 7_500 * MS), None);
+        // It ended at 7.9 s, as the programs recorded: said at the next look, exactly.
+        let ended = ExpeditedState {
+            since_ns: 0,
+            last_start_ns: 4_000 * MS,
+            last_end_ns: 7_900 * MS,
+        };
+        assert_eq!(watch.next_due(ended, 8_500 * MS), Some(Duration::ZERO));
+        assert_eq!(
+            watch.check(ended, 8_500 * MS),
+            Some(ExpeditedNews::Ended(ExpeditedEnded {
+                duration: Duration::from_millis(3_900),
+                warnings: 2
+            }))
+        );
+        assert_eq!(watch.check(ended, 9_000 * MS), None);
+        assert_eq!(watch.next_due(ended, 9_000 * MS), None);
+        assert!(matches!(
+            watch.check(in_progress(9_500 * MS), 11_000 * MS),
+            Some(ExpeditedNews::Warning(_))
+        ));
+        // Two more began (and one ended) between two looks: the warned one had ended when
+        // the first of them began.
+        let next = ExpeditedState {
+            since_ns: 11_050 * MS,
+            last_start_ns: 11_040 * MS,
+            last_end_ns: 11_045 * MS,
+        };
+        assert!(matches!(
+            watch.check(next, 11_100 * MS),
+            Some(ExpeditedNews::Ended(e))
+                if e.warnings == 1 && e.duration == Duration::from_millis(1_540)
+        ));
     }
 
     #[test]

@@ -96,6 +96,7 @@ fn records(report: &Report) -> Vec<Record> {
             elapsed_s: s.elapsed.as_secs_f64(),
             thresholds_ns: s.thresholds.iter().map(|t| t.as_nanos() as u64).collect(),
             warnings: s.warnings,
+            expedited_warnings: s.expedited_warnings,
             kernel_warnings: s.kernel_warnings,
             stalls_ended: s.stalls_ended,
             stopped_at_warning: s.stopped_at_warning,
@@ -178,6 +179,20 @@ pub fn stall_event(event: &StallEvent) -> String {
             cpu: *cpu,
             rcutrace_earlier_ns: rcutrace_earlier.map(nanos),
         }),
+        StallEvent::ExpeditedWarning { time, warning } => {
+            Record::ExpeditedStallWarning(records::ExpeditedStallWarning {
+                time: time.clone(),
+                age_ns: nanos(warning.age),
+                threshold_ns: nanos(warning.threshold),
+            })
+        }
+        StallEvent::ExpeditedEnded { time, ended } => {
+            Record::ExpeditedStallEnded(records::ExpeditedStallEnded {
+                time: time.clone(),
+                duration_ns: nanos(ended.duration),
+                warnings: ended.warnings,
+            })
+        }
         StallEvent::Ended { time, ended } => Record::StallEnded(records::StallEnded {
             time: time.clone(),
             gp_seq: ended.gp_seq as i64,

@@ -112,6 +112,15 @@ impl Collector for Exposition {
                 MetricType::Gauge,
             )?;
             ConstGauge::new(gp.age_s).encode(age)?;
+            if let Some(expedited) = gp.expedited_age_s {
+                let age = encoder.encode_descriptor(
+                    "rcutrace_expedited_grace_period_age",
+                    "How long the expedited grace period in progress has run (0 while none is)",
+                    Some(&Unit::Seconds),
+                    MetricType::Gauge,
+                )?;
+                ConstGauge::new(expedited).encode(age)?;
+            }
             let holdouts = encoder.encode_descriptor(
                 "rcutrace_grace_period_holdout_cpus",
                 "CPUs the grace period in progress still waits for",
@@ -323,6 +332,7 @@ mod tests {
             start_time_s: 1_700_000_000.0,
             grace_period: Some(crate::model::GracePeriodMetrics {
                 age_s: 2.5,
+                expedited_age_s: Some(0.0),
                 holdout_cpus: 1,
                 stall_warnings: vec![("rcutrace", 1), ("kernel", 0)],
                 phases: vec![("init", histogram(&[20_000, 30_000]))],
@@ -339,6 +349,7 @@ mod tests {
         for line in [
             "# TYPE rcutrace_grace_period_age_seconds gauge",
             "rcutrace_grace_period_age_seconds 2.5",
+            "rcutrace_expedited_grace_period_age_seconds 0.0",
             "rcutrace_grace_period_holdout_cpus 1",
             "rcutrace_stall_warnings_total{source=\"rcutrace\"} 1",
             "rcutrace_stall_warnings_total{source=\"kernel\"} 0",

@@ -141,6 +141,26 @@ pub fn stall_event(event: &crate::model::StallEvent) -> String {
                 "{time} KERNEL RCU STALL WARNING: {rcuname} {msg} (on CPU {cpu}){earlier}"
             );
         }
+        StallEvent::ExpeditedWarning { time, warning } => {
+            let _ = writeln!(
+                out,
+                "{time} RCU STALL WARNING: the expedited grace period in progress is {} old \
+                 (past {}); its CPUs' reports are not followed: the CPUs that hold it up also \
+                 hold up any normal grace period warned about",
+                seconds(warning.age),
+                seconds(warning.threshold)
+            );
+        }
+        StallEvent::ExpeditedEnded { time, ended } => {
+            let plural = if ended.warnings == 1 { "" } else { "s" };
+            let _ = writeln!(
+                out,
+                "{time} RCU STALL ENDED: the expedited grace period took at least {} ({} \
+                 warning{plural})",
+                seconds(ended.duration),
+                ended.warnings
+            );
+        }
         StallEvent::Ended { time, ended } => {
             let plural = if ended.warnings == 1 { "" } else { "s" };
             let _ = writeln!(
@@ -164,8 +184,14 @@ fn stall_summary(s: &crate::model::StallSummary) -> String {
     } else {
         ""
     };
+    let expedited = if s.expedited_warnings > 0 {
+        format!(" ({} about expedited ones)", s.expedited_warnings)
+    } else {
+        String::new()
+    };
     format!(
-        "Watched {} (warning at a grace period's age of {}): {}, {}, {} ended{stopped}\n",
+        "Watched {} (warning at a grace period's age of {}): {}{expedited}, {}, {} \
+         ended{stopped}\n",
         seconds(s.elapsed),
         thresholds.join(", "),
         counted(s.warnings, "warning", "warnings"),

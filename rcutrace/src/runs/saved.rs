@@ -290,6 +290,8 @@ impl Window {
             Record::StallWarning(_)
             | Record::KernelStallWarning(_)
             | Record::StallEnded(_)
+            | Record::ExpeditedStallWarning(_)
+            | Record::ExpeditedStallEnded(_)
             | Record::StallSummary(_) => bail!(
                 "line {line}: this is a `stall` run: its warnings were its output, and report \
                  does not print them again (read its JSON lines directly)"

@@ -542,6 +542,13 @@ pub struct GracePeriodProbes {
     pub tick: Probe,
 }
 
+/// The expedited grace period in progress, for `serve`'s gauge of its age: from the start
+/// of its CPU selection to the return of the wait that wakes its waiters (both the workqueue
+/// path and the direct one pass there).
+pub const EXPEDITED_START: Probe =
+    gp_hook("sync_rcu_exp_select_cpus", Side::Entry, "expedited_start");
+pub const EXPEDITED_END: Probe = gp_hook("rcu_exp_wait_wake", Side::Return, "expedited_end");
+
 /// The kernel's own RCU stall warning, a tracepoint production kernels keep (`rcutrace
 /// stall` reports it beside its own earlier warning).
 pub const KERNEL_STALL_WARNING: Probe =
