@@ -150,6 +150,10 @@ pub struct CountSummary {
     pub call_rcu_per_second: Option<f64>,
     /// Updater and grace-period probe hits the kernel skipped.
     pub missed_by_kernel: u64,
+    /// Calls left out as rcutrace's own doing (the tasks-RCU kthreads' work for its
+    /// attaching and detaching); absent when none was.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub own_calls_left_out: u64,
     /// With `--by`: events lost because the keyed map was full.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub keys_lost_to_full_map: Option<u64>,
@@ -687,6 +691,11 @@ impl<'de> Deserialize<'de> for HistValue {
     }
 }
 
+/// For counts written only when there is something to say.
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -785,6 +794,7 @@ mod tests {
             callbacks_per_grace_period: None,
             call_rcu_per_second: Some(4.0),
             missed_by_kernel: 0,
+            own_calls_left_out: 0,
             keys_lost_to_full_map: Some(3),
             stacks_lost: None,
             readers_estimated: Some(ReadersEstimated {

@@ -6,6 +6,7 @@ use anyhow::Result;
 use rcutrace_common::{
     attribution::NO_STACK,
     counters::{self, CounterSlot},
+    own_work,
 };
 
 use super::{Need, Period, Request, stack_frames, trace};
@@ -109,6 +110,12 @@ fn report(
         period.elapsed,
         period.counters.missed(period.tracer, &not_readers),
     );
+    summary.own_calls_left_out = period
+        .counters
+        .array("OWN_STATS")
+        .get(own_work::STAT_CALLS_LEFT_OUT as usize)
+        .copied()
+        .unwrap_or(0);
     summary.keyed_losses = keyed_losses;
     summary.readers_estimate = readers_estimate;
     super::warn_disagreements(format, &summary.cross_checks);
@@ -209,6 +216,7 @@ fn summarize(counts: &[(&Counted, u64)], elapsed: Duration, missed: u64) -> Coun
             .collect(),
         grace_periods: count(counters::GP_FQS_LOOP),
         missed,
+        own_calls_left_out: 0,
         keyed_losses: None,
         readers_estimate: None,
         cross_checks,
@@ -250,6 +258,7 @@ mod tests {
                 callbacks_of: vec!["call_rcu".into(), "kvfree_call_rcu".into()],
                 grace_periods: Some(20),
                 missed: 3,
+                own_calls_left_out: 0,
                 keyed_losses: None,
                 readers_estimate: None,
                 cross_checks: Vec::new(),

@@ -224,6 +224,9 @@ pub struct CountSummary {
     pub grace_periods: Option<u64>,
     /// Hits of the updater and grace-period probes that the kernel skipped.
     pub missed: u64,
+    /// Calls of counted functions left out as rcutrace's own doing: the tasks-RCU kthreads'
+    /// work for its attaching and detaching (`rcutrace_common::own_work`).
+    pub own_calls_left_out: u64,
     /// With `--by`: events lost because the keyed map was full, and stacks not kept.
     pub keyed_losses: Option<KeyedLosses>,
     /// With `--sample-readers`: `readers` is this estimate's.

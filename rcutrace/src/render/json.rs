@@ -461,6 +461,7 @@ fn count_summary(summary: &CountSummary) -> records::CountSummary {
         callbacks_per_grace_period: ratio(summary.callbacks),
         call_rcu_per_second: summary.per_second(summary.call_rcu),
         missed_by_kernel: summary.missed,
+        own_calls_left_out: summary.own_calls_left_out,
         keys_lost_to_full_map: summary.keyed_losses.map(|l| l.map_full),
         stacks_lost: summary.keyed_losses.map(|l| l.stacks_lost),
         readers_estimated: summary.readers_estimate.map(|e| records::ReadersEstimated {
@@ -860,6 +861,7 @@ mod tests {
             callbacks: Some(8777),
             callbacks_of: vec!["call_rcu".into()],
             missed: 0,
+            own_calls_left_out: 0,
             keyed_losses: None,
             readers_estimate: None,
             cross_checks: Vec::new(),

@@ -406,6 +406,14 @@ fn count_summary(summary: &CountSummary) -> String {
         "  updater and grace-period calls missed by the kernel: {}",
         summary.missed
     );
+    if summary.own_calls_left_out > 0 {
+        let _ = writeln!(
+            out,
+            "  not counted, as rcutrace's own doing: {} calls the tasks-RCU kthreads made for \
+             its attaching and detaching",
+            summary.own_calls_left_out
+        );
+    }
     if let Some(losses) = summary.keyed_losses {
         let _ = writeln!(
             out,
@@ -1321,6 +1329,7 @@ mod tests {
                 .to_vec(),
             grace_periods: pairs[3],
             missed: 0,
+            own_calls_left_out: 0,
             keyed_losses: None,
             readers_estimate: None,
             cross_checks: Vec::new(),
@@ -1403,6 +1412,25 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("missed by the kernel: 0"), "{text}");
+    }
+
+    #[test]
+    fn what_was_left_out_as_rcutraces_own_doing_is_said() {
+        let plain = count_summary_of([Some(100), Some(3), Some(4), Some(2)], 3);
+        assert!(!plain.contains("rcutrace's own doing"), "{plain}");
+        let summary = CountSummary {
+            own_calls_left_out: 5,
+            elapsed: std::time::Duration::from_secs(3),
+            ..CountSummary::default()
+        };
+        let text = count_summary(&summary);
+        assert!(
+            text.contains(
+                "not counted, as rcutrace's own doing: 5 calls the tasks-RCU kthreads made for \
+                 its attaching and detaching"
+            ),
+            "{text}"
+        );
     }
 
     #[test]

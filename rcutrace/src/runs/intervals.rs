@@ -116,6 +116,7 @@ fn add_count(a: CountSummary, b: CountSummary) -> CountSummary {
         callbacks_of: a.callbacks_of,
         grace_periods: add_option(a.grace_periods, b.grace_periods),
         missed: a.missed + b.missed,
+        own_calls_left_out: a.own_calls_left_out + b.own_calls_left_out,
         keyed_losses: match (a.keyed_losses, b.keyed_losses) {
             (Some(x), Some(y)) => Some(KeyedLosses {
                 map_full: x.map_full + y.map_full,

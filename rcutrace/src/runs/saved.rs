@@ -443,6 +443,7 @@ fn count(s: &records::CountSummary) -> CountSummary {
         }),
         grace_periods: s.grace_periods,
         missed: s.missed_by_kernel,
+        own_calls_left_out: s.own_calls_left_out,
         keyed_losses: s.keys_lost_to_full_map.map(|map_full| KeyedLosses {
             map_full,
             stacks_lost: s.stacks_lost.unwrap_or(0),
@@ -924,6 +925,7 @@ mod tests {
                         callbacks_of: vec!["call_rcu".into(), "kvfree_call_rcu".into()],
                         grace_periods: Some(462),
                         missed: 3,
+                        own_calls_left_out: 0,
                         keyed_losses: Some(KeyedLosses {
                             map_full: 1,
                             stacks_lost: 2,

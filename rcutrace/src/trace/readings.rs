@@ -13,7 +13,14 @@ use crate::{trace::probes::Probe, trace::tracer::Tracer};
 /// The per-CPU arrays of counters: `count`'s per-function counts and its losses, the
 /// latency programs' per-function statistics, and `gp`'s counts and what its programs could
 /// not send.
-const ARRAYS: [&str; 5] = ["COUNTS", "COUNT_LOSSES", "STATS", "GP_LOSSES", "GP_COUNTS"];
+const ARRAYS: [&str; 6] = [
+    "COUNTS",
+    "COUNT_LOSSES",
+    "STATS",
+    "GP_LOSSES",
+    "GP_COUNTS",
+    "OWN_STATS",
+];
 
 /// Counters as read at one moment, or the differences between two such readings.
 #[derive(Clone, Debug, Default, PartialEq)]
