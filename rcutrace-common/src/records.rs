@@ -518,7 +518,8 @@ pub struct ExpeditedStallWarning {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ExpeditedStallEnded {
     pub time: String,
-    /// From its CPU selection to the return of the wait that woke its waiters.
+    /// From its CPU selection to the return of the wait that woke its waiters (where a later
+    /// one overwrote that record between two looks: to the later one's start, an upper bound).
     pub duration_ns: u64,
     pub warnings: u32,
 }

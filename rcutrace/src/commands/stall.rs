@@ -95,15 +95,20 @@ pub async fn run(args: &StallArgs, format: Format) -> Result<Report> {
         };
         if event.kind == EVENT_KERNEL_STALL_WARNING {
             state.kernel_warnings += 1;
-            let earlier = state
-                .watch
-                .first_warning_ns()
-                .map(|first| Duration::from_nanos(event.at_ns.saturating_sub(first)));
+            let msg = text(&event.text);
+            // Its expedited stall warning is about the expedited grace period.
+            let first = if msg.starts_with("Expedited") {
+                state.expedited.first_warning_ns()
+            } else {
+                state.watch.first_warning_ns()
+            };
+            let earlier =
+                first.map(|first| Duration::from_nanos(event.at_ns.saturating_sub(first)));
             // A printer that stopped is said by the next look.
             let _ = state.printer.event(StallEvent::KernelWarning {
                 time: kernel::local_time(),
                 rcuname: text(&event.comm),
-                msg: text(&event.text),
+                msg,
                 cpu: event.cpu,
                 rcutrace_earlier: earlier,
             });

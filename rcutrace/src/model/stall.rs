@@ -203,6 +203,9 @@ pub struct ExpeditedWarning {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ExpeditedEnded {
     pub duration: Duration,
+    /// False where a later one's record overwrote its end: it had ended by then, at most
+    /// `duration` after its start.
+    pub exact: bool,
     pub warnings: u32,
 }
 
@@ -220,8 +223,8 @@ pub struct ExpeditedState {
 #[derive(Debug)]
 pub struct ExpeditedWatch {
     thresholds: Vec<Duration>,
-    /// The one warned about: its start, thresholds passed, warnings given.
-    warned: Option<(u64, usize, u32)>,
+    /// The one warned about: its start, thresholds passed, warnings given, when first.
+    warned: Option<(u64, usize, u32, u64)>,
 }
 
 /// What a look at the expedited grace periods found.
@@ -243,14 +246,15 @@ impl ExpeditedWatch {
     /// What is new since the last look: the end of the one warned about (said first), else a
     /// warning about the one in progress.
     pub fn check(&mut self, state: ExpeditedState, now_ns: u64) -> Option<ExpeditedNews> {
-        if let Some((started, _, warnings)) = self.warned
+        if let Some((started, _, warnings, _)) = self.warned
             && started != state.since_ns
         {
             self.warned = None;
             // Its end is exact once the programs recorded it; otherwise a later one ended
             // since, overwriting it, and it had ended by the time the next one began (the
             // worker runs them one at a time).
-            let end_ns = if state.last_start_ns == started {
+            let exact = state.last_start_ns == started;
+            let end_ns = if exact {
                 state.last_end_ns
             } else {
                 [state.since_ns, state.last_start_ns]
@@ -261,6 +265,7 @@ impl ExpeditedWatch {
             };
             return Some(ExpeditedNews::Ended(ExpeditedEnded {
                 duration: Duration::from_nanos(end_ns.saturating_sub(started)),
+                exact,
                 warnings,
             }));
         }
@@ -269,26 +274,31 @@ impl ExpeditedWatch {
         }
         let age = Duration::from_nanos(now_ns.saturating_sub(state.since_ns));
         let passed = self.thresholds.iter().take_while(|t| **t <= age).count();
-        let (already, warnings) = match self.warned {
-            Some((_, n, w)) => (n, w),
-            None => (0, 0),
+        let (already, warnings, first_ns) = match self.warned {
+            Some((_, n, w, first)) => (n, w, first),
+            None => (0, 0, now_ns),
         };
         if passed <= already {
             return None;
         }
-        self.warned = Some((state.since_ns, passed, warnings + 1));
+        self.warned = Some((state.since_ns, passed, warnings + 1, first_ns));
         Some(ExpeditedNews::Warning(ExpeditedWarning {
             age,
             threshold: self.thresholds[passed - 1],
         }))
     }
 
+    /// When the first warning about the one in progress was given.
+    pub fn first_warning_ns(&self) -> Option<u64> {
+        self.warned.map(|(_, _, _, first)| first)
+    }
+
     /// How long until the one in progress passes a threshold not yet warned about, or its end
     /// is to be said (at once).
     pub fn next_due(&self, state: ExpeditedState, now_ns: u64) -> Option<Duration> {
         let passed = match self.warned {
-            Some((started, _, _)) if started != state.since_ns => return Some(Duration::ZERO),
-            Some((_, passed, _)) => passed,
+            Some((started, _, _, _)) if started != state.since_ns => return Some(Duration::ZERO),
+            Some((_, passed, _, _)) => passed,
             None => 0,
         };
         if state.since_ns == 0 {
@@ -385,6 +395,7 @@ mod tests {
             Some(warning)
         );
         assert_eq!(watch.check(in_progress(4_000 * MS), 5_200 * MS), None);
+        assert_eq!(watch.first_warning_ns(), Some(5_100 * MS));
         assert_eq!(
             watch.next_due(in_progress(4_000 * MS), 5_200 * MS),
             Some(Duration::from_millis(1_800))
@@ -405,6 +416,7 @@ mod tests {
             watch.check(ended, 8_500 * MS),
             Some(ExpeditedNews::Ended(ExpeditedEnded {
                 duration: Duration::from_millis(3_900),
+                exact: true,
                 warnings: 2
             }))
         );
@@ -424,7 +436,7 @@ mod tests {
         assert!(matches!(
             watch.check(next, 11_100 * MS),
             Some(ExpeditedNews::Ended(e))
-                if e.warnings == 1 && e.duration == Duration::from_millis(1_540)
+                if e.warnings == 1 && e.duration == Duration::from_millis(1_540) && !e.exact
         ));
     }
 

@@ -153,9 +153,10 @@ pub fn stall_event(event: &crate::model::StallEvent) -> String {
         }
         StallEvent::ExpeditedEnded { time, ended } => {
             let plural = if ended.warnings == 1 { "" } else { "s" };
+            let bound = if ended.exact { "" } else { "at most " };
             let _ = writeln!(
                 out,
-                "{time} RCU STALL ENDED: the expedited grace period took at least {} ({} \
+                "{time} RCU STALL ENDED: the expedited grace period took {bound}{} ({} \
                  warning{plural})",
                 seconds(ended.duration),
                 ended.warnings
