@@ -9,7 +9,7 @@ mod support;
 
 use std::collections::HashMap;
 
-use support::{Run, boot_with_module, run_named, sections};
+use support::{Run, boot_with_module, run_named, sections, stack_counts};
 
 const N: u64 = 7;
 
@@ -290,24 +290,6 @@ fn funcs(ops: &[&str]) -> String {
         .map(|op| format!("--func {op}"))
         .collect::<Vec<_>>()
         .join(" ")
-}
-
-/// `(frames, count)` of every stack key of `@[...]` in bpftrace's kstack layout.
-fn stack_counts(out: &str) -> Vec<(Vec<String>, u64)> {
-    let mut stacks = Vec::new();
-    let mut frames: Option<Vec<String>> = None;
-    for line in out.lines() {
-        if line == "@[" {
-            frames = Some(Vec::new());
-        } else if let Some(count) = line.strip_prefix("]: ") {
-            if let Some(frames) = frames.take() {
-                stacks.push((frames, count.trim().parse().unwrap()));
-            }
-        } else if let Some(frames) = frames.as_mut() {
-            frames.push(line.trim().to_string());
-        }
-    }
-    stacks
 }
 
 #[test]
