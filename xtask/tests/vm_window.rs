@@ -267,6 +267,11 @@ fn own_doing_is_not_counted_on_6_12() {
 }
 
 #[test]
+fn own_doing_is_not_counted_on_7_3() {
+    own_doing_is_not_counted("7.3");
+}
+
+#[test]
 fn first_count_and_beside_bpftrace_on_6_1() {
     first_count_and_beside_bpftrace("6.1");
 }
