@@ -3,6 +3,8 @@
 //! the kernel's BTF. Layouts differ between kernels (`task_struct.rcu_read_lock_nesting` is at
 //! byte 2036 on Debian's 6.1 and 2044 on its 6.12), so nothing here is assumed.
 
+use std::collections::HashMap;
+
 use anyhow::{Context as _, Result, bail};
 
 use super::btf::{self, Field};
@@ -118,6 +120,37 @@ mod tests {
         assert_eq!(field_offset(format, "msg"), Some(16));
         assert_eq!(field_offset(format, "common_pid"), Some(4));
         assert_eq!(field_offset(format, "absent"), None);
+    }
+
+    /// SRCU's fields at 6.12-like offsets, with the segments' numbers `gp_seq_size` bytes each.
+    fn srcu_offsets(gp_seq_size: u32) -> HashMap<Field, u32> {
+        let mut offsets: HashMap<Field, u32> = SRCU_FIELDS
+            .iter()
+            .enumerate()
+            .map(|(i, field)| (*field, 8 * i as u32))
+            .collect();
+        offsets.insert(("srcu_usage", "work"), 400);
+        offsets.insert(("delayed_work", "work"), 0);
+        offsets.insert(("rcu_segcblist", "gp_seq"), 40);
+        offsets.insert(("rcu_segcblist", "len"), 40 + 4 * gp_seq_size);
+        offsets
+    }
+
+    #[test]
+    fn srcu_layout_sizes_the_segments_numbers_from_the_next_field() {
+        // 6.12: an unsigned long per segment; 7.3: a struct rcu_gp_seq (normal, expedited).
+        for size in [8, 16] {
+            let layout = srcu_layout(&srcu_offsets(size)).unwrap();
+            assert_eq!(
+                (layout.segcblist_gp_seq, layout.segcblist_gp_seq_size),
+                (40, size)
+            );
+            assert_eq!(layout.usage_work, 400);
+        }
+        // 6.1 has no srcu_usage: nothing to follow.
+        let mut old = srcu_offsets(8);
+        old.remove(&("srcu_usage", "srcu_gp_seq"));
+        assert_eq!(srcu_layout(&old), None);
     }
 }
 
@@ -240,14 +273,27 @@ const SEGMENTS: u32 = 4;
 pub fn own_work_layout() -> Result<OwnWorkLayout> {
     let fields: Vec<Field> = TASKS_FIELDS.iter().chain(&SRCU_FIELDS).copied().collect();
     let offsets = btf::field_offsets(&fields)
-        .context("reading the tasks-RCU callback lists' layout from the kernel BTF")?;
+        .context("reading the tasks-RCU and SRCU callback lists' layout from the kernel BTF")?;
     let offset = |field: Field| {
         offsets
             .get(&field)
             .copied()
             .with_context(|| format!("this kernel's BTF has no {}.{}", field.0, field.1))
     };
-    let srcu = match SRCU_FIELDS.map(|field| offsets.get(&field).copied()) {
+    let srcu = srcu_layout(&offsets);
+    Ok(OwnWorkLayout {
+        segcblist_tails: offset(TASKS_FIELDS[0])?,
+        percpu_cblist: offset(TASKS_FIELDS[1])?,
+        percpu_rtpp: offset(TASKS_FIELDS[2])?,
+        tasks_kthread_ptr: offset(TASKS_FIELDS[3])?,
+        task_stack: offset(TASKS_FIELDS[4])?,
+        srcu,
+    })
+}
+
+/// SRCU's layout, if the kernel has every field of it.
+fn srcu_layout(offsets: &HashMap<Field, u32>) -> Option<SrcuLayout> {
+    match SRCU_FIELDS.map(|field| offsets.get(&field).copied()) {
         [
             Some(task_flags),
             Some(task_worker_private),
@@ -279,13 +325,5 @@ pub fn own_work_layout() -> Result<OwnWorkLayout> {
             segcblist_gp_seq_size: (segcblist_len - segcblist_gp_seq) / SEGMENTS,
         }),
         _ => None,
-    };
-    Ok(OwnWorkLayout {
-        segcblist_tails: offset(TASKS_FIELDS[0])?,
-        percpu_cblist: offset(TASKS_FIELDS[1])?,
-        percpu_rtpp: offset(TASKS_FIELDS[2])?,
-        tasks_kthread_ptr: offset(TASKS_FIELDS[3])?,
-        task_stack: offset(TASKS_FIELDS[4])?,
-        srcu,
-    })
+    }
 }
