@@ -15,6 +15,12 @@
 //!   begins) is rcutrace's; its kthread's calls from then until it has invoked those
 //!   callbacks are rcutrace's doing. A grace period that also serves anyone else would have
 //!   run anyway: its calls are counted.
+//! - SRCU grace periods run in kworkers (SRCU-fast domains, such as 7.3's tasks-trace RCU,
+//!   call `synchronize_rcu()` in each of them): the same rule, applied to the grace period of
+//!   the domain whose work the kworker runs. The callbacks it serves are those of the list
+//!   rcutrace queued on whose segment waits for that grace period's number; a domain polled
+//!   by anyone else (`start_poll_synchronize_srcu()`, no callback to see) has its grace
+//!   periods up to the one polled for counted.
 
 /// Per-CPU `OWN_STATS` slots: what the attribution decided, for the run's notes.
 /// Tasks-RCU grace periods that only rcutrace's callbacks needed.
@@ -31,6 +37,12 @@ pub const MAX_BATCH: u32 = 128;
 
 /// Most heads remembered (least recently queued forgotten first).
 pub const MAX_OWN_HEADS: u32 = 4096;
+
+/// Most SRCU domains followed at once (rcutrace queues on a few: tasks-trace, tracepoints').
+pub const MAX_SRCU_DOMAINS: u32 = 64;
+
+/// Most threads between an SRCU request and its queueing at once.
+pub const MAX_SRCU_PENDING: u32 = 256;
 
 /// What the programs know about one tasks-RCU kthread, indexed like `TASKS_RCU_PIDS`.
 #[repr(C)]

@@ -29,8 +29,7 @@ enum Cmd {
         cargo xtask vm --idle --cpus 4 -- ARGS...\n    \
         cargo xtask vm --script session.sh   (rcutrace and rcu-workload are on its PATH)")]
     Vm(VmArgs),
-    /// Run the whole test suite: set-up, fmt, clippy, unit tests, VM tests on 6.1 and 6.12 (a few
-    /// also on 7.3).
+    /// Run the whole test suite: set-up, fmt, clippy, unit tests, VM tests on 6.1, 6.12 and 7.3.
     Test,
     /// Measure rcutrace against bpftrace and against no tracer in one guest; full-size runs
     /// write the table to BENCHMARKS.md.
@@ -343,7 +342,7 @@ fn ensure_vm_prerequisites(kernel: &Kernel) -> Result<PathBuf> {
     kernel.resolve()
 }
 
-/// The whole test suite: formatting, lints, unit tests, and the VM tests on both kernels.
+/// The whole test suite: formatting, lints, unit tests, and the VM tests on the three kernels.
 fn test_command() -> Result<ExitCode> {
     setup::run()?;
     cargo(&["fmt", "--all", "--check"]).context("code is not formatted: run cargo fmt")?;

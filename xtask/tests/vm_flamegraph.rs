@@ -138,6 +138,11 @@ fn grace_periods_folded_by_their_holdouts_6_1() {
     grace_periods_folded_by_their_holdouts("6.1");
 }
 
+#[test]
+fn grace_periods_folded_by_their_holdouts_7_3() {
+    grace_periods_folded_by_their_holdouts("7.3");
+}
+
 fn grace_periods_folded_by_their_holdouts(series: &str) {
     // Half a second after the hold, for its grace period to end before the interrupt.
     let script = format!(

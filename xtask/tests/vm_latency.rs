@@ -281,3 +281,8 @@ fn latency_on_6_1() {
 fn latency_on_6_12() {
     latency_ground_truth("6.12");
 }
+
+#[test]
+fn latency_on_7_3() {
+    latency_ground_truth("7.3");
+}

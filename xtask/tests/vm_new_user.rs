@@ -1,4 +1,4 @@
-//! What a new user tripped over, in 6.1 and 6.12 guests, each scenario as it was met: a
+//! What a new user tripped over, in 6.1, 6.12 and 7.3 guests, each scenario as it was met: a
 //! `--save` path that cannot be written (refused before tracing) or that fails at the end
 //! (results printed all the same); `callbacks` interrupted half a second in, whose totals must
 //! be the sums of their columns; `report` of `--interval` runs; and `report` of files that
@@ -239,6 +239,11 @@ fn lost_and_wrong_on_6_12() {
     lost_and_wrong("6.12");
 }
 
+#[test]
+fn lost_and_wrong_on_7_3() {
+    lost_and_wrong("7.3");
+}
+
 fn report_reads_what_it_should(series: &str) {
     let script = "\
 /bin/rcu-workload background >/dev/null 2>&1 &
@@ -397,6 +402,11 @@ fn report_reads_what_it_should_on_6_1() {
 #[test]
 fn report_reads_what_it_should_on_6_12() {
     report_reads_what_it_should("6.12");
+}
+
+#[test]
+fn report_reads_what_it_should_on_7_3() {
+    report_reads_what_it_should("7.3");
 }
 
 /// `(cells of the callbacks table's rows)`, split on whitespace.
@@ -626,4 +636,9 @@ fn messages_and_numbers_on_6_1() {
 #[test]
 fn messages_and_numbers_on_6_12() {
     messages_and_numbers("6.12");
+}
+
+#[test]
+fn messages_and_numbers_on_7_3() {
+    messages_and_numbers("7.3");
 }

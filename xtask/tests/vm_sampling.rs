@@ -167,3 +167,8 @@ fn sampled_readers_on_6_1() {
 fn sampled_readers_on_6_12() {
     sampled_readers("6.12");
 }
+
+#[test]
+fn sampled_readers_on_7_3() {
+    sampled_readers("7.3");
+}

@@ -103,6 +103,11 @@ fn workload_runs_6_12() {
 }
 
 #[test]
+fn workload_runs_7_3() {
+    workload_runs("7.3");
+}
+
+#[test]
 fn kernel_panic_is_an_error_with_the_console() {
     // sysrq 'c' crashes the kernel on purpose; panic=-1 then ends QEMU without a status.
     let job = GuestJob::new(kernel("6.12"), "echo c > /proc/sysrq-trigger\nsleep 60\n");

@@ -254,6 +254,11 @@ fn held_cpu_on_6_12() {
 }
 
 #[test]
+fn held_cpu_on_7_3() {
+    expedited_behind_a_held_cpu("7.3");
+}
+
+#[test]
 fn stages_on_6_1() {
     stages_ground_truth("6.1");
 }

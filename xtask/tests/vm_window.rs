@@ -9,7 +9,7 @@ mod support;
 
 use std::collections::HashMap;
 
-use support::{boot, boot_with_bpftrace, run_named, sections};
+use support::{boot, boot_with_bpftrace, run_named, sections, stack_counts};
 
 const CALLS: u64 = 30;
 const BPFTRACE_CALLS: u64 = 40;
@@ -191,9 +191,27 @@ cat /tmp/referee.out
     assert_eq!(rcutrace, beside, "{context}");
 }
 
+/// `synchronize_rcu()` and `synchronize_rcu_expedited()` calls of `count --by stack` whose
+/// stack has a frame of `function`.
+fn waits_under(out: &str, function: &str) -> u64 {
+    let frame = format!("{function}+");
+    stack_counts(out)
+        .into_iter()
+        .filter(|(frames, _)| {
+            frames.first().is_some_and(|f| {
+                f.starts_with("synchronize_rcu+") || f.starts_with("synchronize_rcu_expedited+")
+            }) && frames.iter().any(|f| f.starts_with(&frame))
+        })
+        .map(|(_, n)| n)
+        .sum()
+}
+
 /// `srlat --secs 0`, 4 s of waiting, 30 membarrier() calls, SIGINT, as the first command
-/// after boot: exactly 30 samples. Then a second rcutrace attaching during a `count` window:
-/// the kthreads' calls for its attach are counted, since the first did not cause them.
+/// after boot: exactly 30 samples. Then a second rcutrace attaching and detaching during a
+/// `count` window: the tasks-RCU kthreads' calls for it are counted, and on 7.3 the SRCU
+/// grace periods' (its detaching queues on the SRCU-fast tasks-trace and tracepoint domains,
+/// whose grace periods call synchronize_rcu() from a kworker), since the first did not cause
+/// them.
 fn srlat_first_and_a_second_rcutrace(series: &str) {
     let script = format!(
         "{WAIT_FOR}
@@ -205,7 +223,7 @@ sleep 4
 kill -INT $tracer; wait $tracer
 echo \"=== srlat.out\"; cat /tmp/srlat.out; echo \"=== srlat.err\"; cat /tmp/srlat.err
 sleep 8
-/bin/rcutrace count --secs 0 --by comm --top 0 >/tmp/first.out 2>/tmp/first.err &
+/bin/rcutrace count --secs 0 --by stack --top 0 >/tmp/first.out 2>/tmp/first.err &
 tracer=$!
 wait_for /tmp/first.out Attaching
 sleep 4
@@ -237,12 +255,17 @@ echo \"=== second.out\"; cat /tmp/second.out
         part("srlat.err")
     );
 
-    let first = synchronize_rcu_by_comm(&part("first.out"));
+    let first = part("first.out");
     assert!(
-        tasks_kthreads(&first) > 0,
+        waits_under(&first, "rcu_tasks_kthread") > 0,
         "{series}: the kthreads' calls for a second rcutrace's attach were not counted: \
-         {first:?}\n{}\n{}",
-        part("first.out"),
+         {first}\n{}",
+        part("second.out")
+    );
+    assert_eq!(
+        waits_under(&first, "try_check_zero") > 0,
+        series == "7.3",
+        "{series}: the SRCU grace periods' calls for a second rcutrace's detach: {first}\n{}",
         part("second.out")
     );
 }
@@ -255,6 +278,11 @@ fn own_doing_is_not_counted_on_6_1() {
 #[test]
 fn own_doing_is_not_counted_on_6_12() {
     own_doing_is_not_counted("6.12");
+}
+
+#[test]
+fn own_doing_is_not_counted_on_7_3() {
+    own_doing_is_not_counted("7.3");
 }
 
 #[test]

@@ -366,14 +366,40 @@ fn own_work_constants() -> Vec<Constant> {
         Constant::U64("TASKS_HEAD_SLOTS", tasks),
     ];
     match kernel::rcu_state::own_work_layout() {
-        Ok(layout) => constants.extend([
-            Constant::U32("SEGCBLIST_TAILS", layout.segcblist_tails),
-            Constant::U32("PERCPU_CBLIST", layout.percpu_cblist),
-            Constant::U32("PERCPU_RTPP", layout.percpu_rtpp),
-            Constant::U32("TASKS_KTHREAD_PTR", layout.tasks_kthread_ptr),
-            Constant::U32("TASK_STACK", layout.task_stack),
-            Constant::U32("OWN_WORK_LAYOUT", 1),
-        ]),
+        Ok(layout) => {
+            constants.extend([
+                Constant::U32("SEGCBLIST_TAILS", layout.segcblist_tails),
+                Constant::U32("PERCPU_CBLIST", layout.percpu_cblist),
+                Constant::U32("PERCPU_RTPP", layout.percpu_rtpp),
+                Constant::U32("TASKS_KTHREAD_PTR", layout.tasks_kthread_ptr),
+                Constant::U32("TASK_STACK", layout.task_stack),
+                Constant::U32("OWN_WORK_LAYOUT", 1),
+            ]);
+            // Without it, SRCU grace periods are never found to be rcutrace's: only kernels
+            // whose SRCU grace periods call RCU updaters (7.3's SRCU-fast) lose by that, and
+            // those have all of it.
+            match layout.srcu {
+                Some(srcu) => constants.extend([
+                    Constant::U32("TASK_FLAGS", srcu.task_flags),
+                    Constant::U32("TASK_WORKER_PRIVATE", srcu.task_worker_private),
+                    Constant::U32("KTHREAD_DATA", srcu.kthread_data),
+                    Constant::U32("WORKER_CURRENT_WORK", srcu.worker_current_work),
+                    Constant::U32("SRCU_USAGE_WORK", srcu.usage_work),
+                    Constant::U32("SRCU_USAGE_SSP", srcu.usage_ssp),
+                    Constant::U32("SRCU_USAGE_GP_SEQ", srcu.usage_gp_seq),
+                    Constant::U32("SRCU_USAGE_SIZE_STATE", srcu.usage_size_state),
+                    Constant::U32("SRCU_STRUCT_SUP", srcu.struct_sup),
+                    Constant::U32("SRCU_DATA_CBLIST", srcu.data_cblist),
+                    Constant::U32("SRCU_DATA_SSP", srcu.data_ssp),
+                    Constant::U32("SEGCBLIST_GP_SEQ", srcu.segcblist_gp_seq),
+                    Constant::U32("SEGCBLIST_GP_SEQ_SIZE", srcu.segcblist_gp_seq_size),
+                    Constant::U32("SRCU_LAYOUT", 1),
+                ]),
+                None => {
+                    log::info!("no SRCU layout in the kernel BTF: SRCU grace periods not followed")
+                }
+            }
+        }
         // Without it no list is recognised, so no grace period is found to be rcutrace's
         // alone: its kthreads' calls are counted, as the warning says.
         Err(e) => eprintln!(

@@ -3,6 +3,8 @@
 //! the kernel's BTF. Layouts differ between kernels (`task_struct.rcu_read_lock_nesting` is at
 //! byte 2036 on Debian's 6.1 and 2044 on its 6.12), so nothing here is assumed.
 
+use std::collections::HashMap;
+
 use anyhow::{Context as _, Result, bail};
 
 use super::btf::{self, Field};
@@ -119,6 +121,37 @@ mod tests {
         assert_eq!(field_offset(format, "common_pid"), Some(4));
         assert_eq!(field_offset(format, "absent"), None);
     }
+
+    /// SRCU's fields at 6.12-like offsets, with the segments' numbers `gp_seq_size` bytes each.
+    fn srcu_offsets(gp_seq_size: u32) -> HashMap<Field, u32> {
+        let mut offsets: HashMap<Field, u32> = SRCU_FIELDS
+            .iter()
+            .enumerate()
+            .map(|(i, field)| (*field, 8 * i as u32))
+            .collect();
+        offsets.insert(("srcu_usage", "work"), 400);
+        offsets.insert(("delayed_work", "work"), 0);
+        offsets.insert(("rcu_segcblist", "gp_seq"), 40);
+        offsets.insert(("rcu_segcblist", "len"), 40 + 4 * gp_seq_size);
+        offsets
+    }
+
+    #[test]
+    fn srcu_layout_sizes_the_segments_numbers_from_the_next_field() {
+        // 6.12: an unsigned long per segment; 7.3: a struct rcu_gp_seq (normal, expedited).
+        for size in [8, 16] {
+            let layout = srcu_layout(&srcu_offsets(size)).unwrap();
+            assert_eq!(
+                (layout.segcblist_gp_seq, layout.segcblist_gp_seq_size),
+                (40, size)
+            );
+            assert_eq!(layout.usage_work, 400);
+        }
+        // 6.1 has no srcu_usage: nothing to follow.
+        let mut old = srcu_offsets(8);
+        old.remove(&("srcu_usage", "srcu_gp_seq"));
+        assert_eq!(srcu_layout(&old), None);
+    }
 }
 
 const EXPEDITED_SEQUENCE: Field = ("rcu_state", "expedited_sequence");
@@ -177,29 +210,120 @@ pub struct OwnWorkLayout {
     pub percpu_rtpp: u32,
     pub tasks_kthread_ptr: u32,
     pub task_stack: u32,
+    /// SRCU's grace periods, where the kernel has all that is read of them (6.1 keeps SRCU's
+    /// update side in `srcu_struct` itself: no `srcu_usage`).
+    pub srcu: Option<SrcuLayout>,
 }
 
+/// Where the own-work programs find the SRCU domain whose grace-period work a kworker runs
+/// (its `worker.current_work` is `srcu_usage.work`), that grace period's number, and the
+/// segments of the callback list rcutrace queued on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SrcuLayout {
+    pub task_flags: u32,
+    /// A kthread's `struct kthread`.
+    pub task_worker_private: u32,
+    /// A kworker's `struct worker`.
+    pub kthread_data: u32,
+    pub worker_current_work: u32,
+    /// `srcu_usage.work.work`: the delayed work's own `work_struct`.
+    pub usage_work: u32,
+    pub usage_ssp: u32,
+    pub usage_gp_seq: u32,
+    pub usage_size_state: u32,
+    pub struct_sup: u32,
+    pub data_cblist: u32,
+    pub data_ssp: u32,
+    pub segcblist_gp_seq: u32,
+    /// The size of one segment's number: an `unsigned long` until 7.3 made it a
+    /// `struct rcu_gp_seq` (normal, expedited).
+    pub segcblist_gp_seq_size: u32,
+}
+
+const TASKS_FIELDS: [Field; 5] = [
+    ("rcu_segcblist", "tails"),
+    ("rcu_tasks_percpu", "cblist"),
+    ("rcu_tasks_percpu", "rtpp"),
+    ("rcu_tasks", "kthread_ptr"),
+    ("task_struct", "stack"),
+];
+
+/// The last field is only there for the size of the one before (`gp_seq`, of as many
+/// elements as there are segments).
+const SRCU_FIELDS: [Field; 14] = [
+    ("task_struct", "flags"),
+    ("task_struct", "worker_private"),
+    ("kthread", "data"),
+    ("worker", "current_work"),
+    ("srcu_usage", "work"),
+    ("delayed_work", "work"),
+    ("srcu_usage", "srcu_ssp"),
+    ("srcu_usage", "srcu_gp_seq"),
+    ("srcu_usage", "srcu_size_state"),
+    ("srcu_struct", "srcu_sup"),
+    ("srcu_data", "srcu_cblist"),
+    ("srcu_data", "ssp"),
+    ("rcu_segcblist", "gp_seq"),
+    ("rcu_segcblist", "len"),
+];
+
+/// The segments of a callback list (`RCU_CBLIST_NSEGS`).
+const SEGMENTS: u32 = 4;
+
 pub fn own_work_layout() -> Result<OwnWorkLayout> {
-    let fields = [
-        ("rcu_segcblist", "tails"),
-        ("rcu_tasks_percpu", "cblist"),
-        ("rcu_tasks_percpu", "rtpp"),
-        ("rcu_tasks", "kthread_ptr"),
-        ("task_struct", "stack"),
-    ];
+    let fields: Vec<Field> = TASKS_FIELDS.iter().chain(&SRCU_FIELDS).copied().collect();
     let offsets = btf::field_offsets(&fields)
-        .context("reading the tasks-RCU callback lists' layout from the kernel BTF")?;
+        .context("reading the tasks-RCU and SRCU callback lists' layout from the kernel BTF")?;
     let offset = |field: Field| {
         offsets
             .get(&field)
             .copied()
             .with_context(|| format!("this kernel's BTF has no {}.{}", field.0, field.1))
     };
+    let srcu = srcu_layout(&offsets);
     Ok(OwnWorkLayout {
-        segcblist_tails: offset(fields[0])?,
-        percpu_cblist: offset(fields[1])?,
-        percpu_rtpp: offset(fields[2])?,
-        tasks_kthread_ptr: offset(fields[3])?,
-        task_stack: offset(fields[4])?,
+        segcblist_tails: offset(TASKS_FIELDS[0])?,
+        percpu_cblist: offset(TASKS_FIELDS[1])?,
+        percpu_rtpp: offset(TASKS_FIELDS[2])?,
+        tasks_kthread_ptr: offset(TASKS_FIELDS[3])?,
+        task_stack: offset(TASKS_FIELDS[4])?,
+        srcu,
     })
+}
+
+/// SRCU's layout, if the kernel has every field of it.
+fn srcu_layout(offsets: &HashMap<Field, u32>) -> Option<SrcuLayout> {
+    match SRCU_FIELDS.map(|field| offsets.get(&field).copied()) {
+        [
+            Some(task_flags),
+            Some(task_worker_private),
+            Some(kthread_data),
+            Some(worker_current_work),
+            Some(usage_delayed_work),
+            Some(delayed_work_work),
+            Some(usage_ssp),
+            Some(usage_gp_seq),
+            Some(usage_size_state),
+            Some(struct_sup),
+            Some(data_cblist),
+            Some(data_ssp),
+            Some(segcblist_gp_seq),
+            Some(segcblist_len),
+        ] if segcblist_len > segcblist_gp_seq => Some(SrcuLayout {
+            task_flags,
+            task_worker_private,
+            kthread_data,
+            worker_current_work,
+            usage_work: usage_delayed_work + delayed_work_work,
+            usage_ssp,
+            usage_gp_seq,
+            usage_size_state,
+            struct_sup,
+            data_cblist,
+            data_ssp,
+            segcblist_gp_seq,
+            segcblist_gp_seq_size: (segcblist_len - segcblist_gp_seq) / SEGMENTS,
+        }),
+        _ => None,
+    }
 }

@@ -310,17 +310,20 @@ const fn own_work(function: &'static str, hook: &'static str) -> Probe {
     }
 }
 
-/// The hooks that follow rcutrace's own tasks-RCU work (see `rcutrace_common::own_work`),
-/// attached before any probe of a command, so that the work its attaching queues is seen:
-/// the queueing functions (the rude flavour's grace periods make no RCU calls: not
-/// followed), the callback list a kthread advances before each grace period, and the start
-/// of the grace periods that call `synchronize_rcu()`.
+/// The hooks that follow rcutrace's own tasks-RCU and SRCU work (see
+/// `rcutrace_common::own_work`), attached before any probe of a command, so that the work its
+/// attaching queues is seen: the queueing functions (the rude flavour's grace periods make no
+/// RCU calls: not followed), the callback list a kthread advances before each grace period
+/// (and SRCU accelerates after queueing), and the start of the grace periods that call
+/// `synchronize_rcu()` (SRCU's: each check of its readers).
 pub const OWN_WORK: &[Probe] = &[
     own_work("call_rcu_tasks", "request"),
     own_work("call_rcu_tasks_trace", "request"),
     own_work("call_srcu", "srcu_request"),
+    own_work("srcu_gp_start_if_needed", "srcu_start"),
     own_work("rcu_segcblist_accelerate", "list"),
     own_work("rcu_tasks_wait_gp", "grace_period"),
+    own_work("try_check_zero", "srcu_grace_period"),
 ];
 
 /// The functions of the own-work hooks that must be there for them to work (the trace

@@ -302,3 +302,21 @@ pub fn callback_latency_samples(records: &[Record], function: &str) -> u64 {
         .map(|buckets| buckets.iter().map(|b| b.count).sum::<u64>())
         .sum()
 }
+
+/// `(frames, count)` of every stack key of `@[...]` in bpftrace's kstack layout.
+pub fn stack_counts(out: &str) -> Vec<(Vec<String>, u64)> {
+    let mut stacks = Vec::new();
+    let mut frames: Option<Vec<String>> = None;
+    for line in out.lines() {
+        if line == "@[" {
+            frames = Some(Vec::new());
+        } else if let Some(count) = line.strip_prefix("]: ") {
+            if let Some(frames) = frames.take() {
+                stacks.push((frames, count.trim().parse().unwrap()));
+            }
+        } else if let Some(frames) = frames.as_mut() {
+            frames.push(line.trim().to_string());
+        }
+    }
+    stacks
+}
