@@ -410,8 +410,8 @@ fn count_summary(summary: &CountSummary) -> String {
     if summary.own_calls_left_out > 0 {
         let _ = writeln!(
             out,
-            "  not counted, as rcutrace's own doing: {} calls the tasks-RCU kthreads made for \
-             its attaching and detaching",
+            "  not counted, as rcutrace's own doing: {} calls other threads made for its \
+             attaching and detaching (tasks-RCU kthreads, SRCU workers)",
             summary.own_calls_left_out
         );
     }
@@ -1427,8 +1427,8 @@ mod tests {
         let text = count_summary(&summary);
         assert!(
             text.contains(
-                "not counted, as rcutrace's own doing: 5 calls the tasks-RCU kthreads made for \
-                 its attaching and detaching"
+                "not counted, as rcutrace's own doing: 5 calls other threads made for its \
+                 attaching and detaching (tasks-RCU kthreads, SRCU workers)"
             ),
             "{text}"
         );
