@@ -5,12 +5,14 @@
 //! the window and what it reads while it runs); `kernel` holds facts about the running kernel
 //! (its functions, BTF, symbols, skipped hits, environment); `model` is the data model every
 //! command fills (results, statistics, histograms, attribution); `runs` reads saved runs back
-//! and compares them; `render` is the only place that formats output.
+//! and compares them; `render` is the only place that formats output; `memory` is the
+//! process's allocator.
 
 mod cli;
 mod commands;
 mod generate;
 mod kernel;
+mod memory;
 mod model;
 mod render;
 mod runs;
@@ -21,6 +23,10 @@ use std::{io::Write as _, process::ExitCode};
 use clap::Parser as _;
 
 use crate::cli::{Cli, Command};
+
+/// Memory kept until exit: giving it back would be RCU work in the kernel being measured.
+#[global_allocator]
+static ALLOCATOR: memory::RetainingAllocator = memory::RetainingAllocator;
 
 fn main() -> ExitCode {
     if let Some(dir) = generate::requested() {
