@@ -115,6 +115,8 @@ const STALL_WARNED: u8 = 3;
 /// The output to print, the exit status after it, and the run `--flamegraph` draws.
 fn run(cli: &Cli) -> anyhow::Result<(String, ExitCode, Option<model::Report>)> {
     let format = cli.format;
+    // Only JSON output and saved runs carry what a run ran on.
+    kernel::environment::record_only_if(format == render::Format::Json || cli.save.is_some());
     if let Command::Report(args) = &cli.command {
         let printed = commands::report::run(args, format, cli.flamegraph.is_some())?;
         return Ok((printed.output, printed.status, printed.run));
