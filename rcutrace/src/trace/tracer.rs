@@ -16,7 +16,7 @@ use rcutrace_common::{
 };
 
 use crate::{
-    kernel::btf,
+    kernel::{self, btf},
     trace::probes::{AttachChoice, Keys, Method, Probe, plan},
 };
 
@@ -235,6 +235,17 @@ impl Tracer {
     fn program_id(&self, program: &str) -> Option<u32> {
         let info = self.ebpf.program(program)?.info();
         info.map(|info| info.id()).ok()
+    }
+
+    /// Skipped hits by program id, for every program loaded.
+    pub fn missed_by_program_id(&self) -> HashMap<u32, u64> {
+        use std::os::fd::AsFd as _;
+        kernel::misses::missed_by_program_id(
+            self.ebpf
+                .programs()
+                .filter_map(|(_, program)| program.fd().ok())
+                .map(|fd| fd.as_fd()),
+        )
     }
 
     /// Kernel ids of the programs serving `probes` (their skipped hits are counted by id).
