@@ -216,6 +216,7 @@ pub async fn trace_with<R>(
     let present = if failed.is_empty() {
         HashSet::new()
     } else {
+        log::info!("reading /proc/kallsyms for {}", failed.join(", "));
         kernel::functions_present(&failed)?
     };
     for (probe, problem) in &mut problems {

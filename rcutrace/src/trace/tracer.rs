@@ -249,12 +249,21 @@ impl Tracer {
     /// Skipped hits by program id, for every program loaded.
     pub fn missed_by_program_id(&self) -> HashMap<u32, u64> {
         use std::os::fd::AsFd as _;
-        kernel::misses::missed_by_program_id(
-            self.ebpf
-                .programs()
-                .filter_map(|(_, program)| program.fd().ok())
-                .map(|fd| fd.as_fd()),
-        )
+        let loaded: Vec<_> = self
+            .ebpf
+            .programs()
+            .filter_map(|(_, program)| program.fd().ok())
+            .collect();
+        let missed = kernel::misses::missed_by_program_id(loaded.iter().map(|fd| fd.as_fd()));
+        if missed.len() < loaded.len() {
+            log::warn!(
+                "the kernel gave the skipped hits of {} of {} programs",
+                missed.len(),
+                loaded.len()
+            );
+        }
+        log::debug!("skipped hits by program id: {missed:?}");
+        missed
     }
 
     /// Kernel ids of the programs serving `probes` (their skipped hits are counted by id).
