@@ -5,12 +5,14 @@
 //! the window and what it reads while it runs); `kernel` holds facts about the running kernel
 //! (its functions, BTF, symbols, skipped hits, environment); `model` is the data model every
 //! command fills (results, statistics, histograms, attribution); `runs` reads saved runs back
-//! and compares them; `render` is the only place that formats output.
+//! and compares them; `render` is the only place that formats output; `memory` is the
+//! process's allocator.
 
 mod cli;
 mod commands;
 mod generate;
 mod kernel;
+mod memory;
 mod model;
 mod render;
 mod runs;
@@ -21,6 +23,10 @@ use std::{io::Write as _, process::ExitCode};
 use clap::Parser as _;
 
 use crate::cli::{Cli, Command};
+
+/// Memory kept until exit: giving it back would be RCU work in the kernel being measured.
+#[global_allocator]
+static ALLOCATOR: memory::RetainingAllocator = memory::RetainingAllocator;
 
 fn main() -> ExitCode {
     if let Some(dir) = generate::requested() {
@@ -109,6 +115,8 @@ const STALL_WARNED: u8 = 3;
 /// The output to print, the exit status after it, and the run `--flamegraph` draws.
 fn run(cli: &Cli) -> anyhow::Result<(String, ExitCode, Option<model::Report>)> {
     let format = cli.format;
+    // Only JSON output and saved runs carry what a run ran on.
+    kernel::environment::record_only_if(format == render::Format::Json || cli.save.is_some());
     if let Command::Report(args) = &cli.command {
         let printed = commands::report::run(args, format, cli.flamegraph.is_some())?;
         return Ok((printed.output, printed.status, printed.run));

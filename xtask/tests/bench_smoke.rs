@@ -3,7 +3,7 @@
 //! numbers. Whether the targets are met is the full-size benchmark's business, not this test's.
 //! Needs what scripts/setup --bench installs (which the benchmark runs itself).
 
-use xtask::bench::sample::{Config, Metric, Tracer};
+use xtask::bench::sample::{Config, Family, Footprinted, Metric, Tracer};
 use xtask::bench::{self, Options, Row, Sizes};
 use xtask::vm::Kernel;
 use xtask::workspace;
@@ -52,13 +52,29 @@ fn tiny_benchmark_fills_every_row() {
     for row in &summary.rows {
         assert!(table.contains(&format!("| {} |", row.label)), "{table}");
     }
-    // Every target is judged, met or not.
+    // Every target is judged, met or not: 13, and one per footprint row.
+    let footprint_rows = Footprinted::ALL.len() * Family::ALL.len();
     assert_eq!(
         summary.targets().lines().count(),
-        13,
+        13 + footprint_rows,
         "{}",
         summary.targets()
     );
+    // The footprint's referee counted: every run of every command queued callbacks (each
+    // tracer's exit frees its programs through call_rcu()) beyond the idle guest's.
+    for command in Footprinted::ALL {
+        for tracer in [Tracer::RCUTRACE, Tracer::Bpftrace] {
+            let config = Config::Footprint(tracer, command);
+            let queued = summary
+                .get(Metric::Footprint(Family::Queued), config)
+                .unwrap();
+            assert!(
+                queued >= 1.0,
+                "{}: {queued} callbacks queued",
+                config.name()
+            );
+        }
+    }
     // Tracers really ran: readers were counted, and programs ran under bpf_stats.
     for tracer in [Tracer::RCUTRACE, Tracer::Bpftrace] {
         let per_call = summary

@@ -14,7 +14,11 @@ fn counts_ground_truth(series: &str) {
          traced syncs 'count --secs 0 --attach kprobe' '/bin/rcu-workload membarrier {SYNCS}'\n\
          traced fentry 'count --secs 0 --attach fentry' '/bin/rcu-workload membarrier {SYNCS}'\n\
          traced timed 'count --secs 2' 'sleep 4'\n\
-         traced json 'count --secs 0 -f json' '/bin/rcu-workload getppid {READERS}'\n"
+         traced json 'count --secs 0 -f json' '/bin/rcu-workload getppid {READERS}'\n\
+         export RUST_LOG=info\n\
+         traced absent 'count --secs 0' 'sleep 1'\n\
+         traced absent_fentry 'count --secs 0 --attach fentry' 'sleep 1'\n\
+         unset RUST_LOG\n"
     );
     let guest = boot(series, &script);
     let sections = sections(&guest.stdout);
@@ -101,6 +105,30 @@ fn counts_ground_truth(series: &str) {
         }
         _ => panic!("the count summary is not the last record: {}", json.out),
     }
+
+    // A function the kernel lacks is named from what the attach learned (the kprobe found no
+    // such symbol, the BTF pass no such function): /proc/kallsyms is read only where that is
+    // not enough, as with fentry alone, which asks the BTF only.
+    const KALLSYMS_READ: &str = "reading /proc/kallsyms for";
+    let absent = run_named(&sections, "absent");
+    absent.assert_ok("absent");
+    assert!(!absent.err.contains(KALLSYMS_READ), "{}", absent.err);
+    let absent_fentry = run_named(&sections, "absent_fentry");
+    absent_fentry.assert_ok("absent_fentry");
+    for run in [&absent, &absent_fentry] {
+        let named = run
+            .err
+            .contains("not on this kernel (absent or inlined), not traced: call_rcu_hurry");
+        assert_eq!(named, series == "6.1", "{}", run.err);
+    }
+    assert_eq!(
+        absent_fentry
+            .err
+            .contains(&format!("{KALLSYMS_READ} call_rcu_hurry")),
+        series == "6.1",
+        "{}",
+        absent_fentry.err
+    );
 
     // --secs ends the window by itself: the run exits 0 before the interrupt arrives.
     let timed = run_named(&sections, "timed");

@@ -83,7 +83,7 @@ pub async fn run(args: &CallbacksArgs, format: Format) -> Result<Report> {
             let map = queued_by_cgroup(&raw, &names, args.top, &mut path);
             report.maps.push(map);
         }
-        report.environment = Some(environment::current(period.attached));
+        report.environment = environment::current(period.attached);
         Ok(report)
     })
     .await

@@ -126,7 +126,7 @@ fn report(
             entries,
         })],
         summary: Summary::Count(summary),
-        environment: Some(environment::current(period.attached)),
+        environment: environment::current(period.attached),
     })
 }
 

@@ -230,7 +230,7 @@ fn report(
             unassembled,
             lost,
         })),
-        environment: Some(environment::current(period.attached)),
+        environment: environment::current(period.attached),
     })
 }
 

@@ -298,7 +298,7 @@ fn report(
         time: None,
         maps,
         summary: Summary::Latency(summaries),
-        environment: Some(environment::current(period.attached)),
+        environment: environment::current(period.attached),
     })
 }
 

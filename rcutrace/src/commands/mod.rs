@@ -210,11 +210,18 @@ pub async fn trace_with<R>(
             other => problems.push((probe, other)),
         }
     }
-    // A function that failed every method may simply not exist on this kernel: say so.
-    let failed: Vec<&str> = problems.iter().map(|(p, _)| p.function).collect();
+    // A function that failed every method may simply not exist on this kernel: say so. The
+    // tracer already knows of most absent ones (the kernel said so at the attach); /proc/kallsyms
+    // is read only for the others.
+    let failed: Vec<&str> = problems
+        .iter()
+        .filter(|(_, p)| matches!(p, Attachment::Failed(_)))
+        .map(|(p, _)| p.function)
+        .collect();
     let present = if failed.is_empty() {
         HashSet::new()
     } else {
+        log::info!("reading /proc/kallsyms for {}", failed.join(", "));
         kernel::functions_present(&failed)?
     };
     for (probe, problem) in &mut problems {

@@ -237,7 +237,7 @@ pub async fn run(args: &StallArgs, format: Format) -> Result<Report> {
                     stalls_ended: state.stalls_ended,
                     stopped_at_warning: state.stopped_at_warning,
                 }),
-                environment: Some(kernel::environment::current(period.attached)),
+                environment: kernel::environment::current(period.attached),
             })
         },
     )

@@ -2,14 +2,36 @@
 //! kernel, its preemption model and HZ, the RCU settings that change the figures, and how each
 //! function was hooked. Whatever cannot be read is left out, never guessed.
 
-use std::{fs, path::Path};
+use std::{
+    fs,
+    path::Path,
+    sync::atomic::{AtomicBool, Ordering},
+};
 
 use rcutrace_common::records::{Environment, Members};
 
 use crate::trace::probes::{Method, Probe};
 
-/// Reads the running kernel's environment; `attached` is how each probe was hooked.
-pub fn current(attached: &[(Probe, Method)]) -> Environment {
+/// Whether this run's reports carry their environment: set once by `main`.
+static RECORDED: AtomicBool = AtomicBool::new(true);
+
+/// Records the environment only where a report carries it (JSON output, a saved run). Reading
+/// it opens some thirty sysfs files, and the kernel frees each open file's state through
+/// kvfree_call_rcu() when it is closed: RCU work in the kernel being measured, for a text
+/// report that never shows it.
+pub fn record_only_if(needed: bool) {
+    RECORDED.store(needed, Ordering::Relaxed);
+}
+
+/// The running kernel's environment, if this run records it (`record_only_if`); `attached`
+/// is how each probe was hooked.
+pub fn current(attached: &[(Probe, Method)]) -> Option<Environment> {
+    RECORDED
+        .load(Ordering::Relaxed)
+        .then(|| read_current(attached))
+}
+
+fn read_current(attached: &[(Probe, Method)]) -> Environment {
     let release = read_trimmed("/proc/sys/kernel/osrelease").unwrap_or_default();
     let version = read_trimmed("/proc/sys/kernel/version").unwrap_or_default();
     let preemption = read_trimmed("/sys/kernel/debug/sched/preempt")

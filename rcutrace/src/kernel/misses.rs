@@ -1,65 +1,66 @@
 //! How many probe hits the kernel skipped for rcutrace's programs: each program's
 //! `recursion_misses` (the program was already running on that CPU, or another BPF program
-//! was), as the kernel reports it in the fdinfo of the program file descriptors we hold.
+//! was), as the kernel reports it for the program file descriptors we hold.
 //!
-//! Kprobe links also carry a `missed` count (6.7+), but querying it with
+//! Asked of each program with BPF_OBJ_GET_INFO_BY_FD (aya 0.14 reads that information but does
+//! not expose this field), not read from /proc/self/fdinfo: every /proc/self entry looked up
+//! stays cached until the process is reaped, and the kernel frees each through call_rcu()
+//! then (some two hundred per run for the fd and fdinfo entries), RCU work the measurement
+//! itself would cause.
+//!
+//! Kprobe links also carry a `missed` count (6.7+), but querying a kprobe link with
 //! BPF_OBJ_GET_INFO_BY_FD crashed Debian's 6.12 kernel (NULL pointer call) under load, so
 //! rcutrace never asks: returns lost to kretprobe limits are detected by the eBPF programs.
 
-use std::{collections::HashMap, fs, os::fd::RawFd};
+use std::{collections::HashMap, os::fd::BorrowedFd};
 
-/// Skipped hits by program id.
-pub fn missed_by_program_id() -> HashMap<u32, u64> {
+use aya_obj::generated::{bpf_attr, bpf_cmd, bpf_prog_info};
+
+/// Skipped hits by program id, for the programs behind `programs`.
+pub fn missed_by_program_id<'a>(
+    programs: impl IntoIterator<Item = BorrowedFd<'a>>,
+) -> HashMap<u32, u64> {
     let mut missed = HashMap::new();
-    let Ok(entries) = fs::read_dir("/proc/self/fd") else {
-        return missed;
-    };
-    for entry in entries.flatten() {
-        let Some(fd) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<RawFd>().ok())
-        else {
-            continue;
-        };
-        let Ok(target) = fs::read_link(entry.path()) else {
-            continue;
-        };
-        if !target.to_string_lossy().contains("bpf-prog") {
-            continue;
+    for program in programs {
+        if let Some(info) = program_info(program) {
+            *missed.entry(info.id).or_insert(0) += info.recursion_misses;
         }
-        let Ok(fdinfo) = fs::read_to_string(format!("/proc/self/fdinfo/{fd}")) else {
-            continue;
-        };
-        let fields = parse_fdinfo(&fdinfo);
-        let Some(prog_id) = fields.get("prog_id").and_then(|v| v.parse::<u32>().ok()) else {
-            continue;
-        };
-        let skipped: u64 = fields
-            .get("recursion_misses")
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0);
-        *missed.entry(prog_id).or_insert(0) += skipped;
     }
     missed
 }
 
-fn parse_fdinfo(text: &str) -> HashMap<&str, &str> {
-    text.lines()
-        .filter_map(|line| line.split_once(':'))
-        .map(|(key, value)| (key.trim(), value.trim()))
-        .collect()
+/// The kernel's information about a program, or `None` if it would not say.
+fn program_info(program: BorrowedFd<'_>) -> Option<bpf_prog_info> {
+    use std::os::fd::AsRawFd as _;
+    // SAFETY: both are plain C structs, for which all zeroes are valid.
+    let mut info: bpf_prog_info = unsafe { std::mem::zeroed() };
+    let mut attr: bpf_attr = unsafe { std::mem::zeroed() };
+    attr.info.bpf_fd = program.as_raw_fd() as u32;
+    attr.info.info_len = std::mem::size_of::<bpf_prog_info>() as u32;
+    attr.info.info = &mut info as *mut bpf_prog_info as u64;
+    // SAFETY: the kernel writes at most `info_len` bytes to `info`, which outlives the call;
+    // a kernel with a smaller struct writes less and leaves the rest zero.
+    let result = unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            bpf_cmd::BPF_OBJ_GET_INFO_BY_FD as libc::c_long,
+            &mut attr as *mut bpf_attr,
+            std::mem::size_of::<bpf_attr>() as u32,
+        )
+    };
+    (result == 0).then_some(info)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::fd::AsFd as _;
 
+    /// A descriptor that is not a BPF program gives no answer rather than a wrong one.
     #[test]
-    fn fdinfo_fields() {
-        let text = "pos:\t0\nflags:\t02000002\nprog_type:\t2\nprog_id:\t42\nrecursion_misses:\t7\n";
-        let fields = parse_fdinfo(text);
-        assert_eq!(fields["prog_id"], "42");
-        assert_eq!(fields["recursion_misses"], "7");
+    fn a_non_program_gives_nothing() {
+        let file = std::fs::File::open("/dev/null").unwrap();
+        assert!(program_info(file.as_fd()).is_none());
+        assert!(missed_by_program_id([file.as_fd()]).is_empty());
     }
 }

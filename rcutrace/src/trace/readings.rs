@@ -48,7 +48,7 @@ impl Reading {
         Ok(Reading {
             arrays,
             keyed,
-            missed: crate::kernel::misses::missed_by_program_id(),
+            missed: tracer.missed_by_program_id(),
         })
     }
 

@@ -7,7 +7,8 @@ use anyhow::{Context as _, Result, anyhow, bail};
 use aya::{
     Btf, Ebpf, EbpfLoader, Pod,
     maps::{Array, HashMap as BpfHashMap, Map, MapData, PerCpuArray, PerCpuHashMap, RingBuf},
-    programs::{FEntry, FExit, KProbe, Program, TracePoint, kprobe::KProbeLinkId},
+    programs::{FEntry, FExit, KProbe, Program, ProgramError, TracePoint, kprobe::KProbeLinkId},
+    sys::SyscallError,
 };
 
 use rcutrace_common::{
@@ -16,7 +17,7 @@ use rcutrace_common::{
 };
 
 use crate::{
-    kernel::btf,
+    kernel::{self, btf},
     trace::probes::{AttachChoice, Keys, Method, Probe, plan},
 };
 
@@ -39,7 +40,8 @@ pub enum Constant {
 #[derive(Debug)]
 pub enum Attachment {
     Attached(Method),
-    /// The function is not in /proc/kallsyms on this kernel (absent or inlined).
+    /// The function is not in /proc/kallsyms on this kernel (absent or inlined): the kernel
+    /// found no such symbol for its kprobe, or /proc/kallsyms has none.
     Missing,
     /// Every planned method failed; what the kernel said to each.
     Failed(Vec<(Method, String)>),
@@ -97,9 +99,11 @@ impl Tracer {
         })
     }
 
-    /// Attaches each of `probes` with the first planned method that works. `Failed` may still
+    /// Attaches each of `probes` with the first planned method that works. A probe is
+    /// `Missing` when the kernel said so on the way: its kprobe found no such symbol and, where
+    /// the BTF was read for its trampoline, the BTF has no such function. `Failed` may still
     /// mean the function does not exist: the caller checks /proc/kallsyms only then, since
-    /// producing it is slow.
+    /// reading it is slow (a fifth of a second and more).
     pub fn attach(
         &mut self,
         probes: &[Probe],
@@ -132,6 +136,7 @@ impl Tracer {
         targets: &mut TrampolineTargets,
     ) -> Attachment {
         let mut failures = Vec::new();
+        let mut no_such_symbol = false;
         for (method, program) in plan(probe, choice, keys) {
             match self.attach_one(method, &program, probe.function, targets) {
                 Ok(link) => {
@@ -150,9 +155,13 @@ impl Tracer {
                 }
                 Err(e) => {
                     log::info!("{}: {method} failed: {e:#}", probe.function);
+                    no_such_symbol |= kprobe_found_no_symbol(&e);
                     failures.push((method, format!("{e:#}")));
                 }
             }
+        }
+        if no_such_symbol && !targets.has_function(probe.function) {
+            return Attachment::Missing;
         }
         Attachment::Failed(failures)
     }
@@ -235,6 +244,26 @@ impl Tracer {
     fn program_id(&self, program: &str) -> Option<u32> {
         let info = self.ebpf.program(program)?.info();
         info.map(|info| info.id()).ok()
+    }
+
+    /// Skipped hits by program id, for every program loaded.
+    pub fn missed_by_program_id(&self) -> HashMap<u32, u64> {
+        use std::os::fd::AsFd as _;
+        let loaded: Vec<_> = self
+            .ebpf
+            .programs()
+            .filter_map(|(_, program)| program.fd().ok())
+            .collect();
+        let missed = kernel::misses::missed_by_program_id(loaded.iter().map(|fd| fd.as_fd()));
+        if missed.len() < loaded.len() {
+            log::warn!(
+                "the kernel gave the skipped hits of {} of {} programs",
+                missed.len(),
+                loaded.len()
+            );
+        }
+        log::debug!("skipped hits by program id: {missed:?}");
+        missed
     }
 
     /// Kernel ids of the programs serving `probes` (their skipped hits are counted by id).
@@ -370,19 +399,54 @@ impl Tracer {
 /// for all of them on the first trampoline's need and dropped after the attach.
 struct TrampolineTargets<'a> {
     functions: Vec<&'a str>,
-    btf: Option<std::result::Result<Btf, String>>,
+    btf: Option<std::result::Result<KernelFunctions, String>>,
+}
+
+/// What the BTF pass found: the ids of the functions looked for, and aya's `Btf` of them.
+struct KernelFunctions {
+    ids: HashMap<String, u32>,
+    btf: Btf,
 }
 
 impl TrampolineTargets<'_> {
     fn btf(&mut self) -> Result<&Btf> {
         let functions = &self.functions;
-        let btf = self.btf.get_or_insert_with(|| {
+        let found = self.btf.get_or_insert_with(|| {
             btf::function_ids(functions)
-                .map(|ids| btf::btf_of(&ids))
+                .map(|ids| KernelFunctions {
+                    btf: btf::btf_of(&ids),
+                    ids,
+                })
                 .map_err(|e| format!("{e:#}"))
         });
-        btf.as_ref().map_err(|e| anyhow!(e.clone()))
+        found
+            .as_ref()
+            .map(|found| &found.btf)
+            .map_err(|e| anyhow!(e.clone()))
     }
+
+    /// Whether `function` may exist as far as the BTF pass knows: `false` only when the pass
+    /// read the BTF for it and found no such function.
+    fn has_function(&self, function: &str) -> bool {
+        match &self.btf {
+            Some(Ok(found)) if self.functions.contains(&function) => {
+                found.ids.contains_key(function)
+            }
+            _ => true,
+        }
+    }
+}
+
+/// Whether a kprobe's attach failed because the kernel has no symbol of that name: creating
+/// the kprobe event (`perf_event_open`) returns ENOENT when the kernel's own symbol lookup,
+/// the one /proc/kallsyms shows, finds nothing. (An ENOENT from opening the kprobe event
+/// source's files means no kprobes at all, and is another error.)
+fn kprobe_found_no_symbol(error: &anyhow::Error) -> bool {
+    matches!(
+        error.downcast_ref::<ProgramError>(),
+        Some(ProgramError::SyscallError(SyscallError { call: "perf_event_open", io_error }))
+            if io_error.raw_os_error() == Some(libc::ENOENT)
+    )
 }
 
 /// A per-CPU counter's total (counters wrap; so do their differences).
@@ -439,5 +503,66 @@ impl fmt::Debug for Tracer {
         f.debug_struct("Tracer")
             .field("maps", &self.maps.keys().collect::<Vec<_>>())
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn syscall_error(call: &'static str, errno: i32) -> anyhow::Error {
+        let error = ProgramError::from(SyscallError {
+            call,
+            io_error: std::io::Error::from_raw_os_error(errno),
+        });
+        anyhow::Error::from(error).context("attaching")
+    }
+
+    /// Only the kprobe event's own creation failing with ENOENT says the symbol is absent.
+    #[test]
+    fn no_such_symbol_is_told_from_other_failures() {
+        assert!(kprobe_found_no_symbol(&syscall_error(
+            "perf_event_open",
+            libc::ENOENT
+        )));
+        assert!(!kprobe_found_no_symbol(&syscall_error(
+            "perf_event_open",
+            libc::EINVAL
+        )));
+        assert!(!kprobe_found_no_symbol(&syscall_error(
+            "bpf_prog_load",
+            libc::ENOENT
+        )));
+        // No kprobe event source at all (the file aya reads first is missing).
+        let no_kprobes = anyhow::Error::from(std::io::Error::from_raw_os_error(libc::ENOENT))
+            .context("attaching");
+        assert!(!kprobe_found_no_symbol(&no_kprobes));
+    }
+
+    /// The BTF pass rules a function out only when it looked for it and did not find it.
+    #[test]
+    fn btf_rules_out_only_what_it_looked_for() {
+        let ids = HashMap::from([("call_rcu".to_string(), 7)]);
+        let targets = TrampolineTargets {
+            functions: vec!["call_rcu", "call_rcu_hurry"],
+            btf: Some(Ok(KernelFunctions {
+                btf: btf::btf_of(&ids),
+                ids,
+            })),
+        };
+        assert!(targets.has_function("call_rcu"));
+        assert!(!targets.has_function("call_rcu_hurry"));
+        // Not looked for: a kprobe-only probe.
+        assert!(targets.has_function("__rcu_read_lock"));
+        let unread = TrampolineTargets {
+            functions: vec!["call_rcu_hurry"],
+            btf: None,
+        };
+        assert!(unread.has_function("call_rcu_hurry"));
+        let failed = TrampolineTargets {
+            functions: vec!["call_rcu_hurry"],
+            btf: Some(Err("no BTF".into())),
+        };
+        assert!(failed.has_function("call_rcu_hurry"));
     }
 }

@@ -3,11 +3,13 @@
 //!
 //! One job per file: `run` boots the guest and runs the driver, `sample` is the line format
 //! both ends share (metrics, configurations), `floor` the empty programs that measure each
-//! attach mechanism's own cost, `stats` the median, `table` the rows and their targets,
+//! attach mechanism's own cost, `footprint` the RCU work a tracer's start and exit cause,
+//! `stats` the median, `table` the rows and their targets,
 //! `prose` BENCHMARKS.md around the table, `date` its date stamp.
 
 mod date;
 pub mod floor;
+pub mod footprint;
 mod prose;
 mod run;
 pub mod sample;
@@ -40,6 +42,10 @@ pub const SAMPLE_READERS: &str = "100/2000";
 /// the work (as on most machines), so that the probe slowing the readers it samples barely
 /// changes the load.
 pub const PACED_WORK: Duration = Duration::from_micros(200);
+
+/// Pause before launching a tracer (the kernel may still be freeing the last one's probes) and
+/// between attaching and the timed work (so a tracer's own start-up tail is not timed).
+pub const SETTLE: Duration = Duration::from_millis(300);
 
 /// Untimed membarrier() calls before a timed loop: the first calls after a probe is patched in
 /// pay for emulating freshly changed code, which is the emulator's cost, not the probe's.
@@ -96,8 +102,13 @@ impl Sizes {
         let launches = readers + updaters - 2 + 3;
         // The always-on commands: a window each, on the idle guest and under the load.
         let watches = (Watcher::ALL.len() * Load::ALL.len()) as u64;
+        // The footprints: an idle window and a run of each command under both tracers, each
+        // up to ~20 s with its tail, and the referee's own start.
+        let footprints = footprint::IDLE_WINDOW
+            + Duration::from_secs(30 + 2 * footprint::Footprinted::ALL.len() as u64 * 20);
         let rep = loops(readers, updaters)
-            + Duration::from_secs((6 + watches) * self.window_secs + 10 * (launches + watches + 2));
+            + Duration::from_secs((6 + watches) * self.window_secs + 10 * (launches + watches + 2))
+            + footprints;
         // The bpf_stats pass: every tracer once.
         let stats = loops(readers - 1, updaters - 1) + Duration::from_secs(10 * launches);
         (rep * self.reps + stats) * 3 + Duration::from_secs(180)

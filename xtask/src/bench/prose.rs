@@ -4,11 +4,11 @@
 
 use std::fmt::Write as _;
 
-use super::floor;
 use super::run::Outcome;
 use super::sample::{Config, Job, Load, Metric, Tracer, Watcher};
 use super::table::{self, Row, RowId, Summary};
 use super::{BPFTRACE_COUNT, BPFTRACE_SRLAT, MEMBARRIER_WARMUP, PACED_WORK, SAMPLE_READERS};
+use super::{floor, footprint};
 
 const HEADER: &str = include_str!("prose/header.md");
 const WHAT_WAS_RUN: &str = include_str!("prose/what_was_run.md");
@@ -20,6 +20,7 @@ const GAP_RSS: &str = include_str!("prose/gap_rss.md");
 const GAP_CPU: &str = include_str!("prose/gap_cpu.md");
 const GAP_SAMPLED: &str = include_str!("prose/gap_sampled.md");
 const WATCH: &str = include_str!("prose/watch.md");
+const FOOTPRINT: &str = include_str!("prose/footprint.md");
 
 /// `template` with every `{name}` replaced by its value; values are not scanned again.
 fn fill(template: &str, fields: &[(&str, String)]) -> String {
@@ -82,6 +83,7 @@ pub fn benchmarks_md(outcome: &Outcome, command: &str, date: &str) -> String {
     md.push_str(&summary.targets());
     md.push_str(&gap_notes(summary));
     md.push_str(&watch_notes(summary));
+    md.push_str(&footprint_notes(outcome));
     let paced_calls = summary.get(Metric::PacedCallsPerS, Config::Under(Tracer::RCUTRACE));
     md.push_str(&fill(
         WHAT_WAS_RUN,
@@ -123,6 +125,55 @@ pub fn benchmarks_md(outcome: &Outcome, command: &str, date: &str) -> String {
         md.push_str("```\n");
     }
     md
+}
+
+/// How the footprint rows were measured, and each run's calls by function.
+fn footprint_notes(outcome: &Outcome) -> String {
+    let after = |prefix: &str| -> Vec<&str> {
+        outcome
+            .info
+            .iter()
+            .filter_map(|l| l.strip_prefix(prefix))
+            .collect()
+    };
+    let hooks = after("footprint-referee hooks ");
+    let referee_hooks = hooks.last().map_or("?".to_string(), |h| {
+        h.split_whitespace()
+            .map(|f| format!("`{f}`"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    });
+    // The last repetition's line of each run.
+    let mut runs: Vec<(String, String)> = Vec::new();
+    for line in after("footprint ") {
+        let Some((config, rest)) = line.split_once(' ') else {
+            continue;
+        };
+        let rest = format!("window {rest}");
+        match runs.iter_mut().find(|(c, _)| c == config) {
+            Some(run) => run.1 = rest,
+            None => runs.push((config.to_string(), rest)),
+        }
+    }
+    if runs.is_empty() {
+        return String::new();
+    }
+    fill(
+        FOOTPRINT,
+        &[
+            ("referee_hooks", referee_hooks),
+            ("tail", footprint::TAIL.as_secs().to_string()),
+            ("idle", footprint::IDLE_WINDOW.as_secs().to_string()),
+            ("settle", super::SETTLE.as_millis().to_string()),
+            (
+                "runs",
+                runs.iter()
+                    .map(|(config, rest)| format!("{config}: {rest}"))
+                    .collect::<Vec<_>>()
+                    .join("\n"),
+            ),
+        ],
+    )
 }
 
 /// The empty-program scripts the floor configurations ran, in the order they run.
@@ -467,6 +518,9 @@ mod tests {
                 "bpftrace bpftrace v0.17.0".into(),
                 "attach rcutrace-count [INFO rcutrace::tracer] __rcu_read_lock: attached by kprobe"
                     .into(),
+                "footprint-referee hooks call_rcu rcu_gp_init".into(),
+                "footprint rcutrace-footprint-count 9.0s call_rcu=400".into(),
+                "footprint rcutrace-footprint-count 8.5s call_rcu=70 rcu_gp_init=3".into(),
             ],
             summary: Summary::new(&Samples::parse(&all_targets_missed()), Sizes::FULL),
             elapsed: Duration::from_secs(300),
@@ -509,6 +563,17 @@ mod tests {
             assert!(md.contains(note), "{note}\n{md}");
         }
         assert!(md.contains("__rcu_read_lock: attached by kprobe"), "{md}");
+        // The footprint's method, and the last repetition's calls of each run.
+        assert!(
+            md.contains("every call of `call_rcu`, `rcu_gp_init` (kprobes"),
+            "{md}"
+        );
+        assert!(
+            md.contains(
+                "```\nrcutrace-footprint-count: window 8.5s call_rcu=70 rcu_gp_init=3\n```"
+            ),
+            "{md}"
+        );
     }
 
     #[test]

@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 
 pub use super::floor::Mechanism;
+pub use super::footprint::{Family, Footprinted};
 use super::stats::median;
 
 /// Everything the guest driver measures.
@@ -68,10 +69,13 @@ pub enum Metric {
     SwitchesPerS,
     /// Times per second of the window the tracer's threads were put on a CPU (schedstat).
     TracerRunsPerS,
+    /// The calls of one family of RCU functions that one run of a tracer caused, by its start
+    /// and exit (see `footprint`).
+    Footprint(Family),
 }
 
 impl Metric {
-    pub const ALL: [Metric; 27] = [
+    pub const ALL: [Metric; 31] = [
         Metric::GetppidNs,
         Metric::EventsPerCall,
         Metric::MembarrierWallNs,
@@ -99,6 +103,10 @@ impl Metric {
         Metric::ProgramRunsPerS,
         Metric::SwitchesPerS,
         Metric::TracerRunsPerS,
+        Metric::Footprint(Family::Queued),
+        Metric::Footprint(Family::Kvfree),
+        Metric::Footprint(Family::Waits),
+        Metric::Footprint(Family::GracePeriods),
     ];
 
     pub fn name(self) -> &'static str {
@@ -130,6 +138,10 @@ impl Metric {
             Metric::ProgramRunsPerS => "program_runs_per_s",
             Metric::SwitchesPerS => "switches_per_s",
             Metric::TracerRunsPerS => "tracer_runs_per_s",
+            Metric::Footprint(Family::Queued) => "footprint_queued",
+            Metric::Footprint(Family::Kvfree) => "footprint_kvfree",
+            Metric::Footprint(Family::Waits) => "footprint_waits",
+            Metric::Footprint(Family::GracePeriods) => "footprint_grace_periods",
         }
     }
 
@@ -305,6 +317,9 @@ pub enum Config {
     /// An always-on command watching the guest under a load: its added CPU; its start-up on
     /// the idle guest, its peak RSS under the load.
     Watching(Watcher, Load),
+    /// One run of a command, from launch to exit, for its footprint: rcutrace, or bpftrace
+    /// hooking what rcutrace hooked.
+    Footprint(Tracer, Footprinted),
     /// A fact about the kernel.
     Kernel,
 }
@@ -317,6 +332,9 @@ impl Config {
             Config::Running(tracer, job) => format!("{}-{}", tracer.name(), job.name()),
             Config::Watching(watcher, load) => {
                 format!("rcutrace-{}-{}", watcher.name(), load.name())
+            }
+            Config::Footprint(tracer, command) => {
+                format!("{}-footprint-{}", tracer.name(), command.name())
             }
             Config::Kernel => "kernel".into(),
         }
@@ -332,6 +350,9 @@ impl Config {
         }
         for watcher in Watcher::ALL {
             all.extend(Load::ALL.map(|load| Config::Watching(watcher, load)));
+        }
+        for tracer in [Tracer::RCUTRACE, Tracer::Bpftrace] {
+            all.extend(Footprinted::ALL.map(|command| Config::Footprint(tracer, command)));
         }
         all
     }

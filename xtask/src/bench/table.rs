@@ -5,7 +5,9 @@
 use std::fmt::Write as _;
 
 use super::floor::Mechanism;
-use super::sample::{Attach, Config, Job, Load, Metric, Samples, Tracer, Watcher};
+use super::sample::{
+    Attach, Config, Family, Footprinted, Job, Load, Metric, Samples, Tracer, Watcher,
+};
 use super::{SAMPLE_READERS, Sizes};
 
 /// Every row of the table, in order; rows are found by this, never by their label.
@@ -49,6 +51,9 @@ pub enum RowId {
     WatchPerSwitch(Watcher, Load),
     StartupStall,
     RssStall,
+    /// The calls of one family of RCU functions that one run of a command causes by its start
+    /// and exit: rcutrace's, and bpftrace's hooking the same functions the same way.
+    Footprint(Footprinted, Family),
 }
 
 impl RowId {
@@ -127,6 +132,11 @@ impl RowId {
                 "Start-up to attached, stall (ms; bpftrace: its count, the target's basis)".into()
             }
             RowId::RssStall => "Peak RSS, stall (MiB)".into(),
+            RowId::Footprint(command, family) => format!(
+                "Footprint of one `{}` run: {} (calls its start and exit cause)",
+                command.name(),
+                family.label()
+            ),
         }
     }
 }
@@ -160,6 +170,13 @@ fn rcutrace_attach(mechanism: Mechanism) -> Option<Attach> {
 pub const STARTUP_RATIO: f64 = 0.15;
 /// Peak RSS, at most this many MiB.
 pub const RSS_MIB: f64 = 10.0;
+/// A footprint this close to bpftrace's (or to zero) meets its target: the idle guest's own
+/// calls, taken away as a rate, leave about this much either way.
+pub const FOOTPRINT_NOISE: f64 = 2.0;
+/// Nor does a footprint within this share of bpftrace's miss it: the kthreads batch the work of
+/// the same hooks differently from one run to the next (the waits of rcutrace's and bpftrace's
+/// runs with the same hooks differed by up to this much on 6.12).
+pub const FOOTPRINT_SPREAD: f64 = 0.05;
 
 /// What a target judges.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -340,6 +357,24 @@ impl Row {
             text,
             judged: Judged::RcutraceValue,
             met: self.rcutrace.is_some_and(|v| v <= limit),
+        });
+        self
+    }
+
+    /// rcutrace's footprint must be at most bpftrace's, give or take the spread of what neither
+    /// controls (a figure within it of zero is at most anything).
+    fn footprint_target(mut self) -> Self {
+        let met = match (self.rcutrace, self.bpftrace) {
+            (Some(r), Some(b)) => {
+                let b = b.max(0.0);
+                r <= b + FOOTPRINT_NOISE.max(b * FOOTPRINT_SPREAD)
+            }
+            _ => false,
+        };
+        self.target = Some(Target {
+            text: "rcutrace ≤ bpftrace (± 5 %)",
+            judged: Judged::RcutraceValue,
+            met,
         });
         self
     }
@@ -546,6 +581,23 @@ impl Summary {
                 )
                 .rcutrace_at_most(RSS_MIB, "rcutrace ≤ 10 MiB"),
         ]);
+        let footprint = |tracer, command, family| {
+            m(
+                Metric::Footprint(family),
+                Config::Footprint(tracer, command),
+            )
+        };
+        for command in Footprinted::ALL {
+            rows.extend(Family::ALL.map(|family| {
+                row(RowId::Footprint(command, family), 0)
+                    .traced((
+                        footprint(RCUTRACE, command, family),
+                        footprint(Bpftrace, command, family),
+                    ))
+                    .with_ratio_of_added()
+                    .footprint_target()
+            }));
+        }
         Summary {
             sizes,
             rows,
@@ -719,7 +771,51 @@ sample bogus line
 ";
 
     fn summary() -> Summary {
-        Summary::new(&Samples::parse(SAMPLES), Sizes::FULL)
+        let mut samples = Samples::parse(SAMPLES);
+        for command in Footprinted::ALL {
+            for family in Family::ALL {
+                let (rcutrace, bpftrace) = match (command, family) {
+                    (Footprinted::Count, Family::Queued) => (300.0, 100.0),
+                    (Footprinted::Gp, Family::GracePeriods) => (1.5, -0.5),
+                    _ => (10.0, 20.0),
+                };
+                for (tracer, value) in [(RCUTRACE, rcutrace), (Bpftrace, bpftrace)] {
+                    samples.add(super::super::sample::Sample {
+                        metric: Metric::Footprint(family),
+                        config: Config::Footprint(tracer, command),
+                        value,
+                    });
+                }
+            }
+        }
+        Summary::new(&samples, Sizes::FULL)
+    }
+
+    #[test]
+    fn footprint_rows_and_targets() {
+        let summary = summary();
+        let row = |command, family| summary.row(RowId::Footprint(command, family)).unwrap();
+        let queued = row(Footprinted::Count, Family::Queued);
+        assert_eq!(
+            (queued.rcutrace, queued.bpftrace),
+            (Some(300.0), Some(100.0))
+        );
+        assert_eq!(queued.ratio, Some(3.0));
+        assert!(queued.misses_target());
+        assert!(!row(Footprinted::Srlat, Family::Waits).misses_target());
+        // Within the idle guest's noise of zero: met, and no ratio of noise.
+        let gps = row(Footprinted::Gp, Family::GracePeriods);
+        assert!(!gps.misses_target());
+        assert_eq!(gps.ratio, None);
+        let table = summary.table();
+        assert!(
+            table.contains(
+                "| Footprint of one `count` run: callbacks queued (`call_rcu` family, \
+                 `call_srcu`) (calls its start and exit cause) |  |  | 300 | 100 | 3.000 \
+                 | rcutrace ≤ bpftrace (± 5 %) | **no** |"
+            ),
+            "{table}"
+        );
     }
 
     #[test]
@@ -799,7 +895,8 @@ sample bogus line
             "{table}"
         );
         let targets = summary.targets();
-        assert_eq!(targets.lines().count(), 13, "{targets}");
+        // 13, and one per footprint row.
+        assert_eq!(targets.lines().count(), 13 + 20, "{targets}");
         assert!(
             targets
                 .contains("share of the whole count run (%): 0.29 %, target rcutrace < 1 %: met"),

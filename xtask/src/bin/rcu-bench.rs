@@ -10,10 +10,15 @@ use std::sync::mpsc;
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
+use std::sync::Mutex;
+
 use xtask::bench::floor::{self, Hook, Mechanism};
+use xtask::bench::footprint::{self, Family, Footprinted};
 use xtask::bench::sample::{Attach, Config, Job, Load, Metric, Sample, Tracer, Watcher};
 use xtask::bench::stats::median;
-use xtask::bench::{BPFTRACE_COUNT, BPFTRACE_SRLAT, MEMBARRIER_WARMUP, PACED_WORK, SAMPLE_READERS};
+use xtask::bench::{
+    BPFTRACE_COUNT, BPFTRACE_SRLAT, MEMBARRIER_WARMUP, PACED_WORK, SAMPLE_READERS, SETTLE,
+};
 use xtask::guest::{online_cpus, sys_getppid};
 
 const USAGE: &str = "\
@@ -33,7 +38,11 @@ synchronize_rcu() latency script and empty programs on synchronize_rcu()'s entry
 then each tracer's count for SECS seconds under a getppid() load, for its CPU time;
 then `rcutrace gp --secs 0` and `rcutrace stall`, each for SECS seconds on the idle guest and
 under the getppid() load, with /proc/sys/kernel/bpf_stats_enabled set: the CPU each adds (its
-threads' time on a CPU and its BPF programs' run time), per second and per context switch.
+threads' time on a CPU and its BPF programs' run time), per second and per context switch;
+then the footprint of count, srlat, callbacks, gp and stall: the RCU updater calls and grace
+periods one run of each causes by its start and exit, counted by a bpftrace referee (kprobes
+on every RCU updater function the kernel has) less the idle guest's own rate, for rcutrace and
+for bpftrace hooking what rcutrace hooked.
 A last pass with /proc/sys/kernel/bpf_stats_enabled set reads each one's BPF program time,
 checks that its programs ran for every timed call, and that rcutrace attached as expected.
 The empty programs are bpftrace scripts with empty blocks.
@@ -47,9 +56,6 @@ Defaults: --reps 5 --calls 1000000 --membarriers 100 --window 10
           --rcutrace /bin/rcutrace --bpftrace /usr/bin/bpftrace
 ";
 
-/// Pause before launching a tracer (the kernel may still be freeing the last one's probes) and
-/// between attaching and the timed work (so a tracer's own start-up tail is not timed).
-const SETTLE: Duration = Duration::from_millis(300);
 /// How long a tracer may take to print its banner and attach.
 const ATTACH_TIMEOUT: Duration = Duration::from_secs(120);
 /// How long a tracer may take to exit after SIGINT (it is asked again every few seconds).
@@ -192,6 +198,7 @@ fn bench(opts: &Options) -> Result<(), String> {
             });
         set_bpf_stats(false)?;
         watched?;
+        footprints(opts, rep, &tag)?;
     }
     set_bpf_stats(true)?;
     let result = program_times(opts);
@@ -795,11 +802,26 @@ fn launch(
 /// does not show it); with `record`, samples under `config` the time that took and the user
 /// CPU it used.
 fn spawn_attached(
+    cmd: Command,
+    config: Config,
+    wait_for: Option<Attachments>,
+    env: &[(&str, &str)],
+    record: bool,
+) -> Result<Running, String> {
+    spawn_until(cmd, config, wait_for, env, record, BANNER)
+}
+
+/// How rcutrace and bpftrace begin their output.
+const BANNER: &str = "Attaching ";
+
+/// `spawn_attached`, waiting for a line that starts with `ready` instead of the banner.
+fn spawn_until(
     mut cmd: Command,
     config: Config,
     wait_for: Option<Attachments>,
     env: &[(&str, &str)],
     record: bool,
+    ready: &'static str,
 ) -> Result<Running, String> {
     thread::sleep(SETTLE);
     let baseline = wait_for.map_or(0, |w| enabled_kprobes(w.function));
@@ -819,7 +841,7 @@ fn spawn_attached(
         let mut text = String::new();
         for line in BufReader::new(stdout).lines() {
             let Ok(line) = line else { break };
-            if line.starts_with("Attaching ") {
+            if line.starts_with(ready) {
                 let _ = banner_tx.send(Instant::now());
             }
             text.push_str(&line);
@@ -1222,5 +1244,246 @@ fn first_line_of(program: &str, arg: &str) -> String {
                 .to_string()
         }
         Err(e) => format!("(could not run {program}: {e})"),
+    }
+}
+
+/// The footprint of each command (see `xtask::bench::footprint`): an idle window for the
+/// guest's own rate, then each command's run under rcutrace and under bpftrace hooking what
+/// rcutrace hooked in that run, each in a window of its own, all counted by one referee.
+fn footprints(opts: &Options, rep: u32, tag: &str) -> Result<(), String> {
+    let mut referee = Referee::start(&opts.bpftrace)?;
+    let result = (|| {
+        let idle = referee.window(|| {
+            thread::sleep(footprint::IDLE_WINDOW);
+            Ok(())
+        })?;
+        progress(&format!(
+            "{tag} footprint: idle guest, {} per {:.1} s",
+            idle.describe(),
+            idle.elapsed.as_secs_f64()
+        ));
+        for command in rotated(&Footprinted::ALL, rep) {
+            let mut hooks = Vec::new();
+            let rcutrace = referee.window(|| {
+                let mut cmd = Command::new(&opts.rcutrace);
+                cmd.args(command.args());
+                let config = Config::Footprint(Tracer::RCUTRACE, command);
+                let running = spawn_attached(cmd, config, None, &[("RUST_LOG", "info")], false)?;
+                thread::sleep(SETTLE);
+                let done = running.stop()?;
+                hooks = footprint::attached_hooks(done.stderr.lines());
+                Ok(())
+            })?;
+            record_footprint(Tracer::RCUTRACE, command, &rcutrace, &idle, tag);
+            let script = footprint::mirror_script(&hooks).ok_or_else(|| {
+                format!(
+                    "rcutrace {}: no hooks bpftrace can mirror in its log",
+                    command.name()
+                )
+            })?;
+            let bpftrace = referee.window(|| {
+                let mut cmd = Command::new(&opts.bpftrace);
+                cmd.args(["-e", &script]);
+                let config = Config::Footprint(Tracer::Bpftrace, command);
+                // Not by reading its /proc/PID files: the kernel frees what that caches
+                // through call_rcu() when the process is reaped, which would count as its own.
+                let running =
+                    spawn_until(cmd, config, None, &[], false, footprint::MIRROR_ATTACHED)?;
+                thread::sleep(SETTLE);
+                running.stop()?;
+                Ok(())
+            })?;
+            record_footprint(Tracer::Bpftrace, command, &bpftrace, &idle, tag);
+        }
+        Ok(())
+    })();
+    let stopped = referee.stop();
+    result.and(stopped)
+}
+
+/// Samples one run's footprint: each family's calls in its window less the idle guest's over
+/// the same time; the calls of each function go to an `info` line.
+fn record_footprint(
+    tracer: Tracer,
+    command: Footprinted,
+    window: &RefereeWindow,
+    idle: &RefereeWindow,
+    tag: &str,
+) {
+    let config = Config::Footprint(tracer, command);
+    let mut figures = Vec::new();
+    for family in Family::ALL {
+        let idle_calls = footprint::idle_calls(idle.calls(family), idle.elapsed, window.elapsed);
+        let value = window.calls(family) as f64 - idle_calls;
+        sample(Metric::Footprint(family), config, value);
+        figures.push(format!("{} {value:.0}", Metric::Footprint(family).name()));
+    }
+    println!(
+        "info footprint {} {:.1}s {}",
+        config.name(),
+        window.elapsed.as_secs_f64(),
+        window.describe()
+    );
+    progress(&format!(
+        "{tag} footprint of {}: {} (in {:.1} s, less the idle rate)",
+        config.name(),
+        figures.join(", "),
+        window.elapsed.as_secs_f64()
+    ));
+}
+
+/// A bpftrace counting every RCU updater function the kernel has, by kprobes, and printing
+/// its totals whenever `sync()` is called.
+struct Referee {
+    child: Child,
+    output: Arc<Mutex<String>>,
+    reader: JoinHandle<()>,
+}
+
+/// What the referee counted between two of its totals.
+struct RefereeWindow {
+    before: HashMap<String, u64>,
+    after: HashMap<String, u64>,
+    elapsed: Duration,
+}
+
+impl RefereeWindow {
+    fn calls(&self, family: Family) -> u64 {
+        footprint::family_calls(family, &self.before, &self.after)
+    }
+
+    /// `function=calls` for each function called in the window.
+    fn describe(&self) -> String {
+        let mut calls: Vec<(&str, u64)> = Family::every_function()
+            .map(|f| {
+                let get = |t: &HashMap<String, u64>| t.get(f).copied().unwrap_or(0);
+                (f, get(&self.after).saturating_sub(get(&self.before)))
+            })
+            .filter(|(_, n)| *n > 0)
+            .collect();
+        calls.sort_by_key(|(_, n)| std::cmp::Reverse(*n));
+        calls
+            .iter()
+            .map(|(f, n)| format!("{f}={n}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+}
+
+impl Referee {
+    fn start(bpftrace: &str) -> Result<Self, String> {
+        let kallsyms = std::fs::read_to_string("/proc/kallsyms")
+            .map_err(|e| format!("reading /proc/kallsyms: {e}"))?;
+        let text: std::collections::HashSet<&str> = kallsyms
+            .lines()
+            .filter_map(|l| {
+                let mut fields = l.split_whitespace();
+                let (_, kind, name) = (fields.next()?, fields.next()?, fields.next()?);
+                (matches!(kind, "t" | "T") && fields.next().is_none()).then_some(name)
+            })
+            .collect();
+        let present: Vec<&str> = Family::every_function()
+            .filter(|f| text.contains(f))
+            .collect();
+        println!("info footprint-referee hooks {}", present.join(" "));
+        let mut child = Command::new(bpftrace)
+            .args(["-e", &footprint::referee_script(&present)])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .map_err(|e| format!("could not start the footprint referee: {e}"))?;
+        let output = Arc::new(Mutex::new(String::new()));
+        let stdout = child.stdout.take().expect("piped");
+        let reader = {
+            let output = Arc::clone(&output);
+            thread::spawn(move || {
+                for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                    let mut output = output.lock().unwrap_or_else(|e| e.into_inner());
+                    output.push_str(&line);
+                    output.push('\n');
+                }
+            })
+        };
+        let mut referee = Referee {
+            child,
+            output,
+            reader,
+        };
+        // Its first totals say all its probes are attached; then its own attaching settles.
+        let started = Instant::now();
+        while !referee.text().contains("Attaching ") {
+            if started.elapsed() > ATTACH_TIMEOUT {
+                let _ = referee.stop();
+                return Err("the footprint referee printed no banner".into());
+            }
+            thread::sleep(Duration::from_millis(50));
+        }
+        referee.totals()?;
+        thread::sleep(footprint::TAIL);
+        Ok(referee)
+    }
+
+    fn text(&self) -> String {
+        self.output
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Its totals so far: `sync()` makes it print them.
+    fn totals(&mut self) -> Result<HashMap<String, u64>, String> {
+        let marks = |text: &str| text.matches(footprint::END_OF_TOTALS).count();
+        let before = marks(&self.text());
+        let started = Instant::now();
+        let mut last_sync: Option<Instant> = None;
+        loop {
+            // Its sync probe may not be attached yet: ask again now and then.
+            if last_sync.is_none_or(|t| t.elapsed() > Duration::from_secs(2)) {
+                unsafe { libc::sync() };
+                last_sync = Some(Instant::now());
+            }
+            let text = self.text();
+            if marks(&text) > before {
+                return footprint::last_totals(&text)
+                    .ok_or_else(|| "the footprint referee's totals are unreadable".into());
+            }
+            if started.elapsed() > ATTACH_TIMEOUT {
+                return Err(format!(
+                    "the footprint referee printed no totals in {ATTACH_TIMEOUT:?}:\n{text}"
+                ));
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// What it counts while `run` runs and for `footprint::TAIL` after.
+    fn window(
+        &mut self,
+        run: impl FnOnce() -> Result<(), String>,
+    ) -> Result<RefereeWindow, String> {
+        let before = self.totals()?;
+        let started = Instant::now();
+        run()?;
+        thread::sleep(footprint::TAIL);
+        let after = self.totals()?;
+        Ok(RefereeWindow {
+            before,
+            after,
+            elapsed: started.elapsed(),
+        })
+    }
+
+    fn stop(mut self) -> Result<(), String> {
+        unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGINT) };
+        let status = self
+            .child
+            .wait()
+            .map_err(|e| format!("waiting for the footprint referee: {e}"))?;
+        let _ = self.reader.join();
+        if !status.success() {
+            return Err(format!("the footprint referee ended badly: {status}"));
+        }
+        Ok(())
     }
 }
