@@ -144,10 +144,16 @@ fn holdouts(series: &str) {
     assert_eq!(*pid, Some(writer), "{g:#?}");
     assert_eq!(comm.as_deref(), Some("rcu-workload"), "{g:#?}");
     assert_eq!(mode.as_deref(), Some("kernel"), "{g:#?}");
+    // The module's function is on the sampled stack, unless the tick landed in a retpoline
+    // thunk, from which the kernel's unwinder goes no further (seen on 6.1 and 6.12; vm_stall
+    // looks through every sample for the same reason).
     assert!(
         stack
             .iter()
-            .any(|f| f.starts_with("rcutrace_test_hold_spin")),
+            .any(|f| f.starts_with("rcutrace_test_hold_spin"))
+            || stack
+                .last()
+                .is_some_and(|f| f.starts_with("__x86_indirect_thunk")),
         "{g:#?}"
     );
     let s = summary(&records);
