@@ -29,6 +29,24 @@ pub fn default_thresholds(stall_timeout: Duration) -> Vec<Duration> {
     thresholds
 }
 
+/// How many of the (ascending) thresholds a grace period `age` old has passed.
+fn thresholds_passed(thresholds: &[Duration], age: Duration) -> usize {
+    thresholds.iter().take_while(|t| **t <= age).count()
+}
+
+/// How long after `now_ns` a grace period that began at `started_ns` passes the threshold
+/// after the first `passed` (at once if it already has); `None` past the last.
+fn next_threshold_in(
+    thresholds: &[Duration],
+    passed: usize,
+    started_ns: u64,
+    now_ns: u64,
+) -> Option<Duration> {
+    let next = thresholds.get(passed)?;
+    let due_ns = started_ns.saturating_add(next.as_nanos() as u64);
+    Some(Duration::from_nanos(due_ns.saturating_sub(now_ns)))
+}
+
 /// A CPU that has not reported its quiescent state for the grace period in progress.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HoldoutCpu {
@@ -99,7 +117,7 @@ impl StallWatch {
         let current = stream.waiting()?;
         let gp_seq = current.gp_seq?;
         let age = Duration::from_nanos(now_ns.saturating_sub(current.started_ns));
-        let passed = self.thresholds.iter().take_while(|t| **t <= age).count();
+        let passed = thresholds_passed(&self.thresholds, age);
         let warned = match self.warned {
             Some(w) if w.gp_seq == gp_seq => w,
             _ => Warned {
@@ -160,9 +178,7 @@ impl StallWatch {
             Some(w) if w.gp_seq == gp_seq => w.thresholds_passed,
             _ => 0,
         };
-        let next = self.thresholds.get(passed)?;
-        let due_ns = current.started_ns.saturating_add(next.as_nanos() as u64);
-        Some(Duration::from_nanos(due_ns.saturating_sub(now_ns)))
+        next_threshold_in(&self.thresholds, passed, current.started_ns, now_ns)
     }
 
     /// The longest the watch may wait between looks without warning late: a grace period
@@ -273,7 +289,7 @@ impl ExpeditedWatch {
             return None;
         }
         let age = Duration::from_nanos(now_ns.saturating_sub(state.since_ns));
-        let passed = self.thresholds.iter().take_while(|t| **t <= age).count();
+        let passed = thresholds_passed(&self.thresholds, age);
         let (already, warnings, first_ns) = match self.warned {
             Some((_, n, w, first)) => (n, w, first),
             None => (0, 0, now_ns),
@@ -304,9 +320,7 @@ impl ExpeditedWatch {
         if state.since_ns == 0 {
             return None;
         }
-        let next = self.thresholds.get(passed)?;
-        let due_ns = state.since_ns.saturating_add(next.as_nanos() as u64);
-        Some(Duration::from_nanos(due_ns.saturating_sub(now_ns)))
+        next_threshold_in(&self.thresholds, passed, state.since_ns, now_ns)
     }
 }
 
