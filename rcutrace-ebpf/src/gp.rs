@@ -5,9 +5,10 @@
 //! the tick and context-switch hooks, which run all the time, exit after a load or two unless
 //! a grace period is old or a reader is blocked.
 //!
-//! Every program here is a kprobe or kretprobe: these functions run in the scheduler, the
-//! tick and RCU's own core with locks held, and a BPF trampoline takes `rcu_read_lock()`
-//! itself. Kernel structures are read at offsets user space took from the kernel's BTF
+//! Every program here but the report's is a kprobe or kretprobe: these functions run in the
+//! scheduler, the tick and RCU's own core with locks held, and a BPF trampoline takes
+//! `rcu_read_lock()` itself (whose unlock, in `rcu_read_unlock_special()` or a context
+//! switch, would recurse). Kernel structures are read at offsets user space took from the kernel's BTF
 //! (aya builds no CO-RE relocations for Rust programs).
 
 use aya_ebpf::{
@@ -18,7 +19,7 @@ use aya_ebpf::{
     },
     macros::map,
     maps::{Array, HashMap, PerCpuArray},
-    programs::{ProbeContext, RetProbeContext, TracePointContext},
+    programs::{FEntryContext, ProbeContext, RetProbeContext, TracePointContext},
 };
 use rcutrace_common::{attribution::NO_STACK, gp::*};
 
@@ -203,44 +204,62 @@ program! {
     }
 }
 
+/// One quiescent-state report (`rcu_report_qs_rnp(mask, rnp, gps, flags)`, called with the
+/// node's lock held): the CPUs of `mask` still awaited are marked as reported, and sent.
+#[inline(always)]
+fn on_report<C: EbpfContext>(ctx: &C, mask: u64, node: u64, gps: u64) {
+    let Some(state) = state() else { return };
+    let gp_seq = unsafe { (*state).gp_seq };
+    // The kernel ignores a report for another grace period, or for CPUs already in.
+    if gps != gp_seq {
+        return;
+    }
+    let Some(awaited) = read::<u64>(node + u64::from(window::constant(&RCU_NODE_QSMASK))) else {
+        return;
+    };
+    let Some(first_cpu) = read::<i32>(node + u64::from(window::constant(&RCU_NODE_GRPLO))) else {
+        return;
+    };
+    let reported = mask & awaited;
+    if reported == 0 {
+        return;
+    }
+    let mut bits = reported;
+    let mut bit = 0u32;
+    while bit < 64 && bits != 0 {
+        if bits & 1 != 0
+            && let Some(cpu) = CPU_STATE.get_ptr_mut(first_cpu as u32 + bit)
+        {
+            unsafe { (*cpu).reported_gp_seq = gp_seq };
+        }
+        bits >>= 1;
+        bit += 1;
+    }
+    if sending() {
+        send(ctx, EVENT_REPORT, reported, first_cpu as u64, false);
+    }
+}
+
 program! {
     kprobe fn gp_report_kprobe(ctx: ProbeContext) -> u32 {
-        // rcu_report_qs_rnp(mask, rnp, gps, flags), called with rnp->lock held.
-        let (Some(mask), Some(node), Some(gps)) =
+        if let (Some(mask), Some(node), Some(gps)) =
             (ctx.arg::<u64>(0), ctx.arg::<u64>(1), ctx.arg::<u64>(2))
-        else {
-            return 0;
-        };
-        let Some(state) = state() else { return 0 };
-        let gp_seq = unsafe { (*state).gp_seq };
-        // The kernel ignores a report for another grace period, or for CPUs already in.
-        if gps != gp_seq {
-            return 0;
+        {
+            on_report(&ctx, mask, node, gps);
         }
-        let Some(awaited) = read::<u64>(node + u64::from(window::constant(&RCU_NODE_QSMASK))) else {
-            return 0;
-        };
-        let Some(first_cpu) = read::<i32>(node + u64::from(window::constant(&RCU_NODE_GRPLO))) else {
-            return 0;
-        };
-        let reported = mask & awaited;
-        if reported == 0 {
-            return 0;
-        }
-        let mut bits = reported;
-        let mut bit = 0u32;
-        while bit < 64 && bits != 0 {
-            if bits & 1 != 0
-                && let Some(cpu) = CPU_STATE.get_ptr_mut(first_cpu as u32 + bit)
-            {
-                unsafe { (*cpu).reported_gp_seq = gp_seq };
-            }
-            bits >>= 1;
-            bit += 1;
-        }
-        if sending() {
-            send(&ctx, EVENT_REPORT, reported, first_cpu as u64, false);
-        }
+        0
+    }
+}
+
+// The report's one trampoline program, tried first: a kprobe is skipped whenever it fires
+// inside another kprobe's handler on its CPU (a softirq's report on the way out of an
+// interrupt that came in while one ran), and a report lost is a grace period whose last
+// holdout is unknown. A trampoline is skipped only inside itself, and its `rcu_read_lock()`
+// is harmless here: with the node's lock held and interrupts off, an unlock that finds
+// work to do defers it.
+program! {
+    fentry fn gp_report_fentry(ctx: FEntryContext) -> u32 {
+        on_report(&ctx, ctx.arg::<u64>(0), ctx.arg::<u64>(1), ctx.arg::<u64>(2));
         0
     }
 }

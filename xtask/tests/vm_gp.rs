@@ -52,6 +52,20 @@ fn assert_consistent(name: &str, run: &Run, records: &[Record]) {
         (s.grace_periods, s.grace_periods, true),
         "{name}: {check:#?}"
     );
+    // Every report seen: the report is hooked by trampoline, which a kprobe's handler
+    // running on the same CPU does not make the kernel skip.
+    let attach = records
+        .iter()
+        .find_map(|r| match r {
+            Record::Environment(e) => Some(&e.attach),
+            _ => None,
+        })
+        .expect("an environment record");
+    assert_eq!(
+        attach.get("rcu_report_qs_rnp").map(String::as_str),
+        Some("fentry"),
+        "{name}: {attach:?}"
+    );
     assert_eq!(s.without_report, 0, "{name}: {s:#?}");
     assert_eq!(
         (s.lost_events, s.kernel_reads_failed, s.incomplete),

@@ -91,6 +91,11 @@ pub struct Probe {
 /// `rcu_read_lock()`, so it recurses; 6.4+ refuse it, Debian's 6.1 hangs outright.
 const TRAMPOLINE_UNSAFE: &[&str] = &["__rcu_read_lock", "__rcu_read_unlock"];
 
+/// The grace-period hooks that also have a trampoline program (the others run where a
+/// trampoline's own `rcu_read_lock()` would recurse): the quiescent-state report, which a
+/// kprobe misses when it fires inside another kprobe's handler on the same CPU.
+const GP_TRAMPOLINE_HOOKS: &[&str] = &["report"];
+
 impl Probe {
     /// `(category, name)` where this probe is a tracepoint, written `category:name` in place
     /// of a function (no kernel function has a colon in its name).
@@ -131,7 +136,8 @@ impl Probe {
                 Some(format!("timed_{index}_{side}_{method}"))
             }
             Programs::Callbacks(hook) => Some(format!("callbacks_{hook}_{method}")),
-            Programs::GracePeriod(hook) => (!trampoline).then(|| format!("gp_{hook}_{method}")),
+            Programs::GracePeriod(hook) => (!trampoline || GP_TRAMPOLINE_HOOKS.contains(&hook))
+                .then(|| format!("gp_{hook}_{method}")),
             Programs::Stages(hook) => (!trampoline).then(|| format!("stages_{hook}_{method}")),
             Programs::OwnWork(hook) => {
                 (method == Method::Kprobe).then(|| format!("own_work_{hook}_kprobe"))
@@ -800,8 +806,11 @@ mod tests {
     }
 
     #[test]
-    fn grace_period_hooks_are_kprobes_whatever_is_asked() {
+    fn grace_period_hooks_are_kprobes_whatever_is_asked_but_the_report() {
         for probe in GRACE_PERIODS.in_attach_order() {
+            if probe == GRACE_PERIODS.report {
+                continue;
+            }
             for choice in [
                 AttachChoice::Auto,
                 AttachChoice::Fentry,
@@ -817,6 +826,14 @@ mod tests {
             let methods = plan_methods(&probe, AttachChoice::Auto);
             assert_eq!(methods.len(), 1, "{}", probe.function);
         }
+        // The report is hooked by trampoline where the kernel allows, else by kprobe.
+        assert_eq!(
+            plan(&GRACE_PERIODS.report, AttachChoice::Auto, Keys::Plain),
+            vec![
+                (Method::Fentry, "gp_report_fentry".to_string()),
+                (Method::Kprobe, "gp_report_kprobe".to_string())
+            ]
+        );
         assert_eq!(
             GRACE_PERIODS
                 .init_return
