@@ -665,6 +665,8 @@ struct Running {
     pid: libc::pid_t,
     launched: Instant,
     stdout: JoinHandle<String>,
+    /// Lines read from stdout so far.
+    stdout_lines: Arc<AtomicU64>,
     /// Each line with the time since launch it was read at.
     stderr: JoinHandle<Vec<(Duration, String)>>,
 }
@@ -837,10 +839,13 @@ fn spawn_until(
 
     let (banner_tx, banner_rx) = mpsc::channel();
     let stdout = child.stdout.take().expect("piped");
+    let stdout_lines = Arc::new(AtomicU64::new(0));
+    let lines_read = Arc::clone(&stdout_lines);
     let stdout = thread::spawn(move || {
         let mut text = String::new();
         for line in BufReader::new(stdout).lines() {
             let Ok(line) = line else { break };
+            lines_read.fetch_add(1, Ordering::Relaxed);
             if line.starts_with(ready) {
                 let _ = banner_tx.send(Instant::now());
             }
@@ -862,6 +867,7 @@ fn spawn_until(
         pid,
         launched,
         stdout,
+        stdout_lines,
         stderr,
     };
 
@@ -926,7 +932,8 @@ impl Running {
     /// SIGINT (as Ctrl-C would), then reaps the tracer with its resource usage.
     fn stop(self) -> Result<Finished, String> {
         let started = Instant::now();
-        let mut last_signal: Option<Instant> = None;
+        // When the last signal was sent, and the lines read from stdout by then.
+        let mut last_signal: Option<(Instant, u64)> = None;
         let mut status = 0;
         let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
         // Not wait4's ru_maxrss: the kernel records the old memory's high-water mark at exec,
@@ -938,15 +945,23 @@ impl Running {
             if let Some(kib) = peak_rss(self.pid) {
                 peak_rss_kib = Some(kib);
             }
-            // bpftrace 0.17 misses a SIGINT that lands while it is still setting up: ask again.
-            if last_signal.is_none_or(|t| t.elapsed() > Duration::from_secs(5)) {
-                let signal = if started.elapsed() > EXIT_TIMEOUT {
-                    libc::SIGKILL
-                } else {
-                    libc::SIGINT
-                };
+            // bpftrace 0.17 misses a SIGINT that lands while it is still setting up: ask again,
+            // unless it has printed anything since (it is exiting: a second SIGINT while it
+            // detaches, which takes seconds for a kfunc under emulation, kills it).
+            let lines = self.stdout_lines.load(Ordering::Relaxed);
+            let signal = match last_signal {
+                None => Some(libc::SIGINT),
+                Some(_) if started.elapsed() > EXIT_TIMEOUT => Some(libc::SIGKILL),
+                Some((at, lines_then))
+                    if at.elapsed() > Duration::from_secs(5) && lines == lines_then =>
+                {
+                    Some(libc::SIGINT)
+                }
+                Some(_) => None,
+            };
+            if let Some(signal) = signal {
                 unsafe { libc::kill(self.pid, signal) };
-                last_signal = Some(Instant::now());
+                last_signal = Some((Instant::now(), lines));
             }
             let reaped = unsafe { libc::wait4(self.pid, &mut status, libc::WNOHANG, &mut usage) };
             if reaped == self.pid {
