@@ -41,6 +41,13 @@ pub const EVENT_HOLDOUT_SAMPLE: u32 = 10;
 /// The kernel's own stall warning (the `rcu:rcu_stall_warning` tracepoint): `comm` holds
 /// the RCU flavour's name (`rcu_preempt`), `text` the message (`StallDetected`, ...).
 pub const EVENT_KERNEL_STALL_WARNING: u32 = 11;
+/// The grace period in progress (`value` 0) or the expedited one (`value` 1) just passed the
+/// age `STALL_WAKE_AFTER_NS` (`stall`'s first threshold), seen by the tick or a
+/// force-quiescent-state pass: the one event that wakes user space at once, so that the
+/// watch need not look every second to warn on time.
+pub const EVENT_STALL_WAKE: u32 = 12;
+pub const WAKE_NORMAL: u64 = 0;
+pub const WAKE_EXPEDITED: u64 = 1;
 
 /// What a CPU was doing when a tick sampled it.
 pub const MODE_KERNEL: u64 = 0;
@@ -83,6 +90,8 @@ pub struct GpState {
     pub gp_seq: u64,
     /// When the wait for quiescent states began (`rcu_gp_init()` returned); 0 while none.
     pub waiting_since_ns: u64,
+    /// The `gp_seq` user space was last woken for (`EVENT_STALL_WAKE`).
+    pub woken_gp_seq: u64,
 }
 
 /// Per CPU: the last grace period it reported a quiescent state for.
@@ -114,7 +123,9 @@ pub const GP_LOSS_SLOTS: u32 = 4;
 pub const EXPEDITED_SINCE: u32 = 0;
 pub const EXPEDITED_LAST_START: u32 = 1;
 pub const EXPEDITED_LAST_END: u32 = 2;
-pub const EXPEDITED_SLOTS: u32 = 3;
+/// The start (`EXPEDITED_SINCE`) of the one user space was last woken for.
+pub const EXPEDITED_WOKEN: u32 = 3;
+pub const EXPEDITED_SLOTS: u32 = 4;
 
 #[cfg(feature = "user")]
 mod pod {

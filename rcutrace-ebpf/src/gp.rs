@@ -48,6 +48,10 @@ static GP_EVENTS: u32 = 0;
 /// A CPU still holding up a grace period this old is sampled at each of its ticks.
 #[unsafe(no_mangle)]
 static HOLDOUT_SAMPLE_AFTER_NS: u64 = crate::window::UNSET_U64 + 1;
+/// A grace period (normal or expedited) this old wakes user space once (`EVENT_STALL_WAKE`);
+/// `u64::MAX`: never (every command but `stall`).
+#[unsafe(no_mangle)]
+static STALL_WAKE_AFTER_NS: u64 = crate::window::UNSET_U64 + 2;
 
 #[map]
 static GP_STATE: Array<GpState> = Array::with_max_entries(1, 0);
@@ -195,8 +199,66 @@ program! {
     }
 }
 
+/// Wakes user space once for each grace period, normal or expedited, that passes the age
+/// `STALL_WAKE_AFTER_NS`. Called from the tick and from force-quiescent-state passes, which
+/// keep coming while a grace period is held up: the tick on a CPU that holds it (or runs
+/// what starves the kthread), the passes while a blocked reader holds it.
+#[inline(always)]
+fn wake_if_old() {
+    let after = window::constant(&STALL_WAKE_AFTER_NS);
+    if after == u64::MAX || !sending() {
+        return;
+    }
+    let Some(state) = state() else { return };
+    let (gp_seq, since, woken) = unsafe {
+        (
+            (*state).gp_seq,
+            (*state).waiting_since_ns,
+            (*state).woken_gp_seq,
+        )
+    };
+    let normal = since != 0 && woken != gp_seq;
+    let expedited_since = EXPEDITED_STATE.get(EXPEDITED_SINCE).copied().unwrap_or(0);
+    let expedited_woken = EXPEDITED_STATE.get(EXPEDITED_WOKEN).copied().unwrap_or(0);
+    let expedited = expedited_since != 0 && expedited_woken != expedited_since;
+    if !normal && !expedited {
+        return;
+    }
+    let now = unsafe { bpf_ktime_get_ns() };
+    if normal && now.saturating_sub(since) >= after {
+        unsafe { (*state).woken_gp_seq = gp_seq };
+        wake(now, WAKE_NORMAL, gp_seq);
+    }
+    if expedited
+        && now.saturating_sub(expedited_since) >= after
+        && let Some(woken) = EXPEDITED_STATE.get_ptr_mut(EXPEDITED_WOKEN)
+    {
+        unsafe { *woken = expedited_since };
+        wake(now, WAKE_EXPEDITED, expedited_since);
+    }
+}
+
+/// `EVENT_STALL_WAKE` about `which` grace period (`extra`: its `gp_seq`, or the expedited
+/// one's start), sent so that user space wakes now.
+#[inline(always)]
+fn wake(now: u64, which: u64, extra: u64) {
+    let event = GpEvent {
+        at_ns: now,
+        kind: EVENT_STALL_WAKE,
+        cpu: unsafe { bpf_get_smp_processor_id() },
+        value: which,
+        extra,
+        stack: NO_STACK,
+        ..GpEvent::default()
+    };
+    if !latency::send_waking(&event) {
+        lose(GP_LOST_EVENTS);
+    }
+}
+
 program! {
     kprobe fn gp_fqs_kprobe(ctx: ProbeContext) -> u32 {
+        wake_if_old();
         if sending() {
             send(&ctx, EVENT_FQS, 0, 0, false);
         }
@@ -348,6 +410,7 @@ program! {
 
 program! {
     kprobe fn gp_tick_kprobe(ctx: ProbeContext) -> u32 {
+        wake_if_old();
         let cpu = unsafe { bpf_get_smp_processor_id() };
         let Some((gp_seq, since)) = holding_out(cpu) else { return 0 };
         let now = unsafe { bpf_ktime_get_ns() };

@@ -133,6 +133,13 @@ pub fn send<T>(record: &T) -> bool {
     SAMPLES.output::<T>(record, wakeup()).is_ok()
 }
 
+/// Sends one record and wakes user space at once, whatever the buffer holds.
+#[inline(always)]
+pub fn send_waking<T>(record: &T) -> bool {
+    const BPF_RB_FORCE_WAKEUP: u64 = 2;
+    SAMPLES.output::<T>(record, BPF_RB_FORCE_WAKEUP).is_ok()
+}
+
 /// Wake user space only once the buffer is a quarter full: a wake-up is an interrupt, and
 /// user space reads the buffer at least every second anyway.
 #[inline(always)]

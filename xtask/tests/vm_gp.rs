@@ -4,7 +4,9 @@
 //! the task running; a reader blocked inside its critical section is the last holdout of its
 //! grace period as that task, blocked as long as it slept, with the module's function on the
 //! stack where it was switched out. Every listed grace period's phases add up to its
-//! duration, and the count of grace periods agrees with the advance of `rcu_state.gp_seq`.
+//! duration, and the count of grace periods agrees with the advance of `rcu_state.gp_seq`;
+//! with every kprobe disarmed for a while (as a kernel that bypasses a hook would leave it),
+//! the two disagree, and rcutrace says so.
 
 mod support;
 
@@ -14,6 +16,9 @@ use support::{Run, boot_with_module, readout_number, run_named, sections};
 const HOLD_CPU: u64 = 1;
 const HOLD_MS: u64 = 400;
 const BLOCK_MS: u64 = 300;
+/// `membarrier()` calls (a `synchronize_rcu()` each) before, while and after every kprobe in
+/// the kernel is disarmed.
+const SILENT_CALLS: u64 = 10;
 const MS: u64 = 1_000_000;
 
 fn summary(records: &[Record]) -> &GracePeriodsSummary {
@@ -119,7 +124,16 @@ fn holdouts(series: &str) {
          echo '=== cpu_readout'; cat /proc/rcutrace_test\n\
          traced task 'gp --secs 0 --top 50 -f json' 'sh -c \"/bin/rcu-workload module block_reader 1 {BLOCK_MS}; sleep 0.5\"'\n\
          echo '=== task_readout'; cat /proc/rcutrace_test\n\
-         traced text 'gp --secs 0 --top 3' 'sh -c \"/bin/rcu-workload module hold_cpu {HOLD_CPU} {HOLD_MS}; sleep 0.5\"'\n"
+         traced text 'gp --secs 0 --top 3' 'sh -c \"/bin/rcu-workload module hold_cpu {HOLD_CPU} {HOLD_MS}; sleep 0.5\"'\n\
+         mount -t debugfs none /sys/kernel/debug 2>/dev/null\n\
+         cat > /tmp/silent.sh <<'EOF'\n\
+         /bin/rcu-workload membarrier {SILENT_CALLS}\n\
+         echo 0 > /sys/kernel/debug/kprobes/enabled\n\
+         /bin/rcu-workload membarrier {SILENT_CALLS}\n\
+         echo 1 > /sys/kernel/debug/kprobes/enabled\n\
+         /bin/rcu-workload membarrier {SILENT_CALLS}\n\
+         EOF\n\
+         traced silent 'gp --secs 0 --top 0 -f json' 'sh /tmp/silent.sh'\n"
     );
     let guest = boot_with_module(series, &script);
     let sections = sections(&guest.stdout);
@@ -224,6 +238,31 @@ fn holdouts(series: &str) {
         text.out
     );
     assert!(text.out.contains("rcutrace_test_hold_spin"), "{}", text.out);
+
+    // Hooks that stop firing while attached (every kprobe disarmed through debugfs for 10
+    // synchronize_rcu() calls; the report's trampoline goes on): the grace periods assembled
+    // fall short of the advance of rcu_state.gp_seq, and rcutrace says so with both figures.
+    let silent = run_named(&sections, "silent");
+    silent.assert_ok("silent");
+    let records = silent.records();
+    let s = summary(&records);
+    let [check] = s.cross_checks.as_slice() else {
+        panic!("one cross-check expected: {s:#?}");
+    };
+    assert!(!check.agrees, "{check:#?}");
+    assert_eq!(check.value, s.grace_periods, "{check:#?}");
+    assert!(
+        check.expected >= check.value + SILENT_CALLS - 1,
+        "{SILENT_CALLS} synchronize_rcu() unseen: {check:#?}"
+    );
+    let warning = format!(
+        "grace periods assembled from rcu_gp_init() to rcu_gp_cleanup() ({}) and the advance \
+         of rcu_state.gp_seq ({}) differ by {}",
+        check.value,
+        check.expected,
+        check.expected - check.value
+    );
+    assert!(silent.err.contains(&warning), "{}", silent.err);
 }
 
 #[test]

@@ -2,7 +2,9 @@
 //! stall timeout lowered to 3 s at run time: a reader held 5 s on CPU 1 with preemption off
 //! is warned about while the grace period is under 1.5 s old, naming CPU 1 with the module's
 //! function on its stack, before the kernel's own warning, which is then reported, and the
-//! expedited grace period requested during the hold is warned about under 1.5 s old too; a reader
+//! expedited grace period requested during the hold is warned about under 1.5 s old too (the
+//! hold begins 2.5 s into the window, between two of the watch's own looks, 5 s apart: only
+//! the kernel side's wake-up can warn on time); a reader
 //! blocked 5 s is named as that task, with how long it has been blocked; a starved
 //! grace-period kthread (a SCHED_FIFO loop on its CPU, with RT throttling and 6.12's fair
 //! server, which would give it 5% of the CPU, turned off) is said not to have run, and for
@@ -55,6 +57,7 @@ fn stalls(series: &str) {
         "insmod /lib/rcutrace_test.ko || exit 1\n\
          echo 3 > {timeout}\n\
          cat > /tmp/cpu.sh <<'EOF'\n\
+         sleep 2.5\n\
          /bin/rcu-workload module hold_cpu 1 5000 & hold=$!\n\
          sleep 0.3\n\
          /bin/rcu-workload module synchronize_rcu_expedited 1 >/dev/null\n\

@@ -2,7 +2,7 @@
 //! events through the sample ring; `model::anatomy` assembles them as they arrive and
 //! `model::grace_periods` tallies each period's grace periods for the report.
 
-use std::cell::RefCell;
+use std::{cell::RefCell, time::Duration};
 
 use anyhow::{Result, bail};
 use rcutrace_common::{
@@ -123,8 +123,11 @@ pub async fn run(args: &GpArgs, format: Format) -> Result<Report> {
 pub(super) enum GpEvents {
     /// Nothing: they keep the grace period's state and counts for reading (`top`).
     None,
-    /// Every event, with stacks sampled on holdout CPUs (`gp`, `stall`).
+    /// Every event, with stacks sampled on holdout CPUs (`gp`).
     WithSamples,
+    /// The same, and a wake-up of user space at once when a grace period, normal or
+    /// expedited, passes `wake_after` (`stall`, whose watch then need not look often).
+    WithWakeAfter(Duration),
     /// Every event but the holdout samples: the anatomy without stacks (`serve`).
     WithoutSamples,
 }
@@ -134,9 +137,13 @@ pub(super) enum GpEvents {
 pub(super) fn constants(layout: &RcuLayout, cpus: u32, events: GpEvents) -> Vec<Constant> {
     let (rcuname, msg) = layout.stall_warning.unwrap_or((0, 0));
     let sample_after_ns = match events {
-        GpEvents::WithSamples => HOLDOUT_SAMPLE_AFTER_NS,
+        GpEvents::WithSamples | GpEvents::WithWakeAfter(_) => HOLDOUT_SAMPLE_AFTER_NS,
         // No grace period gets that old.
         GpEvents::WithoutSamples | GpEvents::None => u64::MAX,
+    };
+    let wake_after_ns = match events {
+        GpEvents::WithWakeAfter(after) => u64::try_from(after.as_nanos()).unwrap_or(u64::MAX),
+        _ => u64::MAX,
     };
     vec![
         Constant::U32("GP_EVENTS", u32::from(events != GpEvents::None)),
@@ -148,6 +155,7 @@ pub(super) fn constants(layout: &RcuLayout, cpus: u32, events: GpEvents) -> Vec<
         Constant::U32("STALL_WARNING_RCUNAME", rcuname),
         Constant::U32("STALL_WARNING_MSG", msg),
         Constant::U64("HOLDOUT_SAMPLE_AFTER_NS", sample_after_ns),
+        Constant::U64("STALL_WAKE_AFTER_NS", wake_after_ns),
         Constant::MaxEntries("CPU_STATE", cpus),
         Constant::MaxEntries("BLOCKED", MAX_BLOCKED),
         Constant::MaxEntries("STACKS", MAX_STACKS),

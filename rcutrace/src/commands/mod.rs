@@ -12,7 +12,7 @@ pub mod stall;
 pub mod top;
 
 use std::{
-    cell::RefCell,
+    cell::{Cell, RefCell},
     collections::HashSet,
     fmt::Write as _,
     io::Write as _,
@@ -87,17 +87,20 @@ pub struct Request<'a> {
 /// A check made while the window is open, at most `every` apart, with the tracer at hand (to
 /// read its maps, e.g. kernel stacks), after the events so far are consumed; it says when it
 /// is next due, or that the window is over. The event buffer is then read only by the check
-/// (and when the kernel says it is filling): every wake-up costs an always-on command.
+/// (and when the kernel says it is filling): every wake-up costs an always-on command. The
+/// check is also made at once when the consumer of the events sets `now` (an event the
+/// kernel sent to wake user space).
 pub struct Watch<'a> {
     pub every: Duration,
     pub check: &'a mut dyn FnMut(&Tracer) -> Result<WatchNext>,
+    pub now: Option<&'a Cell<bool>>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WatchNext {
     /// After `every`.
     Continue,
-    /// After this long, if that is sooner than `every`.
+    /// After this long.
     Within(Duration),
     EndWindow,
 }
@@ -308,14 +311,14 @@ pub async fn trace_with<R>(
     });
     let mut switch = || switch_readers(&mut tracer.borrow_mut(), sampler.as_ref());
     let mut watch = request.watch;
-    let watch_every = watch.as_ref().map(|w| w.every);
+    let watch_every = watch.as_ref().map(|w| (w.every, w.now));
     let mut watch_once = || {
         let Some(watch) = watch.as_mut() else {
             return Ok(Next::Never);
         };
         Ok(match (watch.check)(&tracer.borrow())? {
             WatchNext::Continue => Next::At(Instant::now() + watch.every),
-            WatchNext::Within(due) => Next::At(Instant::now() + due.min(watch.every)),
+            WatchNext::Within(due) => Next::At(Instant::now() + due),
             WatchNext::EndWindow => Next::EndWindow,
         })
     };
@@ -325,11 +328,13 @@ pub async fn trace_with<R>(
             next: Some(s.borrow().next().0),
             run: &mut switch,
             reports: false,
+            now: None,
         }),
-        (None, Some(every)) => Some(Scheduled {
+        (None, Some((every, now))) => Some(Scheduled {
             next: Some(Instant::now() + every),
             run: &mut watch_once,
             reports: true,
+            now,
         }),
         (None, None) => None,
     };

@@ -137,6 +137,7 @@ pub async fn run(args: &ServeArgs) -> Result<()> {
             watch: layout.is_some().then_some(Watch {
                 every: Duration::from_millis(100),
                 check: &mut watch_stalls,
+                now: None,
             }),
             format: Format::Text,
         },

@@ -6,12 +6,17 @@
 //! (its `rcu:rcu_stall_warning` tracepoint) and the end of a warned grace period are printed
 //! as they happen; the window's end prints a one-line summary.
 
-use std::{cell::RefCell, sync::mpsc, thread, time::Duration};
+use std::{
+    cell::{Cell, RefCell},
+    sync::mpsc,
+    thread,
+    time::Duration,
+};
 
 use anyhow::Result;
 use rcutrace_common::gp::{
-    EVENT_KERNEL_STALL_WARNING, EXPEDITED_LAST_END, EXPEDITED_LAST_START, EXPEDITED_SINCE,
-    EXPEDITED_SLOTS,
+    EVENT_KERNEL_STALL_WARNING, EVENT_STALL_WAKE, EXPEDITED_LAST_END, EXPEDITED_LAST_START,
+    EXPEDITED_SINCE, EXPEDITED_SLOTS,
 };
 
 use super::{Need, Request, Watch, WatchNext, gp, print, symbolize, trace};
@@ -22,7 +27,7 @@ use crate::{
         Report, StallEvent, StallSummary, Summary,
         anatomy::Assembler,
         stall::{
-            ExpeditedNews, ExpeditedState, ExpeditedWatch, StallWarning, StallWatch,
+            ExpeditedNews, ExpeditedState, ExpeditedWatch, Looks, StallWarning, StallWatch,
             default_thresholds,
         },
     },
@@ -36,8 +41,15 @@ use crate::{
     },
 };
 
-/// The longest the watch waits between looks (shorter if a threshold is).
-const WATCH_AT_LEAST_EVERY: Duration = Duration::from_secs(1);
+/// How often the watch looks while the kernel side wakes it as a grace period passes the
+/// first threshold: only for what no tick or force-quiescent-state pass would wake it for
+/// (an expedited grace period held by a blocked reader on an otherwise idle machine, with no
+/// normal one in progress). Each look is a wake-up an always-on command pays for.
+const LOOK_EVERY: Duration = Duration::from_secs(5);
+/// How often it looks while a grace period it warned about is in progress (to say its end
+/// when it comes), and always when the kernel side cannot wake it (neither the tick's hook
+/// nor the force-quiescent-state pass's attached): shorter still if the first threshold is.
+const LOOK_OFTEN: Duration = Duration::from_secs(1);
 
 struct State {
     printer: Printer,
@@ -86,13 +98,18 @@ pub async fn run(args: &StallArgs, format: Format) -> Result<Report> {
         stopped_at_warning: false,
         malformed: 0,
     });
-    let watch_every = state.borrow().watch.longest_wait(WATCH_AT_LEAST_EVERY);
+    let look_often = state.borrow().watch.longest_wait(LOOK_OFTEN);
+    let look_now = Cell::new(false);
     let mut consume = |record: &[u8]| {
         let mut state = state.borrow_mut();
         let Some(event) = gp::decode(record) else {
             state.malformed += 1;
             return;
         };
+        if event.kind == EVENT_STALL_WAKE {
+            look_now.set(true);
+            return;
+        }
         if event.kind == EVENT_KERNEL_STALL_WARNING {
             state.kernel_warnings += 1;
             let msg = text(&event.text);
@@ -130,13 +147,22 @@ pub async fn run(args: &StallArgs, format: Format) -> Result<Report> {
         let state = &mut *state;
         let now_ns = kernel::monotonic_ns();
         let expedited = expedited_state(tracer)?;
+        let kernel_wakes = tracer
+            .program_ids(&[GRACE_PERIODS.tick, GRACE_PERIODS.fqs])
+            .next()
+            .is_some();
         let next = |state: &State| {
-            let normal = state.watch.next_due(&state.stream, now_ns);
-            let expedited = state.expedited.next_due(expedited, now_ns);
-            match normal.into_iter().chain(expedited).min() {
-                Some(due) => WatchNext::Within(due),
-                None => WatchNext::Continue,
-            }
+            let (looks, every) = if !kernel_wakes {
+                (Looks::All, look_often)
+            } else if state.watch.awaits_end(&state.stream) || state.expedited.awaits_end() {
+                (Looks::AfterTheFirst, look_often)
+            } else {
+                (Looks::AfterTheFirst, LOOK_EVERY)
+            };
+            let normal = state.watch.next_due(&state.stream, now_ns, looks);
+            let expedited = state.expedited.next_due(expedited, now_ns, looks);
+            let due = normal.into_iter().chain(expedited).min();
+            WatchNext::Within(due.map_or(every, |due| due.min(every)))
         };
         match state.expedited.check(expedited, now_ns) {
             Some(ExpeditedNews::Warning(warning)) => {
@@ -188,7 +214,7 @@ pub async fn run(args: &StallArgs, format: Format) -> Result<Report> {
     trace(
         Request {
             probes: &probes,
-            constants: gp::constants(&layout, cpus, gp::GpEvents::WithSamples),
+            constants: gp::constants(&layout, cpus, gp::GpEvents::WithWakeAfter(thresholds[0])),
             choice: Default::default(),
             by: None,
             need: Need::These(GRACE_PERIODS_NEEDED),
@@ -197,9 +223,11 @@ pub async fn run(args: &StallArgs, format: Format) -> Result<Report> {
             listener: None,
             traced_process: None,
             sample_readers: None,
+            // The first look soon: whether the kernel side can wake the watch is known then.
             watch: Some(Watch {
-                every: watch_every,
+                every: look_often,
                 check: &mut check,
+                now: Some(&look_now),
             }),
             format,
         },

@@ -433,6 +433,12 @@ impl Assembler {
         self.current.is_some()
     }
 
+    /// The `gp_seq` of the grace period in progress, once its init returned and until it
+    /// ended.
+    pub fn current_gp_seq(&self) -> Option<u64> {
+        self.current.as_ref()?.gp_seq
+    }
+
     /// The grace period in progress, once its init returned and until its cleanup began.
     pub fn waiting(&self) -> Option<Current> {
         let c = self.current.as_ref()?;

@@ -34,14 +34,29 @@ fn thresholds_passed(thresholds: &[Duration], age: Duration) -> usize {
     thresholds.iter().take_while(|t| **t <= age).count()
 }
 
+/// Which thresholds the watch must itself look at on time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Looks {
+    /// Every one.
+    All,
+    /// Those after the first: the kernel side wakes the watch as a grace period passes the
+    /// first (`EVENT_STALL_WAKE`), so most grace periods, which end younger, cost no look.
+    AfterTheFirst,
+}
+
 /// How long after `now_ns` a grace period that began at `started_ns` passes the threshold
-/// after the first `passed` (at once if it already has); `None` past the last.
+/// after the first `passed` (at once if it already has); `None` past the last, or for the
+/// first when the kernel side wakes the watch for it.
 fn next_threshold_in(
     thresholds: &[Duration],
     passed: usize,
     started_ns: u64,
     now_ns: u64,
+    looks: Looks,
 ) -> Option<Duration> {
+    if passed == 0 && looks == Looks::AfterTheFirst {
+        return None;
+    }
     let next = thresholds.get(passed)?;
     let due_ns = started_ns.saturating_add(next.as_nanos() as u64);
     Some(Duration::from_nanos(due_ns.saturating_sub(now_ns)))
@@ -169,16 +184,24 @@ impl StallWatch {
     }
 
     /// How long until the grace period in progress passes a threshold it has not been warned
-    /// about, as of `now_ns`; `None` with none in progress or every threshold passed. The
-    /// watch looks then, not every few milliseconds: most grace periods end long before.
-    pub fn next_due(&self, stream: &Assembler, now_ns: u64) -> Option<Duration> {
+    /// about (of those `looks` names), as of `now_ns`; `None` with none in progress or every
+    /// threshold passed. The watch looks then, not every few milliseconds: most grace
+    /// periods end long before.
+    pub fn next_due(&self, stream: &Assembler, now_ns: u64, looks: Looks) -> Option<Duration> {
         let current = stream.waiting()?;
         let gp_seq = current.gp_seq?;
         let passed = match self.warned {
             Some(w) if w.gp_seq == gp_seq => w.thresholds_passed,
             _ => 0,
         };
-        next_threshold_in(&self.thresholds, passed, current.started_ns, now_ns)
+        next_threshold_in(&self.thresholds, passed, current.started_ns, now_ns, looks)
+    }
+
+    /// Whether the grace period warned about last is still in progress: its end is to be
+    /// said when it comes.
+    pub fn awaits_end(&self, stream: &Assembler) -> bool {
+        self.warned
+            .is_some_and(|w| stream.current_gp_seq() == Some(w.gp_seq))
     }
 
     /// The longest the watch may wait between looks without warning late: a grace period
@@ -309,9 +332,14 @@ impl ExpeditedWatch {
         self.warned.map(|(_, _, _, first)| first)
     }
 
-    /// How long until the one in progress passes a threshold not yet warned about, or its end
-    /// is to be said (at once).
-    pub fn next_due(&self, state: ExpeditedState, now_ns: u64) -> Option<Duration> {
+    /// Whether an expedited grace period was warned about whose end has not been said.
+    pub fn awaits_end(&self) -> bool {
+        self.warned.is_some()
+    }
+
+    /// How long until the one in progress passes a threshold not yet warned about (of those
+    /// `looks` names), or its end is to be said (at once).
+    pub fn next_due(&self, state: ExpeditedState, now_ns: u64, looks: Looks) -> Option<Duration> {
         let passed = match self.warned {
             Some((started, _, _, _)) if started != state.since_ns => return Some(Duration::ZERO),
             Some((_, passed, _, _)) => passed,
@@ -320,7 +348,7 @@ impl ExpeditedWatch {
         if state.since_ns == 0 {
             return None;
         }
-        next_threshold_in(&self.thresholds, passed, state.since_ns, now_ns)
+        next_threshold_in(&self.thresholds, passed, state.since_ns, now_ns, looks)
     }
 }
 
@@ -397,9 +425,15 @@ mod tests {
         assert_eq!(watch.check(in_progress(0), 5_000 * MS), None);
         assert_eq!(watch.check(in_progress(4_000 * MS), 4_900 * MS), None);
         assert_eq!(
-            watch.next_due(in_progress(4_000 * MS), 4_900 * MS),
+            watch.next_due(in_progress(4_000 * MS), 4_900 * MS, Looks::All),
             Some(Duration::from_millis(100))
         );
+        // The kernel side wakes the watch for the first threshold.
+        assert_eq!(
+            watch.next_due(in_progress(4_000 * MS), 4_900 * MS, Looks::AfterTheFirst),
+            None
+        );
+        assert!(!watch.awaits_end());
         let warning = ExpeditedNews::Warning(ExpeditedWarning {
             age: Duration::from_millis(1_100),
             threshold: s(1),
@@ -410,22 +444,31 @@ mod tests {
         );
         assert_eq!(watch.check(in_progress(4_000 * MS), 5_200 * MS), None);
         assert_eq!(watch.first_warning_ns(), Some(5_100 * MS));
-        assert_eq!(
-            watch.next_due(in_progress(4_000 * MS), 5_200 * MS),
-            Some(Duration::from_millis(1_800))
-        );
+        for looks in [Looks::All, Looks::AfterTheFirst] {
+            assert_eq!(
+                watch.next_due(in_progress(4_000 * MS), 5_200 * MS, looks),
+                Some(Duration::from_millis(1_800))
+            );
+        }
+        assert!(watch.awaits_end());
         assert!(matches!(
             watch.check(in_progress(4_000 * MS), 7_500 * MS),
             Some(ExpeditedNews::Warning(w)) if w.threshold == s(3)
         ));
-        assert_eq!(watch.next_due(in_progress(4_000 * MS), 7_500 * MS), None);
+        assert_eq!(
+            watch.next_due(in_progress(4_000 * MS), 7_500 * MS, Looks::All),
+            None
+        );
         // It ended at 7.9 s, as the programs recorded: said at the next look, exactly.
         let ended = ExpeditedState {
             since_ns: 0,
             last_start_ns: 4_000 * MS,
             last_end_ns: 7_900 * MS,
         };
-        assert_eq!(watch.next_due(ended, 8_500 * MS), Some(Duration::ZERO));
+        assert_eq!(
+            watch.next_due(ended, 8_500 * MS, Looks::AfterTheFirst),
+            Some(Duration::ZERO)
+        );
         assert_eq!(
             watch.check(ended, 8_500 * MS),
             Some(ExpeditedNews::Ended(ExpeditedEnded {
@@ -435,7 +478,8 @@ mod tests {
             }))
         );
         assert_eq!(watch.check(ended, 9_000 * MS), None);
-        assert_eq!(watch.next_due(ended, 9_000 * MS), None);
+        assert_eq!(watch.next_due(ended, 9_000 * MS, Looks::All), None);
+        assert!(!watch.awaits_end());
         assert!(matches!(
             watch.check(in_progress(9_500 * MS), 11_000 * MS),
             Some(ExpeditedNews::Warning(_))
@@ -526,20 +570,27 @@ mod tests {
         let mut watch = StallWatch::new(default_thresholds(Duration::from_secs(3)));
         // Began at 1.0 s (its initialisation's start): 1 s old at 2.0 s.
         assert_eq!(
-            watch.next_due(&a, 1_300 * MS),
+            watch.next_due(&a, 1_300 * MS, Looks::All),
             Some(Duration::from_millis(700))
         );
+        // The kernel side wakes the watch for the first threshold.
+        assert_eq!(watch.next_due(&a, 1_300 * MS, Looks::AfterTheFirst), None);
+        assert!(!watch.awaits_end(&a));
         assert!(watch.check(&a, 2_000 * MS, &[0, 1]).is_some());
-        assert_eq!(
-            watch.next_due(&a, 2_000 * MS),
-            Some(Duration::from_millis(500))
-        );
-        // Overdue: at once.
-        assert_eq!(watch.next_due(&a, 2_700 * MS), Some(Duration::ZERO));
+        assert!(watch.awaits_end(&a));
+        for looks in [Looks::All, Looks::AfterTheFirst] {
+            assert_eq!(
+                watch.next_due(&a, 2_000 * MS, looks),
+                Some(Duration::from_millis(500))
+            );
+            // Overdue: at once.
+            assert_eq!(watch.next_due(&a, 2_700 * MS, looks), Some(Duration::ZERO));
+        }
         assert!(watch.check(&a, 3_300 * MS, &[0, 1]).is_some());
-        assert_eq!(watch.next_due(&a, 3_300 * MS), None);
-        // No grace period in progress: nothing due.
-        assert_eq!(watch.next_due(&Assembler::default(), 0), None);
+        assert_eq!(watch.next_due(&a, 3_300 * MS, Looks::All), None);
+        // No grace period in progress: nothing due, no end awaited.
+        assert_eq!(watch.next_due(&Assembler::default(), 0, Looks::All), None);
+        assert!(!watch.awaits_end(&Assembler::default()));
         assert_eq!(
             watch.longest_wait(Duration::from_secs(1)),
             Duration::from_secs(1)

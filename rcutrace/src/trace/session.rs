@@ -3,6 +3,7 @@
 //! process is reported, and with `--interval` a report of the window so far is made on time.
 
 use std::{
+    cell::Cell,
     os::fd::{FromRawFd as _, OwnedFd},
     pin::pin,
     time::{Duration, Instant},
@@ -138,6 +139,8 @@ pub struct Scheduled<'a> {
     /// The work prints during the window (a countdown rewritten in place would break into
     /// its lines), and judges by the events so far (they are consumed first).
     pub reports: bool,
+    /// Set while events are consumed when the work is due at once.
+    pub now: Option<&'a Cell<bool>>,
 }
 
 /// What follows a scheduled piece of work.
@@ -191,19 +194,20 @@ pub async fn run(
             _ = &mut deadline => break false,
             _ = second.tick(), if countdown.is_some() => countdown.iter_mut().for_each(Countdown::show),
             _ = interrupts.any() => break true,
-            result = next_batch(&mut samples) => result?,
+            result = next_batch(&mut samples) => {
+                result?;
+                if let Some(scheduled) = scheduled.as_mut()
+                    && scheduled.now.is_some_and(Cell::take)
+                    && run_scheduled(scheduled, &mut samples)? == Next::EndWindow
+                {
+                    break false;
+                }
+            }
             () = at(scheduled.as_ref().and_then(|s| s.next)) => {
-                if let Some(scheduled) = scheduled.as_mut() {
-                    if scheduled.reports
-                        && let Some((samples, consume)) = samples.as_mut()
-                    {
-                        samples.drain(&mut **consume);
-                    }
-                    scheduled.next = match (scheduled.run)()? {
-                        Next::At(at) => Some(at),
-                        Next::Never => None,
-                        Next::EndWindow => break false,
-                    };
+                if let Some(scheduled) = scheduled.as_mut()
+                    && run_scheduled(scheduled, &mut samples)? == Next::EndWindow
+                {
+                    break false;
                 }
             }
             due = next_due(next_tick.map(|at| started + at), listener) => {
@@ -242,6 +246,25 @@ pub async fn run(
         elapsed: started.elapsed(),
         interrupted,
     })
+}
+
+/// Does the scheduled work now (the events so far consumed first, if it judges by them) and
+/// notes when it is next due.
+fn run_scheduled(
+    scheduled: &mut Scheduled<'_>,
+    samples: &mut Option<(&mut Samples, Consume<'_>)>,
+) -> Result<Next> {
+    if scheduled.reports
+        && let Some((samples, consume)) = samples.as_mut()
+    {
+        samples.drain(&mut **consume);
+    }
+    let next = (scheduled.run)()?;
+    scheduled.next = match next {
+        Next::At(at) => Some(at),
+        Next::Never | Next::EndWindow => None,
+    };
+    Ok(next)
 }
 
 /// Completes at `when`; never without one.
