@@ -64,6 +64,10 @@ pub struct Sample {
     pub key: Attribution,
 }
 
+/// The start an in-flight call has when it is rcutrace's own doing (no clock reads 0): its
+/// return is dropped, and it is not counted as in flight.
+pub const OWN_CALL_START: u64 = 0;
+
 /// Per timed function, `STAT_SLOTS` entries of the per-CPU `STATS` array, at
 /// `timed * STAT_SLOTS + stat`.
 /// A return without a recorded start: the call began before the window opened.
@@ -79,7 +83,9 @@ pub const STAT_LOST_RING_FULL: u32 = 3;
 pub const STAT_LOST_STACK: u32 = 4;
 /// Entries of the calls to time: what the samples and losses are checked against.
 pub const STAT_ENTRIES: u32 = 5;
-pub const STAT_SLOTS: u32 = 6;
+/// Entries left out as rcutrace's own doing (`rcutrace_common::own_work`): not timed.
+pub const STAT_OWN_CALLS: u32 = 6;
+pub const STAT_SLOTS: u32 = 7;
 
 #[cfg(feature = "user")]
 mod pod {

@@ -552,6 +552,10 @@ pub struct NotMeasured {
     pub lost_to_full_map: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stacks_lost: Option<u64>,
+    /// Calls left out as rcutrace's own doing (other threads' work for its attaching and
+    /// detaching): not timed.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub own_calls_left_out: u64,
     /// The entries against the samples, calls in flight and losses above.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cross_checks: Vec<CrossCheck>,

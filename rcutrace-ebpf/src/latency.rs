@@ -50,9 +50,6 @@ pub fn wanted(tgid: u32, is_self: bool) -> bool {
     !is_self && (target == 0 || tgid == target) && !window::switching_kthread(tgid)
 }
 
-/// The start of a call that is rcutrace's doing (no clock reads 0).
-const OWN_CALL: u64 = 0;
-
 #[inline(always)]
 fn on_entry<C: EbpfContext>(ctx: &C, timed: u32) {
     if !window::running() {
@@ -64,16 +61,18 @@ fn on_entry<C: EbpfContext>(ctx: &C, timed: u32) {
     }
     add_stat(timed, STAT_ENTRIES);
     let key = InFlightKey { tid, timed };
+    // A left-out call is accounted for already, returned or not.
     if window::constant(&SAME_FUNCTION_MASK) & (1 << timed) != 0
-        && unsafe { IN_FLIGHT.get(&key) }.is_some()
+        && unsafe { IN_FLIGHT.get(&key) }.is_some_and(|call| call.start_ns != OWN_CALL_START)
     {
         add_stat(timed, STAT_RETURNS_MISSED);
     }
     // rcutrace's doing: kept in flight without a start, so that its return is dropped rather
     // than taken for one whose entry came before the window.
     if own_work::on_behalf(tid, ctx.as_ptr()) {
+        add_stat(timed, STAT_OWN_CALLS);
         let own = InFlight {
-            start_ns: OWN_CALL,
+            start_ns: OWN_CALL_START,
             key: Default::default(),
         };
         if IN_FLIGHT.insert(&key, &own, 0).is_err() {
@@ -111,7 +110,7 @@ fn on_return(timed: u32) {
         return;
     };
     let _ = IN_FLIGHT.remove(&key);
-    if call.start_ns == OWN_CALL {
+    if call.start_ns == OWN_CALL_START {
         return;
     }
     let sample = Sample {

@@ -215,6 +215,7 @@ fn report(
             missed_by_kernel,
             lost_to_full_map: lost.events,
             stacks_lost: None,
+            own_calls_left_out: 0,
         },
         stages: None,
         cross_checks: Vec::new(),

@@ -417,7 +417,9 @@ fn losses(period: &Period<'_>, timing: &Timing, by: Option<By>) -> Result<(Losse
     // A skipped return program leaves its start behind, like a dropped return: count it once.
     let returns_dropped = (stat(STAT_RETURNS_MISSED) + returned).saturating_sub(returns_skipped);
     let lost_to_full_map = stat(STAT_LOST_START_MAP_FULL) + stat(STAT_LOST_RING_FULL);
-    let left_behind = in_flight + returned + stat(STAT_RETURNS_MISSED) + lost_to_full_map;
+    let own_calls = stat(STAT_OWN_CALLS);
+    let left_behind =
+        in_flight + returned + stat(STAT_RETURNS_MISSED) + lost_to_full_map + own_calls;
     let losses = Losses {
         in_flight_at_exit: in_flight,
         returns_lost: returns_dropped,
@@ -426,6 +428,7 @@ fn losses(period: &Period<'_>, timing: &Timing, by: Option<By>) -> Result<(Losse
         missed_by_kernel: entries_skipped + returns_skipped,
         lost_to_full_map,
         stacks_lost: (by == Some(By::Stack)).then(|| stat(STAT_LOST_STACK)),
+        own_calls_left_out: own_calls,
     };
     Ok((losses, left_behind))
 }

@@ -208,6 +208,9 @@ pub struct Losses {
     pub lost_to_full_map: u64,
     /// Calls whose caller's stack could not be kept (`--by stack` only).
     pub stacks_lost: Option<u64>,
+    /// Calls left out as rcutrace's own doing: the tasks-RCU kthreads' and SRCU workers'
+    /// work for its attaching and detaching (`rcutrace_common::own_work`).
+    pub own_calls_left_out: u64,
 }
 
 /// What `count` adds to its map: the ratios the bpftrace scripts leave to a calculator.

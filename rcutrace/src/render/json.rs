@@ -539,6 +539,7 @@ fn latency_summary(summary: &LatencySummary, layout: Option<HistLayout>) -> Vec<
         missed_by_kernel: losses.missed_by_kernel,
         lost_to_full_map: losses.lost_to_full_map,
         stacks_lost: losses.stacks_lost,
+        own_calls_left_out: losses.own_calls_left_out,
         cross_checks: cross_checks(&summary.cross_checks),
     }));
     if let Some(stages) = &summary.stages {

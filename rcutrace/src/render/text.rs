@@ -554,6 +554,14 @@ fn latency_summary(summary: &LatencySummary) -> String {
         losses.missed_by_kernel,
         losses.lost_to_full_map,
     );
+    if losses.own_calls_left_out > 0 {
+        let _ = writeln!(
+            out,
+            "{} not timed, as rcutrace's own doing: {} calls other threads made for its \
+             attaching and detaching (tasks-RCU kthreads, SRCU workers)",
+            summary.map_name, losses.own_calls_left_out
+        );
+    }
     for check in checks::disagreeing(&summary.cross_checks) {
         let _ = writeln!(out, "{} WARNING: {}", summary.map_name, check.warning());
     }
@@ -1492,6 +1500,18 @@ mod tests {
              @srlat p50 9.9000 ms, p99.9 28.777001 ms (each within 0.8%)\n\
              @srlat not measured: 1 in flight at exit, 0 returns lost, 0 begun before tracing, 0 missed by the kernel, 0 lost to a full map\n"
         );
+        // What was left out as rcutrace's own doing is said, when there was any.
+        let own = LatencySummary {
+            losses: Losses {
+                own_calls_left_out: 2,
+                ..Losses::default()
+            },
+            ..summary
+        };
+        assert!(latency_summary(&own).ends_with(
+            "@srlat not timed, as rcutrace's own doing: 2 calls other threads made for its \
+             attaching and detaching (tasks-RCU kthreads, SRCU workers)\n"
+        ));
     }
 
     #[test]

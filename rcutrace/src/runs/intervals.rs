@@ -166,6 +166,7 @@ fn add_latency(mut a: Vec<LatencySummary>, b: Vec<LatencySummary>) -> Vec<Latenc
             missed_by_kernel: same.losses.missed_by_kernel + summary.losses.missed_by_kernel,
             lost_to_full_map: same.losses.lost_to_full_map + summary.losses.lost_to_full_map,
             stacks_lost: add_option(same.losses.stacks_lost, summary.losses.stacks_lost),
+            own_calls_left_out: same.losses.own_calls_left_out + summary.losses.own_calls_left_out,
         };
     }
     for summary in &mut a {

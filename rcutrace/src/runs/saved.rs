@@ -569,6 +569,7 @@ fn latency_summary(
             missed_by_kernel: losses.missed_by_kernel,
             lost_to_full_map: losses.lost_to_full_map,
             stacks_lost: losses.stacks_lost,
+            own_calls_left_out: losses.own_calls_left_out,
         },
         stages: None,
         cross_checks: cross_checks(&losses.cross_checks),

@@ -384,14 +384,20 @@ impl Tracer {
             .collect()
     }
 
-    /// The calls still in flight: `(thread id, timed function index)`.
+    /// The calls still in flight, but rcutrace's own: `(thread id, timed function index)`.
     pub fn in_flight(&self) -> Result<Vec<(u32, u32)>> {
-        use rcutrace_common::latency::{InFlight, InFlightKey};
+        use rcutrace_common::latency::{InFlight, InFlightKey, OWN_CALL_START};
         let map: BpfHashMap<&MapData, InFlightKey, InFlight> =
             BpfHashMap::try_from(self.map("IN_FLIGHT")?).context("opening IN_FLIGHT")?;
-        map.keys()
-            .map(|key| key.map(|k| (k.tid, k.timed)).context("reading IN_FLIGHT"))
-            .collect()
+        let mut calls = Vec::new();
+        for entry in map.iter() {
+            let (key, call) = entry.context("reading IN_FLIGHT")?;
+            // rcutrace's own doing is accounted for as left out.
+            if call.start_ns != OWN_CALL_START {
+                calls.push((key.tid, key.timed));
+            }
+        }
+        Ok(calls)
     }
 }
 
