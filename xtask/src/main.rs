@@ -357,10 +357,11 @@ fn test_command() -> Result<ExitCode> {
 }
 
 /// `cargo test --all-targets`, its output passed through, with the totals of every test binary.
+/// Every binary runs even after one fails: a failure is then reported with all the others.
 fn cargo_test() -> Result<(u64, u64)> {
-    eprintln!("xtask: cargo test --all-targets");
+    eprintln!("xtask: cargo test --all-targets --no-fail-fast");
     let mut child = build::cargo()
-        .args(["test", "--all-targets"])
+        .args(["test", "--all-targets", "--no-fail-fast"])
         .stdout(std::process::Stdio::piped())
         .spawn()
         .context("could not run cargo test")?;
