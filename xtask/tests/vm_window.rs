@@ -142,14 +142,7 @@ cat /tmp/referee.out
     );
     // What was left out is said: on 6.12 and 7.3 the kthreads' calls for its attaching come
     // into the window (the scenario of the issue); 6.1's made none there in any run seen.
-    let left_out = first.lines().find_map(|l| {
-        l.trim()
-            .strip_prefix("not counted, as rcutrace's own doing: ")?
-            .split(' ')
-            .next()?
-            .parse::<u64>()
-            .ok()
-    });
+    let left_out = number_after(&first, "not counted, as rcutrace's own doing: ");
     assert!(
         series == "6.1" || left_out.is_some_and(|n| n >= 1),
         "{series}: no word of what was left out as rcutrace's own doing:\n{first}"
@@ -189,6 +182,18 @@ cat /tmp/referee.out
     );
     // Exactly what the referee saw from bpftrace's start on, whoever made the calls.
     assert_eq!(rcutrace, beside, "{context}");
+}
+
+/// The number that follows `prefix` at the start of a line of `text` (leading spaces aside).
+fn number_after(text: &str, prefix: &str) -> Option<u64> {
+    text.lines().find_map(|l| {
+        l.trim_start()
+            .strip_prefix(prefix)?
+            .split(' ')
+            .next()?
+            .parse()
+            .ok()
+    })
 }
 
 /// `synchronize_rcu()` and `synchronize_rcu_expedited()` calls of `count --by stack` whose
@@ -257,13 +262,7 @@ echo \"=== second.out\"; cat /tmp/second.out
     // The kthreads' calls it left out are said, and accounted for: its entries agree with
     // its samples and what it left out (no cross-check warning).
     assert!(!srlat.contains("WARNING"), "{series}: {srlat}");
-    let left_out = srlat.lines().find_map(|l| {
-        l.strip_prefix("@srlat not timed, as rcutrace's own doing: ")?
-            .split(' ')
-            .next()?
-            .parse::<u64>()
-            .ok()
-    });
+    let left_out = number_after(&srlat, "@srlat not timed, as rcutrace's own doing: ");
     assert!(
         series == "6.1" || left_out.is_some_and(|n| n >= 1),
         "{series}: no word of what was left out as rcutrace's own doing:\n{srlat}"
