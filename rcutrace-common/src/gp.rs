@@ -118,8 +118,8 @@ pub const GP_LOST_READS: u32 = 3;
 pub const GP_LOSS_SLOTS: u32 = 4;
 
 /// `EXPEDITED_STATE` (CLOCK_MONOTONIC ns, written by the expedited grace-period worker's
-/// programs alone): when the expedited grace period in progress began selecting its CPUs (0
-/// while none is), and the start and end of the last one that ended.
+/// programs, but for `EXPEDITED_WOKEN`): when the expedited grace period in progress began
+/// selecting its CPUs (0 while none is), and the start and end of the last one that ended.
 pub const EXPEDITED_SINCE: u32 = 0;
 pub const EXPEDITED_LAST_START: u32 = 1;
 pub const EXPEDITED_LAST_END: u32 = 2;

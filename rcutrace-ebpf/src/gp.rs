@@ -1,7 +1,7 @@
 //! `rcutrace gp`: each grace period's anatomy, as a stream of events (`GpEvent`) that user
 //! space assembles. The programs keep only what decides cheaply whether an event is worth
 //! sending: the grace period in progress (`GP_STATE`, written by the grace-period kthread's
-//! programs alone) and, per CPU, the last grace period it reported for (`CPU_STATE`), so that
+//! programs, but for the mark of the one user space was woken for) and, per CPU, the last grace period it reported for (`CPU_STATE`), so that
 //! the tick and context-switch hooks, which run all the time, exit after a load or two unless
 //! a grace period is old or a reader is blocked.
 //!
