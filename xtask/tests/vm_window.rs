@@ -161,7 +161,9 @@ cat /tmp/referee.out
                     n - snapshots[from].get(comm).copied().unwrap_or(0),
                 )
             })
-            .filter(|(_, n)| *n > 0)
+            // rcutrace's own process is never counted (its membarrier() as its window closes
+            // is in the referee's snapshot when bpftrace prints that late).
+            .filter(|(comm, n)| *n > 0 && comm != "rcutrace")
             .collect()
     };
     let own_attach = since(0, 1);
@@ -259,14 +261,9 @@ echo \"=== second.out\"; cat /tmp/second.out
         "{series}: {srlat}\n{}",
         part("srlat.err")
     );
-    // The kthreads' calls it left out are said, and accounted for: its entries agree with
-    // its samples and what it left out (no cross-check warning).
+    // Its entries agree with its samples and what it left out as its own doing, if anything
+    // (no cross-check warning).
     assert!(!srlat.contains("WARNING"), "{series}: {srlat}");
-    let left_out = number_after(&srlat, "@srlat not timed, as rcutrace's own doing: ");
-    assert!(
-        series == "6.1" || left_out.is_some_and(|n| n >= 1),
-        "{series}: no word of what was left out as rcutrace's own doing:\n{srlat}"
-    );
 
     let first = part("first.out");
     assert!(
