@@ -428,7 +428,7 @@ fn watch_notes(summary: &Summary) -> String {
                         (Some(own), Some(programs)) if own >= programs => format!(
                             "most of it the command's own time: its threads were put on a CPU \
                              {} times a second, for {} µs each",
-                            num(woken, 0),
+                            num(woken, 1),
                             num(per_wake_us, 0)
                         ),
                         (Some(_), Some(_)) => {
@@ -610,7 +610,7 @@ mod tests {
                 "0.700 % of a CPU (30.0 ms its own and 10.0 ms its programs' in 10 s; 2000 \
                  program runs a second at 500 ns each; 300 context switches a second), target \
                  rcutrace ≤ 0.5 %: **missed**, most of it the command's own time: its threads \
-                 were put on a CPU 50 times a second, for 60 µs each."
+                 were put on a CPU 50.0 times a second, for 60 µs each."
             ),
             "{notes}"
         );
