@@ -236,13 +236,18 @@ fn waits_under(out: &str, function: &str) -> u64 {
 fn srlat_first_and_a_second_rcutrace(series: &str) {
     let script = format!(
         "{WAIT_FOR}
-/bin/rcutrace srlat --secs 0 >/tmp/srlat.out 2>/tmp/srlat.err &
-tracer=$!
-wait_for /tmp/srlat.out Attaching
-sleep 4
-/bin/rcu-workload membarrier {CALLS} >/dev/null
-kill -INT $tracer; wait $tracer
-echo \"=== srlat.out\"; cat /tmp/srlat.out; echo \"=== srlat.err\"; cat /tmp/srlat.err
+# srlat NAME ARGS...: srlat ARGS --secs 0, 4 s of waiting, the calls, SIGINT; its output.
+srlat() {{
+    name=$1; shift
+    /bin/rcutrace srlat \"$@\" --secs 0 >/tmp/$name.out 2>/tmp/$name.err &
+    tracer=$!
+    wait_for /tmp/$name.out Attaching
+    sleep 4
+    /bin/rcu-workload membarrier {CALLS} >/dev/null
+    kill -INT $tracer; wait $tracer
+    echo \"=== $name.out\"; cat /tmp/$name.out; echo \"=== $name.err\"; cat /tmp/$name.err
+}}
+srlat srlat
 sleep 8
 /bin/rcutrace count --secs 0 --by stack --top 0 >/tmp/first.out 2>/tmp/first.err &
 tracer=$!
@@ -254,13 +259,7 @@ kill -INT $tracer; wait $tracer
 echo \"=== first.out\"; cat /tmp/first.out; echo \"=== first.err\"; cat /tmp/first.err
 echo \"=== second.out\"; cat /tmp/second.out
 sleep 4
-/bin/rcutrace srlat --attach fentry --secs 0 >/tmp/fentry.out 2>/tmp/fentry.err &
-tracer=$!
-wait_for /tmp/fentry.out Attaching
-sleep 4
-/bin/rcu-workload membarrier {CALLS} >/dev/null
-kill -INT $tracer; wait $tracer
-echo \"=== fentry.out\"; cat /tmp/fentry.out; echo \"=== fentry.err\"; cat /tmp/fentry.err
+srlat fentry --attach fentry
 "
     );
     let guest = boot(series, &script);
