@@ -97,7 +97,9 @@ pub enum Command {
         sudo rcutrace gp --top 20 --unit us\n  \
         sudo rcutrace gp --interval 1 --secs 0\n  \
         sudo rcutrace -f json gp --secs 30 > gp.json\n\n\
-        Every hook is a kprobe: the functions run in the scheduler, the tick and RCU's core.")]
+        Every hook but the quiescent-state report is a kprobe: the functions run in the\n\
+        scheduler, the tick and RCU's core. The report is a trampoline where the kernel allows\n\
+        (a kprobe is skipped inside another kprobe's handler).")]
     Gp(GpArgs),
     /// Watch for RCU stalls: warn, seconds before the kernel's own stall warning, when the
     /// grace period in progress grows old, naming the CPUs that have not reported a quiescent
