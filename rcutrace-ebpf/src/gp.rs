@@ -1,15 +1,16 @@
 //! `rcutrace gp`: each grace period's anatomy, as a stream of events (`GpEvent`) that user
 //! space assembles. The programs keep only what decides cheaply whether an event is worth
 //! sending: the grace period in progress (`GP_STATE`, written by the grace-period kthread's
-//! programs, but for the mark of the one user space was woken for) and, per CPU, the last grace period it reported for (`CPU_STATE`), so that
-//! the tick and context-switch hooks, which run all the time, exit after a load or two unless
-//! a grace period is old or a reader is blocked.
+//! programs, but for the mark of the one user space was woken for) and, per CPU, the last
+//! grace period it reported for (`CPU_STATE`), so that the tick and context-switch hooks,
+//! which run all the time, exit after a load or two unless a grace period is old or a reader
+//! is blocked.
 //!
 //! Every program here but the report's is a kprobe or kretprobe: these functions run in the
 //! scheduler, the tick and RCU's own core with locks held, and a BPF trampoline takes
 //! `rcu_read_lock()` itself (whose unlock, in `rcu_read_unlock_special()` or a context
-//! switch, would recurse). Kernel structures are read at offsets user space took from the kernel's BTF
-//! (aya builds no CO-RE relocations for Rust programs).
+//! switch, would recurse). Kernel structures are read at offsets user space took from the
+//! kernel's BTF (aya builds no CO-RE relocations for Rust programs).
 
 use aya_ebpf::{
     EbpfContext,
