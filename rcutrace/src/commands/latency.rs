@@ -19,7 +19,7 @@ use crate::{
     model::stats::PERCENTILE_ERROR,
     model::{HistMap, LatencySummary, Losses, Map, Report, Summary, Unit},
     render::Format,
-    trace::probes::{self, Method, Probe, Timed},
+    trace::probes::{self, Probe, Timed},
     trace::tracer::{Constant, Tracer},
 };
 
@@ -395,25 +395,28 @@ fn losses(period: &Period<'_>, timing: &Timing, by: Option<By>) -> Result<(Losse
     let entries_skipped = period.counters.missed(tracer, &[timing.timed.entry]);
     let returns_skipped = period.counters.missed(tracer, &[timing.timed.exit]);
     // Calls left in the in-flight map: still inside the function, or returned with the return
-    // dropped by the kernel. Only a kretprobe drops returns, and a thread that has gone has
-    // certainly returned; a live thread is taken to be still inside (its kernel stack cannot
-    // tell: the function may have tail-called its way off the stack).
-    let returns_droppable = period
-        .attached
-        .iter()
-        .any(|(probe, method)| *probe == timing.timed.exit && *method == Method::Kretprobe);
+    // not seen: dropped by the kernel (a kretprobe out of instances) or its program skipped (a
+    // trampoline's program is skipped when its thread was preempted inside it and another
+    // thread entered it on that CPU). A thread that has gone has certainly returned; a live
+    // thread is taken to be still inside (its kernel stack cannot tell: the function may have
+    // tail-called its way off the stack).
     let mut in_flight = 0;
     let mut returned = 0;
     for (tid, timed) in tracer.in_flight()? {
         if timed != index {
             continue;
         }
-        if returns_droppable && !kernel::task_exists(tid) {
-            returned += 1;
-        } else {
+        if kernel::task_exists(tid) {
             in_flight += 1;
+        } else {
+            returned += 1;
         }
     }
+    log::debug!(
+        "{}: entries skipped {entries_skipped}, returns skipped {returns_skipped}, \
+         in flight {in_flight}, of gone threads {returned}",
+        timing.timed.entry.function
+    );
     // A skipped return program leaves its start behind, like a dropped return: count it once.
     let returns_dropped = (stat(STAT_RETURNS_MISSED) + returned).saturating_sub(returns_skipped);
     let lost_to_full_map = stat(STAT_LOST_START_MAP_FULL) + stat(STAT_LOST_RING_FULL);
