@@ -37,7 +37,7 @@ use crate::{
     trace::readings::Reading,
     trace::sampling::{ReaderSampling, SampledReaders, Sampler, Switch},
     trace::session::{self, Consume, Due, Interrupts, Next, Reports, Samples, Scheduled, Trigger},
-    trace::tracer::{Attachment, Constant, Tracer},
+    trace::tracer::{self, Attachment, Constant, Tracer},
 };
 
 /// Whether a command can run without some of its probes.
@@ -184,6 +184,16 @@ pub async fn trace_with<R>(
     let mut interrupts = Interrupts::catch()?;
     let mut constants = request.constants;
     constants.push(Constant::U32("SELF_TGID", std::process::id()));
+    let keys = if request.by == Some(By::Stack) {
+        Keys::Stacks
+    } else {
+        Keys::Plain
+    };
+    // One pass over the kernel's BTF for the layouts read next and the trampolines attached.
+    kernel::btf::read_ahead(
+        &tracer::trampoline_functions(request.probes, request.choice, keys),
+        &kernel::rcu_state::fields(),
+    );
     constants.extend(own_work_constants());
     constants.push(Constant::U32("BY_MODE", attribution::mode(request.by)));
     // The large maps are declared with one entry: only a run that uses one sizes it.
@@ -200,11 +210,6 @@ pub async fn trace_with<R>(
     let mut tracer = Tracer::load(&constants)?;
     // First, so that the tasks-RCU work the command's own attaching queues is followed.
     let own_work_missing = attach_own_work(&mut tracer);
-    let keys = if request.by == Some(By::Stack) {
-        Keys::Stacks
-    } else {
-        Keys::Plain
-    };
     let mut attached = Vec::new();
     let mut problems = Vec::new();
     for (probe, attachment) in tracer.attach(request.probes, request.choice, keys) {

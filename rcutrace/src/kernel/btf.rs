@@ -5,12 +5,14 @@
 //!
 //! aya 0.14 takes the ids from a `Btf` it has parsed whole (/sys/kernel/btf/vmlinux is several
 //! MiB and parses into several times that). This module streams the file once for the few
-//! names wanted, and gives aya a `Btf` that holds only those functions.
+//! names wanted (once a run, for all it will ask: `read_ahead`), and gives aya a `Btf` that
+//! holds only those functions.
 
 use std::{
     collections::HashMap,
     fs::File,
     io::{BufRead, BufReader, Read, Seek, SeekFrom},
+    sync::Mutex,
 };
 
 use anyhow::{Context as _, Result, bail};
@@ -22,6 +24,9 @@ const VMLINUX: &str = "/sys/kernel/btf/vmlinux";
 /// The kernel BTF type ids of those of `names` that are functions. A name that several
 /// functions share gets the first one's id, as aya's lookup by name would.
 pub fn function_ids(names: &[&str]) -> Result<HashMap<String, u32>> {
+    if let Some(ids) = read_ahead_answer(|pass| pass.function_ids(names)) {
+        return Ok(ids);
+    }
     Ok(read_kernel_btf(names, &[])?.function_ids)
 }
 
@@ -31,7 +36,73 @@ pub type Field = (&'static str, &'static str);
 /// The byte offset of each of `fields` in its structure; a field this kernel's structure
 /// lacks (or has only inside a nested anonymous member) is absent from the answer.
 pub fn field_offsets(fields: &[Field]) -> Result<HashMap<Field, u32>> {
+    if let Some(offsets) = read_ahead_answer(|pass| pass.field_offsets(fields)) {
+        return Ok(offsets);
+    }
     Ok(read_kernel_btf(&[], fields)?.field_offsets)
+}
+
+/// Reads the BTF once for everything a run is about to ask of it: the questions that follow
+/// about these names are answered from this pass. Each pass costs tens of milliseconds (a few
+/// hundred under emulation), most of it matching the 100,000 strings. A pass that fails is not
+/// kept: the question that needs it then gets the error.
+pub fn read_ahead(functions: &[&str], fields: &[Field]) {
+    let pass = read_kernel_btf(functions, fields).map(|found| Pass {
+        functions: functions.iter().map(|f| f.to_string()).collect(),
+        fields: fields.to_vec(),
+        found,
+    });
+    match pass {
+        Ok(pass) => *READ_AHEAD.lock().unwrap_or_else(|e| e.into_inner()) = Some(pass),
+        Err(error) => log::debug!("reading the kernel BTF ahead: {error:#}"),
+    }
+}
+
+static READ_AHEAD: Mutex<Option<Pass>> = Mutex::new(None);
+
+fn read_ahead_answer<T>(answer: impl FnOnce(&Pass) -> Option<T>) -> Option<T> {
+    READ_AHEAD
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .as_ref()
+        .and_then(answer)
+}
+
+/// A pass over the BTF and the names it looked for, found or not.
+struct Pass {
+    functions: Vec<String>,
+    fields: Vec<Field>,
+    found: Found,
+}
+
+impl Pass {
+    /// What the pass found of `names`, if it looked for every one of them.
+    fn function_ids(&self, names: &[&str]) -> Option<HashMap<String, u32>> {
+        names
+            .iter()
+            .all(|name| self.functions.iter().any(|f| f == name))
+            .then(|| {
+                names
+                    .iter()
+                    .filter_map(|name| {
+                        Some((name.to_string(), *self.found.function_ids.get(*name)?))
+                    })
+                    .collect()
+            })
+    }
+
+    /// What the pass found of `fields`, if it looked for every one of them.
+    fn field_offsets(&self, fields: &[Field]) -> Option<HashMap<Field, u32>> {
+        fields
+            .iter()
+            .all(|field| self.fields.contains(field))
+            .then(|| {
+                fields
+                    .iter()
+                    .filter_map(|field| Some((*field, *self.found.field_offsets.get(field)?)))
+                    .collect()
+            })
+    }
 }
 
 fn read_kernel_btf(functions: &[&str], fields: &[Field]) -> Result<Found> {
@@ -127,12 +198,22 @@ fn read_header(input: &mut impl Read) -> Result<Header> {
 }
 
 /// Where each of `names` is in the string section, by offset. A type's name may start inside a
-/// longer string (a shared suffix), so every string's suffixes are matched. The strings are
+/// longer string (a shared suffix), so every string's suffixes are matched: only against the
+/// names that end in its last byte, since there are some 100,000 strings. The strings are
 /// matched where they lie in the reader's buffer; only one cut by its end is copied.
 fn name_offsets<'a>(mut strings: impl BufRead, names: &[&'a str]) -> Result<HashMap<u32, &'a str>> {
+    let mut by_last_byte: Vec<Vec<&'a str>> = vec![Vec::new(); 256];
+    for name in names {
+        if let Some(&last) = name.as_bytes().last() {
+            by_last_byte[usize::from(last)].push(name);
+        }
+    }
     let mut offsets = HashMap::new();
     let mut match_names = |string: &[u8], start: usize| {
-        for name in names {
+        let Some(&last) = string.last() else {
+            return;
+        };
+        for name in &by_last_byte[usize::from(last)] {
             if let Some(prefix) = string.strip_suffix(name.as_bytes()) {
                 offsets.insert((start + prefix.len()) as u32, *name);
             }
@@ -377,6 +458,31 @@ mod tests {
             assert_eq!(offsets[&("rcu_node", "grplo")], 32);
             assert_eq!(offsets[&("rcu_state", "gp_seq")], 1024);
         }
+    }
+
+    #[test]
+    fn a_pass_answers_only_what_it_looked_for() {
+        let pass = Pass {
+            functions: vec!["call_rcu".into(), "call_rcu_hurry".into()],
+            fields: vec![("rcu_state", "gp_seq"), ("rcu_state", "absent")],
+            found: Found {
+                function_ids: HashMap::from([("call_rcu".to_string(), 7)]),
+                field_offsets: HashMap::from([(("rcu_state", "gp_seq"), 8)]),
+            },
+        };
+        // Looked for and not found is an answer: the kernel has no such function or field.
+        assert_eq!(
+            pass.function_ids(&["call_rcu_hurry", "call_rcu"]),
+            Some(HashMap::from([("call_rcu".to_string(), 7)]))
+        );
+        assert_eq!(pass.function_ids(&["call_rcu_hurry"]), Some(HashMap::new()));
+        assert_eq!(pass.function_ids(&["call_rcu", "synchronize_rcu"]), None);
+        assert_eq!(
+            pass.field_offsets(&[("rcu_state", "absent"), ("rcu_state", "gp_seq")]),
+            Some(HashMap::from([(("rcu_state", "gp_seq"), 8)]))
+        );
+        assert_eq!(pass.field_offsets(&[("rcu_node", "qsmask")]), None);
+        assert_eq!(pass.function_ids(&[]), Some(HashMap::new()));
     }
 
     #[test]

@@ -267,6 +267,22 @@ const SRCU_FIELDS: [Field; 14] = [
     ("rcu_segcblist", "len"),
 ];
 
+/// Every field read here, for one pass over the BTF that answers them all (`btf::read_ahead`).
+pub fn fields() -> Vec<Field> {
+    [
+        GP_SEQ,
+        NODE_QSMASK,
+        NODE_GRPLO,
+        TASK_NESTING,
+        EXPEDITED_SEQUENCE,
+    ]
+    .iter()
+    .chain(&TASKS_FIELDS)
+    .chain(&SRCU_FIELDS)
+    .copied()
+    .collect()
+}
+
 /// The segments of a callback list (`RCU_CBLIST_NSEGS`).
 const SEGMENTS: u32 = 4;
 

@@ -111,15 +111,7 @@ impl Tracer {
         keys: Keys,
     ) -> Vec<(Probe, Attachment)> {
         let mut targets = TrampolineTargets {
-            functions: probes
-                .iter()
-                .filter(|probe| {
-                    plan(probe, choice, keys)
-                        .iter()
-                        .any(|(method, _)| is_trampoline(*method))
-                })
-                .map(|probe| probe.function)
-                .collect(),
+            functions: trampoline_functions(probes, choice, keys),
             btf: None,
         };
         probes
@@ -399,6 +391,24 @@ impl Tracer {
         }
         Ok(calls)
     }
+}
+
+/// The functions of `probes` that the plan may attach a trampoline to: their BTF ids are read
+/// for the attach.
+pub fn trampoline_functions(
+    probes: &[Probe],
+    choice: AttachChoice,
+    keys: Keys,
+) -> Vec<&'static str> {
+    probes
+        .iter()
+        .filter(|probe| {
+            plan(probe, choice, keys)
+                .iter()
+                .any(|(method, _)| is_trampoline(*method))
+        })
+        .map(|probe| probe.function)
+        .collect()
 }
 
 /// The functions of one `attach` that may get a trampoline, and their kernel BTF ids, read
