@@ -283,7 +283,12 @@ fn bench_command(args: BenchArgs) -> Result<ExitCode> {
     println!("{}", outcome.summary.targets());
     if sizes.is_full() {
         let path = workspace::root().join(bench::BENCHMARKS_MD);
-        let text = bench::benchmarks_md(&outcome, &opts.command(), &bench::today());
+        let mut text = bench::benchmarks_md(&outcome, &opts.command(), &bench::today());
+        // Whether this run agrees with the one it replaces: read before it is overwritten.
+        let previous = std::fs::read_to_string(&path).unwrap_or_default();
+        if let Some(section) = bench::against_previous(&previous, &text) {
+            text.push_str(&section);
+        }
         std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
         eprintln!("xtask: table written to {}", bench::BENCHMARKS_MD);
     } else {

@@ -5,11 +5,13 @@
 //! both ends share (metrics, configurations), `floor` the empty programs that measure each
 //! attach mechanism's own cost, `footprint` the RCU work a tracer's start and exit cause,
 //! `stats` the median, `table` the rows and their targets,
-//! `prose` BENCHMARKS.md around the table, `date` its date stamp.
+//! `prose` BENCHMARKS.md around the table, `previous` this run against the table it replaces,
+//! `date` its date stamp.
 
 mod date;
 pub mod floor;
 pub mod footprint;
+mod previous;
 mod prose;
 mod run;
 pub mod sample;
@@ -23,6 +25,7 @@ use crate::vm::{self, Kernel, shell_quote};
 use sample::{Job, Load, Watcher};
 
 pub use date::today;
+pub use previous::against as against_previous;
 pub use prose::benchmarks_md;
 pub use run::{Outcome, run};
 pub use table::{Row, RowId, Summary, Target};
