@@ -44,6 +44,8 @@ struct Stream {
 }
 
 pub async fn run(args: &GpArgs, format: Format) -> Result<Report> {
+    let probes: Vec<Probe> = GRACE_PERIODS.in_attach_order().to_vec();
+    super::read_btf_ahead(&probes, Default::default(), None);
     let layout = kernel::rcu_state::layout()?;
     let cpus = kernel::possible_cpus()?;
     let new_tally = || Tally::new(Layout::Log2, args.unit, args.top);
@@ -63,7 +65,6 @@ pub async fn run(args: &GpArgs, format: Format) -> Result<Report> {
             stream.tally.add(gp);
         }
     };
-    let probes: Vec<Probe> = GRACE_PERIODS.in_attach_order().to_vec();
     let mut symbolizer = None;
     trace(
         Request {

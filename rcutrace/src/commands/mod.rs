@@ -40,6 +40,25 @@ use crate::{
     trace::tracer::{self, Attachment, Constant, Tracer},
 };
 
+/// How a run keys its counts: by stack only under `--by stack`.
+fn keys_for(by: Option<By>) -> Keys {
+    if by == Some(By::Stack) {
+        Keys::Stacks
+    } else {
+        Keys::Plain
+    }
+}
+
+/// One pass over the kernel's BTF for all a command will ask of it: the layouts of RCU's
+/// structures and the ids of the functions its probes may get trampolines on. Commands that
+/// read a layout before tracing call it first; `trace_with` then reads nothing more.
+pub fn read_btf_ahead(probes: &[Probe], choice: AttachChoice, by: Option<By>) {
+    kernel::btf::read_ahead(
+        &tracer::trampoline_functions(probes, choice, keys_for(by)),
+        &kernel::rcu_state::fields(),
+    );
+}
+
 /// Whether a command can run without some of its probes.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum Need<'a> {
@@ -184,16 +203,8 @@ pub async fn trace_with<R>(
     let mut interrupts = Interrupts::catch()?;
     let mut constants = request.constants;
     constants.push(Constant::U32("SELF_TGID", std::process::id()));
-    let keys = if request.by == Some(By::Stack) {
-        Keys::Stacks
-    } else {
-        Keys::Plain
-    };
-    // One pass over the kernel's BTF for the layouts read next and the trampolines attached.
-    kernel::btf::read_ahead(
-        &tracer::trampoline_functions(request.probes, request.choice, keys),
-        &kernel::rcu_state::fields(),
-    );
+    let keys = keys_for(request.by);
+    read_btf_ahead(request.probes, request.choice, request.by);
     constants.extend(own_work_constants());
     constants.push(Constant::U32("BY_MODE", attribution::mode(request.by)));
     // The large maps are declared with one entry: only a run that uses one sizes it.

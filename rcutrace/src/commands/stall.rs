@@ -65,6 +65,9 @@ struct State {
 }
 
 pub async fn run(args: &StallArgs, format: Format) -> Result<Report> {
+    let mut probes: Vec<Probe> = GRACE_PERIODS.in_attach_order().to_vec();
+    probes.extend([EXPEDITED_START, EXPEDITED_END]);
+    super::read_btf_ahead(&probes, Default::default(), None);
     let layout = rcu_state::layout()?;
     let cpus = kernel::possible_cpus()?;
     let online = kernel::online_cpus()?;
@@ -76,8 +79,6 @@ pub async fn run(args: &StallArgs, format: Format) -> Result<Report> {
         thresholds.dedup();
         thresholds
     };
-    let mut probes: Vec<Probe> = GRACE_PERIODS.in_attach_order().to_vec();
-    probes.extend([EXPEDITED_START, EXPEDITED_END]);
     if layout.stall_warning.is_some() {
         probes.insert(0, KERNEL_STALL_WARNING);
     } else {

@@ -43,10 +43,18 @@ pub fn field_offsets(fields: &[Field]) -> Result<HashMap<Field, u32>> {
 }
 
 /// Reads the BTF once for everything a run is about to ask of it: the questions that follow
-/// about these names are answered from this pass. Each pass costs tens of milliseconds (a few
+/// about these names are answered from this pass (and a second call for names already read
+/// reads nothing). Each pass costs tens of milliseconds (a few
 /// hundred under emulation), most of it matching the 100,000 strings. A pass that fails is not
 /// kept: the question that needs it then gets the error.
 pub fn read_ahead(functions: &[&str], fields: &[Field]) {
+    let covered = read_ahead_answer(|pass| {
+        pass.function_ids(functions)?;
+        pass.field_offsets(fields)
+    });
+    if covered.is_some() {
+        return;
+    }
     let pass = read_kernel_btf(functions, fields).map(|found| Pass {
         functions: functions.iter().map(|f| f.to_string()).collect(),
         fields: fields.to_vec(),
