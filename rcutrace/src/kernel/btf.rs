@@ -9,8 +9,10 @@
 //! holds only those functions.
 
 use std::{
+    borrow::Borrow,
     collections::HashMap,
     fs::File,
+    hash::Hash,
     io::{BufRead, BufReader, Read, Seek, SeekFrom},
     sync::Mutex,
 };
@@ -86,31 +88,39 @@ struct Pass {
 impl Pass {
     /// What the pass found of `names`, if it looked for every one of them.
     fn function_ids(&self, names: &[&str]) -> Option<HashMap<String, u32>> {
-        names
-            .iter()
-            .all(|name| self.functions.iter().any(|f| f == name))
-            .then(|| {
-                names
-                    .iter()
-                    .filter_map(|name| {
-                        Some((name.to_string(), *self.found.function_ids.get(*name)?))
-                    })
-                    .collect()
-            })
+        answer(
+            &self.functions,
+            &self.found.function_ids,
+            names.iter().copied(),
+        )
     }
 
     /// What the pass found of `fields`, if it looked for every one of them.
     fn field_offsets(&self, fields: &[Field]) -> Option<HashMap<Field, u32>> {
-        fields
-            .iter()
-            .all(|field| self.fields.contains(field))
-            .then(|| {
-                fields
-                    .iter()
-                    .filter_map(|field| Some((*field, *self.found.field_offsets.get(field)?)))
-                    .collect()
-            })
+        answer(&self.fields, &self.found.field_offsets, fields)
     }
+}
+
+/// What was `found` of `asked`, if every one of them was looked for (found or not).
+fn answer<'a, K, Q>(
+    looked_for: &[K],
+    found: &HashMap<K, u32>,
+    asked: impl IntoIterator<Item = &'a Q>,
+) -> Option<HashMap<K, u32>>
+where
+    K: Borrow<Q> + Eq + Hash + Clone,
+    Q: Eq + Hash + ?Sized + 'a,
+{
+    let mut answer = HashMap::new();
+    for name in asked {
+        if !looked_for.iter().any(|looked| looked.borrow() == name) {
+            return None;
+        }
+        if let Some((key, value)) = found.get_key_value(name) {
+            answer.insert(key.clone(), *value);
+        }
+    }
+    Some(answer)
 }
 
 fn read_kernel_btf(functions: &[&str], fields: &[Field]) -> Result<Found> {

@@ -65,11 +65,12 @@ pub fn against(previous_md: &str, current_md: &str) -> Option<String> {
     }
     let before = rows(previous_md);
     let now = rows(current_md);
-    let compared: Vec<(&Row, &Row)> = now
+    // (row before, row now, ratio before, ratio now), for the rows with a ratio in both.
+    let compared: Vec<(&Row, &Row, f64, f64)> = now
         .iter()
         .filter_map(|now| {
             let then = before.iter().find(|b| b.label == now.label)?;
-            (now.ratio.is_some() && then.ratio.is_some()).then_some((then, now))
+            Some((then, now, then.ratio?, now.ratio?))
         })
         .collect();
     if compared.is_empty() {
@@ -86,8 +87,7 @@ pub fn against(previous_md: &str, current_md: &str) -> Option<String> {
          |---|--:|--:|--:|--:|--:|--:|\n"
     );
     let mut disagree = Vec::new();
-    for (then, now) in &compared {
-        let (r0, r1) = (then.ratio.unwrap_or(0.0), now.ratio.unwrap_or(0.0));
+    for &(then, now, r0, r1) in &compared {
         let ratio_apart = apart_pct(r0, r1);
         if ratio_apart.is_none_or(|apart| apart > AGREE_WITHIN_PCT) {
             disagree.push(now.label);
