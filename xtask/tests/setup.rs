@@ -1,7 +1,8 @@
 //! scripts/setup leaves the machine as it was and keeps out of the standard output. The
 //! package choice (scripts/lib/debian.sh) runs against stand-ins for apt-get and apt-cache that
 //! reproduce what happened on a fresh machine: the default qemu-system-x86 (bookworm) would
-//! remove the qemu-utils it had from bookworm-backports.
+//! remove the qemu-utils it had from bookworm-backports; and on another, whose apt sources did
+//! not list bookworm-backports at all, though its qemu-utils came from there.
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
@@ -24,12 +25,38 @@ qemu-system-x86:
 POLICY
 "#;
 
+/// The same machine with bookworm-backports missing from its apt sources.
+const APT_CACHE_NO_BACKPORTS: &str = r#"#!/bin/sh
+[ "$1" = policy ] || exit 1
+cat <<'POLICY'
+qemu-system-x86:
+  Installed: (none)
+  Candidate: 1:7.2+dfsg-7+deb12u18+b3
+  Version table:
+     1:7.2+dfsg-7+deb12u18+b3 500
+        500 http://deb.debian.org/debian bookworm/main amd64 Packages
+     1:7.2+dfsg-7+deb12u15 500
+        500 http://deb.debian.org/debian-security bookworm-security/main amd64 Packages
+POLICY
+"#;
+
 /// Simulations (`-s`) remove qemu-utils unless the packages come from bookworm-backports
-/// (always, with STUB_ALWAYS_REMOVES); a real install prints dpkg's progress on stdout.
+/// (always, with STUB_ALWAYS_REMOVES; only through a sources list naming it, with
+/// STUB_NO_BACKPORTS); a real install prints dpkg's progress on stdout.
 const APT_GET: &str = r#"#!/bin/sh
 echo "$*" >>"$STUB_LOG"
 case " $* " in
+*" update "*) exit 0 ;;
 *" -s "*)
+    if [ -n "$STUB_NO_BACKPORTS" ]; then
+        case " $* " in
+        *" -t bookworm-backports "*Dir::Etc::sourcelist=*|*Dir::Etc::sourcelist=*" -t bookworm-backports "*)
+            grep -q ' bookworm-backports main' "$APT_PRIVATE_DIR/sources.list" && { echo "Inst qemu-system-x86 (1:10.0.2+ds-1~bpo12+1 Debian:bookworm-backports [amd64])"; exit 0; } ;;
+        *" -t bookworm-backports "*) exit 100 ;;
+        esac
+        echo "Remv qemu-utils [1:10.0.2+ds-2+deb13u1~bpo12+1]"
+        exit 0
+    fi
     case " $* " in
     *" -t bookworm-backports "*) [ -z "$STUB_ALWAYS_REMOVES" ] && { echo "Inst qemu-system-x86 (1:10.0.2+ds-1~bpo12+1 Debian:bookworm-backports [amd64])"; exit 0; } ;;
     esac
@@ -49,12 +76,17 @@ struct Stubs {
 
 impl Stubs {
     fn new(name: &str) -> Self {
+        Self::with(name, APT_CACHE)
+    }
+
+    fn with(name: &str, apt_cache: &str) -> Self {
         let dir = workspace::target_dir()
             .join("setup-test")
             .join(format!("{name}-{}", std::process::id()));
         let _ = fs::remove_dir_all(&dir);
         fs::create_dir_all(dir.join("bin")).unwrap();
-        for (tool, text) in [("apt-cache", APT_CACHE), ("apt-get", APT_GET)] {
+        fs::write(dir.join("os-release"), "ID=debian\nVERSION_CODENAME=bookworm\n").unwrap();
+        for (tool, text) in [("apt-cache", apt_cache), ("apt-get", APT_GET)] {
             let path = dir.join("bin").join(tool);
             fs::write(&path, text).unwrap();
             fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).unwrap();
@@ -81,7 +113,9 @@ impl Stubs {
                 lib.display()
             ))
             .env("PATH", path)
-            .env("STUB_LOG", self.log());
+            .env("STUB_LOG", self.log())
+            .env("OS_RELEASE_FILE", self.dir.join("os-release"))
+            .env("APT_PRIVATE_DIR", self.dir.join("apt-private"));
         for (k, v) in env {
             cmd.env(k, v);
         }
@@ -125,6 +159,48 @@ fn installs_from_the_suite_that_removes_nothing() {
     assert_eq!(
         calls[0], "install -s --no-install-recommends qemu-system-x86",
         "apt's own choice is tried first: {calls:?}"
+    );
+}
+
+#[test]
+fn reads_the_backports_its_packages_came_from_when_the_sources_lack_it() {
+    let stubs = Stubs::with("unlisted", APT_CACHE_NO_BACKPORTS);
+    let out = stubs.install(&[("STUB_NO_BACKPORTS", "1")]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "", "dpkg's progress is held back");
+    assert_eq!(
+        text(&out.stderr),
+        "==> reading bookworm-backports (a package this machine has came from it; its own apt \
+         sources untouched)\n"
+    );
+    let private = stubs.dir.join("apt-private");
+    let sources = fs::read_to_string(private.join("sources.list")).unwrap();
+    assert!(
+        sources.ends_with(
+            "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] \
+             http://deb.debian.org/debian bookworm-backports main\n"
+        ),
+        "{sources}"
+    );
+    let options = format!(
+        "-o Dir::Etc::sourcelist={}/sources.list -o Dir::State::Lists={}/lists",
+        private.display(),
+        private.display()
+    );
+    let calls = stubs.apt_get_calls();
+    let installs: Vec<String> = calls
+        .into_iter()
+        .filter(|c| !c.contains(" -s "))
+        .collect();
+    assert_eq!(
+        installs,
+        [
+            format!("{options} update -q"),
+            format!(
+                "{options} install -y -q --no-install-recommends -t bookworm-backports qemu-system-x86"
+            )
+        ],
+        "only the private list is updated and used"
     );
 }
 
