@@ -275,11 +275,7 @@ pub async fn trace_with<R>(
     // Sampling needs the reader probe attached, and by kprobe (it is never anything else).
     let sampler = match request.sample_readers {
         Some(sampling) if attached.iter().any(|(p, _)| *p == READERS.probe) => {
-            Some(RefCell::new(Sampler::open(
-                sampling,
-                opened,
-                tracer.counter("COUNTS", counters::READ_LOCK)?,
-            )))
+            Some(RefCell::new(Sampler::open(sampling, opened)))
         }
         _ => None,
     };

@@ -254,6 +254,16 @@ fn gap_notes(summary: &Summary) -> String {
             Metric::SampledMarginPct,
             Config::Under(Tracer::RcutraceSampled),
         );
+        let speeds = summary.values(
+            Metric::PacedWindowSpeed,
+            Config::Under(Tracer::RcutraceSampled),
+        );
+        // Each repetition's ratio with its own window speed allowed for.
+        let allowed: Vec<f64> = ratios
+            .iter()
+            .zip(speeds)
+            .map(|(ratio, speed)| ratio / speed)
+            .collect();
         let within = ratios
             .iter()
             .zip(margins)
@@ -279,6 +289,19 @@ fn gap_notes(summary: &Summary) -> String {
             &[
                 ("ratio", num(row.rcutrace, 3)),
                 ("by_rep", list(&ratios, 3)),
+                (
+                    "speed",
+                    num(summary.row(RowId::PacedWindowSpeed).and_then(|r| r.rcutrace), 3),
+                ),
+                ("speed_by_rep", list(speeds, 3)),
+                (
+                    "allowed",
+                    num(
+                        summary.row(RowId::PacedEstimateAllowed).and_then(|r| r.rcutrace),
+                        3,
+                    ),
+                ),
+                ("allowed_by_rep", list(&allowed, 3)),
                 ("margins", list(margins, 1)),
                 ("within", format!("{within} of {}", ratios.len())),
                 ("window", summary.sizes.window_secs.to_string()),
@@ -557,7 +580,11 @@ mod tests {
             "- Sampled readers, the estimate against the count on the paced load: 0.896 (median), \
              target within 2 %; by repetition 0.896, with stated 95% margins of 1.2 %: the error \
              was within its margin in 0 of 1 repetitions.",
-            "at 2.010 events per call of about 50 µs, so at most 2.0 % of the load",
+            "Inside the windows the paced load made 0.950 of the calls per second it made \
+             across them (median; by repetition 0.950)",
+            "estimate ÷ count is 0.943 (by repetition 0.943)",
+            "at the 495 ns per event of the row above and 2.010 events per call of about 50 µs, \
+             2.0 % here",
             "the median call, after 3 untimed ones",
         ] {
             assert!(md.contains(note), "{note}\n{md}");

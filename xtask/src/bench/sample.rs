@@ -56,6 +56,9 @@ pub enum Metric {
     SampledMarginPct,
     /// getppid() calls per second the paced load made while a tracer ran.
     PacedCallsPerS,
+    /// The paced load's calls per second inside the sampled reader mode's windows over its
+    /// calls per second across them (from the first window's start to the last one's end).
+    PacedWindowSpeed,
     /// An always-on command's added CPU over its window, % of one CPU: its threads' time on a
     /// CPU plus its BPF programs' run time (bpf_stats), per second of the window.
     AddedCpuPct,
@@ -75,7 +78,7 @@ pub enum Metric {
 }
 
 impl Metric {
-    pub const ALL: [Metric; 31] = [
+    pub const ALL: [Metric; 32] = [
         Metric::GetppidNs,
         Metric::EventsPerCall,
         Metric::MembarrierWallNs,
@@ -97,6 +100,7 @@ impl Metric {
         Metric::PacedEventsPerCall,
         Metric::SampledMarginPct,
         Metric::PacedCallsPerS,
+        Metric::PacedWindowSpeed,
         Metric::AddedCpuPct,
         Metric::AddedNsPerSwitch,
         Metric::WindowProgramMs,
@@ -132,6 +136,7 @@ impl Metric {
             Metric::PacedEventsPerCall => "paced_events_per_call",
             Metric::SampledMarginPct => "sampled_margin_pct",
             Metric::PacedCallsPerS => "paced_calls_per_s",
+            Metric::PacedWindowSpeed => "paced_window_speed",
             Metric::AddedCpuPct => "added_cpu_pct",
             Metric::AddedNsPerSwitch => "added_ns_per_switch",
             Metric::WindowProgramMs => "window_program_ms",

@@ -25,6 +25,10 @@ pub enum RowId {
     PacedCounted,
     PacedEstimated,
     PacedEstimateOverCount,
+    /// How fast the paced load ran inside the sampled windows, and the estimate with that
+    /// allowed for.
+    PacedWindowSpeed,
+    PacedEstimateAllowed,
     MembarrierWall,
     MembarrierAddedWall,
     MembarrierCpu,
@@ -84,6 +88,12 @@ impl RowId {
             RowId::PacedEstimateOverCount => format!(
                 "`--sample-readers {SAMPLE_READERS}` estimate ÷ count, per call of the paced load"
             ),
+            RowId::PacedWindowSpeed => "The paced load's calls per second inside the sampled \
+                windows ÷ across them (below 1: slowed by the probe while it counts)"
+                .into(),
+            RowId::PacedEstimateAllowed => {
+                "Estimate ÷ count, the load's speed inside the windows allowed for".into()
+            }
             RowId::MembarrierWall => "`membarrier()` call, wall clock, mean (µs)".into(),
             RowId::MembarrierAddedWall => "Added per `membarrier()` call, wall clock (µs)".into(),
             RowId::MembarrierCpu => "`membarrier()` call, caller's CPU time, median (µs)".into(),
@@ -434,6 +444,7 @@ impl Summary {
             both(&|t| Some(m(Metric::RunUtimeMs, Under(t))? / (m(Metric::RunS, Under(t))? * 10.0)));
         let reader_mechanism = Mechanism::of(RCUTRACE, Count).expect("rcutrace hooks readers");
         let paced_per_call = |tracer| m(Metric::PacedEventsPerCall, Under(tracer));
+        let window_speed = m(Metric::PacedWindowSpeed, Under(SAMPLED));
         // The sampled mode's cost: its steady load against the same load with no tracer.
         let sampled_added = m(Metric::LoadGetppidNs, Under(SAMPLED))
             .zip(m(Metric::LoadGetppidNs, Under(Tracer::None)))
@@ -493,6 +504,13 @@ impl Summary {
                         .map(|(estimate, count)| estimate / count),
                 )
                 .rcutrace_within(1.0, 0.02, "within 2 %"),
+            row(RowId::PacedWindowSpeed, 3).rcutrace_only(window_speed),
+            row(RowId::PacedEstimateAllowed, 3).rcutrace_only(
+                paced_per_call(SAMPLED)
+                    .zip(paced_per_call(RCUTRACE))
+                    .zip(window_speed)
+                    .map(|((estimate, count), speed)| estimate / count / speed),
+            ),
             row(RowId::MembarrierWall, 1)
                 .untraced(none(Metric::MembarrierWallNs).map(|v| v / 1e3))
                 .traced(us(under(Metric::MembarrierWallNs))),
@@ -749,6 +767,7 @@ sample paced_events_per_call rcutrace-sampled 1.99
 sample sampled_margin_pct rcutrace-sampled 1.2
 sample paced_calls_per_s rcutrace 20000
 sample paced_calls_per_s rcutrace-sampled 20800
+sample paced_window_speed rcutrace-sampled 0.95
 sample added_cpu_pct rcutrace-gp-idle 0.05
 sample added_cpu_pct rcutrace-gp-busy 0.2
 sample added_cpu_pct rcutrace-gp-busy 0.6

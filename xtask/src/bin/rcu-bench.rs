@@ -278,11 +278,24 @@ fn sampled_readers(opts: &Options, tag: &str) -> Result<(), String> {
     let spin = spin_for(PACED_WORK);
     for tracer in [Tracer::RCUTRACE, Tracer::RcutraceSampled] {
         let load = SteadyLoad::start(spin);
-        let running = launch(opts, tracer, Job::Count, &[], false)?.expect("a tracer");
+        // The sampled mode logs where each of its windows fell.
+        let env: &[(&str, &str)] = match tracer {
+            Tracer::RcutraceSampled => &[("RUST_LOG", "rcutrace::trace::sampling=info")],
+            _ => &[],
+        };
+        let running = launch(opts, tracer, Job::Count, env, false)?.expect("a tracer");
         let calls_per_s = load.measure(opts.window).per_second();
         let done = running.stop()?;
-        load.stop();
+        let progress_log = load.stop();
         sample(Metric::PacedCallsPerS, Config::Under(tracer), calls_per_s);
+        if tracer == Tracer::RcutraceSampled
+            && let Some(speed) = window_speed(&progress_log, &sampled_windows(&done.stderr))
+        {
+            sample(Metric::PacedWindowSpeed, Config::Under(tracer), speed);
+            progress(&format!(
+                "{tag} paced load: {speed:.3} of its speed over the run in the sampled windows"
+            ));
+        }
         let prefix = reader_count_prefix(tracer).expect("a reader count");
         let report = |what| format!("no {what} in:\n{}{}", done.stdout, done.stderr);
         let readers = reader_count(prefix, &done.stdout).ok_or_else(|| report("reader count"))?;
@@ -310,11 +323,12 @@ fn sampled_readers(opts: &Options, tag: &str) -> Result<(), String> {
 }
 
 /// getppid() calls on a thread of their own until stopped, `spin` iterations of user-space
-/// work before each; the calls made so far can be read at any time.
+/// work before each; the calls made so far can be read at any time, and the load logs its
+/// progress (CLOCK_MONOTONIC ns, calls so far) after every hundred calls.
 struct SteadyLoad {
     calls: Arc<AtomicU64>,
     stop: Arc<AtomicBool>,
-    thread: JoinHandle<()>,
+    thread: JoinHandle<Vec<(u64, u64)>>,
 }
 
 impl SteadyLoad {
@@ -324,13 +338,18 @@ impl SteadyLoad {
         let thread = {
             let (calls, stop) = (Arc::clone(&calls), Arc::clone(&stop));
             thread::spawn(move || {
+                let mut progress = vec![(monotonic_ns(), 0)];
+                let mut made = 0;
                 while !stop.load(Ordering::Relaxed) {
                     for _ in 0..100 {
                         work(spin);
                         sys_getppid();
                     }
+                    made += 100;
                     calls.fetch_add(100, Ordering::Relaxed);
+                    progress.push((monotonic_ns(), made));
                 }
+                progress
             })
         };
         SteadyLoad {
@@ -350,9 +369,10 @@ impl SteadyLoad {
         }
     }
 
-    fn stop(self) {
+    /// Stops the load; its progress log.
+    fn stop(self) -> Vec<(u64, u64)> {
         self.stop.store(true, Ordering::Relaxed);
-        let _ = self.thread.join();
+        self.thread.join().unwrap_or_default()
     }
 }
 
@@ -370,6 +390,52 @@ impl Calls {
     fn per_second(&self) -> f64 {
         self.calls as f64 / self.elapsed.as_secs_f64()
     }
+}
+
+/// CLOCK_MONOTONIC now, in ns: the clock rcutrace logs its sampled windows on.
+fn monotonic_ns() -> u64 {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes the timespec we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
+    now.tv_sec as u64 * 1_000_000_000 + now.tv_nsec as u64
+}
+
+/// The sampled reader mode's windows, `(start, end)` on CLOCK_MONOTONIC, from its log
+/// (`reader window K: N readers in L ns from CLOCK_MONOTONIC S ns ...`).
+fn sampled_windows(log: &str) -> Vec<(u64, u64)> {
+    log.lines()
+        .filter_map(|line| {
+            let rest = line.split_once(" readers in ")?.1;
+            let (length, rest) = rest.split_once(" ns from CLOCK_MONOTONIC ")?;
+            let start = rest.split_once(" ns")?.0;
+            let (length, start): (u64, u64) = (length.parse().ok()?, start.parse().ok()?);
+            Some((start, start + length))
+        })
+        .collect()
+}
+
+/// The load's calls per second inside `windows` over its calls per second from the first
+/// window's start to the last one's end: how much slower (below 1) the load ran while the
+/// probe counted. `None` without windows inside the log.
+fn window_speed(progress: &[(u64, u64)], windows: &[(u64, u64)]) -> Option<f64> {
+    // Calls made by time `t`, between the two log entries around it.
+    let calls_at = |t: u64| -> Option<f64> {
+        let after = progress.iter().position(|&(at, _)| at >= t)?;
+        let (t1, c1) = progress[after];
+        let (t0, c0) = progress[after.checked_sub(1)?];
+        Some(c0 as f64 + (c1 - c0) as f64 * (t - t0) as f64 / (t1 - t0).max(1) as f64)
+    };
+    let (mut calls, mut time) = (0.0, 0u64);
+    for &(start, end) in windows {
+        calls += calls_at(end)? - calls_at(start)?;
+        time += end - start;
+    }
+    let (first, last) = (windows.first()?.0, windows.last()?.1);
+    let whole = (calls_at(last)? - calls_at(first)?) / (last - first).max(1) as f64;
+    (time > 0 && whole > 0.0).then(|| calls / time as f64 / whole)
 }
 
 /// `spin` iterations of arithmetic the compiler cannot drop.
