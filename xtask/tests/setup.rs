@@ -85,7 +85,11 @@ impl Stubs {
             .join(format!("{name}-{}", std::process::id()));
         let _ = fs::remove_dir_all(&dir);
         fs::create_dir_all(dir.join("bin")).unwrap();
-        fs::write(dir.join("os-release"), "ID=debian\nVERSION_CODENAME=bookworm\n").unwrap();
+        fs::write(
+            dir.join("os-release"),
+            "ID=debian\nVERSION_CODENAME=bookworm\n",
+        )
+        .unwrap();
         for (tool, text) in [("apt-cache", apt_cache), ("apt-get", APT_GET)] {
             let path = dir.join("bin").join(tool);
             fs::write(&path, text).unwrap();
@@ -188,10 +192,7 @@ fn reads_the_backports_its_packages_came_from_when_the_sources_lack_it() {
         private.display()
     );
     let calls = stubs.apt_get_calls();
-    let installs: Vec<String> = calls
-        .into_iter()
-        .filter(|c| !c.contains(" -s "))
-        .collect();
+    let installs: Vec<String> = calls.into_iter().filter(|c| !c.contains(" -s ")).collect();
     assert_eq!(
         installs,
         [

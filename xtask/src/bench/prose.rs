@@ -291,13 +291,20 @@ fn gap_notes(summary: &Summary) -> String {
                 ("by_rep", list(&ratios, 3)),
                 (
                     "speed",
-                    num(summary.row(RowId::PacedWindowSpeed).and_then(|r| r.rcutrace), 3),
+                    num(
+                        summary
+                            .row(RowId::PacedWindowSpeed)
+                            .and_then(|r| r.rcutrace),
+                        3,
+                    ),
                 ),
                 ("speed_by_rep", list(speeds, 3)),
                 (
                     "allowed",
                     num(
-                        summary.row(RowId::PacedEstimateAllowed).and_then(|r| r.rcutrace),
+                        summary
+                            .row(RowId::PacedEstimateAllowed)
+                            .and_then(|r| r.rcutrace),
                         3,
                     ),
                 ),
@@ -580,8 +587,8 @@ mod tests {
             "- Sampled readers, the estimate against the count on the paced load: 0.896 (median), \
              target within 2 %; by repetition 0.896, with stated 95% margins of 1.2 %: the error \
              was within its margin in 0 of 1 repetitions.",
-            "Inside the windows the paced load made 0.950 of the calls per second it made \
-             across them (median; by repetition 0.950)",
+            "Inside the windows the paced load made 0.950 of the calls per second it made over \
+             the whole run (median; by repetition 0.950)",
             "estimate ÷ count is 0.943 (by repetition 0.943)",
             "at the 495 ns per event of the row above and 2.010 events per call of about 50 µs, \
              2.0 % here",

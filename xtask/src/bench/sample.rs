@@ -57,7 +57,7 @@ pub enum Metric {
     /// getppid() calls per second the paced load made while a tracer ran.
     PacedCallsPerS,
     /// The paced load's calls per second inside the sampled reader mode's windows over its
-    /// calls per second across them (from the first window's start to the last one's end).
+    /// calls per second over the whole measured run.
     PacedWindowSpeed,
     /// An always-on command's added CPU over its window, % of one CPU: its threads' time on a
     /// CPU plus its BPF programs' run time (bpf_stats), per second of the window.

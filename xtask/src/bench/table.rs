@@ -89,7 +89,7 @@ impl RowId {
                 "`--sample-readers {SAMPLE_READERS}` estimate ÷ count, per call of the paced load"
             ),
             RowId::PacedWindowSpeed => "The paced load's calls per second inside the sampled \
-                windows ÷ across them (below 1: slowed by the probe while it counts)"
+                windows ÷ over the whole run (below 1: slowed by the probe while it counts)"
                 .into(),
             RowId::PacedEstimateAllowed => {
                 "Estimate ÷ count, the load's speed inside the windows allowed for".into()

@@ -289,7 +289,8 @@ fn sampled_readers(opts: &Options, tag: &str) -> Result<(), String> {
         let progress_log = load.stop();
         sample(Metric::PacedCallsPerS, Config::Under(tracer), calls_per_s);
         if tracer == Tracer::RcutraceSampled
-            && let Some(speed) = window_speed(&progress_log, &sampled_windows(&done.stderr))
+            && let Some(speed) =
+                window_speed(&progress_log, &sampled_windows(&done.stderr), calls_per_s)
         {
             sample(Metric::PacedWindowSpeed, Config::Under(tracer), speed);
             progress(&format!(
@@ -417,10 +418,10 @@ fn sampled_windows(log: &str) -> Vec<(u64, u64)> {
         .collect()
 }
 
-/// The load's calls per second inside `windows` over its calls per second from the first
-/// window's start to the last one's end: how much slower (below 1) the load ran while the
-/// probe counted. `None` without windows inside the log.
-fn window_speed(progress: &[(u64, u64)], windows: &[(u64, u64)]) -> Option<f64> {
+/// The load's calls per second inside `windows` over `calls_per_s`, its rate over the whole
+/// measured run (which the readers per call are worked out with): how much slower (below 1)
+/// the load ran while the probe counted. `None` without windows inside the log.
+fn window_speed(progress: &[(u64, u64)], windows: &[(u64, u64)], calls_per_s: f64) -> Option<f64> {
     // Calls made by time `t`, between the two log entries around it.
     let calls_at = |t: u64| -> Option<f64> {
         let after = progress.iter().position(|&(at, _)| at >= t)?;
@@ -433,9 +434,7 @@ fn window_speed(progress: &[(u64, u64)], windows: &[(u64, u64)]) -> Option<f64> 
         calls += calls_at(end)? - calls_at(start)?;
         time += end - start;
     }
-    let (first, last) = (windows.first()?.0, windows.last()?.1);
-    let whole = (calls_at(last)? - calls_at(first)?) / (last - first).max(1) as f64;
-    (time > 0 && whole > 0.0).then(|| calls / time as f64 / whole)
+    (time > 0 && calls_per_s > 0.0).then(|| calls / (time as f64 * 1e-9) / calls_per_s)
 }
 
 /// `spin` iterations of arithmetic the compiler cannot drop.
