@@ -218,7 +218,15 @@ pub async fn trace_with<R>(
         constants.push(Constant::MaxEntries("IN_FLIGHT", MAX_IN_FLIGHT));
         constants.push(Constant::MaxEntries("SAMPLES", SAMPLE_RING_BYTES));
     }
-    let mut tracer = Tracer::load(&constants)?;
+    // aya is given only the programs this run may attach (see trace::object).
+    let programs: HashSet<String> = probes::planned_programs(request.probes, request.choice, keys)
+        .chain(probes::planned_programs(
+            probes::OWN_WORK,
+            OWN_WORK_ATTACH.0,
+            OWN_WORK_ATTACH.1,
+        ))
+        .collect();
+    let mut tracer = Tracer::load(&constants, &programs)?;
     // First, so that the tasks-RCU work the command's own attaching queues is followed.
     let own_work_missing = attach_own_work(&mut tracer);
     let mut attached = Vec::new();
@@ -434,11 +442,15 @@ fn own_work_constants() -> Vec<Constant> {
     constants
 }
 
+/// How the own-work hooks are attached: by kprobe (their functions run inside the tasks-RCU
+/// machinery a trampoline's attach sets going), keyed by nothing.
+const OWN_WORK_ATTACH: (AttachChoice, Keys) = (AttachChoice::Kprobe, Keys::Plain);
+
 /// Attaches the hooks that tell rcutrace's own tasks-RCU work apart; returns the essential
 /// ones this kernel lacks.
 fn attach_own_work(tracer: &mut Tracer) -> Vec<&'static str> {
     tracer
-        .attach(probes::OWN_WORK, AttachChoice::Kprobe, Keys::Plain)
+        .attach(probes::OWN_WORK, OWN_WORK_ATTACH.0, OWN_WORK_ATTACH.1)
         .into_iter()
         .filter_map(|(probe, attachment)| match attachment {
             Attachment::Attached(_) => None,

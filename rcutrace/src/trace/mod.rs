@@ -1,9 +1,11 @@
 //! The tracing machinery every command shares: `probes` says what to hook and how (a constant
-//! table and a pure planner), `tracer` does it through aya, `session` runs the window (with
+//! table and a pure planner), `tracer` does it through aya (with
+//! `object` narrowing the eBPF object to the run's programs), `session` runs the window (with
 //! `countdown` on a terminal and `server` answering `serve`'s scrapes), `readings` reads the
 //! programs' counters while it runs, and `sampling` switches the reader probe on and off.
 
 pub mod countdown;
+pub mod object;
 pub mod probes;
 pub mod readings;
 pub mod sampling;

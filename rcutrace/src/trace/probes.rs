@@ -157,6 +157,18 @@ pub enum Keys {
     Stacks,
 }
 
+/// Every program `plan` may try for `probes`: what a run that attaches them needs loaded.
+pub fn planned_programs(
+    probes: &[Probe],
+    choice: AttachChoice,
+    keys: Keys,
+) -> impl Iterator<Item = String> + '_ {
+    probes
+        .iter()
+        .flat_map(move |probe| plan(probe, choice, keys))
+        .map(|(_, program)| program)
+}
+
 /// The `(method, program)` pairs to try for `probe`, in order.
 pub fn plan(probe: &Probe, choice: AttachChoice, keys: Keys) -> Vec<(Method, String)> {
     if probe.tracepoint().is_some() {

@@ -1,7 +1,11 @@
 //! Loads rcutrace's eBPF object, attaches programs as `probes::plan` says, reads the maps, and
 //! detaches. The only module that talks to aya.
 
-use std::{collections::HashMap, fmt, os::fd::AsRawFd as _};
+use std::{
+    collections::{HashMap, HashSet},
+    fmt,
+    os::fd::AsRawFd as _,
+};
 
 use anyhow::{Context as _, Result, anyhow, bail};
 use aya::{
@@ -18,11 +22,15 @@ use rcutrace_common::{
 
 use crate::{
     kernel::{self, btf},
-    trace::probes::{AttachChoice, Keys, Method, Probe, plan},
+    trace::{
+        object,
+        probes::{AttachChoice, Keys, Method, Probe, plan},
+    },
 };
 
 /// The eBPF object built by build.rs (empty when the toolchain was missing at build time).
-static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/rcutrace"));
+pub(crate) static OBJECT: &[u8] =
+    aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/rcutrace"));
 
 /// A value for one of the eBPF side's load-time constants.
 #[derive(Clone, Copy, Debug)]
@@ -66,8 +74,9 @@ struct KprobeLink {
 }
 
 impl Tracer {
-    /// Creates the maps and sets the load-time constants; no program is loaded yet.
-    pub fn load(constants: &[Constant]) -> Result<Self> {
+    /// Creates the maps and sets the load-time constants; no program is loaded yet, and only
+    /// the `programs` named can be attached later.
+    pub fn load(constants: &[Constant], programs: &HashSet<String>) -> Result<Self> {
         if OBJECT.is_empty() {
             bail!(
                 "this rcutrace binary was built without its eBPF programs (the eBPF toolchain \
@@ -83,8 +92,10 @@ impl Tracer {
                 Constant::MaxEntries(name, entries) => loader.map_max_entries(name, *entries),
             };
         }
+        let object = object::narrowed(OBJECT, |name| programs.contains(name))
+            .context("reading rcutrace's eBPF object")?;
         let mut ebpf = loader
-            .load(OBJECT)
+            .load(&object)
             .context("creating the eBPF maps (is the bpf() system call allowed here?)")?;
         let names: Vec<String> = ebpf.maps().map(|(name, _)| name.to_string()).collect();
         let maps = names

@@ -1567,3 +1567,44 @@ impl Referee {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two windows of rcutrace's log (its own format), and a load that made 1000 calls a
+    /// second but for those windows, where it made 900.
+    #[test]
+    fn the_load_is_timed_inside_the_logged_windows() {
+        let log = "[INFO  rcutrace::trace::sampling] reader window 0: 180 readers in 100000000 ns \
+                   from CLOCK_MONOTONIC 2000000000 ns (1.9s after the opening)\n\
+                   [INFO  rcutrace::trace::sampling] reader window 1: 185 readers in 100000000 \
+                   ns from CLOCK_MONOTONIC 5000000000 ns (4.9s after the opening)\n\
+                   rcutrace: some other line\n";
+        let windows = sampled_windows(log);
+        assert_eq!(
+            windows,
+            [
+                (2_000_000_000, 2_100_000_000),
+                (5_000_000_000, 5_100_000_000)
+            ]
+        );
+        // (time in ns, calls so far) every 100 ms from 0 to 10 s.
+        let mut progress = vec![(0, 0)];
+        let mut calls = 0;
+        for step in 1..=100u64 {
+            let at = step * 100_000_000;
+            let inside = windows.iter().any(|&(s, e)| at > s && at <= e);
+            calls += if inside { 90 } else { 100 };
+            progress.push((at, calls));
+        }
+        let speed = window_speed(&progress, &windows, 1000.0).unwrap();
+        assert!((speed - 0.9).abs() < 1e-9, "{speed}");
+        // Without windows, or a window past the load's log, there is nothing to say.
+        assert_eq!(window_speed(&progress, &[], 1000.0), None);
+        assert_eq!(
+            window_speed(&progress, &[(10_500_000_000, 10_600_000_000)], 1000.0),
+            None
+        );
+    }
+}
