@@ -395,12 +395,17 @@ impl Calls {
 
 /// CLOCK_MONOTONIC now, in ns: the clock rcutrace logs its sampled windows on.
 fn monotonic_ns() -> u64 {
+    clock_ns(libc::CLOCK_MONOTONIC)
+}
+
+/// `clock` now, in ns.
+fn clock_ns(clock: libc::clockid_t) -> u64 {
     let mut now = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
     // SAFETY: clock_gettime writes the timespec we own.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
+    unsafe { libc::clock_gettime(clock, &mut now) };
     now.tv_sec as u64 * 1_000_000_000 + now.tv_nsec as u64
 }
 
@@ -1187,12 +1192,7 @@ fn membarrier_loop(calls: u64) -> Result<(f64, f64), String> {
 }
 
 fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
 }
 
 /// A live process's peak RSS so far (`VmHWM` in /proc/PID/status), in KiB.
