@@ -101,12 +101,6 @@ pub enum Switch {
 /// Where the reader probe is in its schedule.
 #[derive(Clone, Copy, Debug)]
 enum ProbeState {
-    /// Attached with every other probe at the window's opening: detached at once, counting
-    /// nothing. A window at the opening would always sample the moment when rcutrace has
-    /// just patched every probe in and the tasks-RCU kthreads are busy with its attaching
-    /// (seen in the emulated guests: a steady load ran at 0.57 to 0.70 of its speed there in
-    /// two runs of six), not a moment of the period taken at random as every other window is.
-    Opened(Instant),
     /// Detached at this moment.
     Detached(Instant),
     /// Attached again at this moment, settling before its window begins.
@@ -116,9 +110,11 @@ enum ProbeState {
 }
 
 /// The schedule of the reader probe and the log of what it counted. Window k starts at a
-/// random offset within period k, the first one too, so that a load which repeats with the
-/// period is not always sampled at the same phase, and no window always samples the same
-/// moment of the run.
+/// random offset within period k, so that a load which repeats with the period is not always
+/// sampled at the same phase; the first one settles after the opening like any other after
+/// its attach, rather than counting the moment when rcutrace has just patched every probe in
+/// (in the emulated guests a steady load ran at 0.57 to 0.70 of its speed there in two runs
+/// of six). It is not placed at random: a short run must still get its window.
 pub struct Sampler {
     sampling: ReaderSampling,
     opened: Instant,
@@ -137,8 +133,8 @@ pub struct Sampler {
 }
 
 impl Sampler {
-    /// The reader probe is attached at `now`, the window's opening; the first thing due is
-    /// its detach.
+    /// The reader probe, attached with every other, is settling at `now`, the window's
+    /// opening.
     pub fn open(sampling: ReaderSampling, now: Instant) -> Self {
         Sampler {
             sampling,
@@ -146,7 +142,7 @@ impl Sampler {
             opened_ns: crate::kernel::monotonic_ns()
                 .saturating_sub(now.elapsed().as_nanos() as u64),
             period: 0,
-            probe: ProbeState::Opened(now),
+            probe: ProbeState::Settling(now),
             windows: Vec::new(),
             reported: (0, 0),
             switching_grace_periods: 0,
@@ -157,7 +153,6 @@ impl Sampler {
     /// When the next switch is due, and which.
     pub fn next(&self) -> (Instant, Switch) {
         match self.probe {
-            ProbeState::Opened(at) => (at, Switch::Detach),
             // Attaching takes a while: the window lasts ON from when it began to count.
             ProbeState::Counting(since, _) => (since + self.sampling.on, Switch::Detach),
             ProbeState::Settling(attached) => (attached + SETTLE, Switch::Begin),
@@ -178,7 +173,10 @@ impl Sampler {
             .period
             .saturating_sub(self.sampling.on + SETTLE)
             .as_millis() as u64;
-        let offset = self.random.hash_one(k) % (slack + 1);
+        let offset = match k {
+            0 => 0,
+            _ => self.random.hash_one(k) % (slack + 1),
+        };
         self.sampling.period * k + Duration::from_millis(offset)
     }
 
@@ -340,7 +338,7 @@ mod tests {
         assert!("100/300".parse::<ReaderSampling>().is_ok());
     }
 
-    /// The probe attached at the opening is detached at once, counting nothing; then every
+    /// The first window counts once the probe has settled after the opening; then every
     /// window lies inside its own period, each lasting ON, and they do not all start at the
     /// same offset.
     #[test]
@@ -348,12 +346,15 @@ mod tests {
         let sampling = "100/300".parse().unwrap();
         let opened = Instant::now();
         let mut sampler = Sampler::open(sampling, opened);
-        assert_eq!(sampler.next(), (opened, Switch::Detach));
-        // What the probe counted before its detach is in no window.
+        assert_eq!(sampler.next(), (opened + SETTLE, Switch::Begin));
+        // What the probe counted while settling (11) is in no window.
         let mut counter = 11;
-        sampler.close_window(opened, counter);
+        sampler.open_window(opened + SETTLE, counter);
+        assert_eq!(sampler.next(), (opened + SETTLE + ms(100), Switch::Detach));
+        counter += 7;
+        sampler.close_window(opened + SETTLE + ms(100), counter);
         let mut offsets = HashSet::new();
-        for k in 0..50u32 {
+        for k in 1..50u32 {
             let (attach, switch) = sampler.next();
             assert_eq!(switch, Switch::Attach);
             // Attaching took 5 ms; the window begins once the probe has settled.
@@ -386,6 +387,11 @@ mod tests {
             readers: 7,
             length: ms(100),
         };
+        assert!(windows.iter().all(|w| *w == expected), "{windows:?}");
+        let expected = SampledWindow {
+            readers: 7,
+            length: ms(100),
+        };
         assert!(windows[..50].iter().all(|w| *w == expected), "{windows:?}");
     }
 
@@ -395,10 +401,8 @@ mod tests {
     fn periods_split_the_open_window() {
         let opened = Instant::now();
         let mut sampler = Sampler::open("200/1000".parse().unwrap(), opened);
-        // Nothing counts before the first window begins.
-        sampler.close_window(opened, 3);
+        // Nothing counts while the probe settles.
         assert!(sampler.take_period(opened, 3, false).windows.is_empty());
-        sampler.attached(opened);
         sampler.open_window(opened, 10);
         let first = sampler.take_period(opened + ms(50), 15, false);
         assert_eq!(
