@@ -5,12 +5,14 @@
 //! it does not know: so the copy aya is given has that flag cleared on the sections of every
 //! program this run will not attach, and is otherwise the object byte for byte.
 
-use std::ops::Deref;
+use std::{mem::offset_of, ops::Deref};
 
-use anyhow::{Result, bail};
-
-/// `SHF_EXECINSTR`: the section holds instructions.
-const EXECUTABLE: u64 = 0x4;
+use anyhow::{Result, anyhow};
+use object::{
+    LittleEndian,
+    elf::{FileHeader64, SHF_EXECINSTR, SectionHeader64},
+    read::elf::{FileHeader as _, SectionHeader as _},
+};
 
 /// Bytes with the alignment of a `u64`, which the ELF parser wants for its headers.
 pub struct Aligned {
@@ -50,115 +52,31 @@ impl Aligned {
 /// `keep` names are programs: sections named `KIND/NAME` that hold instructions, NAME being
 /// the program. The shared functions' `.text` and every other section stay as they are.
 pub fn narrowed(object: &[u8], keep: impl Fn(&str) -> bool) -> Result<Aligned> {
+    let elf = |e: object::read::Error| anyhow!("the eBPF object is not a 64-bit ELF file: {e}");
+    let header = FileHeader64::<LittleEndian>::parse(object).map_err(elf)?;
+    let endian = header.endian().map_err(elf)?;
+    let sections = header.sections(endian, object).map_err(elf)?;
+    let table_at = header.e_shoff(endian) as usize;
+    let entry_size = usize::from(header.e_shentsize(endian));
+    let executable = u64::from(SHF_EXECINSTR);
     let mut copy = Aligned::copy_of(object);
-    let headers = section_headers(object)?;
-    let names = headers.get(headers.names).copied();
-    let Some(names) = names else {
-        bail!("the eBPF object has no section names");
-    };
     let bytes = copy.bytes_mut();
-    for header in &headers.all {
-        let flags = header.flags(object)?;
-        if flags & EXECUTABLE == 0 {
+    for (index, section) in sections.iter().enumerate() {
+        let flags = section.sh_flags(endian);
+        if flags & executable == 0 {
             continue;
         }
-        let name = names.string_at(object, header.name(object)?)?;
-        let Some((_, program)) = name.split_once('/') else {
+        let name = sections.section_name(endian, section).map_err(elf)?;
+        let Some((_, program)) = std::str::from_utf8(name)?.split_once('/') else {
             continue;
         };
         if !keep(program) {
-            bytes[header.at + 8..header.at + 16]
-                .copy_from_slice(&(flags & !EXECUTABLE).to_le_bytes());
+            let at =
+                table_at + index * entry_size + offset_of!(SectionHeader64<LittleEndian>, sh_flags);
+            bytes[at..at + 8].copy_from_slice(&(flags & !executable).to_le_bytes());
         }
     }
     Ok(copy)
-}
-
-/// Where one section header is in the file.
-#[derive(Clone, Copy)]
-struct Header {
-    at: usize,
-}
-
-impl Header {
-    fn name(self, object: &[u8]) -> Result<usize> {
-        Ok(u32_at(object, self.at)? as usize)
-    }
-
-    fn flags(self, object: &[u8]) -> Result<u64> {
-        u64_at(object, self.at + 8)
-    }
-
-    /// The section's bytes, as `(offset, size)` in the file, read as a string table.
-    fn string_at(self, object: &[u8], name: usize) -> Result<&str> {
-        let (offset, size) = (
-            u64_at(object, self.at + 0x18)? as usize,
-            u64_at(object, self.at + 0x20)? as usize,
-        );
-        let table = object
-            .get(offset..offset.saturating_add(size))
-            .ok_or_else(|| anyhow::anyhow!("the section names lie outside the eBPF object"))?;
-        let rest = table
-            .get(name..)
-            .ok_or_else(|| anyhow::anyhow!("a section name lies outside its table"))?;
-        let end = rest.iter().position(|&b| b == 0).unwrap_or(rest.len());
-        Ok(std::str::from_utf8(&rest[..end])?)
-    }
-}
-
-struct Headers {
-    all: Vec<Header>,
-    /// The index of the section that holds the sections' names.
-    names: usize,
-}
-
-impl Headers {
-    fn get(&self, index: usize) -> Option<&Header> {
-        self.all.get(index)
-    }
-}
-
-fn section_headers(object: &[u8]) -> Result<Headers> {
-    if object.get(..6) != Some(b"\x7fELF\x02\x01".as_slice()) {
-        bail!("the eBPF object is not a little-endian 64-bit ELF file");
-    }
-    let table = u64_at(object, 0x28)? as usize;
-    let size = u16_at(object, 0x3a)? as usize;
-    let count = u16_at(object, 0x3c)? as usize;
-    let names = u16_at(object, 0x3e)? as usize;
-    if size < 0x28 {
-        bail!("the eBPF object's section headers are {size} bytes long");
-    }
-    let all = (0..count)
-        .map(|i| Header {
-            at: table + i * size,
-        })
-        .collect::<Vec<_>>();
-    if let Some(last) = all.last()
-        && last.at + size > object.len()
-    {
-        bail!("the eBPF object's section headers lie outside it");
-    }
-    Ok(Headers { all, names })
-}
-
-fn bytes_at<const N: usize>(object: &[u8], at: usize) -> Result<[u8; N]> {
-    object
-        .get(at..at + N)
-        .and_then(|b| b.try_into().ok())
-        .ok_or_else(|| anyhow::anyhow!("the eBPF object ends at {}, before {at}", object.len()))
-}
-
-fn u16_at(object: &[u8], at: usize) -> Result<u16> {
-    Ok(u16::from_le_bytes(bytes_at(object, at)?))
-}
-
-fn u32_at(object: &[u8], at: usize) -> Result<u32> {
-    Ok(u32::from_le_bytes(bytes_at(object, at)?))
-}
-
-fn u64_at(object: &[u8], at: usize) -> Result<u64> {
-    Ok(u64::from_le_bytes(bytes_at(object, at)?))
 }
 
 #[cfg(test)]
