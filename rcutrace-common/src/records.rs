@@ -180,6 +180,9 @@ pub struct CrossCheck {
     pub expected: u64,
     pub bound: u64,
     pub agrees: bool,
+    /// `expected` is a ceiling: `value` may be any amount below it, at most `bound` above.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub at_most: bool,
 }
 
 /// How `count --sample-readers` estimated the readers.
@@ -817,6 +820,7 @@ mod tests {
                 expected: 40,
                 bound: 2,
                 agrees: false,
+                at_most: false,
             }],
         });
         let line = serde_json::to_string(&count).unwrap();

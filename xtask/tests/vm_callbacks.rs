@@ -1,14 +1,15 @@
 //! `rcutrace callbacks` against the test module's exact ground truth on Debian's 6.1 and
 //! 6.12: N callbacks of a known function are N queued, N invoked and N latency samples, the
 //! way they were queued (call_rcu, call_rcu_hurry, call_srcu, call_rcu_tasks) is told apart,
-//! callbacks held back by a reader wait at least as long as the reader, and a flood of
-//! 100 000 loses nothing silently.
+//! callbacks held back by a reader wait at least as long as the reader, callbacks pending at
+//! exit are checked against the kernel's own lists, and a flood of 100 000 loses nothing
+//! silently.
 
 mod support;
 
 use std::{collections::HashMap, time::Duration};
 
-use rcutrace_common::records::{CallbackRow, MapValue, Record};
+use rcutrace_common::records::{CallbackRow, CrossCheck, MapValue, Record};
 use support::{
     Run, boot_with_module_within, callback_latency_samples, callback_row, callbacks_summary,
     readout_number, run_named, sections,
@@ -22,6 +23,8 @@ const DELAYED: u64 = 50;
 const DELAY_MS: u64 = 20;
 const KFREES: u64 = 200;
 const FLOOD: u64 = 100_000;
+/// Long enough to outlast the held run's close, which reads /proc/kallsyms.
+const HOLD_MS: u64 = 5000;
 
 const MODULE_CB: &str = "rcutrace_test_cb [rcutrace_test]";
 const HURRY_CB: &str = "rcutrace_test_hurry_cb [rcutrace_test]";
@@ -61,6 +64,38 @@ fn assert_accounted(row: &CallbackRow) {
         row.invoked + row.pending_at_exit + row.not_recorded + row.requeued,
         "{row:#?}"
     );
+}
+
+/// The check of the pending callbacks against the kernel's lists.
+fn pending_check(records: &[Record]) -> &CrossCheck {
+    let s = callbacks_summary(records);
+    s.cross_checks
+        .iter()
+        .find(|c| c.at_most && c.counted.contains("pending at exit"))
+        .unwrap_or_else(|| panic!("no check of the pending callbacks: {:#?}", s.cross_checks))
+}
+
+/// By kprobe, the kernel skips uncounted a kprobe hit that comes while another kprobe's
+/// handler runs on its CPU: a softirq invoking callbacks inside one of rcutrace's handlers
+/// goes unseen (under a loaded host, 88 of 300 once). Such a run must say so: its callbacks
+/// pending at exit, all of them invoked before the barrier returned, exceed what the
+/// kernel's lists held. Otherwise it is exact.
+fn assert_exact_or_flagged(run: &Run, function: &str, n: u64) {
+    let records = decode(run);
+    let s = callbacks_summary(&records);
+    let rows: Vec<&CallbackRow> = s.rows.iter().filter(|r| r.function == function).collect();
+    let queued: u64 = rows.iter().map(|r| r.queued).sum();
+    let invoked: u64 = rows.iter().map(|r| r.invoked).sum();
+    let pending: u64 = rows.iter().map(|r| r.pending_at_exit).sum();
+    assert_eq!((queued, invoked + pending), (n, n), "{rows:#?}");
+    let check = pending_check(&records);
+    if pending == 0 {
+        assert_exact(&records, function, "call_rcu", n);
+        assert!(check.agrees, "{check:#?}");
+    } else {
+        assert!(!check.agrees && check.value > check.expected, "{check:#?}");
+        assert!(run.err.contains("pending at exit"), "{}", run.err);
+    }
 }
 
 /// Exactly N queued and N invoked, each a latency sample, none from before tracing.
@@ -106,17 +141,22 @@ fn exact_callbacks(series: &str) {
         .iter()
         .map(|w| format!("/bin/rcu-workload {w} || exit 1\n"))
         .collect();
+    let hold_s = HOLD_MS / 1000;
     let script = format!(
         "insmod /lib/rcutrace_test.ko || exit 1\n\
          cat > /tmp/exact.sh <<'EOF'\n{work_script}EOF\n\
          printf '/bin/rcu-workload module call_rcu {CALLBACKS}\\n/bin/rcu-workload module rcu_barrier 1\\n' > /tmp/kprobe.sh\n\
          printf '/bin/rcu-workload module flood {FLOOD}\\n/bin/rcu-workload module rcu_barrier 1\\n' > /tmp/flood.sh\n\
+         printf '/bin/rcu-workload module hold_cpu 1 {HOLD_MS} &\\nsleep 0.5\\n/bin/rcu-workload module call_rcu {CALLBACKS}\\n' > /tmp/held.sh\n\
          traced exact 'callbacks --secs 0 --top 0 -f json' 'sh /tmp/exact.sh'\n\
          echo '=== readout'; cat /proc/rcutrace_test\n\
          /bin/rcu-workload module reset 0 >/dev/null\n\
          traced kprobe 'callbacks --secs 0 --top 0 --attach kprobe -f json' 'sh /tmp/kprobe.sh'\n\
          /bin/rcu-workload module reset 0 >/dev/null\n\
          traced text 'callbacks --secs 0 --top 3 --by cpu' 'sh /tmp/kprobe.sh'\n\
+         /bin/rcu-workload module reset 0 >/dev/null\n\
+         traced held 'callbacks --secs 0 --top 0 -f json' 'sh /tmp/held.sh'\n\
+         sleep {hold_s}\n\
          /bin/rcu-workload module reset 0 >/dev/null\n\
          traced flood 'callbacks --secs 0 --top 0 --by cpu -f json' 'sh /tmp/flood.sh'\n\
          echo '=== flood_readout'; cat /proc/rcutrace_test\n"
@@ -177,6 +217,8 @@ fn exact_callbacks(series: &str) {
         assert_accounted(r);
     }
     assert_eq!(s.not_timed.pending_map_full, 0);
+    // The pending callbacks checked against the kernel's lists, and agreeing.
+    assert!(pending_check(&records).agrees);
     // Each entry point's calls against the callbacks seen queued through it: all four
     // checked, all agreeing, nothing warned.
     for via in ["call_rcu", "call_srcu", "call_rcu_tasks"] {
@@ -197,7 +239,24 @@ fn exact_callbacks(series: &str) {
     // By kprobe and kretprobe instead of trampolines: the same exact counts.
     let kprobe = run_named(&sections, "kprobe");
     kprobe.assert_ok("kprobe");
-    assert_exact(&decode(&kprobe), MODULE_CB, "call_rcu", CALLBACKS);
+    assert_exact_or_flagged(&kprobe, MODULE_CB, CALLBACKS);
+
+    // A reader held on CPU 1 across the close keeps every callback queued after it waiting:
+    // all N pending, and the kernel's lists (read from its memory) hold at least as many.
+    let held = run_named(&sections, "held");
+    held.assert_ok("held");
+    let records = decode(&held);
+    let r = callback_row(callbacks_summary(&records), MODULE_CB, "call_rcu");
+    assert_eq!(
+        (r.queued, r.invoked, r.pending_at_exit),
+        (CALLBACKS, 0, CALLBACKS),
+        "{r:#?}"
+    );
+    let check = pending_check(&records);
+    assert!(
+        check.agrees && check.value >= CALLBACKS && check.expected >= check.value,
+        "{check:#?}"
+    );
 
     // The text: bpftrace's keyed histograms, then the table, the module's row in it.
     let text = run_named(&sections, "text");

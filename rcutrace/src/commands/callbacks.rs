@@ -5,6 +5,7 @@
 //! entry point); this module reads the maps, names the functions and builds the report.
 
 use std::{
+    cell::Cell,
     collections::{BTreeMap, BTreeSet},
     time::Duration,
 };
@@ -18,6 +19,7 @@ use rcutrace_common::{
 use super::{Need, Period, Request, trace, warn_disagreements};
 use crate::{
     cli::{CallbacksArgs, CallbacksBy},
+    kernel::callback_lists::CallbackLists,
     kernel::cgroups::CgroupPaths,
     kernel::environment,
     kernel::symbols::Symbolizer,
@@ -30,7 +32,7 @@ use crate::{
     },
     render::Format,
     trace::probes::{CALLBACKS, Probe},
-    trace::tracer::Constant,
+    trace::tracer::{Constant, Tracer},
 };
 
 /// Without these two nothing can be paired.
@@ -50,6 +52,13 @@ pub async fn run(args: &CallbacksArgs, format: Format) -> Result<Report> {
         constants.push(Constant::U32("CALLBACKS_BY_CGROUP", 1));
         constants.push(Constant::MaxEntries("QUEUED_BY_CGROUP", MAX_CGROUP_ROWS));
     }
+    let lists_at_close = Cell::new(None);
+    let mut look_at_lists = |tracer: &Tracer| match ListsAtClose::read(tracer) {
+        Ok(lists) => lists_at_close.set(Some(lists)),
+        Err(e) => {
+            log::warn!("the pending callbacks are not checked against the kernel's lists: {e:#}")
+        }
+    };
     let request = Request {
         probes: &probes,
         constants,
@@ -63,6 +72,7 @@ pub async fn run(args: &CallbacksArgs, format: Format) -> Result<Report> {
         traced_process: None,
         sample_readers: None,
         watch: None,
+        at_close: Some(&mut look_at_lists),
         format,
     };
     let options = Options {
@@ -72,7 +82,8 @@ pub async fn run(args: &CallbacksArgs, format: Format) -> Result<Report> {
     };
     let mut cgroups = CgroupPaths::new();
     trace(request, None, &mut |period| {
-        let raw = read(period)?;
+        let mut raw = read(period)?;
+        raw.lists_at_close = lists_at_close.get();
         let names = function_names(&raw);
         let mut report = assemble(&raw, &names, &options, period.elapsed);
         if let Summary::Callbacks(summary) = &report.summary {
@@ -104,6 +115,37 @@ struct Raw {
     /// Calls of each traced entry point while tracing, by `Via`.
     entry_calls: Vec<(Via, u64)>,
     missed_by_kernel: u64,
+    lists_at_close: Option<ListsAtClose>,
+}
+
+/// What normal RCU's callback lists held just before the window closed, and the queueings
+/// the programs had seen when they were read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct ListsAtClose {
+    queued_before: u64,
+    listed: u64,
+}
+
+impl ListsAtClose {
+    /// Finding the lists reads /proc/kallsyms: done before the count of queueings, so that
+    /// the two readings that matter are close together.
+    fn read(tracer: &Tracer) -> Result<ListsAtClose> {
+        let lists = CallbackLists::locate()?;
+        let queued_before = queued_so_far(&[
+            tracer.per_cpu_values("CALLBACK_TOTALS", TOTAL_QUEUED)?,
+            tracer.per_cpu_values("CALLBACK_TOTALS", TOTAL_LOST_ROWS_FULL_QUEUED)?,
+        ]);
+        let listed = lists.callbacks()?;
+        Ok(ListsAtClose {
+            queued_before,
+            listed,
+        })
+    }
+}
+
+/// Every queueing the programs saw, with a row or without one.
+fn queued_so_far(slots: &[Vec<u64>]) -> u64 {
+    slots.iter().flatten().sum()
 }
 
 fn read(period: &Period<'_>) -> Result<Raw> {
@@ -139,6 +181,7 @@ fn read(period: &Period<'_>) -> Result<Raw> {
             })
             .collect::<Result<_>>()?,
         missed_by_kernel: period.counters.missed(tracer, &all),
+        lists_at_close: None,
     })
 }
 
@@ -255,7 +298,8 @@ fn assemble(
     });
 
     let totals = totals(raw, &rows);
-    let cross_checks = entry_point_checks(raw, &rows, &totals);
+    let mut cross_checks = entry_point_checks(raw, &rows, &totals);
+    cross_checks.extend(pending_check(raw));
     let rows_kept: BTreeSet<(u64, Via)> = rows.iter().map(|b| (b.key.func, b.key.via)).collect();
     let shown = if options.top == 0 {
         rows.len()
@@ -376,6 +420,32 @@ fn entry_point_checks(raw: &Raw, rows: &[Building], totals: &CallbackTotals) -> 
     let cpus = raw.totals.first().map_or(1, Vec::len) as u64;
     let already_lost = totals.missed_by_kernel + totals.rows_map_full_queued;
     checks::callbacks_by_entry_point(&entry_points, cpus, already_lost)
+}
+
+/// The callbacks queued through normal RCU's entry points and left pending, against what
+/// its lists held shortly before the close (`checks::pending_against_lists`).
+fn pending_check(raw: &Raw) -> Option<CrossCheck> {
+    let lists = raw.lists_at_close?;
+    let pending = raw
+        .pending
+        .iter()
+        .filter(|p| matches!(p.via, VIA_CALL_RCU | VIA_CALL_RCU_HURRY))
+        .count() as u64;
+    let queued = queued_so_far(&[
+        raw.totals
+            .get(TOTAL_QUEUED as usize)
+            .cloned()
+            .unwrap_or_default(),
+        raw.totals
+            .get(TOTAL_LOST_ROWS_FULL_QUEUED as usize)
+            .cloned()
+            .unwrap_or_default(),
+    ]);
+    Some(checks::pending_against_lists(
+        pending,
+        lists.listed,
+        queued.saturating_sub(lists.queued_before),
+    ))
 }
 
 /// `@cblat[function]`: the shown rows' latency histograms, one per function (its entry
@@ -571,6 +641,7 @@ mod tests {
             entry_points_not_traced: vec!["call_rcu_tasks_rude".into()],
             entry_calls: vec![(VIA_CALL_RCU, 5), (VIA_CALL_RCU_HURRY, 5)],
             missed_by_kernel: 0,
+            lists_at_close: None,
         }
     }
 
@@ -638,6 +709,40 @@ mod tests {
                 ("[other: 3 keys]".into(), 7),
             ]
         );
+    }
+
+    /// Only what normal RCU's entry points queued is set against its lists, and everything
+    /// queued after the lists were read (10 by the close, 7 at the read) may still be pending.
+    #[test]
+    fn pending_callbacks_are_checked_against_the_lists_read_before_the_close() {
+        let mut raw = raw();
+        raw.pending.push(Pending {
+            func: MOD_CB,
+            queued_ns: 1,
+            via: VIA_CALL_SRCU,
+            cpu: 0,
+        });
+        let summary_checks = |raw: &Raw| {
+            let report = assemble(raw, &names(), &options(0, false), Duration::from_secs(5));
+            summary(&report).cross_checks.clone()
+        };
+        assert!(
+            summary_checks(&raw).iter().all(|c| !c.at_most),
+            "no lists, no check"
+        );
+        raw.lists_at_close = Some(ListsAtClose {
+            queued_before: 7,
+            listed: 0,
+        });
+        let check = pending_check(&raw).unwrap();
+        assert_eq!((check.value, check.expected, check.agrees()), (2, 3, true));
+        raw.lists_at_close = Some(ListsAtClose {
+            queued_before: 9,
+            listed: 0,
+        });
+        let checks = summary_checks(&raw);
+        let check = checks.iter().find(|c| c.at_most).unwrap();
+        assert_eq!((check.value, check.expected, check.agrees()), (2, 1, false));
     }
 
     #[test]

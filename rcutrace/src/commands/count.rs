@@ -52,6 +52,7 @@ pub async fn run(args: &CountArgs, format: Format) -> Result<Report> {
             traced_process: None,
             sample_readers: args.sample_readers,
             watch: None,
+            at_close: None,
             format,
         },
         None,

@@ -79,6 +79,7 @@ pub async fn run(args: &GpArgs, format: Format) -> Result<Report> {
             traced_process: None,
             sample_readers: None,
             watch: None,
+            at_close: None,
             format,
         },
         Some(&mut consume),

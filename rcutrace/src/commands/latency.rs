@@ -203,6 +203,7 @@ async fn run(
             traced_process: pid,
             sample_readers: None,
             watch: None,
+            at_close: None,
             format,
         },
         Some(&mut consume),

@@ -100,6 +100,9 @@ pub struct Request<'a> {
     pub sample_readers: Option<ReaderSampling>,
     /// Work to do every so often while the window is open (`stall`'s watch).
     pub watch: Option<Watch<'a>>,
+    /// A last look at the kernel while the programs still count, just before the window
+    /// closes (`callbacks` reads the callback lists' lengths there).
+    pub at_close: Option<&'a mut dyn FnMut(&Tracer)>,
     pub format: Format,
 }
 
@@ -368,6 +371,9 @@ pub async fn trace_with<R>(
     )
     .await?;
     let mut tracer = tracer.into_inner();
+    if let Some(at_close) = request.at_close {
+        at_close(&tracer);
+    }
     tracer.set_running(false)?;
     // `count`'s plain counters do not check the window: read them before the wait, which
     // itself makes a grace period (and takes readers).

@@ -139,6 +139,7 @@ pub async fn run(args: &ServeArgs) -> Result<()> {
                 check: &mut watch_stalls,
                 now: None,
             }),
+            at_close: None,
             format: Format::Text,
         },
         Some(&mut consume),

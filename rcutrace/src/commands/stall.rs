@@ -230,6 +230,7 @@ pub async fn run(args: &StallArgs, format: Format) -> Result<Report> {
                 check: &mut check,
                 now: Some(&look_now),
             }),
+            at_close: None,
             format,
         },
         Some(&mut consume),

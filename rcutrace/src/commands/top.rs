@@ -139,6 +139,7 @@ pub async fn run(args: &TopArgs) -> Result<()> {
             traced_process: None,
             sample_readers: Some(args.sample_readers),
             watch: None,
+            at_close: None,
             format: Format::Text,
         },
         Some(&mut consume),

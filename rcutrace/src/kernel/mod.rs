@@ -4,8 +4,10 @@
 //! and `environment` records what a run ran on.
 
 pub mod btf;
+pub mod callback_lists;
 pub mod cgroups;
 pub mod environment;
+pub mod kcore;
 pub mod misses;
 pub mod rcu_state;
 pub mod symbols;
@@ -75,6 +77,20 @@ pub fn variable_address(name: &str) -> Result<Option<u64>> {
         address.is_none()
     })?;
     Ok(address.filter(|&a| a != 0))
+}
+
+/// `variable_address` for several names, in one pass over /proc/kallsyms.
+pub fn variable_addresses<const N: usize>(names: [&str; N]) -> Result<[Option<u64>; N]> {
+    let mut addresses = [None; N];
+    scan_kallsyms(|symbol| {
+        for (name, address) in names.iter().zip(addresses.iter_mut()) {
+            if address.is_none() {
+                *address = data_symbol(symbol, name).filter(|&a| a != 0);
+            }
+        }
+        addresses.iter().any(Option::is_none)
+    })?;
+    Ok(addresses)
 }
 
 /// Hands each line of /proc/kallsyms to `visit` until it returns false. The lines are read

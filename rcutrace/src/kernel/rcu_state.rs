@@ -279,6 +279,7 @@ pub fn fields() -> Vec<Field> {
     .iter()
     .chain(&TASKS_FIELDS)
     .chain(&SRCU_FIELDS)
+    .chain(&super::callback_lists::FIELDS)
     .copied()
     .collect()
 }

@@ -486,6 +486,7 @@ fn cross_checks(checks: &[CrossCheck]) -> Vec<records::CrossCheck> {
             expected: c.expected,
             bound: c.bound,
             agrees: c.agrees(),
+            at_most: c.at_most,
         })
         .collect()
 }

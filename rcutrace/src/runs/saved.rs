@@ -470,6 +470,7 @@ fn cross_checks(checks: &[records::CrossCheck]) -> Vec<CrossCheck> {
             against: c.against.clone(),
             expected: c.expected,
             bound: c.bound,
+            at_most: c.at_most,
         })
         .collect()
 }
