@@ -28,6 +28,10 @@ pub const VIA_BARRIER: Via = 7;
 /// could not be recorded (pending map full; counted separately at queueing).
 pub const VIA_NOT_SEEN: Via = 8;
 pub const VIA_COUNT: u32 = 9;
+/// Queued by rcutrace itself (the files and memory it frees while the window is open): kept
+/// in the pending map only, so that its invocation is not taken for a callback queued before
+/// tracing; never in a row, never counted.
+pub const VIA_OWN: Via = VIA_COUNT;
 
 /// The entry point's name for each `Via`, as printed.
 pub const VIA_NAMES: [&str; VIA_COUNT as usize] = [

@@ -23,7 +23,7 @@ use rcutrace_common::{callbacks::*, hist};
 
 use crate::{
     atomic,
-    window::{constant, running},
+    window::{constant, current, running},
 };
 
 /// Nanoseconds per display unit of the latency histograms.
@@ -90,6 +90,7 @@ fn note_caller(head: u64, via: Via) {
         unsafe { *caller = Caller { head, via, _pad: 0 } };
     }
     if running()
+        && !current().2
         && let Some(calls) = ENTRY_CALLS.get_ptr_mut(via)
     {
         unsafe { atomic::add(calls, 1) };
@@ -99,6 +100,16 @@ fn note_caller(head: u64, via: Via) {
 #[inline(always)]
 fn on_enqueue(head: u64, barrier: bool) {
     if head == 0 || !running() {
+        return;
+    }
+    if current().2 {
+        let own = Pending {
+            func: 0,
+            queued_ns: 0,
+            via: VIA_OWN,
+            cpu: 0,
+        };
+        let _ = PENDING.insert(head, own, 0);
         return;
     }
     let now = unsafe { bpf_ktime_get_ns() };
@@ -182,6 +193,9 @@ fn on_dequeue(head: u64) {
         return;
     };
     let _ = PENDING.remove(head);
+    if pending.via == VIA_OWN {
+        return;
+    }
     let key = CallbackKey {
         func: pending.func,
         via: pending.via,

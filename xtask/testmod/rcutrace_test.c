@@ -47,7 +47,9 @@
  *                                rcu_read_lock() with preemption off, one
  *                                start_poll_synchronize_rcu() (so a grace period is wanted),
  *                                then a busy-wait of MS ms (MS <= 30000) in
- *                                rcutrace_test_hold_spin(): CPU C holds that grace period up.
+ *                                rcutrace_test_hold_spin(): CPU C holds that grace period up;
+ *                                then, the reader left, a 50 ms sleep on CPU C (its quiescent
+ *                                state) before the writer moves back.
  *   block_reader N MS            N times: inside rcu_read_lock(), one
  *                                start_poll_synchronize_rcu(), then msleep(MS) in
  *                                rcutrace_test_block_in_reader() (MS <= 30000): the writer is a
@@ -688,6 +690,8 @@ static int op_reset(unsigned long n, unsigned long arg)
 
 /* ---- Holdouts: a CPU, or a blocked reader, that holds a grace period up ---------------- */
 #define MAX_HOLD_MS 30000UL
+/* Ticks and force-quiescent-state passes enough for a quiescent state to be reported. */
+#define HOLD_QS_MS 50
 #if HAVE(start_poll_synchronize_rcu)
 static atomic64_t hold_start_ns, hold_end_ns;
 static atomic_t hold_cpu_used;
@@ -724,6 +728,13 @@ static int op_hold_cpu(unsigned long cpu, unsigned long ms)
 		/* Unlock first: a preemption inside the reader would make it a blocked one. */
 		rcu_read_unlock();
 		preempt_enable();
+		/*
+		 * A sleep on CPU C outside any reader: C's quiescent state, reported before the
+		 * writer goes on. Without it the writer's next reader could end the held grace
+		 * period instead (on 7.3's lazy preemption an exiting writer was preempted inside
+		 * one, in exit_mmap(), and became the last holdout, 1 ms after 400 ms of C's hold).
+		 */
+		msleep(HOLD_QS_MS);
 		set_cpus_allowed_ptr(current, old);
 	}
 	free_cpumask_var(old);

@@ -77,9 +77,10 @@ fn pending_check(records: &[Record]) -> &CrossCheck {
 
 /// By kprobe, the kernel skips uncounted a kprobe hit that comes while another kprobe's
 /// handler runs on its CPU: a softirq invoking callbacks inside one of rcutrace's handlers
-/// goes unseen (under a loaded host, 88 of 300 once). Such a run must say so: its callbacks
-/// pending at exit, all of them invoked before the barrier returned, exceed what the
-/// kernel's lists held. Otherwise it is exact.
+/// goes unseen (under a loaded host, 88 of 300 once), and now and then an entry point's note
+/// (one of 300 callbacks then counts as `other`). Every callback of the function is still
+/// seen queued; a run in which invocations went unseen must say so, with the pending beyond
+/// what the kernel's lists held, and otherwise each is a latency sample.
 fn assert_exact_or_flagged(run: &Run, function: &str, n: u64) {
     let records = decode(run);
     let s = callbacks_summary(&records);
@@ -87,13 +88,16 @@ fn assert_exact_or_flagged(run: &Run, function: &str, n: u64) {
     let queued: u64 = rows.iter().map(|r| r.queued).sum();
     let invoked: u64 = rows.iter().map(|r| r.invoked).sum();
     let pending: u64 = rows.iter().map(|r| r.pending_at_exit).sum();
-    assert_eq!((queued, invoked + pending), (n, n), "{rows:#?}");
+    let before: u64 = rows.iter().map(|r| r.queued_before_tracing).sum();
+    assert_eq!((queued, invoked + pending, before), (n, n, 0), "{rows:#?}");
     let check = pending_check(&records);
-    if pending == 0 {
-        assert_exact(&records, function, "call_rcu", n);
-        assert!(check.agrees, "{check:#?}");
-    } else {
+    if pending > 0 {
         assert!(!check.agrees && check.value > check.expected, "{check:#?}");
+    } else {
+        assert_eq!(callback_latency_samples(&records, function), n, "{rows:#?}");
+    }
+    // Other callbacks' invocations may have gone unseen too: said, never silent.
+    if !check.agrees {
         assert!(run.err.contains("pending at exit"), "{}", run.err);
     }
 }

@@ -159,6 +159,7 @@ fn read(period: &Period<'_>) -> Result<Raw> {
             .hash_entries::<u64, Pending>("PENDING")?
             .into_iter()
             .map(|(_, p)| p)
+            .filter(|p| p.via != VIA_OWN)
             .collect(),
         totals: (0..TOTAL_SLOTS)
             .map(|slot| tracer.per_cpu_values("CALLBACK_TOTALS", slot))
