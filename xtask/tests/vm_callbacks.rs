@@ -221,8 +221,11 @@ fn exact_callbacks(series: &str) {
         assert_accounted(r);
     }
     assert_eq!(s.not_timed.pending_map_full, 0);
-    // The pending callbacks checked against the kernel's lists, and agreeing.
-    assert!(pending_check(&records).agrees);
+    // The pending callbacks checked against the kernel's lists, and agreeing (hits the
+    // kernel counted as skipped allowed for: an SRCU or tasks-RCU invocation in a kworker,
+    // interrupted by a softirq that invokes callbacks, skips the same program there).
+    let check = pending_check(&records);
+    assert!(check.agrees, "{check:#?}\n{:#?}", s.not_timed);
     // Each entry point's calls against the callbacks seen queued through it: all four
     // checked, all agreeing, nothing warned.
     for via in ["call_rcu", "call_srcu", "call_rcu_tasks"] {
@@ -288,11 +291,24 @@ fn exact_callbacks(series: &str) {
     flood.assert_ok("flood");
     let records = decode(&flood);
     let s = callbacks_summary(&records);
-    let r = callback_row(s, FLOOD_CB, "call_rcu");
-    assert_eq!(r.queued, FLOOD, "{r:#?}");
-    assert_accounted(r);
+    // A kworker interrupted between call_rcu() and the queueing by another call_rcu() on
+    // its CPU leaves its callback `other` (once in 100 000 under a loaded host, on 7.3).
+    let rows: Vec<&CallbackRow> = s.rows.iter().filter(|r| r.function == FLOOD_CB).collect();
+    assert!(
+        rows.iter().all(|r| r.via == "call_rcu" || r.via == "other"),
+        "{rows:#?}"
+    );
+    let via_call_rcu = callback_row(s, FLOOD_CB, "call_rcu").queued;
+    assert!(via_call_rcu >= FLOOD - FLOOD / 100, "{rows:#?}");
+    let sum = |column: fn(&CallbackRow) -> u64| rows.iter().map(|r| column(r)).sum::<u64>();
+    assert_eq!(sum(|r| r.queued), FLOOD, "{rows:#?}");
+    rows.iter().for_each(|r| assert_accounted(r));
     // The barrier waited for them all, and the pending map holds 262144: nothing is lost.
-    assert_eq!((r.invoked, r.not_recorded), (FLOOD, 0), "{r:#?}");
+    assert_eq!(
+        (sum(|r| r.invoked), sum(|r| r.not_recorded)),
+        (FLOOD, 0),
+        "{rows:#?}"
+    );
     assert_eq!(s.not_timed.row_map_full_queued, 0);
     let queued_by_cpu = per_cpu(&records, "@cpu_queued");
     let flood_readout = &sections["flood_readout"];
