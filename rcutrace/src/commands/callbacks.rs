@@ -131,10 +131,11 @@ impl ListsAtClose {
     /// the two readings that matter are close together.
     fn read(tracer: &Tracer) -> Result<ListsAtClose> {
         let lists = CallbackLists::locate()?;
-        let queued_before = queued_so_far(&[
-            tracer.per_cpu_values("CALLBACK_TOTALS", TOTAL_QUEUED)?,
-            tracer.per_cpu_values("CALLBACK_TOTALS", TOTAL_LOST_ROWS_FULL_QUEUED)?,
-        ]);
+        let slots = QUEUEINGS
+            .iter()
+            .map(|&slot| tracer.per_cpu_values("CALLBACK_TOTALS", slot))
+            .collect::<Result<Vec<_>>>()?;
+        let queued_before = queued_so_far(&slots);
         let listed = lists.callbacks()?;
         Ok(ListsAtClose {
             queued_before,
@@ -143,7 +144,11 @@ impl ListsAtClose {
     }
 }
 
-/// Every queueing the programs saw, with a row or without one.
+/// The totals' slots that together count every queueing the programs saw, with a row or
+/// without one.
+const QUEUEINGS: [u32; 2] = [TOTAL_QUEUED, TOTAL_LOST_ROWS_FULL_QUEUED];
+
+/// The queueings in `QUEUEINGS`' slots, per CPU, added up.
 fn queued_so_far(slots: &[Vec<u64>]) -> u64 {
     slots.iter().flatten().sum()
 }
@@ -432,16 +437,11 @@ fn pending_check(raw: &Raw) -> Option<CrossCheck> {
         .iter()
         .filter(|p| matches!(p.via, VIA_CALL_RCU | VIA_CALL_RCU_HURRY))
         .count() as u64;
-    let queued = queued_so_far(&[
-        raw.totals
-            .get(TOTAL_QUEUED as usize)
-            .cloned()
-            .unwrap_or_default(),
-        raw.totals
-            .get(TOTAL_LOST_ROWS_FULL_QUEUED as usize)
-            .cloned()
-            .unwrap_or_default(),
-    ]);
+    let slots: Vec<Vec<u64>> = QUEUEINGS
+        .iter()
+        .map(|&slot| raw.totals.get(slot as usize).cloned().unwrap_or_default())
+        .collect();
+    let queued = queued_so_far(&slots);
     let cpus = raw.totals.first().map_or(1, Vec::len) as u64;
     Some(checks::pending_against_lists(
         pending,

@@ -1,10 +1,10 @@
 //! How many callbacks normal RCU's per-CPU lists hold right now, read from kernel memory:
 //! each possible CPU's `rcu_data.cblist.len`. On a CPU whose callbacks are offloaded that
 //! length already counts its bypass list (the kernel adds to it before the bypass enqueue),
-//! and it drops only after a batch of invoked callbacks, so it never counts short. The per-CPU copy of `rcu_data` lies at the
-//! symbol's address plus that CPU's `__per_cpu_offset`, both from /proc/kallsyms (zero-based
-//! per-CPU symbols on 6.1 and 6.12, absolute ones on 7.3: the sum is the same), and the
-//! fields' offsets come from the BTF.
+//! and it drops only after a batch of invoked callbacks, so it never counts short. The
+//! per-CPU copy of `rcu_data` lies at the symbol's address plus that CPU's
+//! `__per_cpu_offset`, both from /proc/kallsyms (zero-based per-CPU symbols on 6.1 and 6.12,
+//! absolute ones on 7.3: the sum is the same), and the fields' offsets come from the BTF.
 
 use anyhow::{Context as _, Result};
 

@@ -54,7 +54,8 @@ fn read_segments(file: &File) -> Result<Vec<Segment>> {
     file.read_exact_at(&mut header, 0)?;
     let parsed = FileHeader64::<Endianness>::parse(header.as_slice())?;
     let endian = parsed.endian()?;
-    let end = parsed.e_phoff(endian) + u64::from(parsed.e_phnum(endian)) * 56;
+    let end = parsed.e_phoff(endian)
+        + u64::from(parsed.e_phnum(endian)) * u64::from(parsed.e_phentsize(endian));
     if end > 1 << 20 {
         bail!("program headers end at {end}, past any kernel's");
     }

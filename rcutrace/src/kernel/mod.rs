@@ -71,12 +71,8 @@ pub fn kernel_symbols(wanted: &[&str]) -> Result<HashMap<String, u64>> {
 /// The address of kernel variable `name` (a symbol of the kernel proper), if /proc/kallsyms
 /// lists it with a real address (not zeroed by kptr_restrict).
 pub fn variable_address(name: &str) -> Result<Option<u64>> {
-    let mut address = None;
-    scan_kallsyms(|symbol| {
-        address = data_symbol(symbol, name);
-        address.is_none()
-    })?;
-    Ok(address.filter(|&a| a != 0))
+    let [address] = variable_addresses([name])?;
+    Ok(address)
 }
 
 /// `variable_address` for several names, in one pass over /proc/kallsyms.
@@ -85,12 +81,12 @@ pub fn variable_addresses<const N: usize>(names: [&str; N]) -> Result<[Option<u6
     scan_kallsyms(|symbol| {
         for (name, address) in names.iter().zip(addresses.iter_mut()) {
             if address.is_none() {
-                *address = data_symbol(symbol, name).filter(|&a| a != 0);
+                *address = data_symbol(symbol, name);
             }
         }
         addresses.iter().any(Option::is_none)
     })?;
-    Ok(addresses)
+    Ok(addresses.map(|address| address.filter(|&a| a != 0)))
 }
 
 /// Hands each line of /proc/kallsyms to `visit` until it returns false. The lines are read

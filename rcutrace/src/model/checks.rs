@@ -35,23 +35,22 @@ impl CrossCheck {
 
     /// The warning a disagreement prints, both figures in it.
     pub fn warning(&self) -> String {
-        if self.at_most {
-            return format!(
-                "{} ({}) exceed {} ({}) by {}, more than the {} allowed when every hook \
-                 fires: at least that many events went unseen on this kernel, and the figures \
-                 that rest on them are wrong",
-                self.counted,
-                self.value,
-                self.against,
-                self.expected,
-                self.difference(),
-                self.bound
-            );
-        }
+        let (relation, consequence) = if self.at_most {
+            (
+                "exceed",
+                "allowed when every hook fires: at least that many events went unseen on this \
+                 kernel, and the figures that rest on them are wrong",
+            )
+        } else {
+            (
+                "and",
+                "they can differ by when every hook fires: a hook missed events on this \
+                 kernel, and the figures that rest on it are short",
+            )
+        };
+        let gap = if self.at_most { "by" } else { "differ by" };
         format!(
-            "{} ({}) and {} ({}) differ by {}, more than the {} they can differ by when every \
-             hook fires: a hook missed events on this kernel, and the figures that rest on it \
-             are short",
+            "{} ({}) {relation} {} ({}) {gap} {}, more than the {} {consequence}",
             self.counted,
             self.value,
             self.against,
