@@ -18,8 +18,10 @@ pub const EVENT_INIT_END: u32 = 3;
 /// A force-quiescent-state pass over a node (`force_qs_rnp()`).
 pub const EVENT_FQS: u32 = 4;
 /// Quiescent states reported to a node for the grace period in progress
-/// (`rcu_report_qs_rnp()`): `value` the CPUs' bits that were still awaited, `extra` the
-/// node's first CPU (bit 0). `tgid`/`pid` are the reporter's.
+/// (`rcu_report_qs_rnp()`): `value` the node's bits that were still awaited, `extra` the
+/// node's address. At a leaf the bits are CPUs; at an inner node they are children whose
+/// last blocked reader just left (user space decodes them by the kernel's tree,
+/// `rcutrace::model::tree`). `tgid`/`pid` are the reporter's.
 pub const EVENT_REPORT: u32 = 5;
 /// `rcu_gp_cleanup()` entered: every quiescent state was in.
 pub const EVENT_CLEANUP_START: u32 = 6;

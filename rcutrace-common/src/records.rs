@@ -366,6 +366,9 @@ pub struct GracePeriodsSummary {
     pub begun_before_tracing: u64,
     pub incomplete: u64,
     pub spurious_inits: u64,
+    /// Reports from no `rcu_node` of the tree read at start-up, left out.
+    #[serde(default)]
+    pub undecoded_reports: u64,
     pub lost_events: u64,
     pub lost_stacks: u64,
     pub blocked_readers_not_followed: u64,
@@ -435,6 +438,10 @@ pub struct LastHoldout {
     /// CPUs in the report that ended the wait (`cpu` only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpus: Option<u32>,
+    /// Those CPUs in the kernel's cpulist format (`48-63`); for a `task` holdout whose
+    /// blocking was not seen, the CPUs of the leaf whose readers held it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_list: Option<String>,
     /// Reported by a force-quiescent-state pass, not by the CPU itself (`cpu` only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub found_by_pass: Option<bool>,

@@ -36,6 +36,11 @@ static RCU_NODE_QSMASK: u32 = 0;
 #[unsafe(no_mangle)]
 static RCU_NODE_GRPLO: u32 = 0;
 #[unsafe(no_mangle)]
+static RCU_NODE_LEVEL: u32 = 0;
+/// The level of the tree's leaves (`rcu_num_lvls - 1`): only a leaf's bits are CPUs.
+#[unsafe(no_mangle)]
+static RCU_LEAF_LEVEL: u32 = 0;
+#[unsafe(no_mangle)]
 static TASK_RCU_READ_LOCK_NESTING: u32 = 0;
 /// Offsets of the `rcu:rcu_stall_warning` tracepoint's two string pointers in its record.
 #[unsafe(no_mangle)]
@@ -268,7 +273,10 @@ program! {
 }
 
 /// One quiescent-state report (`rcu_report_qs_rnp(mask, rnp, gps, flags)`, called with the
-/// node's lock held): the CPUs of `mask` still awaited are marked as reported, and sent.
+/// node's lock held): the bits of `mask` still awaited are sent with the node, for user space
+/// to decode by the tree. At a leaf they are CPUs, marked here as reported; at an inner node
+/// (a leaf whose last blocked reader left reports itself to its parent) they are children,
+/// whose CPUs had all reported already.
 #[inline(always)]
 fn on_report<C: EbpfContext>(ctx: &C, mask: u64, node: u64, gps: u64) {
     let Some(state) = state() else { return };
@@ -280,26 +288,32 @@ fn on_report<C: EbpfContext>(ctx: &C, mask: u64, node: u64, gps: u64) {
     let Some(awaited) = read::<u64>(node + u64::from(window::constant(&RCU_NODE_QSMASK))) else {
         return;
     };
-    let Some(first_cpu) = read::<i32>(node + u64::from(window::constant(&RCU_NODE_GRPLO))) else {
-        return;
-    };
     let reported = mask & awaited;
     if reported == 0 {
         return;
     }
-    let mut bits = reported;
-    let mut bit = 0u32;
-    while bit < 64 && bits != 0 {
-        if bits & 1 != 0
-            && let Some(cpu) = CPU_STATE.get_ptr_mut(first_cpu as u32 + bit)
-        {
-            unsafe { (*cpu).reported_gp_seq = gp_seq };
+    let Some(level) = read::<u8>(node + u64::from(window::constant(&RCU_NODE_LEVEL))) else {
+        return;
+    };
+    if u32::from(level) == window::constant(&RCU_LEAF_LEVEL) {
+        let Some(first_cpu) = read::<i32>(node + u64::from(window::constant(&RCU_NODE_GRPLO)))
+        else {
+            return;
+        };
+        let mut bits = reported;
+        let mut bit = 0u32;
+        while bit < 64 && bits != 0 {
+            if bits & 1 != 0
+                && let Some(cpu) = CPU_STATE.get_ptr_mut(first_cpu as u32 + bit)
+            {
+                unsafe { (*cpu).reported_gp_seq = gp_seq };
+            }
+            bits >>= 1;
+            bit += 1;
         }
-        bits >>= 1;
-        bit += 1;
     }
     if sending() {
-        send(ctx, EVENT_REPORT, reported, first_cpu as u64, false);
+        send(ctx, EVENT_REPORT, reported, node, false);
     }
 }
 

@@ -50,7 +50,7 @@ pub async fn run(args: &GpArgs, format: Format) -> Result<Report> {
     let cpus = kernel::possible_cpus()?;
     let new_tally = || Tally::new(Layout::Log2, args.unit, args.top);
     let stream = RefCell::new(Stream {
-        assembler: Assembler::awaiting(&kernel::online_cpus()?),
+        assembler: Assembler::new(layout.tree.clone(), &kernel::online_cpus()?),
         tally: new_tally(),
         malformed: 0,
     });
@@ -153,6 +153,8 @@ pub(super) fn constants(layout: &RcuLayout, cpus: u32, events: GpEvents) -> Vec<
         Constant::U32("RCU_STATE_GP_SEQ", layout.gp_seq),
         Constant::U32("RCU_NODE_QSMASK", layout.node_qsmask),
         Constant::U32("RCU_NODE_GRPLO", layout.node_grplo),
+        Constant::U32("RCU_NODE_LEVEL", layout.node_level),
+        Constant::U32("RCU_LEAF_LEVEL", layout.tree.leaf_level()),
         Constant::U32("TASK_RCU_READ_LOCK_NESTING", layout.task_nesting),
         Constant::U32("STALL_WARNING_RCUNAME", rcuname),
         Constant::U32("STALL_WARNING_MSG", msg),
@@ -251,5 +253,6 @@ pub(super) fn holdout_stack(holdout: Option<&Holdout>) -> Option<u64> {
     match holdout? {
         Holdout::Cpu { sample, .. } => sample.as_ref()?.stack,
         Holdout::Task { stack, .. } => *stack,
+        Holdout::Readers { .. } => None,
     }
 }

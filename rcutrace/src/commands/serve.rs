@@ -106,7 +106,12 @@ pub async fn run(args: &ServeArgs) -> Result<()> {
             GpEvents::WithoutSamples,
         ));
     }
-    let grace_periods = RefCell::new(GracePeriods::awaiting(&online));
+    let assembler = match &layout {
+        Some(layout) => Assembler::new(layout.tree.clone(), &online),
+        // No grace-period program is attached: nothing reaches it.
+        None => Assembler::bounds_only(),
+    };
+    let grace_periods = RefCell::new(GracePeriods::new(assembler));
     let stalls = RefCell::new(StallCounter::default());
     let mut watch_stalls = |tracer: &Tracer| {
         if let Some(now) = grace_period_now(tracer, &online)? {
@@ -231,9 +236,9 @@ struct GracePeriods {
 }
 
 impl GracePeriods {
-    fn awaiting(cpus: &[u32]) -> Self {
+    fn new(assembler: Assembler) -> Self {
         GracePeriods {
-            assembler: Assembler::awaiting(cpus),
+            assembler,
             // Nothing of the duration's or the slowest is served: the duration histogram
             // is `gplat`'s probe pair's.
             tally: Tally::new(Layout::Log2, Unit::Ns, 0),

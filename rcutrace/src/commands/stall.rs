@@ -89,7 +89,7 @@ pub async fn run(args: &StallArgs, format: Format) -> Result<Report> {
     }
     let state = RefCell::new(State {
         printer: Printer::start(format),
-        stream: Assembler::awaiting(&kernel::online_cpus()?),
+        stream: Assembler::new(layout.tree.clone(), &online),
         watch: StallWatch::new(thresholds.clone()),
         expedited: ExpeditedWatch::new(thresholds.clone()),
         warnings: 0,

@@ -37,13 +37,32 @@ impl KernelMemory {
 
     /// The 64-bit word at `address`.
     pub fn read_u64(&self, address: u64) -> Result<u64> {
-        let offset = file_offset(&self.segments, address, 8)
-            .with_context(|| format!("{KCORE} does not map {address:#x}"))?;
         let mut word = [0u8; 8];
-        self.file
-            .read_exact_at(&mut word, offset)
-            .with_context(|| format!("reading {address:#x} through {KCORE}"))?;
+        self.read(address, &mut word)?;
         Ok(u64::from_ne_bytes(word))
+    }
+
+    /// The 32-bit word at `address`.
+    pub fn read_u32(&self, address: u64) -> Result<u32> {
+        let mut word = [0u8; 4];
+        self.read(address, &mut word)?;
+        Ok(u32::from_ne_bytes(word))
+    }
+
+    /// The byte at `address`.
+    pub fn read_u8(&self, address: u64) -> Result<u8> {
+        let mut byte = [0u8; 1];
+        self.read(address, &mut byte)?;
+        Ok(byte[0])
+    }
+
+    /// Fills `bytes` from kernel memory at `address`.
+    fn read(&self, address: u64, bytes: &mut [u8]) -> Result<()> {
+        let offset = file_offset(&self.segments, address, bytes.len() as u64)
+            .with_context(|| format!("{KCORE} does not map {address:#x}"))?;
+        self.file
+            .read_exact_at(bytes, offset)
+            .with_context(|| format!("reading {address:#x} through {KCORE}"))
     }
 }
 
@@ -148,6 +167,11 @@ mod tests {
         assert_eq!(memory.read_u64(0xffff_8880_0000_1008).unwrap(), 2);
         assert_eq!(memory.read_u64(0xffff_ffff_8100_0000).unwrap(), 3);
         assert_eq!(memory.read_u64(0xffff_ffff_8100_0008).unwrap(), 4);
+        assert_eq!(memory.read_u32(0xffff_ffff_8100_0008).unwrap(), 4);
+        assert_eq!(memory.read_u8(0xffff_8880_0000_1000).unwrap(), 1);
+        // The last byte of a segment, but not four bytes from there.
+        assert_eq!(memory.read_u8(0xffff_ffff_8100_000f).unwrap(), 0);
+        assert!(memory.read_u32(0xffff_ffff_8100_000d).is_err());
     }
 
     /// A word that runs past its segment's end, or lies in none, is refused, not read from

@@ -1,6 +1,6 @@
 //! Facts about the running kernel and this process that decide what can be traced: here, its
 //! functions (kallsyms), privileges and tasks; `btf` reads the kernel's own type information,
-//! `misses` the probe hits it skipped, `symbols` names its addresses, `cgroups` its cgroups,
+//! `misses` the probe hits it skipped, `rcu_tree` its tree of `rcu_node`s, `symbols` names its addresses, `cgroups` its cgroups,
 //! and `environment` records what a run ran on.
 
 pub mod btf;
@@ -10,6 +10,7 @@ pub mod environment;
 pub mod kcore;
 pub mod misses;
 pub mod rcu_state;
+pub mod rcu_tree;
 pub mod symbols;
 
 use std::{

@@ -8,23 +8,28 @@ use std::collections::HashMap;
 use anyhow::{Context as _, Result, bail};
 
 use super::btf::{self, Field};
+use crate::model::tree::RcuTree;
 
 const GP_SEQ: Field = ("rcu_state", "gp_seq");
 const NODE_QSMASK: Field = ("rcu_node", "qsmask");
 const NODE_GRPLO: Field = ("rcu_node", "grplo");
+const NODE_LEVEL: Field = ("rcu_node", "level");
 const TASK_NESTING: Field = ("task_struct", "rcu_read_lock_nesting");
 /// The `rcu:rcu_stall_warning` tracepoint's record, as tracefs describes it.
 const STALL_WARNING_FORMAT: &str = "events/rcu/rcu_stall_warning/format";
 
 const STALL_TIMEOUT: &str = "/sys/module/rcupdate/parameters/rcu_cpu_stall_timeout";
 
-/// What the grace-period programs need to read RCU's state.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// What the grace-period programs need to read RCU's state, and the tree of `rcu_node`s
+/// that decodes their reports.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RcuLayout {
     pub rcu_state: u64,
     pub gp_seq: u32,
     pub node_qsmask: u32,
     pub node_grplo: u32,
+    pub node_level: u32,
+    pub tree: RcuTree,
     pub task_nesting: u32,
     /// Offsets of `rcuname` and `msg` in the stall-warning tracepoint's record, where the
     /// kernel has that tracepoint.
@@ -34,7 +39,7 @@ pub struct RcuLayout {
 /// Reads this kernel's layout; fails naming what is missing (a kernel without preemptible
 /// RCU has no reader nesting in its tasks, for one).
 pub fn layout() -> Result<RcuLayout> {
-    let fields = [GP_SEQ, NODE_QSMASK, NODE_GRPLO, TASK_NESTING];
+    let fields = [GP_SEQ, NODE_QSMASK, NODE_GRPLO, NODE_LEVEL, TASK_NESTING];
     let offsets =
         btf::field_offsets(&fields).context("reading RCU's structures from the kernel BTF")?;
     let missing: Vec<String> = fields
@@ -53,11 +58,14 @@ pub fn layout() -> Result<RcuLayout> {
         "/proc/kallsyms gives no address for rcu_state (kernel.kptr_restrict hides \
          addresses, or the kernel lacks CONFIG_KALLSYMS_ALL)",
     )?;
+    let tree = super::rcu_tree::read(rcu_state).context("reading the kernel's rcu_node tree")?;
     Ok(RcuLayout {
         rcu_state,
         gp_seq: offsets[&GP_SEQ],
         node_qsmask: offsets[&NODE_QSMASK],
         node_grplo: offsets[&NODE_GRPLO],
+        node_level: offsets[&NODE_LEVEL],
+        tree,
         task_nesting: offsets[&TASK_NESTING],
         stall_warning: stall_warning_offsets(),
     })
@@ -273,10 +281,12 @@ pub fn fields() -> Vec<Field> {
         GP_SEQ,
         NODE_QSMASK,
         NODE_GRPLO,
+        NODE_LEVEL,
         TASK_NESTING,
         EXPEDITED_SEQUENCE,
     ]
     .iter()
+    .chain(&super::rcu_tree::FIELDS)
     .chain(&TASKS_FIELDS)
     .chain(&SRCU_FIELDS)
     .chain(&super::callback_lists::FIELDS)

@@ -3,6 +3,9 @@
 //! last to let it end, and what that holdout was doing. Pure logic: the events arrive in the
 //! order the programs reserved their ring-buffer records, which follows causality (the last
 //! report wakes the kthread that then cleans up), so one pass in arrival order is enough.
+//! Each report is decoded by the kernel's tree of `rcu_node`s (`tree`): on a machine of more
+//! than one leaf, a report to an inner node is a leaf's last blocked reader leaving, never a
+//! CPU.
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -10,6 +13,8 @@ use rcutrace_common::{
     attribution::NO_STACK,
     gp::{self, GP_SEQ_STATE_BITS, GpEvent},
 };
+
+use super::tree::{RcuTree, Reported};
 
 /// The phases a grace period's duration (`rcu_gp_init()` entry to `rcu_gp_cleanup()`
 /// return, as `gplat` measures it) splits into; they add up to it exactly.
@@ -66,8 +71,9 @@ pub enum Holdout {
     Cpu {
         /// The first CPU of the report that ended the wait.
         cpu: u32,
-        /// CPUs in that report (a force-quiescent-state pass reports several at once).
-        cpus: u32,
+        /// Every CPU in that report, ascending (a force-quiescent-state pass reports several
+        /// at once: a whole idle leaf of 16).
+        cpus: Vec<u32>,
         /// Reported by the kthread's pass (found idle or quiescent), not by the CPU itself.
         found_by_pass: bool,
         /// The first tick sample of that CPU during this grace period, if it was sampled.
@@ -83,13 +89,22 @@ pub enum Holdout {
         /// Where it was switched out.
         stack: Option<u64>,
     },
+    /// The blocked readers of a leaf, the last of which left without having been seen to
+    /// block (it blocked before tracing began): the leaf's report to its parent names the
+    /// leaf, and the reporter is that reader.
+    Readers {
+        /// The last reader to leave.
+        task: Task,
+        /// The CPUs of the leaf (or leaves) whose readers held it.
+        cpus: Vec<u32>,
+    },
 }
 
 impl Holdout {
     pub fn kind(&self) -> &'static str {
         match self {
             Holdout::Cpu { .. } => "cpu",
-            Holdout::Task { .. } => "task",
+            Holdout::Task { .. } | Holdout::Readers { .. } => "task",
         }
     }
 }
@@ -187,11 +202,16 @@ pub struct Unassembled {
     pub incomplete: u64,
     /// Times the kthread ran init for nothing (`rcu_gp_init()` returned false).
     pub spurious_inits: u64,
+    /// Reports to an address that is no node of the tree read at start-up, or of bits that
+    /// are no CPU or child of it: left out of every grace period.
+    pub undecoded_reports: u64,
 }
 
 /// Builds grace periods from events, one at a time.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Assembler {
+    /// The kernel's tree of `rcu_node`s, which every report is decoded by.
+    tree: RcuTree,
     /// The CPUs every grace period waits for (the online ones), where known: a grace period
     /// cleaned up without a report seen from each had a report hook skipped by the kernel
     /// (another BPF program was running on that CPU), so what ended its wait is unknown.
@@ -199,6 +219,10 @@ pub struct Assembler {
     current: Option<InProgress>,
     pending_request_ns: Option<u64>,
     blocked: HashMap<u32, Blocked>,
+    /// The blocked reader that left last, with whether it was counted as holding the grace
+    /// period in progress: its leaf's report to the parent follows on a tree of more than
+    /// one level.
+    left: Option<(u32, Blocked, u64, bool)>,
     /// The first tick sample per CPU of the grace period it was taken for.
     samples: HashMap<u32, (u64, Sample)>,
     /// The latest tick sample per CPU, with its grace period and time: what runs there now,
@@ -226,11 +250,25 @@ fn task(event: &GpEvent) -> Task {
 }
 
 impl Assembler {
-    /// An assembler for grace periods that wait for each of `cpus`.
-    pub fn awaiting(cpus: &[u32]) -> Self {
+    /// An assembler of grace periods' bounds only, for runs that hook no report (`srlat
+    /// --stages`): any report would be left undecoded, and counted.
+    pub fn bounds_only() -> Self {
+        Assembler::new(RcuTree::modelled(1, 1, 2), &[])
+    }
+
+    /// An assembler for grace periods on `tree` that wait for each of `cpus`.
+    pub fn new(tree: RcuTree, cpus: &[u32]) -> Self {
         Assembler {
+            tree,
             awaited_cpus: cpus.iter().copied().collect(),
-            ..Assembler::default()
+            current: None,
+            pending_request_ns: None,
+            blocked: HashMap::new(),
+            left: None,
+            samples: HashMap::new(),
+            latest: HashMap::new(),
+            done: Vec::new(),
+            unassembled: Unassembled::default(),
         }
     }
 
@@ -246,6 +284,7 @@ impl Assembler {
                 if self.current.is_some() {
                     self.unassembled.incomplete += 1;
                 }
+                self.left = None;
                 self.current = Some(InProgress {
                     started_ns: at,
                     kthread_pid: event.pid,
@@ -282,25 +321,51 @@ impl Assembler {
                 }
             }
             gp::EVENT_REPORT => {
-                if let Some(current) = &mut self.current {
-                    let cpus = event.value.count_ones();
-                    current.cpus_reported += cpus;
-                    let first = event.extra as u32;
-                    current.reported.extend(
-                        (0..64)
-                            .filter(|bit| event.value & (1 << bit) != 0)
-                            .map(|bit| first + bit),
-                    );
-                    if event.pid == current.kthread_pid {
-                        current.kthread_seen_ns = at;
+                let Some(current) = &mut self.current else {
+                    return;
+                };
+                if event.pid == current.kthread_pid {
+                    current.kthread_seen_ns = at;
+                }
+                match self.tree.decode(event.extra, event.value) {
+                    Some(Reported::Cpus(cpus)) if !cpus.is_empty() => {
+                        current.cpus_reported += cpus.len() as u32;
+                        current.reported.extend(&cpus);
+                        let holdout = Holdout::Cpu {
+                            cpu: cpus[0],
+                            cpus,
+                            found_by_pass: event.pid == current.kthread_pid,
+                            sample: None,
+                        };
+                        current.last = Some((at, holdout));
                     }
-                    let holdout = Holdout::Cpu {
-                        cpu: event.extra as u32 + event.value.trailing_zeros(),
-                        cpus,
-                        found_by_pass: event.pid == current.kthread_pid,
-                        sample: None,
-                    };
-                    current.last = Some((at, holdout));
+                    Some(Reported::Children(cpus)) if !cpus.is_empty() => {
+                        // A leaf's last blocked reader left, and this is that reader telling
+                        // the leaf's parent: the reader is the holdout, whether or not the
+                        // assembler judged it to hold this grace period when it left.
+                        let holdout = match self.left.take() {
+                            Some((pid, blocked, left_at, counted)) if pid == event.pid => {
+                                if !counted {
+                                    current.blocked_readers += 1;
+                                }
+                                Holdout::Task {
+                                    task: blocked.task,
+                                    cpu: blocked.cpu,
+                                    blocked_ns: left_at.saturating_sub(blocked.since_ns),
+                                    stack: blocked.stack,
+                                }
+                            }
+                            _ => {
+                                current.blocked_readers += 1;
+                                Holdout::Readers {
+                                    task: task(event),
+                                    cpus,
+                                }
+                            }
+                        };
+                        current.last = Some((at, holdout));
+                    }
+                    _ => self.unassembled.undecoded_reports += 1,
                 }
             }
             gp::EVENT_BLOCK => {
@@ -322,16 +387,18 @@ impl Assembler {
                 let Some(current) = &mut self.current else {
                     return;
                 };
-                if blocked.holds(current) && current.cleanup_start_ns.is_none() {
+                let holds = blocked.holds(current) && current.cleanup_start_ns.is_none();
+                if holds {
                     current.blocked_readers += 1;
                     let holdout = Holdout::Task {
-                        task: blocked.task,
+                        task: blocked.task.clone(),
                         cpu: blocked.cpu,
                         blocked_ns: at.saturating_sub(blocked.since_ns),
                         stack: blocked.stack,
                     };
                     current.last = Some((at, holdout));
                 }
+                self.left = Some((event.pid, blocked, at, holds));
             }
             gp::EVENT_HOLDOUT_SAMPLE => {
                 let mode = match event.value {
@@ -379,7 +446,8 @@ impl Assembler {
     fn finish(&mut self, current: InProgress, ended_ns: u64) -> Option<GracePeriod> {
         let gp_seq = current.gp_seq?;
         let init_end = current.init_end_ns?;
-        let cleanup_start = current.cleanup_start_ns?;
+        // Cleanup seen to begin before init ended is no grace period's order of events.
+        let cleanup_start = current.cleanup_start_ns.filter(|&c| c >= init_end)?;
         let (wait_end, last_holdout) = match current.last {
             Some((at, holdout)) => (at.clamp(init_end, cleanup_start), Some(holdout)),
             None => (cleanup_start, None),
@@ -510,6 +578,15 @@ mod tests {
 
     const KTHREAD: u32 = 15;
 
+    /// The tree of a 2-CPU machine: one node, the root, is the leaf.
+    fn flat() -> RcuTree {
+        RcuTree::modelled(2, 16, 64)
+    }
+
+    fn root(tree: &RcuTree) -> u64 {
+        tree.nodes()[0].address
+    }
+
     /// A grace period 1000..2000 ns whose last report (CPU `cpu`, by `reporter`) is at 1600.
     fn one_grace_period(reporter: u32, cpu: u64) -> Vec<GpEvent> {
         vec![
@@ -517,15 +594,19 @@ mod tests {
             event(1000, gp::EVENT_INIT_START, KTHREAD),
             with(event(1100, gp::EVENT_INIT_END, KTHREAD), 0x105, 1),
             event(1200, gp::EVENT_FQS, KTHREAD),
-            with(event(1300, gp::EVENT_REPORT, KTHREAD), 0b01, 0),
-            with(event(1600, gp::EVENT_REPORT, reporter), 1 << cpu, 0),
+            with(event(1300, gp::EVENT_REPORT, KTHREAD), 0b01, root(&flat())),
+            with(
+                event(1600, gp::EVENT_REPORT, reporter),
+                1 << cpu,
+                root(&flat()),
+            ),
             event(1700, gp::EVENT_CLEANUP_START, KTHREAD),
             event(2000, gp::EVENT_CLEANUP_END, KTHREAD),
         ]
     }
 
     fn assemble(events: &[GpEvent]) -> Assembler {
-        let mut assembler = Assembler::default();
+        let mut assembler = Assembler::new(flat(), &[]);
         events.iter().for_each(|e| assembler.add(e));
         assembler
     }
@@ -559,7 +640,7 @@ mod tests {
             g.last_holdout,
             Some(Holdout::Cpu {
                 cpu: 1,
-                cpus: 1,
+                cpus: vec![1],
                 found_by_pass: false,
                 sample: None
             })
@@ -702,14 +783,14 @@ mod tests {
         // what ended the wait, and the whole wait to cleanup is the wait for reports.
         let mut events = one_grace_period(400, 1);
         events.remove(5);
-        let mut a = Assembler::awaiting(&[0, 1]);
+        let mut a = Assembler::new(flat(), &[0, 1]);
         events.iter().for_each(|e| a.add(e));
         let g = &a.take_done()[0];
         assert_eq!(g.last_holdout, None);
         assert_eq!(g.phases.quiescent_wait_ns, 1700 - 1100);
         assert_eq!(g.phases.kthread_wake_ns, 0);
         // With every report seen, the last one is the holdout.
-        let mut a = Assembler::awaiting(&[0, 1]);
+        let mut a = Assembler::new(flat(), &[0, 1]);
         one_grace_period(400, 1).iter().for_each(|e| a.add(e));
         assert!(a.take_done()[0].last_holdout.is_some());
     }
@@ -737,7 +818,8 @@ mod tests {
             Unassembled {
                 began_before_tracing: 1,
                 incomplete: 0,
-                spurious_inits: 1
+                spurious_inits: 1,
+                undecoded_reports: 0
             }
         );
         // Without a waking request the wait before init is unknown, not zero; a grace
@@ -752,6 +834,147 @@ mod tests {
         assert_eq!(a.unassembled.incomplete, 1);
         let mut a = assemble(&one_grace_period(400, 0)[1..]);
         assert_eq!(a.take_done()[0].request_wait_ns, None);
+    }
+
+    /// A 64-CPU machine: four leaves of 16 under a root. Every CPU's report reaches its
+    /// leaf; `last` follows the CPUs' reports (all by the kthread's pass, at 1300).
+    fn on_64_cpus(last: Vec<GpEvent>) -> Vec<GpEvent> {
+        let tree = RcuTree::modelled(64, 16, 64);
+        let leaves: Vec<u64> = tree.leaves().map(|n| n.address).collect();
+        let mut events = vec![
+            event(1000, gp::EVENT_INIT_START, KTHREAD),
+            with(event(1100, gp::EVENT_INIT_END, KTHREAD), 0x105, 1),
+        ];
+        events.extend(
+            leaves
+                .iter()
+                .map(|&leaf| with(event(1300, gp::EVENT_REPORT, KTHREAD), 0xffff, leaf)),
+        );
+        events.extend(last);
+        events.push(event(1700, gp::EVENT_CLEANUP_START, KTHREAD));
+        events.push(event(2000, gp::EVENT_CLEANUP_END, KTHREAD));
+        events
+    }
+
+    fn assemble_on_64_cpus(events: &[GpEvent]) -> Assembler {
+        let mut a = Assembler::new(
+            RcuTree::modelled(64, 16, 64),
+            &(0..64).collect::<Vec<u32>>(),
+        );
+        events.iter().for_each(|e| a.add(e));
+        a
+    }
+
+    #[test]
+    fn a_reader_blocked_on_cpu_40_that_leaves_last_is_named_through_the_root() {
+        let tree = RcuTree::modelled(64, 16, 64);
+        let root = root(&tree);
+        let mut block = with(event(500, gp::EVENT_BLOCK, 321), 1, 0);
+        block.cpu = 40;
+        block.stack = 9;
+        let mut events = vec![block];
+        // The reader leaves: its leaf (2, CPUs 32-47) reports itself to the root as bit 2.
+        events.extend(on_64_cpus(vec![
+            event(1600, gp::EVENT_UNBLOCK, 321),
+            with(event(1610, gp::EVENT_REPORT, 321), 1 << 2, root),
+        ]));
+        let mut a = assemble_on_64_cpus(&events);
+        let g = &a.take_done()[0];
+        assert_eq!(
+            g.last_holdout,
+            Some(Holdout::Task {
+                task: Task {
+                    pid: 321,
+                    tgid: 321,
+                    comm: String::new()
+                },
+                cpu: 40,
+                blocked_ns: 1100,
+                stack: Some(9)
+            })
+        );
+        // The leaf's report counts no CPU: each had reported at its leaf.
+        assert_eq!((g.cpus_reported, g.blocked_readers), (64, 1));
+        assert_eq!(g.held_ns, 1610 - 1100);
+        assert_eq!(a.unassembled.undecoded_reports, 0);
+    }
+
+    #[test]
+    fn a_reader_judged_not_to_hold_it_is_the_holdout_when_its_leaf_says_so() {
+        // Blocked after its CPU reported for this grace period (extra 0): the assembler's own
+        // judgement says it holds nothing, but its leaf's report to the root says it did.
+        let root = root(&RcuTree::modelled(64, 16, 64));
+        let mut events = on_64_cpus(vec![
+            event(1600, gp::EVENT_UNBLOCK, 321),
+            with(event(1610, gp::EVENT_REPORT, 321), 1 << 3, root),
+        ]);
+        let mut block = with(event(1350, gp::EVENT_BLOCK, 321), 1, 0);
+        block.cpu = 63;
+        events.insert(6, block);
+        let g = &assemble_on_64_cpus(&events).take_done()[0];
+        assert_eq!(g.blocked_readers, 1);
+        assert!(
+            matches!(&g.last_holdout, Some(Holdout::Task { task, cpu: 63, .. }) if task.pid == 321),
+            "{g:?}"
+        );
+    }
+
+    #[test]
+    fn a_reader_blocked_before_tracing_is_named_with_its_leafs_cpus() {
+        let root = root(&RcuTree::modelled(64, 16, 64));
+        let mut leaving = with(event(1610, gp::EVENT_REPORT, 321), 1 << 2, root);
+        leaving.comm[..6].copy_from_slice(b"reader");
+        let g = &assemble_on_64_cpus(&on_64_cpus(vec![leaving])).take_done()[0];
+        assert_eq!(
+            g.last_holdout,
+            Some(Holdout::Readers {
+                task: Task {
+                    pid: 321,
+                    tgid: 321,
+                    comm: "reader".into()
+                },
+                cpus: (32..48).collect(),
+            })
+        );
+        assert_eq!(g.last_holdout.as_ref().map(Holdout::kind), Some("task"));
+        assert_eq!(g.blocked_readers, 1);
+    }
+
+    #[test]
+    fn a_pass_that_finds_a_whole_leaf_idle_names_every_cpu_of_it() {
+        // The last leaf's CPUs are reported last, all at once, by the kthread.
+        let tree = RcuTree::modelled(64, 16, 64);
+        let last_leaf = tree.leaves().last().unwrap().address;
+        let mut events = on_64_cpus(Vec::new());
+        events.remove(5);
+        events.insert(
+            5,
+            with(event(1500, gp::EVENT_REPORT, KTHREAD), 0xffff, last_leaf),
+        );
+        let g = &assemble_on_64_cpus(&events).take_done()[0];
+        assert_eq!(
+            g.last_holdout,
+            Some(Holdout::Cpu {
+                cpu: 48,
+                cpus: (48..64).collect(),
+                found_by_pass: true,
+                sample: None
+            })
+        );
+        assert_eq!(g.cpus_reported, 64);
+    }
+
+    #[test]
+    fn a_report_from_no_node_of_the_tree_is_counted_not_read_as_cpus() {
+        let mut events = one_grace_period(400, 1);
+        events.insert(5, with(event(1500, gp::EVENT_REPORT, 400), 0b10, 0x1234));
+        let mut a = assemble(&events);
+        assert_eq!(a.unassembled.undecoded_reports, 1);
+        // The grace period still ends with CPU 1's own report.
+        assert!(matches!(
+            a.take_done()[0].last_holdout,
+            Some(Holdout::Cpu { cpu: 1, .. })
+        ));
     }
 
     #[test]

@@ -88,7 +88,7 @@ impl Tally {
                 row.found_by_pass += u64::from(*found_by_pass);
                 row.held_ns += gp.held_ns;
             }
-            Some(Holdout::Task { task, .. }) => {
+            Some(Holdout::Task { task, .. } | Holdout::Readers { task, .. }) => {
                 let row =
                     self.by_task
                         .entry((task.pid, task.comm.clone()))
@@ -208,7 +208,7 @@ mod tests {
     fn cpu(cpu: u32, found_by_pass: bool) -> Option<Holdout> {
         Some(Holdout::Cpu {
             cpu,
-            cpus: 1,
+            cpus: vec![cpu],
             found_by_pass,
             sample: None,
         })

@@ -3,7 +3,8 @@
 //! latency samples into histograms, `stats` derives percentiles, and `attribution` keys
 //! events by who caused them; `anatomy` assembles grace periods from the kernel's events and
 //! `grace_periods` tallies them, `stall` judges when the one in progress is worth a warning;
-//! `stacks` takes a report's kernel stacks with their weights, for flame graphs.
+//! `stacks` takes a report's kernel stacks with their weights, for flame graphs; `tree`
+//! decodes a quiescent-state report by the kernel's tree of `rcu_node`s.
 
 pub mod aggregate;
 pub mod anatomy;
@@ -15,6 +16,7 @@ pub mod stages;
 pub mod stall;
 pub mod stats;
 pub mod top;
+pub mod tree;
 
 use std::time::Duration;
 

@@ -382,7 +382,7 @@ impl Joiner {
         Joiner {
             staged,
             wake_from_gp,
-            assembler: Assembler::default(),
+            assembler: Assembler::bounds_only(),
             normal: BTreeMap::new(),
             expedited: BTreeMap::new(),
             expedited_running: HashMap::new(),

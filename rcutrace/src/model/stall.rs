@@ -379,6 +379,15 @@ mod tests {
     const MS: u64 = 1_000_000;
     const KTHREAD: u32 = 15;
 
+    /// An assembler for a 2-CPU machine, whose one rcu_node is at `ROOT`.
+    fn two_cpus() -> Assembler {
+        let tree = crate::model::tree::RcuTree::modelled(2, 16, 64);
+        assert_eq!(tree.nodes()[0].address, ROOT);
+        Assembler::new(tree, &[])
+    }
+
+    const ROOT: u64 = 0xffff_ffff_8300_0000;
+
     fn event(at_ns: u64, kind: u32, pid: u32, value: u64, extra: u64) -> GpEvent {
         GpEvent {
             at_ns,
@@ -393,7 +402,7 @@ mod tests {
 
     /// A grace period 0x105 that began at 1 s, CPU 0 reported, CPU 1 sampled spinning.
     fn stalled() -> Assembler {
-        let mut a = Assembler::default();
+        let mut a = two_cpus();
         let mut sample = event(
             1_020 * MS,
             gp::EVENT_HOLDOUT_SAMPLE,
@@ -406,7 +415,7 @@ mod tests {
         for e in [
             event(1_000 * MS, gp::EVENT_INIT_START, KTHREAD, 0, 0),
             event(1_001 * MS, gp::EVENT_INIT_END, KTHREAD, 0x105, 1),
-            event(1_010 * MS, gp::EVENT_REPORT, 300, 0b01, 0),
+            event(1_010 * MS, gp::EVENT_REPORT, 300, 0b01, ROOT),
             sample,
         ] {
             a.add(&e);
@@ -589,8 +598,8 @@ mod tests {
         assert!(watch.check(&a, 3_300 * MS, &[0, 1]).is_some());
         assert_eq!(watch.next_due(&a, 3_300 * MS, Looks::All), None);
         // No grace period in progress: nothing due, no end awaited.
-        assert_eq!(watch.next_due(&Assembler::default(), 0, Looks::All), None);
-        assert!(!watch.awaits_end(&Assembler::default()));
+        assert_eq!(watch.next_due(&two_cpus(), 0, Looks::All), None);
+        assert!(!watch.awaits_end(&two_cpus()));
         assert_eq!(
             watch.longest_wait(Duration::from_secs(1)),
             Duration::from_secs(1)
@@ -604,14 +613,14 @@ mod tests {
 
     #[test]
     fn a_blocked_reader_is_named_with_how_long_it_has_been_blocked() {
-        let mut a = Assembler::default();
+        let mut a = two_cpus();
         let mut block = event(500 * MS, gp::EVENT_BLOCK, 321, 1, 0);
         block.comm[..7].copy_from_slice(b"blocker");
         for e in [
             block,
             event(1_000 * MS, gp::EVENT_INIT_START, KTHREAD, 0, 0),
             event(1_001 * MS, gp::EVENT_INIT_END, KTHREAD, 0x105, 1),
-            event(1_010 * MS, gp::EVENT_REPORT, 300, 0b11, 0),
+            event(1_010 * MS, gp::EVENT_REPORT, 300, 0b11, ROOT),
             event(1_900 * MS, gp::EVENT_FQS, KTHREAD, 0, 0),
         ] {
             a.add(&e);
@@ -635,7 +644,7 @@ mod tests {
         let mut watch = StallWatch::new(vec![Duration::from_secs(1)]);
         assert!(watch.check(&a, 2_500 * MS, &[0, 1]).is_some());
         for e in [
-            event(3_000 * MS, gp::EVENT_REPORT, 77, 0b10, 0),
+            event(3_000 * MS, gp::EVENT_REPORT, 77, 0b10, ROOT),
             event(3_001 * MS, gp::EVENT_CLEANUP_START, KTHREAD, 0, 0),
             event(3_002 * MS, gp::EVENT_CLEANUP_END, KTHREAD, 0, 0),
         ] {

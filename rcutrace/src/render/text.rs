@@ -9,6 +9,7 @@ use crate::{
     model::checks::{self, CrossCheck},
     model::stages::{self, Path, PathStages, StagesSummary},
     model::stats,
+    model::tree::cpu_list,
     model::{
         Buckets, CallbackCounts, CallbacksSummary, CountMap, CountSummary, GracePeriodsSummary,
         HistMap, LatencySummary, MIN_RATE_WINDOW_SECS, Map, PerGracePeriod, ReadersEstimate,
@@ -838,12 +839,16 @@ fn grace_periods_summary(summary: &GracePeriodsSummary) -> String {
     let l = &summary.lost;
     let _ = writeln!(
         out,
-        "\nNot assembled: {} begun before tracing, {} incomplete, {} inits for nothing; lost: {} \
-         events, {} stacks, {} blocked readers not followed, {} kernel reads failed, {} missed \
-         by the kernel",
+        "\nNot assembled: {} begun before tracing, {} incomplete, {} inits for nothing{}; lost: \
+         {} events, {} stacks, {} blocked readers not followed, {} kernel reads failed, {} \
+         missed by the kernel",
         u.began_before_tracing,
         u.incomplete,
         u.spurious_inits,
+        match u.undecoded_reports {
+            0 => String::new(),
+            n => format!(", {n} reports from no rcu_node of the tree"),
+        },
         l.events,
         l.stacks,
         l.blocked_readers,
@@ -867,10 +872,9 @@ fn holdout_text(
             found_by_pass,
             sample,
         }) => {
-            let others = if *cpus > 1 {
-                format!(" and {} more", cpus - 1)
-            } else {
-                String::new()
+            let which = match cpus.len() {
+                0 | 1 => format!("CPU {cpu}"),
+                n => format!("CPUs {} ({n})", cpu_list(cpus)),
             };
             let how = if *found_by_pass {
                 "found quiescent by a pass"
@@ -885,7 +889,7 @@ fn holdout_text(
                     s.mode.name()
                 )
             });
-            format!("CPU {cpu}{others} ({how}{running})")
+            format!("{which} ({how}{running})")
         }
         Some(Holdout::Task {
             task,
@@ -897,6 +901,12 @@ fn holdout_text(
             task.pid,
             task.comm,
             figure::exact(*blocked_ns, unit)
+        ),
+        Some(Holdout::Readers { task, cpus }) => format!(
+            "blocked readers of CPUs {}, the last pid {} {} (blocked before tracing began)",
+            cpu_list(cpus),
+            task.pid,
+            task.comm
         ),
     }
 }

@@ -11,6 +11,7 @@ use crate::model::{
     CpuHoldouts, GracePeriodLosses, GracePeriodRow, GracePeriodsSummary, LatencySummary,
     PhaseStats, SeriesStats, TaskHoldouts,
     anatomy::{GracePeriod, Holdout, Mode, Phases, Sample, Task, Unassembled},
+    tree::parse_cpu_list,
 };
 
 /// The summary of a saved gp run from its records; `latency` holds the `@gplat` statistics.
@@ -71,6 +72,7 @@ pub fn summary(
             began_before_tracing: s.begun_before_tracing,
             incomplete: s.incomplete,
             spurious_inits: s.spurious_inits,
+            undecoded_reports: s.undecoded_reports,
         },
         lost: GracePeriodLosses {
             events: s.lost_events,
@@ -117,10 +119,22 @@ fn holdout(h: &records::LastHoldout) -> Result<Holdout> {
             comm: h.comm.clone().unwrap_or_default(),
         })
     };
+    // The CPUs as listed; a run saved before lists were written has only their count, of
+    // CPUs from the first on.
+    let listed = match &h.cpu_list {
+        Some(list) => {
+            Some(parse_cpu_list(list).with_context(|| format!("{list:?} is not a list of CPUs"))?)
+        }
+        None => None,
+    };
     Ok(match h.kind.as_str() {
+        "task" if h.blocked_ns.is_none() && listed.is_some() => Holdout::Readers {
+            task: task().context("a blocked-readers holdout without a pid")?,
+            cpus: listed.unwrap_or_default(),
+        },
         "cpu" => Holdout::Cpu {
             cpu: h.cpu,
-            cpus: h.cpus.unwrap_or(1),
+            cpus: listed.unwrap_or_else(|| (h.cpu..h.cpu + h.cpus.unwrap_or(1)).collect()),
             found_by_pass: h.found_by_pass.unwrap_or(false),
             sample: task().map(|task| Sample {
                 task,
