@@ -374,6 +374,10 @@ pub struct GracePeriodsSummary {
     pub blocked_readers_not_followed: u64,
     pub kernel_reads_failed: u64,
     pub missed_by_kernel: u64,
+    /// The CPUs of each leaf of the kernel's tree of `rcu_node`s (cpulists, `0-15`), which
+    /// every report was decoded by.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rcu_node_leaves: Vec<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

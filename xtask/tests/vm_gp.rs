@@ -10,8 +10,11 @@
 
 mod support;
 
-use rcutrace_common::records::{GracePeriod, GracePeriodsSummary, LastHoldout, Record};
-use support::{Run, boot_with_module, readout_number, run_named, sections};
+use rcutrace_common::records::LastHoldout;
+use support::{
+    MS, assert_gp_consistent, assert_held, boot_with_module, gp_summary as summary, held,
+    readout_number, run_named, sections,
+};
 
 const HOLD_CPU: u64 = 1;
 const HOLD_MS: u64 = 400;
@@ -19,101 +22,6 @@ const BLOCK_MS: u64 = 300;
 /// `membarrier()` calls (a `synchronize_rcu()` each) before, while and after every kprobe in
 /// the kernel is disarmed.
 const SILENT_CALLS: u64 = 10;
-const MS: u64 = 1_000_000;
-
-fn summary(records: &[Record]) -> &GracePeriodsSummary {
-    records
-        .iter()
-        .find_map(|r| match r {
-            Record::GracePeriodsSummary(s) => Some(s),
-            _ => None,
-        })
-        .expect("an rcutrace_gp_summary record")
-}
-
-fn grace_periods(records: &[Record]) -> Vec<&GracePeriod> {
-    records
-        .iter()
-        .filter_map(|r| match r {
-            Record::GracePeriod(g) => Some(g),
-            _ => None,
-        })
-        .collect()
-}
-
-/// What holds for every run: phases that add up, a count the counter agrees with, and
-/// nothing lost.
-fn assert_consistent(name: &str, run: &Run, records: &[Record]) {
-    run.assert_ok(name);
-    let s = summary(records);
-    assert!(s.grace_periods > 0, "{name}: {s:#?}");
-    assert_eq!(s.by_gp_seq, Some(s.grace_periods), "{name}: {s:#?}");
-    // The same, as the cross-check the record carries: it agrees.
-    let [check] = s.cross_checks.as_slice() else {
-        panic!("{name}: one cross-check expected: {s:#?}");
-    };
-    assert_eq!(
-        (check.value, check.expected, check.agrees),
-        (s.grace_periods, s.grace_periods, true),
-        "{name}: {check:#?}"
-    );
-    // Every report seen: the report is hooked by trampoline, which a kprobe's handler
-    // running on the same CPU does not make the kernel skip.
-    let attach = records
-        .iter()
-        .find_map(|r| match r {
-            Record::Environment(e) => Some(&e.attach),
-            _ => None,
-        })
-        .expect("an environment record");
-    assert_eq!(
-        attach.get("rcu_report_qs_rnp").map(String::as_str),
-        Some("fentry"),
-        "{name}: {attach:?}"
-    );
-    assert_eq!(s.without_report, 0, "{name}: {s:#?}");
-    assert_eq!(
-        (s.lost_events, s.kernel_reads_failed, s.incomplete),
-        (0, 0, 0),
-        "{name}: {s:#?}"
-    );
-    for g in grace_periods(records) {
-        assert_eq!(
-            g.init_ns + g.quiescent_wait_ns + g.kthread_wake_ns + g.cleanup_ns,
-            g.duration_ns,
-            "{name}: {g:#?}"
-        );
-        assert!(g.last_holdout.is_some(), "{name}: {g:#?}");
-    }
-}
-
-/// The listed grace period that was under way when the hold ended (it started before the
-/// end and ended after it).
-fn held(records: &[Record], hold_end_ns: u64) -> &GracePeriod {
-    grace_periods(records)
-        .into_iter()
-        .find(|g| g.started_ns <= hold_end_ns && g.started_ns + g.duration_ns >= hold_end_ns)
-        .unwrap_or_else(|| {
-            panic!(
-                "no listed grace period spans the hold's end at {hold_end_ns}: {:#?}",
-                grace_periods(records)
-            )
-        })
-}
-
-/// The grace period under way when a hold of `ms` from `start` to `end` ended was held by
-/// it: its last report came after the hold ended, and it ended at least `ms` after the hold
-/// began (the hold requested a grace period, so one was under way throughout).
-fn assert_held(g: &GracePeriod, start: u64, end: u64, ms: u64) {
-    assert!(
-        g.started_ns + g.init_ns + g.held_ns >= end,
-        "last report before the hold ended at {end}: {g:#?}"
-    );
-    assert!(
-        g.started_ns + g.duration_ns >= start + ms * MS,
-        "hold from {start}: {g:#?}"
-    );
-}
 
 fn holdouts(series: &str) {
     // Each hold is followed by half a second of tracing, so that the grace period it held
@@ -141,7 +49,7 @@ fn holdouts(series: &str) {
     // A reader held on CPU 1 with preemption off.
     let cpu = run_named(&sections, "cpu");
     let records = cpu.records();
-    assert_consistent("cpu", &cpu, &records);
+    assert_gp_consistent("cpu", &cpu, &records);
     let readout = &sections["cpu_readout"];
     let (start, end) = (
         readout_number(readout, "hold_start_ns"),
@@ -195,7 +103,7 @@ fn holdouts(series: &str) {
     // A reader blocked inside its critical section.
     let task = run_named(&sections, "task");
     let records = task.records();
-    assert_consistent("task", &task, &records);
+    assert_gp_consistent("task", &task, &records);
     let readout = &sections["task_readout"];
     let (start, end) = (
         readout_number(readout, "hold_start_ns"),

@@ -48,6 +48,7 @@ pub async fn run(args: &GpArgs, format: Format) -> Result<Report> {
     super::read_btf_ahead(&probes, Default::default(), None);
     let layout = kernel::rcu_state::layout()?;
     let cpus = kernel::possible_cpus()?;
+    let leaves = layout.tree.leaf_cpu_lists();
     let new_tally = || Tally::new(Layout::Log2, args.unit, args.top);
     let stream = RefCell::new(Stream {
         assembler: Assembler::new(layout.tree.clone(), &kernel::online_cpus()?),
@@ -109,6 +110,7 @@ pub async fn run(args: &GpArgs, format: Format) -> Result<Report> {
                 &tally,
                 in_progress,
                 unassembled,
+                &leaves,
                 &mut symbolizer,
             )?;
             if let Summary::GracePeriods(summary) = &report.summary {
@@ -181,6 +183,7 @@ fn report(
     tally: &Tally,
     in_progress: bool,
     unassembled: crate::model::anatomy::Unassembled,
+    rcu_node_leaves: &[String],
     symbolizer: &mut Option<crate::kernel::symbols::Symbolizer>,
 ) -> Result<Report> {
     let losses = period.counters.array("GP_LOSSES");
@@ -242,6 +245,7 @@ fn report(
             without_report: tally.without_report(),
             unassembled,
             lost,
+            rcu_node_leaves: rcu_node_leaves.to_vec(),
         })),
         environment: environment::current(period.attached),
     })

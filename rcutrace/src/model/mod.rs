@@ -421,6 +421,9 @@ pub struct GracePeriodsSummary {
     pub without_report: u64,
     pub unassembled: anatomy::Unassembled,
     pub lost: GracePeriodLosses,
+    /// The CPUs of each leaf `rcu_node` of the kernel's tree, as cpulists: the shape every
+    /// report was decoded by.
+    pub rcu_node_leaves: Vec<String>,
 }
 
 impl GracePeriodsSummary {

@@ -325,6 +325,7 @@ mod tests {
             without_report: 0,
             unassembled: Default::default(),
             lost: Default::default(),
+            rcu_node_leaves: Vec::new(),
         };
         let report = Report {
             time: None,

@@ -151,9 +151,15 @@ impl RcuTree {
         &self.nodes
     }
 
-    #[cfg(test)]
     pub fn leaves(&self) -> impl Iterator<Item = &Node> {
         self.nodes.iter().filter(|n| n.level == self.leaf_level())
+    }
+
+    /// Each leaf's CPUs as a cpulist, in the kernel's order.
+    pub fn leaf_cpu_lists(&self) -> Vec<String> {
+        self.leaves()
+            .map(|leaf| cpu_list(&(leaf.grplo..=leaf.grphi).collect::<Vec<_>>()))
+            .collect()
     }
 
     pub fn node(&self, address: u64) -> Option<&Node> {
@@ -265,7 +271,7 @@ mod tests {
     fn two_levels_of_64_cpus_an_inner_bit_is_a_leaf_of_16() {
         let tree = RcuTree::modelled(64, 16, 64);
         assert_eq!((tree.levels(), tree.leaf_level()), (2, 1));
-        assert_eq!(tree.leaves().count(), 4);
+        assert_eq!(tree.leaf_cpu_lists(), ["0-15", "16-31", "32-47", "48-63"]);
         let root = node_at(&tree, 0, 0);
         let leaf = node_at(&tree, 1, 2);
         assert_eq!((leaf.grplo, leaf.grphi, leaf.grpnum), (32, 47, 2));

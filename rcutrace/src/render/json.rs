@@ -255,6 +255,7 @@ fn grace_periods_summary(s: &GracePeriodsSummary) -> records::GracePeriodsSummar
         blocked_readers_not_followed: s.lost.blocked_readers,
         kernel_reads_failed: s.lost.kernel_reads,
         missed_by_kernel: s.lost.missed_by_kernel,
+        rcu_node_leaves: s.rcu_node_leaves.clone(),
     }
 }
 

@@ -718,6 +718,14 @@ fn grace_periods_summary(summary: &GracePeriodsSummary) -> String {
         out,
         "\nGrace periods: {count} in {secs:.2} s{rate}{by_gp_seq}"
     );
+    if summary.rcu_node_leaves.len() > 1 {
+        let _ = writeln!(
+            out,
+            "rcu_node tree: {} leaves of CPUs {}",
+            summary.rcu_node_leaves.len(),
+            summary.rcu_node_leaves.join(" ")
+        );
+    }
     if summary.without_report > 0 {
         let _ = writeln!(
             out,

@@ -81,6 +81,7 @@ pub fn summary(
             kernel_reads: s.kernel_reads_failed,
             missed_by_kernel: s.missed_by_kernel,
         },
+        rcu_node_leaves: s.rcu_node_leaves.clone(),
     })
 }
 

@@ -5,7 +5,9 @@
 
 use std::{collections::HashMap, sync::OnceLock, time::Duration};
 
-use rcutrace_common::records::{CallbackRow, CallbacksSummary, HistValue, Record};
+use rcutrace_common::records::{
+    CallbackRow, CallbacksSummary, GracePeriod, GracePeriodsSummary, HistValue, Record,
+};
 use xtask::vm::{self, GuestJob, GuestOutput, Kernel};
 
 /// Both binaries, built once per test process.
@@ -73,6 +75,26 @@ pub fn boot_with_module_and_kernel_args(
     let mut job = guest_job(series, script)
         .with_test_module()
         .expect("building the test module");
+    job.kernel_args = kernel_args.iter().map(|a| a.to_string()).collect();
+    job.timeout = limit;
+    run_job(job)
+}
+
+/// `boot_with_module_and_kernel_args` on a guest of `cpus` CPUs and `memory_mb` of memory:
+/// the machines users run, with their trees of `rcu_node`s.
+pub fn boot_with_module_on(
+    series: &str,
+    script: &str,
+    cpus: u32,
+    memory_mb: u32,
+    kernel_args: &[&str],
+    limit: Duration,
+) -> GuestOutput {
+    let mut job = guest_job(series, script)
+        .with_test_module()
+        .expect("building the test module");
+    job.cpus = cpus;
+    job.memory_mb = memory_mb;
     job.kernel_args = kernel_args.iter().map(|a| a.to_string()).collect();
     job.timeout = limit;
     run_job(job)
@@ -319,4 +341,101 @@ pub fn stack_counts(out: &str) -> Vec<(Vec<String>, u64)> {
         }
     }
     stacks
+}
+
+pub const MS: u64 = 1_000_000;
+
+/// `gp`'s summary record.
+pub fn gp_summary(records: &[Record]) -> &GracePeriodsSummary {
+    records
+        .iter()
+        .find_map(|r| match r {
+            Record::GracePeriodsSummary(s) => Some(s),
+            _ => None,
+        })
+        .expect("an rcutrace_gp_summary record")
+}
+
+pub fn grace_periods(records: &[Record]) -> Vec<&GracePeriod> {
+    records
+        .iter()
+        .filter_map(|r| match r {
+            Record::GracePeriod(g) => Some(g),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The listed grace period that was under way when the hold ended (it started before the
+/// end and ended after it).
+pub fn held(records: &[Record], hold_end_ns: u64) -> &GracePeriod {
+    grace_periods(records)
+        .into_iter()
+        .find(|g| g.started_ns <= hold_end_ns && g.started_ns + g.duration_ns >= hold_end_ns)
+        .unwrap_or_else(|| {
+            panic!(
+                "no listed grace period spans the hold's end at {hold_end_ns}: {:#?}",
+                grace_periods(records)
+            )
+        })
+}
+
+/// The grace period under way when a hold of `ms` from `start` to `end` ended was held by
+/// it: its last report came after the hold ended, and it ended at least `ms` after the hold
+/// began (the hold requested a grace period, so one was under way throughout).
+pub fn assert_held(g: &GracePeriod, start: u64, end: u64, ms: u64) {
+    assert!(
+        g.started_ns + g.init_ns + g.held_ns >= end,
+        "last report before the hold ended at {end}: {g:#?}"
+    );
+    assert!(
+        g.started_ns + g.duration_ns >= start + ms * MS,
+        "hold from {start}: {g:#?}"
+    );
+}
+
+/// What holds for every run: phases that add up, a count the counter agrees with, and
+/// nothing lost.
+pub fn assert_gp_consistent(name: &str, run: &Run, records: &[Record]) {
+    run.assert_ok(name);
+    let s = gp_summary(records);
+    assert!(s.grace_periods > 0, "{name}: {s:#?}");
+    assert_eq!(s.by_gp_seq, Some(s.grace_periods), "{name}: {s:#?}");
+    // The same, as the cross-check the record carries: it agrees.
+    let [check] = s.cross_checks.as_slice() else {
+        panic!("{name}: one cross-check expected: {s:#?}");
+    };
+    assert_eq!(
+        (check.value, check.expected, check.agrees),
+        (s.grace_periods, s.grace_periods, true),
+        "{name}: {check:#?}"
+    );
+    // Every report seen: the report is hooked by trampoline, which a kprobe's handler
+    // running on the same CPU does not make the kernel skip.
+    let attach = records
+        .iter()
+        .find_map(|r| match r {
+            Record::Environment(e) => Some(&e.attach),
+            _ => None,
+        })
+        .expect("an environment record");
+    assert_eq!(
+        attach.get("rcu_report_qs_rnp").map(String::as_str),
+        Some("fentry"),
+        "{name}: {attach:?}"
+    );
+    assert_eq!(s.without_report, 0, "{name}: {s:#?}");
+    assert_eq!(
+        (s.lost_events, s.kernel_reads_failed, s.incomplete),
+        (0, 0, 0),
+        "{name}: {s:#?}"
+    );
+    for g in grace_periods(records) {
+        assert_eq!(
+            g.init_ns + g.quiescent_wait_ns + g.kthread_wake_ns + g.cleanup_ns,
+            g.duration_ns,
+            "{name}: {g:#?}"
+        );
+        assert!(g.last_holdout.is_some(), "{name}: {g:#?}");
+    }
 }

@@ -1,0 +1,229 @@
+//! The machines users run: trees of `rcu_node`s, on Debian's 6.1, 6.12 and 7.3. Above 16 CPUs
+//! the kernel puts leaves of up to 16 CPUs under a root; a small guest takes the same shape
+//! with `rcutree.rcu_fanout_leaf=2` (4 CPUs: two leaves under a root). In each shape the test
+//! module holds a reader on the last leaf's last CPU, spinning with preemption off and then
+//! asleep inside the reader: `gp` names that CPU with the module's function on its stack,
+//! and that blocked task (pid, comm, the CPU it blocked on, the module's function where it
+//! was switched out), never the leaf's bit read as a CPU; no grace period is blamed on a CPU
+//! that was not in it; the count of grace periods agrees with `rcu_state.gp_seq`.
+//!
+//! `gp` says which tree it decoded by: the leaves' CPUs, as the kernel's geometry makes them.
+//! One boot per shape and kernel runs every scenario (the 64-CPU guest boots in about a
+//! minute of emulation).
+
+mod support;
+
+use std::time::Duration;
+
+use rcutrace_common::records::{LastHoldout, Record};
+use support::{
+    MS, assert_gp_consistent, assert_held, boot_with_module_on, grace_periods, held,
+    readout_number, run_named, sections,
+};
+
+const HOLD_MS: u64 = 400;
+
+/// A guest shape: its CPUs, memory and kernel options, and the leaves the kernel must say it
+/// built.
+struct Shape {
+    cpus: u32,
+    memory_mb: u32,
+    kernel_args: &'static [&'static str],
+    limit: Duration,
+    leaves: &'static [&'static str],
+}
+
+const TWO_LEAVES_OF_TWO: Shape = Shape {
+    cpus: 4,
+    memory_mb: 1024,
+    kernel_args: &["rcutree.rcu_fanout_leaf=2"],
+    limit: Duration::from_secs(400),
+    leaves: &["0-1", "2-3"],
+};
+
+const FOUR_LEAVES_OF_SIXTEEN: Shape = Shape {
+    cpus: 64,
+    memory_mb: 4096,
+    kernel_args: &[],
+    limit: Duration::from_secs(900),
+    leaves: &["0-15", "16-31", "32-47", "48-63"],
+};
+
+/// The hold's start and end, from the module's read-out after it.
+fn hold(readout: &str) -> (u64, u64) {
+    let (start, end) = (
+        readout_number(readout, "hold_start_ns"),
+        readout_number(readout, "hold_end_ns"),
+    );
+    assert!(end - start >= HOLD_MS * MS, "{readout}");
+    (start, end)
+}
+
+/// No grace period names a CPU that the guest does not have, and every CPU holdout is a CPU
+/// whose report the kernel gave for it (a leaf's own bits).
+fn assert_cpus_named_exist(name: &str, records: &[Record], cpus: u32) {
+    for g in grace_periods(records) {
+        if let Some(LastHoldout {
+            kind,
+            cpu,
+            cpu_list,
+            ..
+        }) = &g.last_holdout
+        {
+            assert!(*cpu < cpus, "{name}: {g:#?}");
+            if kind == "cpu" {
+                assert!(cpu_list.is_some(), "{name}: {g:#?}");
+            }
+        }
+    }
+}
+
+fn tree(series: &str, shape: &Shape) {
+    let last = shape.cpus - 1;
+    let script = format!(
+        "insmod /lib/rcutrace_test.ko || exit 1\n\
+         echo '=== geometry'; dmesg | grep -e 'rcu_fanout_leaf' -e 'Adjusting geometry' -e 'nr_cpu_ids'\n\
+         traced cpu 'gp --secs 0 --top 50 -f json' 'sh -c \"/bin/rcu-workload module hold_cpu {last} {HOLD_MS}; sleep 0.5\"'\n\
+         echo '=== cpu_readout'; cat /proc/rcutrace_test\n\
+         traced task 'gp --secs 0 --top 50 -f json' 'sh -c \"taskset -c {last} /bin/rcu-workload module block_reader 1 {HOLD_MS}; sleep 0.5\"'\n\
+         echo '=== task_readout'; cat /proc/rcutrace_test\n\
+         traced text 'gp --secs 0 --top 3' 'sh -c \"taskset -c {last} /bin/rcu-workload module block_reader 1 {HOLD_MS}; sleep 0.5\"'\n"
+    );
+    let guest = boot_with_module_on(
+        series,
+        &script,
+        shape.cpus,
+        shape.memory_mb,
+        shape.kernel_args,
+        shape.limit,
+    );
+    let sections = sections(&guest.stdout);
+    let geometry = &sections["geometry"];
+    let leaves = |records: &[Record]| support::gp_summary(records).rcu_node_leaves.clone();
+
+    // A reader held on the last CPU with preemption off: that CPU is the last holdout, as
+    // itself (a leaf's bit), with the module's function on the stack a tick sampled there.
+    let cpu = run_named(&sections, "cpu");
+    let records = cpu.records();
+    assert_gp_consistent("cpu", &cpu, &records);
+    assert_cpus_named_exist("cpu", &records, shape.cpus);
+    // The tree read from the kernel's memory is the one its geometry makes.
+    assert_eq!(leaves(&records), shape.leaves, "{geometry}");
+    let readout = &sections["cpu_readout"];
+    assert_eq!(readout_number(readout, "hold_cpu"), u64::from(last));
+    let (start, end) = hold(readout);
+    let g = held(&records, end);
+    assert_held(g, start, end, HOLD_MS);
+    let h = g.last_holdout.as_ref().expect("a last holdout");
+    assert_eq!(
+        (h.kind.as_str(), h.cpu, h.cpu_list.as_deref()),
+        ("cpu", last, Some(last.to_string().as_str())),
+        "{geometry}{g:#?}"
+    );
+    let writer = support::workload_value(&cpu.work, "pid") as u32;
+    assert_eq!(
+        (h.pid, h.comm.as_deref(), h.mode.as_deref()),
+        (Some(writer), Some("rcu-workload"), Some("kernel")),
+        "{g:#?}"
+    );
+    // The module's function on the sampled stack, unless the tick landed in a retpoline
+    // thunk, from which the kernel's unwinder goes no further (as in vm_gp).
+    assert!(
+        h.stack
+            .iter()
+            .any(|f| f.starts_with("rcutrace_test_hold_spin"))
+            || h.stack
+                .last()
+                .is_some_and(|f| f.starts_with("__x86_indirect_thunk")),
+        "{g:#?}"
+    );
+
+    // A reader asleep inside its critical section on the last CPU: its leaf reports itself
+    // to the root when it leaves, and that report names the task, never the leaf's bit.
+    let task = run_named(&sections, "task");
+    let records = task.records();
+    assert_gp_consistent("task", &task, &records);
+    assert_cpus_named_exist("task", &records, shape.cpus);
+    let (start, end) = hold(&sections["task_readout"]);
+    let g = held(&records, end);
+    assert_held(g, start, end, HOLD_MS);
+    let writer = support::workload_value(&task.work, "pid") as u32;
+    let h = g.last_holdout.as_ref().expect("a last holdout");
+    assert_eq!(
+        (h.kind.as_str(), h.pid, h.comm.as_deref(), h.cpu),
+        ("task", Some(writer), Some("rcu-workload"), last),
+        "{geometry}{g:#?}"
+    );
+    assert!(h.blocked_ns.is_some_and(|b| b >= HOLD_MS * MS), "{g:#?}");
+    assert!(
+        h.stack
+            .iter()
+            .any(|f| f.starts_with("rcutrace_test_block_in_reader")),
+        "{g:#?}"
+    );
+    assert!(g.blocked_readers >= 1, "{g:#?}");
+
+    // The text names the tree, and the blocked reader with the CPU it blocked on.
+    let text = run_named(&sections, "text");
+    text.assert_ok("text");
+    assert!(
+        text.out.contains(&format!(
+            "blocked reader pid {} rcu-workload (on CPU {last},",
+            { support::workload_value(&text.work, "pid") }
+        )),
+        "{}",
+        text.out
+    );
+    assert!(
+        !text.out.contains("reports from no rcu_node"),
+        "{}",
+        text.out
+    );
+    assert!(
+        text.out.contains(&format!(
+            "rcu_node tree: {} leaves of CPUs {}\n",
+            shape.leaves.len(),
+            shape.leaves.join(" ")
+        )),
+        "{}",
+        text.out
+    );
+}
+
+fn two_leaves(series: &str) {
+    tree(series, &TWO_LEAVES_OF_TWO);
+}
+
+fn four_leaves(series: &str) {
+    tree(series, &FOUR_LEAVES_OF_SIXTEEN);
+}
+
+#[test]
+fn two_leaves_of_two_cpus_on_6_1() {
+    two_leaves("6.1");
+}
+
+#[test]
+fn two_leaves_of_two_cpus_on_6_12() {
+    two_leaves("6.12");
+}
+
+#[test]
+fn two_leaves_of_two_cpus_on_7_3() {
+    two_leaves("7.3");
+}
+
+#[test]
+fn sixty_four_cpus_on_6_1() {
+    four_leaves("6.1");
+}
+
+#[test]
+fn sixty_four_cpus_on_6_12() {
+    four_leaves("6.12");
+}
+
+#[test]
+fn sixty_four_cpus_on_7_3() {
+    four_leaves("7.3");
+}
