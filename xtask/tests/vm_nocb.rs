@@ -9,10 +9,9 @@ mod support;
 
 use std::time::Duration;
 
-use rcutrace_common::records::Record;
 use support::{
-    Run, boot_with_module_and_kernel_args, callback_latency_samples, callback_row,
-    callbacks_summary, readout_number, run_named, sections,
+    Run, assert_callbacks_exact, boot_with_module_and_kernel_args, callbacks_summary,
+    readout_number, run_named, sections,
 };
 
 const CALLBACKS: u64 = 300;
@@ -23,24 +22,6 @@ const FLOOD: u64 = 10_000;
 const MODULE_CB: &str = "rcutrace_test_cb [rcutrace_test]";
 const HURRY_CB: &str = "rcutrace_test_hurry_cb [rcutrace_test]";
 const FLOOD_CB: &str = "rcutrace_test_flood_cb [rcutrace_test]";
-
-/// Exactly N queued, N invoked and N latency samples, none pending or from before tracing.
-fn assert_exact(records: &[Record], function: &str, via: &str, n: u64) {
-    let r = callback_row(callbacks_summary(records), function, via);
-    assert_eq!(
-        (
-            r.queued,
-            r.invoked,
-            r.pending_at_exit,
-            r.queued_before_tracing,
-            r.not_recorded
-        ),
-        (n, n, 0, 0, 0),
-        "{function} via {via}: {r:#?}"
-    );
-    assert_eq!(callback_latency_samples(records, function), n, "{function}");
-    assert!(r.min_ns.is_some_and(|min| min > 0), "{r:#?}");
-}
 
 fn offloaded_callbacks(series: &str) {
     let hurry = series != "6.1";
@@ -83,11 +64,11 @@ fn offloaded_callbacks(series: &str) {
     let records = run.records();
     let s = callbacks_summary(&records);
     eprintln!("{series}: cross-checks {:#?}", s.cross_checks);
-    assert_exact(&records, MODULE_CB, "call_rcu", CALLBACKS);
+    assert_callbacks_exact(&records, MODULE_CB, "call_rcu", CALLBACKS);
     if hurry {
-        assert_exact(&records, HURRY_CB, "call_rcu_hurry", CALLBACKS);
+        assert_callbacks_exact(&records, HURRY_CB, "call_rcu_hurry", CALLBACKS);
     }
-    assert_exact(&records, FLOOD_CB, "call_rcu", FLOOD);
+    assert_callbacks_exact(&records, FLOOD_CB, "call_rcu", FLOOD);
     let readout = &sections["readout"];
     assert_eq!(
         readout_number(readout, "invoked rcutrace_test_cb"),

@@ -15,13 +15,19 @@ mod support;
 
 use std::time::Duration;
 
-use rcutrace_common::records::{LastHoldout, Record};
+use rcutrace_common::records::{LastHoldout, Record, StallWarning};
 use support::{
-    MS, assert_gp_consistent, assert_held, boot_with_module_on, grace_periods, held,
-    readout_number, run_named, sections,
+    MS, assert_callbacks_exact, assert_gp_consistent, assert_held, boot_with_module_on,
+    grace_periods, held, readout_number, run_named, sections,
 };
 
 const HOLD_MS: u64 = 400;
+/// A hold past the first warning of a watch with the kernel's stall timeout at 3 s (at 1 s).
+const STALL_HOLD_MS: u64 = 2500;
+const STALL_TIMEOUT: &str = "/sys/module/rcupdate/parameters/rcu_cpu_stall_timeout";
+/// `membarrier()` calls: a `synchronize_rcu()` each.
+const SYNCS: u64 = 20;
+const CALLBACKS: u64 = 300;
 
 /// A guest shape: its CPUs, memory and kernel options, and the leaves the kernel must say it
 /// built.
@@ -87,7 +93,14 @@ fn tree(series: &str, shape: &Shape) {
          echo '=== cpu_readout'; cat /proc/rcutrace_test\n\
          traced task 'gp --secs 0 --top 50 -f json' 'sh -c \"taskset -c {last} /bin/rcu-workload module block_reader 1 {HOLD_MS}; sleep 0.5\"'\n\
          echo '=== task_readout'; cat /proc/rcutrace_test\n\
-         traced text 'gp --secs 0 --top 3' 'sh -c \"taskset -c {last} /bin/rcu-workload module block_reader 1 {HOLD_MS}; sleep 0.5\"'\n"
+         traced text 'gp --secs 0 --top 3' 'sh -c \"taskset -c {last} /bin/rcu-workload module block_reader 1 {HOLD_MS}; sleep 0.5\"'\n\
+         echo 3 > {STALL_TIMEOUT}\n\
+         traced stall_cpu 'stall -f json' '/bin/rcu-workload module hold_cpu {last} {STALL_HOLD_MS}'\n\
+         traced stall_task 'stall -f json' 'taskset -c {last} /bin/rcu-workload module block_reader 1 {STALL_HOLD_MS}'\n\
+         echo 21 > {STALL_TIMEOUT}\n\
+         traced srlat 'srlat --secs 0 --pid WPID' 'taskset -c {last} /bin/rcu-workload membarrier {SYNCS}'\n\
+         printf 'taskset -c {last} /bin/rcu-workload module call_rcu {CALLBACKS}\\n/bin/rcu-workload module rcu_barrier 1\\n' > /tmp/callbacks.sh\n\
+         traced callbacks 'callbacks --secs 0 --top 0 -f json' 'sh /tmp/callbacks.sh'\n"
     );
     let guest = boot_with_module_on(
         series,
@@ -188,6 +201,82 @@ fn tree(series: &str, shape: &Shape) {
         "{}",
         text.out
     );
+
+    // `stall` names the same CPU and the same task while they hold a grace period, and only
+    // CPUs that owe it: the last CPU, or (for the task, whose CPU reported) none.
+    let stall = run_named(&sections, "stall_cpu");
+    stall.assert_ok("stall_cpu");
+    let records = stall.records();
+    let warnings = stall_warnings(&records);
+    assert!(!warnings.is_empty(), "no warning: {}", stall.out);
+    let writer = support::workload_value(&stall.work, "pid") as u32;
+    for w in &warnings {
+        let cpus: Vec<u32> = w
+            .holdouts
+            .iter()
+            .filter(|h| h.kind == "cpu")
+            .map(|h| h.cpu)
+            .collect();
+        assert_eq!(cpus, [last], "{geometry}{w:#?}");
+    }
+    let held = warnings[0]
+        .holdouts
+        .iter()
+        .find(|h| h.kind == "cpu")
+        .unwrap();
+    assert_eq!(
+        (held.pid, held.comm.as_deref()),
+        (Some(writer), Some("rcu-workload")),
+        "{:#?}",
+        warnings[0]
+    );
+    let stall = run_named(&sections, "stall_task");
+    stall.assert_ok("stall_task");
+    let records = stall.records();
+    let writer = support::workload_value(&stall.work, "pid") as u32;
+    let named = stall_warnings(&records).into_iter().find_map(|w| {
+        w.holdouts
+            .iter()
+            .find(|h| h.kind == "task" && h.pid == Some(writer))
+    });
+    let blocked = named.unwrap_or_else(|| panic!("no warning names the reader: {}", stall.out));
+    assert_eq!(blocked.cpu, last, "{blocked:#?}");
+    assert!(
+        blocked
+            .stack
+            .iter()
+            .any(|f| f.starts_with("rcutrace_test_block_in_reader")),
+        "{blocked:#?}"
+    );
+
+    // The updaters' counts stay exact on the last CPU: every synchronize_rcu() timed, every
+    // module callback queued and invoked.
+    let srlat = run_named(&sections, "srlat");
+    srlat.assert_ok("srlat");
+    assert_eq!(
+        srlat.number_after("@srlat count", "count"),
+        Some(SYNCS as f64),
+        "{}",
+        srlat.out
+    );
+    let callbacks = run_named(&sections, "callbacks");
+    callbacks.assert_ok("callbacks");
+    assert_callbacks_exact(
+        &callbacks.records(),
+        "rcutrace_test_cb [rcutrace_test]",
+        "call_rcu",
+        CALLBACKS,
+    );
+}
+
+fn stall_warnings(records: &[Record]) -> Vec<&StallWarning> {
+    records
+        .iter()
+        .filter_map(|r| match r {
+            Record::StallWarning(w) => Some(w),
+            _ => None,
+        })
+        .collect()
 }
 
 fn two_leaves(series: &str) {

@@ -439,3 +439,21 @@ pub fn assert_gp_consistent(name: &str, run: &Run, records: &[Record]) {
         assert!(g.last_holdout.is_some(), "{name}: {g:#?}");
     }
 }
+
+/// Exactly N queued, N invoked and N latency samples, none pending or from before tracing.
+pub fn assert_callbacks_exact(records: &[Record], function: &str, via: &str, n: u64) {
+    let r = callback_row(callbacks_summary(records), function, via);
+    assert_eq!(
+        (
+            r.queued,
+            r.invoked,
+            r.pending_at_exit,
+            r.queued_before_tracing,
+            r.not_recorded
+        ),
+        (n, n, 0, 0, 0),
+        "{function} via {via}: {r:#?}"
+    );
+    assert_eq!(callback_latency_samples(records, function), n, "{function}");
+    assert!(r.min_ns.is_some_and(|min| min > 0), "{r:#?}");
+}
