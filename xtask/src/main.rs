@@ -27,7 +27,8 @@ enum Cmd {
         cargo xtask vm -- --help\n    \
         cargo xtask vm --kernel 6.1 -- ARGS...\n    \
         cargo xtask vm --idle --cpus 4 -- ARGS...\n    \
-        cargo xtask vm --script session.sh   (rcutrace and rcu-workload are on its PATH)")]
+        cargo xtask vm --script session.sh   (rcutrace and rcu-workload are on its PATH)\n    \
+        cargo xtask vm --cpus 64 --memory-mb 4096 --test-module --script session.sh")]
     Vm(VmArgs),
     /// Run the whole test suite: set-up, fmt, clippy, unit tests, VM tests on 6.1, 6.12 and 7.3.
     Test,
@@ -117,6 +118,10 @@ struct VmArgs {
     /// Add this to the guest kernel's command line (repeatable), e.g. `--append rcu_nocbs=all`.
     #[arg(long, value_name = "OPTION")]
     append: Vec<String>,
+    /// Also put the test module, built for the kernel, at /lib/rcutrace_test.ko: a script
+    /// loads it (`insmod /lib/rcutrace_test.ko`) and drives it with `rcu-workload module OP N`.
+    #[arg(long, requires = "script")]
+    test_module: bool,
     /// Arguments for rcutrace.
     #[arg(last = true)]
     args: Vec<String>,
@@ -211,7 +216,7 @@ fn vm_command(args: VmArgs) -> Result<ExitCode> {
     if let Some(path) = &args.script {
         files.push((path.clone(), GUEST_SCRIPT.into()));
     }
-    let job = GuestJob {
+    let mut job = GuestJob {
         kernel: args.kernel.clone(),
         cpus: args.cpus,
         memory_mb: args.memory_mb,
@@ -220,6 +225,9 @@ fn vm_command(args: VmArgs) -> Result<ExitCode> {
         timeout: Duration::from_secs(args.timeout),
         kernel_args: args.append.clone(),
     };
+    if args.test_module {
+        job = job.with_test_module()?;
+    }
     let what = match &args.script {
         Some(path) => format!("the script {}", path.display()),
         None => "rcutrace".to_string(),
