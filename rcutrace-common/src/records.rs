@@ -396,6 +396,10 @@ pub struct PhaseRecord {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CpuHoldoutsRecord {
     pub cpu: u32,
+    /// Where the reports named several CPUs at once (a pass finding a whole idle leaf): all
+    /// of them, in the kernel's cpulist format (`48-63`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_list: Option<String>,
     pub grace_periods: u64,
     pub found_by_pass: u64,
     pub held_ns: u64,

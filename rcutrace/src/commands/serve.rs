@@ -167,12 +167,16 @@ pub async fn run(args: &ServeArgs) -> Result<()> {
                     );
                 }
                 let tally = &grace_periods.tally;
-                let mut last_holdouts: Vec<(LastHoldout, u64)> = tally
-                    .holdouts_by_cpu()
-                    .iter()
-                    .map(|row| (LastHoldout::Cpu(row.cpu), row.grace_periods))
+                // One series per CPU: a report of several CPUs at once (a pass that found a
+                // whole idle leaf) counts under its first.
+                let mut by_cpu = std::collections::BTreeMap::new();
+                for row in tally.holdouts_by_cpu() {
+                    *by_cpu.entry(row.cpu).or_insert(0) += row.grace_periods;
+                }
+                let mut last_holdouts: Vec<(LastHoldout, u64)> = by_cpu
+                    .into_iter()
+                    .map(|(cpu, grace_periods)| (LastHoldout::Cpu(cpu), grace_periods))
                     .collect();
-                last_holdouts.sort();
                 last_holdouts.push((LastHoldout::Task, tally.task_holdouts()));
                 last_holdouts.push((LastHoldout::Unseen, tally.without_report()));
                 let expedited_attached = [EXPEDITED_START, EXPEDITED_END]

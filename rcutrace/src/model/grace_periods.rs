@@ -35,7 +35,7 @@ pub struct Tally {
     top: usize,
     duration: Series,
     phases: [Series; 5],
-    by_cpu: BTreeMap<u32, CpuHoldouts>,
+    by_cpu: BTreeMap<Vec<u32>, CpuHoldouts>,
     by_task: HashMap<(u32, String), TaskHoldouts>,
     /// Slowest first, at most `top`.
     slowest: Vec<GracePeriod>,
@@ -76,10 +76,14 @@ impl Tally {
         }
         match &gp.last_holdout {
             Some(Holdout::Cpu {
-                cpu, found_by_pass, ..
+                cpu,
+                cpus,
+                found_by_pass,
+                ..
             }) => {
-                let row = self.by_cpu.entry(*cpu).or_insert(CpuHoldouts {
+                let row = self.by_cpu.entry(cpus.clone()).or_insert(CpuHoldouts {
                     cpu: *cpu,
+                    cpus: cpus.clone(),
                     grace_periods: 0,
                     found_by_pass: 0,
                     held_ns: 0,
@@ -244,6 +248,7 @@ mod tests {
             tally.holdouts_by_cpu(),
             [CpuHoldouts {
                 cpu: 1,
+                cpus: vec![1],
                 grace_periods: 2,
                 found_by_pass: 1,
                 held_ns: 960 + 4960
@@ -260,5 +265,27 @@ mod tests {
         assert_eq!(phases[0].stats.count, 2);
         assert!(phases[1..].iter().all(|p| p.stats.count == 4));
         assert_eq!(phases[4].stats.max_ns, Some(20));
+    }
+
+    #[test]
+    fn a_whole_leaf_found_at_once_is_one_holdout_apart_from_its_first_cpu() {
+        let mut tally = Tally::new(Layout::Log2, Unit::Ms, 0);
+        let leaf = || {
+            Some(Holdout::Cpu {
+                cpu: 48,
+                cpus: (48..64).collect(),
+                found_by_pass: true,
+                sample: None,
+            })
+        };
+        tally.add(gp(0x105, 1000, leaf()));
+        tally.add(gp(0x109, 3000, leaf()));
+        tally.add(gp(0x10d, 2000, cpu(48, false)));
+        let rows: Vec<(Vec<u32>, u64, u64)> = tally
+            .holdouts_by_cpu()
+            .into_iter()
+            .map(|r| (r.cpus, r.grace_periods, r.found_by_pass))
+            .collect();
+        assert_eq!(rows, [((48..64).collect(), 2, 2), (vec![48], 1, 0)]);
     }
 }

@@ -447,7 +447,11 @@ pub struct PhaseStats {
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct CpuHoldouts {
+    /// The first CPU of `cpus`.
     pub cpu: u32,
+    /// The CPUs of the reports that ended the wait: one, or all those a pass found at once
+    /// (a whole idle leaf), which are one holdout.
+    pub cpus: Vec<u32>,
     pub grace_periods: u64,
     /// Of those, reported by a force-quiescent-state pass (found idle or quiescent).
     pub found_by_pass: u64,

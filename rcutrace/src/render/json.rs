@@ -231,6 +231,7 @@ fn grace_periods_summary(s: &GracePeriodsSummary) -> records::GracePeriodsSummar
             .iter()
             .map(|row| records::CpuHoldoutsRecord {
                 cpu: row.cpu,
+                cpu_list: (row.cpus.len() > 1).then(|| cpu_list(&row.cpus)),
                 grace_periods: row.grace_periods,
                 found_by_pass: row.found_by_pass,
                 held_ns: row.held_ns,

@@ -780,10 +780,11 @@ fn grace_periods_summary(summary: &GracePeriodsSummary) -> String {
             format!("HELD ({suffix})"),
         );
         for row in &summary.holdouts_by_cpu {
+            // A pass that found several CPUs at once (a whole idle leaf) is one holdout.
             let _ = writeln!(
                 out,
                 "  {:>5}  {:>13}  {:>15}  {:>12}",
-                row.cpu,
+                cpu_list(&row.cpus),
                 row.grace_periods,
                 row.found_by_pass,
                 fixed(row.held_ns)

@@ -48,13 +48,21 @@ pub fn summary(
         holdouts_by_cpu: s
             .holdouts_by_cpu
             .iter()
-            .map(|r| CpuHoldouts {
-                cpu: r.cpu,
-                grace_periods: r.grace_periods,
-                found_by_pass: r.found_by_pass,
-                held_ns: r.held_ns,
+            .map(|r| {
+                let cpus = match &r.cpu_list {
+                    Some(list) => parse_cpu_list(list)
+                        .with_context(|| format!("{list:?} is not a list of CPUs"))?,
+                    None => vec![r.cpu],
+                };
+                Ok(CpuHoldouts {
+                    cpu: r.cpu,
+                    cpus,
+                    grace_periods: r.grace_periods,
+                    found_by_pass: r.found_by_pass,
+                    held_ns: r.held_ns,
+                })
             })
-            .collect(),
+            .collect::<Result<_>>()?,
         holdouts_by_task: s
             .holdouts_by_task
             .iter()
