@@ -771,20 +771,27 @@ fn grace_periods_summary(summary: &GracePeriodsSummary) -> String {
          where the request that woke the kthread was seen)"
     );
     if !summary.holdouts_by_cpu.is_empty() {
+        // A pass that found several CPUs at once (a whole idle leaf) is one holdout, named by
+        // its CPUs; the column is as wide as the longest list.
+        let lists: Vec<String> = summary
+            .holdouts_by_cpu
+            .iter()
+            .map(|row| cpu_list(&row.cpus))
+            .collect();
+        let width = lists.iter().map(String::len).max().unwrap_or(0).max(5);
         let _ = writeln!(
             out,
-            "\nLast holdouts, by CPU:\n  {:>5}  {:>13}  {:>15}  {:>12}",
+            "\nLast holdouts, by CPU:\n  {:>width$}  {:>13}  {:>15}  {:>12}",
             "CPU",
             "GRACE PERIODS",
             "FOUND BY A PASS",
             format!("HELD ({suffix})"),
         );
-        for row in &summary.holdouts_by_cpu {
-            // A pass that found several CPUs at once (a whole idle leaf) is one holdout.
+        for (row, list) in summary.holdouts_by_cpu.iter().zip(&lists) {
             let _ = writeln!(
                 out,
-                "  {:>5}  {:>13}  {:>15}  {:>12}",
-                cpu_list(&row.cpus),
+                "  {:>width$}  {:>13}  {:>15}  {:>12}",
+                list,
                 row.grace_periods,
                 row.found_by_pass,
                 fixed(row.held_ns)
