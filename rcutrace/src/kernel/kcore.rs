@@ -152,7 +152,11 @@ mod tests {
     }
 
     fn memory(bytes: &[u8]) -> KernelMemory {
-        let path = std::env::temp_dir().join(format!("rcutrace-kcore-{}", std::process::id()));
+        // One file per call: the tests run in parallel, and each removes its own.
+        static CALLS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let path =
+            std::env::temp_dir().join(format!("rcutrace-kcore-{}-{call}", std::process::id()));
         std::fs::write(&path, bytes).unwrap();
         let file = File::open(&path).unwrap();
         std::fs::remove_file(&path).unwrap();
