@@ -408,7 +408,8 @@ pub struct GpArgs {
     #[arg(long, value_enum, default_value_t = Unit::Ms, value_name = "UNIT")]
     pub unit: Unit,
     /// The N slowest grace periods to list, each with its anatomy and its last holdout's
-    /// stack (0: none).
+    /// stack (0: none); also the N CPUs that were last holdout most often, the rest summed on
+    /// one line (-f json lists every CPU).
     #[arg(long, default_value_t = 10, value_name = "N")]
     pub top: usize,
 }
