@@ -148,7 +148,8 @@ pub enum Command {
     Serve(ServeArgs),
     /// A live full-screen view, refreshed every --interval: grace periods per second with
     /// their latency and the age of the one in progress, callbacks queued and invoked per
-    /// second with each CPU's backlog, the callback functions and the waiters
+    /// second with each CPU's backlog (the largest first, as many as fit the line, the rest
+    /// added up), the callback functions and the waiters
     /// (synchronize_rcu(), its expedited form, rcu_barrier()) with their latency, and readers
     /// per second, sampled. Keys: q quits, p pauses, s cycles the tables' sort.
     #[command(after_help = "Examples:
