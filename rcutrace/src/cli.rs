@@ -148,7 +148,8 @@ pub enum Command {
     Serve(ServeArgs),
     /// A live full-screen view, refreshed every --interval: grace periods per second with
     /// their latency and the age of the one in progress, callbacks queued and invoked per
-    /// second with each CPU's backlog, the callback functions and the waiters
+    /// second with each CPU's backlog (the largest first, as many as fit the line, the rest
+    /// added up), the callback functions and the waiters
     /// (synchronize_rcu(), its expedited form, rcu_barrier()) with their latency, and readers
     /// per second, sampled. Keys: q quits, p pauses, s cycles the tables' sort.
     #[command(after_help = "Examples:
@@ -408,7 +409,8 @@ pub struct GpArgs {
     #[arg(long, value_enum, default_value_t = Unit::Ms, value_name = "UNIT")]
     pub unit: Unit,
     /// The N slowest grace periods to list, each with its anatomy and its last holdout's
-    /// stack (0: none).
+    /// stack (0: none); also the N CPUs that were last holdout most often, the rest summed on
+    /// one line (-f json lists every CPU).
     #[arg(long, default_value_t = 10, value_name = "N")]
     pub top: usize,
 }

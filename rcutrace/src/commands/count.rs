@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use anyhow::Result;
 use rcutrace_common::{
-    attribution::NO_STACK,
+    attribution::{Attribution, NO_STACK},
     counters::{self, CounterSlot},
     own_work,
 };
@@ -131,11 +131,10 @@ fn report(
     })
 }
 
-type Keyed<'a> = (
-    Vec<(&'a Counted, u64)>,
-    Vec<(String, u64)>,
-    Option<KeyedLosses>,
-);
+/// Each traced function's count.
+type Counts<'a> = Vec<(&'a Counted, u64)>;
+
+type Keyed<'a> = (Counts<'a>, Vec<(String, u64)>, Option<KeyedLosses>);
 
 /// With `--by`: the map's entries are `KEY, function`, the largest `top` kept; the totals per
 /// function (for the summary) are the sums over every key.
@@ -149,25 +148,14 @@ fn keyed<'a>(
 ) -> Keyed<'a> {
     let mut frames = stack_frames(period.tracer, symbolizer);
     let mut cgroup = |id| cgroups.path(id);
-    let mut totals: Vec<(&Counted, u64)> = counts.iter().map(|(c, _)| (*c, 0)).collect();
-    let mut entries = Vec::new();
-    for (key, n) in period.counters.keyed_counts() {
-        let Some(total) = totals.iter_mut().find(|(c, _)| c.slot() == key.event) else {
-            continue;
-        };
-        total.1 += n;
-        let function = total.0.function();
-        let text = match by {
-            // The stack's first frame is the function itself.
-            By::Stack if key.stack != NO_STACK => key_text(by, key, &mut frames, &mut cgroup),
-            _ => format!(
-                "{}, {function}",
-                key_text(by, key, &mut frames, &mut cgroup)
-            ),
-        };
-        entries.push((text, n));
-    }
-    let entries = fold_top(entries, top, |n| *n, |a, b| *a += b);
+    let (totals, entries) = keyed_entries(
+        &counts,
+        period.counters.keyed_counts(),
+        by,
+        top,
+        &mut frames,
+        &mut cgroup,
+    );
     let losses = period.counters.array("COUNT_LOSSES");
     let loss = |slot: u32| losses.get(slot as usize).copied().unwrap_or(0);
     let keyed_losses = KeyedLosses {
@@ -175,6 +163,34 @@ fn keyed<'a>(
         stacks_lost: loss(counters::LOST_STACK),
     };
     (totals, entries, Some(keyed_losses))
+}
+
+/// The map's entries from the programs' keyed counts (`KEY, function`, folded to the largest
+/// `top`), and each traced function's total over every key.
+fn keyed_entries<'a, 'k>(
+    counts: &[(&'a Counted, u64)],
+    keyed: impl IntoIterator<Item = (&'k Attribution, u64)>,
+    by: By,
+    top: usize,
+    frames: &mut dyn FnMut(u64) -> Vec<String>,
+    cgroup: &mut dyn FnMut(u64) -> String,
+) -> (Counts<'a>, Vec<(String, u64)>) {
+    let mut totals: Vec<(&Counted, u64)> = counts.iter().map(|(c, _)| (*c, 0)).collect();
+    let mut entries = Vec::new();
+    for (key, n) in keyed {
+        let Some(total) = totals.iter_mut().find(|(c, _)| c.slot() == key.event) else {
+            continue;
+        };
+        total.1 += n;
+        let function = total.0.function();
+        let text = match by {
+            // The stack's first frame is the function itself.
+            By::Stack if key.stack != NO_STACK => key_text(by, key, frames, cgroup),
+            _ => format!("{}, {function}", key_text(by, key, frames, cgroup)),
+        };
+        entries.push((text, n));
+    }
+    (totals, fold_top(entries, top, |n| *n, |a, b| *a += b))
 }
 
 /// The counts the ratios are made of, from the traced functions' counts.
@@ -267,5 +283,131 @@ mod tests {
         );
         let nothing = summarize(&[], Duration::ZERO, 0);
         assert_eq!((nothing.readers, nothing.callbacks), (None, None));
+    }
+
+    /// `count --by cpu` on `cpus` CPUs as text, `--top` at its default (20): each CPU's
+    /// `__rcu_read_lock` 10 000 + its number, its `call_rcu` 7, but `hot`'s (function, CPU,
+    /// count); and the total of every count.
+    fn by_cpu_text(cpus: u32, hot: &[(&str, u32, u64)]) -> (String, u64) {
+        let counted = |name: &str| COUNTED.iter().find(|c| c.function() == name).unwrap();
+        let counts = vec![(counted("__rcu_read_lock"), 0), (counted("call_rcu"), 0)];
+        let mut keys = Vec::new();
+        for cpu in 0..cpus {
+            for (function, usual) in [
+                ("__rcu_read_lock", 10_000 + u64::from(cpu)),
+                ("call_rcu", 7),
+            ] {
+                let n = hot
+                    .iter()
+                    .find(|(f, c, _)| *f == function && *c == cpu)
+                    .map_or(usual, |(.., n)| *n);
+                let key = Attribution {
+                    event: counted(function).slot(),
+                    cpu,
+                    ..Default::default()
+                };
+                keys.push((key, n));
+            }
+        }
+        let (totals, entries) = keyed_entries(
+            &counts,
+            keys.iter().map(|(k, n)| (k, *n)),
+            By::Cpu,
+            default_top(),
+            &mut |_| Vec::new(),
+            &mut |_| String::new(),
+        );
+        let total = totals.iter().map(|(_, n)| n).sum();
+        let report = Report {
+            time: None,
+            maps: vec![Map::Count(CountMap {
+                name: "@".into(),
+                entries,
+            })],
+            summary: Summary::Count(summarize(&totals, Duration::from_secs(10), 0)),
+            environment: None,
+        };
+        (
+            crate::render::report(crate::render::Format::Text, &report),
+            total,
+        )
+    }
+
+    /// `--top` as `count --by cpu` takes it without one.
+    fn default_top() -> usize {
+        use clap::Parser as _;
+        let cli = crate::cli::Cli::try_parse_from(["rcutrace", "count", "--by", "cpu"]).unwrap();
+        match cli.command {
+            crate::cli::Command::Count(args) => args.by.top,
+            _ => unreachable!(),
+        }
+    }
+
+    /// The `@[...]: N` lines, and what they add up to.
+    fn map_lines(text: &str) -> (Vec<&str>, u64) {
+        let lines: Vec<&str> = text.lines().filter(|l| l.starts_with("@[")).collect();
+        let sum = lines
+            .iter()
+            .map(|l| l.rsplit(": ").next().unwrap().parse::<u64>().unwrap())
+            .sum();
+        (lines, sum)
+    }
+
+    #[test]
+    fn by_cpu_on_384_cpus_prints_the_20_largest_keys_and_folds_the_rest() {
+        let (text, total) = by_cpu_text(
+            384,
+            &[("__rcu_read_lock", 17, 900_000), ("call_rcu", 200, 50_000)],
+        );
+        let (lines, sum) = map_lines(&text);
+        // bpftrace's order, the largest last; the fold says how many keys it holds and how
+        // much, so that the lines add up to every count.
+        assert_eq!(
+            lines,
+            [
+                "@[366, __rcu_read_lock]: 10366",
+                "@[367, __rcu_read_lock]: 10367",
+                "@[368, __rcu_read_lock]: 10368",
+                "@[369, __rcu_read_lock]: 10369",
+                "@[370, __rcu_read_lock]: 10370",
+                "@[371, __rcu_read_lock]: 10371",
+                "@[372, __rcu_read_lock]: 10372",
+                "@[373, __rcu_read_lock]: 10373",
+                "@[374, __rcu_read_lock]: 10374",
+                "@[375, __rcu_read_lock]: 10375",
+                "@[376, __rcu_read_lock]: 10376",
+                "@[377, __rcu_read_lock]: 10377",
+                "@[378, __rcu_read_lock]: 10378",
+                "@[379, __rcu_read_lock]: 10379",
+                "@[380, __rcu_read_lock]: 10380",
+                "@[381, __rcu_read_lock]: 10381",
+                "@[382, __rcu_read_lock]: 10382",
+                "@[383, __rcu_read_lock]: 10383",
+                "@[200, call_rcu]: 50000",
+                "@[17, __rcu_read_lock]: 900000",
+                "@[[other: 748 keys]]: 3719459",
+            ]
+        );
+        assert_eq!((sum, total), (4_856_200, 4_856_200));
+        // The map and the summary after it: no line per CPU, none wider than 100 columns.
+        assert!(text.lines().count() < 40, "{text}");
+        assert!(text.lines().all(|l| l.len() <= 100), "{text}");
+    }
+
+    #[test]
+    fn by_cpu_on_64_cpus_prints_the_20_largest_keys_and_folds_the_rest() {
+        let (text, total) = by_cpu_text(
+            64,
+            &[("__rcu_read_lock", 17, 900_000), ("call_rcu", 40, 50_000)],
+        );
+        let (lines, sum) = map_lines(&text);
+        assert_eq!(lines.len(), 21, "{text}");
+        assert_eq!(lines[0], "@[46, __rcu_read_lock]: 10046");
+        assert_eq!(lines[17], "@[63, __rcu_read_lock]: 10063");
+        assert_eq!(lines[18], "@[40, call_rcu]: 50000");
+        // The fold holds less than the hottest key here: it prints before it.
+        assert_eq!(lines[19], "@[[other: 108 keys]]: 451459");
+        assert_eq!(lines[20], "@[17, __rcu_read_lock]: 900000");
+        assert_eq!((sum, total), (1_582_440, 1_582_440));
     }
 }

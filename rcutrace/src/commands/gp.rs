@@ -239,6 +239,7 @@ fn report(
             latency,
             phases: tally.phases(),
             holdouts_by_cpu: tally.holdouts_by_cpu(),
+            holdout_cpus_shown: args.top,
             holdouts_by_task: tally.holdouts_by_task(),
             slowest,
             by_gp_seq: tally.by_gp_seq(),

@@ -407,8 +407,11 @@ pub struct GracePeriodsSummary {
     /// Each phase's statistics, in order: the wait before init (outside the duration), then
     /// the four phases the duration splits into.
     pub phases: Vec<PhaseStats>,
-    /// Grace periods whose last holdout was a CPU, by CPU, most first.
+    /// Grace periods whose last holdout was a CPU, by CPU, most first: every CPU.
     pub holdouts_by_cpu: Vec<CpuHoldouts>,
+    /// How many of them the text lists (`--top`); it sums the rest on one line, so that the
+    /// table stays short on a machine of hundreds of CPUs. JSON keeps every CPU.
+    pub holdout_cpus_shown: usize,
     /// Grace periods whose last holdout was a blocked reader, by task, most first.
     pub holdouts_by_task: Vec<TaskHoldouts>,
     /// The slowest grace periods, slowest first (`--top`).

@@ -316,6 +316,7 @@ mod tests {
             },
             phases: Vec::new(),
             holdouts_by_cpu: Vec::new(),
+            holdout_cpus_shown: 10,
             holdouts_by_task: Vec::new(),
             slowest: vec![
                 row(500, &["rcu_sched_clock_irq+5", "do_idle+619"]),

@@ -8,7 +8,12 @@ use ratatui::{
     widgets::{Cell, Paragraph, Row, Table},
 };
 
-use crate::model::top::{LatencyFigures, Readers, Sort, TopFrame, TopRow};
+use std::collections::BTreeMap;
+
+use crate::model::{
+    top::{LatencyFigures, Readers, Sort, TopFrame, TopRow},
+    tree::cpu_list,
+};
 
 /// What the keys changed: the screen shown, and the tables' order.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -40,7 +45,8 @@ pub fn draw(frame: &mut Frame, data: Option<&TopFrame>, view: &View) {
         frame.render_widget(Paragraph::new("waiting for the first interval..."), summary);
         return;
     };
-    frame.render_widget(Paragraph::new(summary_lines(data)), summary);
+    let width = usize::from(frame.area().width);
+    frame.render_widget(Paragraph::new(summary_lines(data, width)), summary);
     let per_second = |n: u64| rate(n, data.interval.as_secs_f64());
     let bold = Style::default().add_modifier(Modifier::BOLD);
 
@@ -127,7 +133,8 @@ fn title(data: Option<&TopFrame>, view: &View) -> Line<'static> {
     Line::from(text)
 }
 
-fn summary_lines(data: &TopFrame) -> Vec<Line<'static>> {
+/// The summary's lines, each to fit `width` columns where it can: the backlog does.
+fn summary_lines(data: &TopFrame, width: usize) -> Vec<Line<'static>> {
     let seconds = data.interval.as_secs_f64();
     let mut grace = format!("Grace periods  {}/s", rate(data.grace_periods, seconds));
     if let Some(l) = data.grace_period_latency {
@@ -143,21 +150,13 @@ fn summary_lines(data: &TopFrame) -> Vec<Line<'static>> {
         Some(None) => "   none in progress".to_string(),
         None => "   age of the current one unknown (its hooks did not attach)".to_string(),
     });
-    let backlog: Vec<String> = data
-        .backlog
-        .iter()
-        .map(|(cpu, n)| format!("cpu{cpu} {n}"))
-        .collect();
-    let callbacks = format!(
-        "Callbacks      queued {}/s   invoked {}/s   backlog: {}",
+    let mut callbacks = format!(
+        "Callbacks      queued {}/s   invoked {}/s   backlog: ",
         rate(data.callbacks_queued, seconds),
         rate(data.callbacks_invoked, seconds),
-        if backlog.is_empty() {
-            "none".to_string()
-        } else {
-            backlog.join("  ")
-        }
     );
+    let room = width.saturating_sub(callbacks.len());
+    callbacks.push_str(&backlog_text(&data.backlog, room));
     let readers = match &data.readers {
         Readers::Sampled {
             estimate,
@@ -192,6 +191,60 @@ fn summary_lines(data: &TopFrame) -> Vec<Line<'static>> {
             "* callbacks' MAX is since tracing began; every other figure is of the last interval",
         ),
     ]
+}
+
+/// Each CPU's backlog in `room` columns: the largest first, CPUs of equal backlogs together
+/// as a cpulist (`cpu8-15 4 each`), and, where they do not all fit, the rest added up at the
+/// end (`... 370 more CPUs: 1290`), so that hundreds of CPUs fit a line and none is left out
+/// unsaid. Past the room of even that, the count of CPUs and their total alone.
+fn backlog_text(backlog: &[(u32, u64)], room: usize) -> String {
+    let mut by_backlog: BTreeMap<u64, Vec<u32>> = BTreeMap::new();
+    for &(cpu, n) in backlog.iter().filter(|(_, n)| *n > 0) {
+        by_backlog.entry(n).or_default().push(cpu);
+    }
+    // Largest first: (text, CPUs, callbacks).
+    let groups: Vec<(String, usize, u64)> = by_backlog
+        .iter()
+        .rev()
+        .map(|(&n, cpus)| {
+            let text = match cpus.as_slice() {
+                [cpu] => format!("cpu{cpu} {n}"),
+                _ => format!("cpu{} {n} each", cpu_list(cpus)),
+            };
+            (text, cpus.len(), n * cpus.len() as u64)
+        })
+        .collect();
+    if groups.is_empty() {
+        return "none".into();
+    }
+    const GAP: &str = "  ";
+    let all: Vec<&str> = groups.iter().map(|(text, ..)| text.as_str()).collect();
+    let all = all.join(GAP);
+    if all.len() <= room {
+        return all;
+    }
+    // The most groups that fit beside the line that sums the others.
+    let mut shown = 0;
+    let mut width = 0;
+    let rest = |from: usize| -> (usize, u64) {
+        groups[from..]
+            .iter()
+            .fold((0, 0), |(cpus, sum), (_, c, n)| (cpus + c, sum + n))
+    };
+    for (at, (text, ..)) in groups.iter().enumerate() {
+        width += text.len() + GAP.len();
+        let (cpus, sum) = rest(at + 1);
+        if width + format!("... {cpus} more CPUs: {sum}").len() > room {
+            break;
+        }
+        shown = at + 1;
+    }
+    let (cpus, sum) = rest(shown);
+    if shown == 0 {
+        return format!("{cpus} CPUs: {sum}");
+    }
+    let listed: Vec<&str> = groups[..shown].iter().map(|(t, ..)| t.as_str()).collect();
+    format!("{}{GAP}... {cpus} more CPUs: {sum}", listed.join(GAP))
 }
 
 fn numbers(row: &TopRow, per_second: String) -> Vec<Cell<'static>> {
@@ -233,6 +286,10 @@ mod tests {
     fn screen(data: Option<&TopFrame>, view: &View) -> String {
         let mut terminal = Terminal::new(TestBackend::new(120, 30)).unwrap();
         terminal.draw(|f| draw(f, data, view)).unwrap();
+        screen_text(&terminal)
+    }
+
+    fn screen_text(terminal: &Terminal<TestBackend>) -> String {
         let buffer = terminal.backend().buffer();
         (0..buffer.area.height)
             .map(|y| {
@@ -350,5 +407,110 @@ mod tests {
             waiting.contains("waiting for the first interval"),
             "{waiting}"
         );
+    }
+
+    /// A machine of `cpus` CPUs whose backlogs are 1 to 7 (by CPU number), but `worst`'s.
+    fn backlog_model(cpus: u32, worst: &[(u32, u64)]) -> Vec<(u32, u64)> {
+        (0..cpus)
+            .map(|cpu| {
+                let n = worst.iter().find(|(c, _)| *c == cpu).map(|(_, n)| *n);
+                (cpu, n.unwrap_or(u64::from(cpu % 7) + 1))
+            })
+            .collect()
+    }
+
+    const WORST_OF_384: [(u32, u64); 11] = [
+        (17, 120),
+        (3, 98),
+        (200, 60),
+        (201, 60),
+        (202, 60),
+        (203, 60),
+        (5, 41),
+        (1, 40),
+        (300, 39),
+        (150, 20),
+        (151, 20),
+    ];
+
+    /// The callbacks line of the screen drawn `width` columns wide.
+    fn callbacks_line(backlog: Vec<(u32, u64)>, width: u16) -> String {
+        let data = TopFrame { backlog, ..frame() };
+        let view = View {
+            rows: 10,
+            ..View::default()
+        };
+        let mut terminal = Terminal::new(TestBackend::new(width, 30)).unwrap();
+        terminal.draw(|f| draw(f, Some(&data), &view)).unwrap();
+        let text = screen_text(&terminal);
+        text.lines()
+            .find(|l| l.starts_with("Callbacks"))
+            .unwrap_or_else(|| panic!("{text}"))
+            .to_string()
+    }
+
+    #[test]
+    fn the_backlog_of_384_cpus_fits_the_line_worst_first_the_rest_summed() {
+        let backlog = backlog_model(384, &WORST_OF_384);
+        let total: u64 = backlog.iter().map(|(_, n)| n).sum();
+        assert_eq!(total, 2100);
+        // 120 columns: the two worst, then the other 382 CPUs' 1882 callbacks
+        // (120 + 98 + 1882 = 2100).
+        let line = callbacks_line(backlog.clone(), 120);
+        assert_eq!(
+            line,
+            "Callbacks      queued 150.0/s   invoked 140.0/s   backlog: cpu17 120  cpu3 98  \
+             ... 382 more CPUs: 1882"
+        );
+        assert!(line.len() <= 120);
+        // A wider terminal shows more of them; equal backlogs go together as a cpulist.
+        let line = callbacks_line(backlog.clone(), 200);
+        assert_eq!(
+            line,
+            "Callbacks      queued 150.0/s   invoked 140.0/s   backlog: cpu17 120  cpu3 98  \
+             cpu200-203 60 each  cpu5 41  cpu1 40  cpu300 39  cpu150-151 20 each  \
+             ... 373 more CPUs: 1482"
+        );
+        assert!(line.len() <= 200);
+        // Too narrow for any CPU: how many, and their total.
+        assert_eq!(backlog_text(&backlog, 20), "384 CPUs: 2100");
+    }
+
+    #[test]
+    fn the_backlog_of_64_cpus_fits_the_line_worst_first_the_rest_summed() {
+        let worst = [
+            (17, 120),
+            (3, 98),
+            (40, 60),
+            (41, 60),
+            (42, 60),
+            (43, 60),
+            (5, 41),
+            (1, 40),
+            (60, 39),
+            (50, 20),
+            (51, 20),
+        ];
+        let backlog = backlog_model(64, &worst);
+        // 120 + 98 + 4 × 60 shown, 371 summed: every callback.
+        assert_eq!(backlog.iter().map(|(_, n)| n).sum::<u64>(), 829);
+        let line = callbacks_line(backlog, 120);
+        assert_eq!(
+            line,
+            "Callbacks      queued 150.0/s   invoked 140.0/s   backlog: cpu17 120  cpu3 98  \
+             cpu40-43 60 each  ... 58 more CPUs: 371"
+        );
+        assert!(line.len() <= 120);
+    }
+
+    #[test]
+    fn equal_backlogs_read_as_one_range_and_empty_ones_are_left_out() {
+        let every_one: Vec<(u32, u64)> = (0..384).map(|cpu| (cpu, 1)).collect();
+        assert_eq!(backlog_text(&every_one, 60), "cpu0-383 1 each");
+        let odd: Vec<(u32, u64)> = (0..384).map(|cpu| (cpu, u64::from(cpu % 2))).collect();
+        assert_eq!(backlog_text(&odd, 60), "192 CPUs: 192");
+        assert_eq!(backlog_text(&[], 60), "none");
+        assert_eq!(backlog_text(&[(0, 12), (1, 3)], 60), "cpu0 12  cpu1 3");
+        assert_eq!(backlog_text(&[(0, 3), (1, 12)], 60), "cpu1 12  cpu0 3");
     }
 }

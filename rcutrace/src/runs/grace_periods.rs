@@ -63,6 +63,10 @@ pub fn summary(
                 })
             })
             .collect::<Result<_>>()?,
+        // The live run listed its --top CPUs, a number the records do not keep. As many as
+        // its slowest grace periods is the same: that list has --top of them, or every grace
+        // period tallied and so at least as many as there are CPUs in the table.
+        holdout_cpus_shown: rows.len(),
         holdouts_by_task: s
             .holdouts_by_task
             .iter()

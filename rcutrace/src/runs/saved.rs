@@ -1005,6 +1005,100 @@ mod tests {
         assert_eq!(replayed(&report), text);
     }
 
+    /// A gp run of 384 CPUs, each a last holdout, with its ten slowest grace periods (`--top`
+    /// 10): JSON keeps every CPU, and `report` lists the same ten as the live text did.
+    #[test]
+    fn a_gp_run_of_384_cpus_keeps_every_cpu_and_prints_the_same_ten() {
+        use crate::model::{
+            CpuHoldouts, GracePeriodRow, GracePeriodsSummary,
+            anatomy::{GracePeriod, Holdout},
+        };
+        let top = 10;
+        let holdouts: Vec<CpuHoldouts> = (0..384u32)
+            .map(|i| {
+                // Most grace periods first, as the tally sorts them.
+                let cpu = (i * 7) % 384;
+                CpuHoldouts {
+                    cpu,
+                    cpus: vec![cpu],
+                    grace_periods: 1000 - u64::from(i),
+                    found_by_pass: u64::from(i % 3),
+                    held_ns: 1_000_000 + u64::from(cpu),
+                }
+            })
+            .collect();
+        let slowest = (0..top as u64)
+            .map(|i| GracePeriodRow {
+                grace_period: GracePeriod {
+                    gp_seq: 4 * i,
+                    started_ns: i,
+                    duration_ns: 90_000_000 - i,
+                    phases: Default::default(),
+                    request_wait_ns: None,
+                    fqs_passes: 1,
+                    cpus_reported: 384,
+                    blocked_readers: 0,
+                    last_holdout: Some(Holdout::Cpu {
+                        cpu: 7,
+                        cpus: vec![7],
+                        found_by_pass: false,
+                        sample: None,
+                    }),
+                    held_ns: 80_000_000,
+                },
+                stack: Vec::new(),
+            })
+            .collect();
+        let count = holdouts.iter().map(|h| h.grace_periods).sum();
+        let report = Report {
+            time: None,
+            maps: vec![Map::Hist(HistMap {
+                name: "@gplat".into(),
+                key: None,
+                buckets: log2(&[3_000_000, 20_000_000]),
+            })],
+            summary: Summary::GracePeriods(Box::new(GracePeriodsSummary {
+                elapsed: Duration::from_secs(10),
+                latency: LatencySummary {
+                    map_name: "@gplat".into(),
+                    unit: Unit::Ms,
+                    series: vec![series(None, count)],
+                    percentile_error: PERCENTILE_ERROR,
+                    losses: Losses::default(),
+                    stages: None,
+                    cross_checks: Vec::new(),
+                },
+                phases: Vec::new(),
+                holdouts_by_cpu: holdouts,
+                holdout_cpus_shown: top,
+                holdouts_by_task: Vec::new(),
+                slowest,
+                by_gp_seq: Some(count),
+                without_report: 0,
+                unassembled: Default::default(),
+                lost: Default::default(),
+                rcu_node_leaves: Vec::new(),
+            })),
+            environment: None,
+        };
+        let json = live(Format::Json, &report);
+        let saved = parse(json.as_bytes()).unwrap();
+        let Summary::GracePeriods(s) = &saved.reports[0].summary else {
+            panic!("{json}");
+        };
+        assert_eq!(s.holdouts_by_cpu.len(), 384);
+        assert_eq!(s.holdout_cpus_shown, top);
+        let text = live(Format::Text, &report);
+        assert!(
+            text.contains(
+                "Last holdouts, by CPU, most grace periods first (10 of 384 CPUs, --top):\n"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("\n  ... 374 more CPUs: "), "{text}");
+        assert_eq!(replayed(&report), text);
+    }
+
     /// bpftrace 0.17's own JSON of the keyed-map run in docs (kstack, comm, pid keys).
     #[test]
     fn bpftrace_json_prints_as_bpftrace_printed_it() {
