@@ -865,6 +865,52 @@ mod tests {
             render::banner(Format::Json, 2) + &render::report(Format::Json, &saved.reports[0]),
             json
         );
+        // Calls out of order and events lost: 0 in every JSON summary, the text's line said
+        // only where there are some; both come back.
+        assert!(
+            json.contains("\"out_of_order\": 0, \"events_lost\": 0"),
+            "{json}"
+        );
+        assert!(!json.contains("\"out_of_order\": false"), "{json}");
+        assert!(!text.contains("in an order no call has"), "{text}");
+        assert!(
+            text.contains("0 grace period not seen whole; 0 grace-period and stage events of the run lost to a full ring\n"),
+            "{text}"
+        );
+        if let Summary::Latency(summaries) = &mut report.summary {
+            let stages = summaries[0].stages.as_mut().unwrap();
+            (stages.adjusted, stages.out_of_order, stages.events_lost) = (1, 1, 5);
+            (stages.calls[0].adjusted, stages.calls[0].out_of_order) = (true, true);
+        }
+        let text = live(Format::Text, &report);
+        assert!(
+            text.contains("@srlat stages: 1 calls' records came in an order no call has"),
+            "{text}"
+        );
+        assert!(
+            text.contains("; 5 grace-period and stage events of the run lost to a full ring\n")
+        );
+        assert_eq!(replayed(&report), text);
+        let json = live(Format::Json, &report);
+        assert!(
+            json.contains("\"out_of_order\": 1, \"events_lost\": 5"),
+            "{json}"
+        );
+        assert!(
+            json.contains("\"adjusted\": true, \"out_of_order\": true"),
+            "{json}"
+        );
+        let saved = parse(json.as_bytes()).unwrap();
+        let Summary::Latency(summaries) = &saved.reports[0].summary else {
+            panic!("{saved:?}")
+        };
+        let stages = summaries[0].stages.as_ref().unwrap();
+        assert_eq!(
+            (stages.adjusted, stages.out_of_order, stages.events_lost),
+            (1, 1, 5)
+        );
+        let calls: Vec<bool> = stages.calls.iter().map(|c| c.out_of_order).collect();
+        assert_eq!(calls, [true, false]);
     }
 
     #[test]
