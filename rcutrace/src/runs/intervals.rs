@@ -2,9 +2,10 @@
 //! to compare runs as a whole: counts and histograms add up; exact minimum and maximum are
 //! the extremes of the intervals', the mean their weighted mean. Percentiles of intervals do
 //! not add up, so a whole run made of several intervals has none. A `--cumulative` run's last
-//! interval already is the whole run.
+//! interval already is the whole run. A map's counts that add up past 64 bits are refused (no
+//! run counts that many); a summary's figures stop at the largest they hold.
 
-use anyhow::{Result, bail};
+use anyhow::{Result, anyhow, bail};
 use rcutrace_common::hist::{LOG2_SLOTS, Linear, SlotBounds, log2_bounds, sparse_bounds};
 
 use crate::model::{
@@ -84,27 +85,35 @@ fn add_map(maps: &mut Vec<Map>, map: Map, number: usize) -> Result<()> {
         maps.push(map);
         return Ok(());
     };
+    let too_large = |name: &str| {
+        anyhow!(
+            "{name}: its counts add up past 2^64 - 1 at interval {number}: no run counts that \
+             many, so the file is not one a run wrote"
+        )
+    };
     match (same, map) {
-        (Map::Count(CountMap { entries, .. }), Map::Count(y)) => {
+        (Map::Count(CountMap { name, entries }), Map::Count(y)) => {
             for (key, n) in y.entries {
                 match entries.iter_mut().find(|(k, _)| *k == key) {
-                    Some((_, total)) => *total += n,
+                    Some((_, total)) => add_to(total, n).map_err(|_| too_large(name))?,
                     None => entries.push((key, n)),
                 }
             }
         }
-        (Map::Scalar(ScalarMap { value, .. }), Map::Scalar(y)) => *value += y.value,
+        (Map::Scalar(ScalarMap { name, value }), Map::Scalar(y)) => {
+            add_to(value, y.value).map_err(|_| too_large(name))?;
+        }
         (Map::Hist(HistMap { name, key, buckets }), Map::Hist(y)) => {
-            if let Err(layouts) = add_buckets(buckets, y.buckets) {
-                let key = key.as_ref().map_or(String::new(), |k| format!("[{k}]"));
-                bail!(
-                    "{name}{key}: interval {number}'s buckets ({}) and those of the intervals \
-                     before it ({}) have no one layout that holds both exactly (a sample is \
-                     known only by its bucket), so its intervals cannot be added up: compare \
-                     them one at a time with --interval-index N",
-                    layouts.1,
-                    layouts.0,
-                );
+            let key = key.as_ref().map_or(String::new(), |k| format!("[{k}]"));
+            match add_buckets(buckets, y.buckets) {
+                Ok(()) => {}
+                Err(NotAdded::TooLarge) => return Err(too_large(&format!("{name}{key}"))),
+                Err(NotAdded::Layouts(before, this)) => bail!(
+                    "{name}{key}: interval {number}'s buckets ({this}) and those of the \
+                     intervals before it ({before}) have no one layout that holds both exactly \
+                     (a sample is known only by its bucket), so its intervals cannot be added \
+                     up: compare them one at a time with --interval-index N"
+                ),
             }
         }
         (_, map) => maps.push(map),
@@ -112,20 +121,29 @@ fn add_map(maps: &mut Vec<Map>, map: Map, number: usize) -> Result<()> {
     Ok(())
 }
 
+/// `n` added to `total`; an error where the sum is past 64 bits.
+fn add_to(total: &mut u64, n: u64) -> Result<(), NotAdded> {
+    *total = total.checked_add(n).ok_or(NotAdded::TooLarge)?;
+    Ok(())
+}
+
+/// Why one histogram's buckets could not be added to another's.
+#[derive(Debug)]
+enum NotAdded {
+    /// No one layout holds both: theirs, described.
+    Layouts(String, String),
+    /// A count past 64 bits.
+    TooLarge,
+}
+
 /// Adds `b`'s samples to `a`'s. Buckets of one layout add slot by slot; buckets of two (as
 /// bpftrace's `lhist()` intervals read back: each shows only its non-empty range, from
 /// which its layout is told) go into one layout where every non-empty bucket of both is a
 /// bucket of it. Where there is none, `a` is left as it was and both layouts are returned.
-fn add_buckets(a: &mut Buckets, b: Buckets) -> Result<(), (String, String)> {
+fn add_buckets(a: &mut Buckets, b: Buckets) -> Result<(), NotAdded> {
     match (&mut *a, &b) {
-        (Buckets::Log2(x), Buckets::Log2(y)) => {
-            add_slots(x, y);
-            return Ok(());
-        }
-        (Buckets::Linear(lx, x), Buckets::Linear(ly, y)) if lx == ly => {
-            add_slots(x, y);
-            return Ok(());
-        }
+        (Buckets::Log2(x), Buckets::Log2(y)) => return add_slots(x, y),
+        (Buckets::Linear(lx, x), Buckets::Linear(ly, y)) if lx == ly => return add_slots(x, y),
         (
             Buckets::Sparse { step, buckets },
             Buckets::Sparse {
@@ -135,7 +153,7 @@ fn add_buckets(a: &mut Buckets, b: Buckets) -> Result<(), (String, String)> {
         ) if step == sy => {
             for &(bucket, n) in y {
                 match buckets.iter_mut().find(|(b, _)| *b == bucket) {
-                    Some((_, total)) => *total += n,
+                    Some((_, total)) => add_to(total, n)?,
                     None => buckets.push((bucket, n)),
                 }
             }
@@ -143,19 +161,28 @@ fn add_buckets(a: &mut Buckets, b: Buckets) -> Result<(), (String, String)> {
         }
         _ => {}
     }
-    let layouts = || (describe_layout(a), describe_layout(&b));
+    let layouts = || NotAdded::Layouts(describe_layout(a), describe_layout(&b));
     let (Some(filled_a), Some(filled_b)) = (filled(a), filled(&b)) else {
         return Err(layouts());
     };
     let all: Vec<(SlotBounds, u64)> = filled_a.iter().chain(&filled_b).copied().collect();
+    let mut too_large = false;
     let merged = candidates(a, &b, &all)
         .into_iter()
-        .find_map(|target| target.place(&all));
+        .find_map(|target| match target.place(&all) {
+            Placed::All(merged) => Some(merged),
+            Placed::TooLarge => {
+                too_large = true;
+                None
+            }
+            Placed::NotABucket => None,
+        });
     match merged {
         Some(merged) => {
             *a = merged;
             Ok(())
         }
+        None if too_large => Err(NotAdded::TooLarge),
         None => Err(layouts()),
     }
 }
@@ -214,17 +241,41 @@ fn widened(linear: Linear, a: &Buckets, b: &Buckets, all: &[(SlotBounds, u64)]) 
     exact.then_some(widened)
 }
 
+/// What became of the buckets put into one layout.
+enum Placed {
+    All(Buckets),
+    /// One is not a bucket of the layout.
+    NotABucket,
+    /// A bucket's count went past 64 bits.
+    TooLarge,
+}
+
 impl Target {
-    /// Every bucket of `all` in this layout, added up; `None` if one is not a bucket of it.
-    fn place(self, all: &[(SlotBounds, u64)]) -> Option<Buckets> {
-        match self {
+    /// Every bucket of `all` in this layout, added up.
+    fn place(self, all: &[(SlotBounds, u64)]) -> Placed {
+        match self.counts(all) {
+            Some(Ok(buckets)) => Placed::All(buckets),
+            Some(Err(_)) => Placed::TooLarge,
+            None => Placed::NotABucket,
+        }
+    }
+
+    /// `None` if a bucket of `all` is not one of this layout.
+    fn counts(self, all: &[(SlotBounds, u64)]) -> Option<Result<Buckets, NotAdded>> {
+        let mut sum = Ok(());
+        let mut add = |total: &mut u64, n: u64| {
+            if sum.is_ok() {
+                sum = add_to(total, n);
+            }
+        };
+        let buckets = match self {
             Target::Log2 => {
                 let mut counts = vec![0; LOG2_SLOTS as usize];
                 for &(bounds, n) in all {
                     let slot = (0..LOG2_SLOTS).find(|&slot| log2_bounds(slot) == bounds)?;
-                    counts[slot as usize] += n;
+                    add(&mut counts[slot as usize], n);
                 }
-                Some(Buckets::Log2(counts))
+                Buckets::Log2(counts)
             }
             Target::Linear(linear) => {
                 let mut counts = vec![0; linear.buckets() as usize + 2];
@@ -239,9 +290,9 @@ impl Target {
                     if slot > linear.buckets() + 1 || linear.bounds(slot) != bounds {
                         return None;
                     }
-                    counts[slot as usize] += n;
+                    add(&mut counts[slot as usize], n);
                 }
-                Some(Buckets::Linear(linear, counts))
+                Buckets::Linear(linear, counts)
             }
             Target::Sparse(step) => {
                 let mut buckets: Vec<(u64, u64)> = Vec::new();
@@ -254,13 +305,14 @@ impl Target {
                         return None;
                     }
                     match buckets.iter_mut().find(|(b, _)| *b == bucket) {
-                        Some((_, total)) => *total += n,
+                        Some((_, total)) => add(total, n),
                         None => buckets.push((bucket, n)),
                     }
                 }
-                Some(Buckets::Sparse { step, buckets })
+                Buckets::Sparse { step, buckets }
             }
-        }
+        };
+        Some(sum.map(|()| buckets))
     }
 }
 
@@ -300,49 +352,54 @@ fn describe_layout(buckets: &Buckets) -> String {
     }
 }
 
-fn add_slots(a: &mut Vec<u64>, b: &[u64]) {
+fn add_slots(a: &mut Vec<u64>, b: &[u64]) -> Result<(), NotAdded> {
     if a.len() < b.len() {
         a.resize(b.len(), 0);
     }
     for (total, n) in a.iter_mut().zip(b) {
-        *total += n;
+        add_to(total, *n)?;
     }
+    Ok(())
 }
 
 fn add_option(a: Option<u64>, b: Option<u64>) -> Option<u64> {
     match (a, b) {
-        (Some(a), Some(b)) => Some(a + b),
+        (Some(a), Some(b)) => Some(a.saturating_add(b)),
         (a, b) => a.or(b),
     }
 }
 
 fn add_count(a: CountSummary, b: CountSummary) -> CountSummary {
     CountSummary {
-        elapsed: a.elapsed + b.elapsed,
+        elapsed: a.elapsed.saturating_add(b.elapsed),
         readers: add_option(a.readers, b.readers),
         call_rcu: add_option(a.call_rcu, b.call_rcu),
         callbacks: add_option(a.callbacks, b.callbacks),
         callbacks_of: a.callbacks_of,
         grace_periods: add_option(a.grace_periods, b.grace_periods),
-        missed: a.missed + b.missed,
-        own_calls_left_out: a.own_calls_left_out + b.own_calls_left_out,
+        missed: a.missed.saturating_add(b.missed),
+        own_calls_left_out: a.own_calls_left_out.saturating_add(b.own_calls_left_out),
         keyed_losses: match (a.keyed_losses, b.keyed_losses) {
             (Some(x), Some(y)) => Some(KeyedLosses {
-                map_full: x.map_full + y.map_full,
-                stacks_lost: x.stacks_lost + y.stacks_lost,
+                map_full: x.map_full.saturating_add(y.map_full),
+                stacks_lost: x.stacks_lost.saturating_add(y.stacks_lost),
             }),
             (x, y) => x.or(y),
         },
         readers_estimate: match (a.readers_estimate, b.readers_estimate) {
             (Some(x), Some(y)) => Some(ReadersEstimate {
                 readers: add_option(x.readers, y.readers),
-                counted: x.counted + y.counted,
-                sampled: x.sampled + y.sampled,
-                windows: x.windows + y.windows,
+                counted: x.counted.saturating_add(y.counted),
+                sampled: x.sampled.saturating_add(y.sampled),
+                windows: x.windows.saturating_add(y.windows),
                 // Margins of separate estimates do not add; none is claimed for the sum.
                 margin: None,
-                switching_grace_periods: x.switching_grace_periods + y.switching_grace_periods,
-                switching_calls_left_out: x.switching_calls_left_out + y.switching_calls_left_out,
+                switching_grace_periods: x
+                    .switching_grace_periods
+                    .saturating_add(y.switching_grace_periods),
+                switching_calls_left_out: x
+                    .switching_calls_left_out
+                    .saturating_add(y.switching_calls_left_out),
             }),
             (x, y) => x.or(y),
         },
@@ -369,13 +426,19 @@ fn add_latency(mut a: Vec<LatencySummary>, b: Vec<LatencySummary>) -> Vec<Latenc
         same.losses = Losses {
             // Still in flight at the end of an interval is not lost: only the last counts.
             in_flight_at_exit: summary.losses.in_flight_at_exit,
-            returns_lost: same.losses.returns_lost + summary.losses.returns_lost,
-            began_before_tracing: same.losses.began_before_tracing
-                + summary.losses.began_before_tracing,
-            missed_by_kernel: same.losses.missed_by_kernel + summary.losses.missed_by_kernel,
-            lost_to_full_map: same.losses.lost_to_full_map + summary.losses.lost_to_full_map,
+            returns_lost: same
+                .losses
+                .returns_lost
+                .saturating_add(summary.losses.returns_lost),
+            began_before_tracing: (same.losses.began_before_tracing)
+                .saturating_add(summary.losses.began_before_tracing),
+            missed_by_kernel: (same.losses.missed_by_kernel)
+                .saturating_add(summary.losses.missed_by_kernel),
+            lost_to_full_map: (same.losses.lost_to_full_map)
+                .saturating_add(summary.losses.lost_to_full_map),
             stacks_lost: add_option(same.losses.stacks_lost, summary.losses.stacks_lost),
-            own_calls_left_out: same.losses.own_calls_left_out + summary.losses.own_calls_left_out,
+            own_calls_left_out: (same.losses.own_calls_left_out)
+                .saturating_add(summary.losses.own_calls_left_out),
         };
     }
     for summary in &mut a {
@@ -387,7 +450,7 @@ fn add_latency(mut a: Vec<LatencySummary>, b: Vec<LatencySummary>) -> Vec<Latenc
 }
 
 fn add_series(a: &SeriesStats, b: &SeriesStats) -> SeriesStats {
-    let count = a.count + b.count;
+    let count = a.count.saturating_add(b.count);
     let sum = |s: &SeriesStats| s.mean_ns.map_or(0.0, |m| m * s.count as f64);
     SeriesStats {
         key: a.key.clone(),
@@ -634,6 +697,37 @@ mod tests {
             ])
             .unwrap(),
             sparse(3, &[(1, 3)])
+        );
+    }
+
+    /// Counts that add up past 64 bits over the intervals are refused, naming the map: no
+    /// run counts that many.
+    #[test]
+    fn counts_past_64_bits_are_refused() {
+        let calls = |n| Report {
+            time: Some(Stamp::interval("10:00:01")),
+            ..Report::of_counts(&[("call_rcu", n)], None)
+        };
+        let error = whole(vec![calls(u64::MAX - 1), calls(2)]).unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .starts_with("@: its counts add up past 2^64 - 1 at interval 2"),
+            "{error}"
+        );
+        let error = whole_buckets(vec![slots(&[(4, u64::MAX)]), slots(&[(4, 1)])]).unwrap_err();
+        assert!(
+            error.to_string().starts_with("@l: its counts add up"),
+            "{error}"
+        );
+        let error = whole_buckets(vec![
+            Buckets::Log2(vec![0, u64::MAX]),
+            linear(0, 4, 1, &[0, 1, 0, 0, 0, 0]),
+        ])
+        .unwrap_err();
+        assert!(
+            error.to_string().starts_with("@l: its counts add up"),
+            "{error}"
         );
     }
 
