@@ -243,6 +243,13 @@ pub struct StagesSummary {
     pub grace_period_not_seen: u64,
     /// Calls with a milestone moved to keep their stages in order.
     pub adjusted: u64,
+    /// Of those, calls whose records came in an order no call has (its callback invoked
+    /// before its grace period began). Absent from files written before it was counted.
+    #[serde(default)]
+    pub out_of_order: u64,
+    /// Grace-period and stage events of the run the sample ring had no room for.
+    #[serde(default)]
+    pub events_lost: u64,
     /// The kernel's `rcu_normal_wake_from_gp`; absent where it has no such parameter.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wake_from_gp: Option<bool>,
@@ -300,6 +307,9 @@ pub struct CallStages {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ipis: Option<u64>,
     pub adjusted: bool,
+    /// A milestone came before the one it must follow (see `StagesSummary::out_of_order`).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub out_of_order: bool,
 }
 
 /// The bucket layout of a histogram, as the text labels it.

@@ -75,8 +75,10 @@ static GP_COUNTS: PerCpuArray<u64> = PerCpuArray::with_max_entries(GP_COUNT_SLOT
 #[map]
 static EXPEDITED_STATE: Array<u64> = Array::with_max_entries(EXPEDITED_SLOTS, 0);
 
+/// Counts one thing the programs could not report, in `GP_LOSSES` slot `slot` (`srlat
+/// --stages`' programs count their lost events here too).
 #[inline(always)]
-fn lose(slot: u32) {
+pub fn lose(slot: u32) {
     if let Some(count) = GP_LOSSES.get_ptr_mut(slot) {
         unsafe { crate::atomic::add(count, 1) };
     }

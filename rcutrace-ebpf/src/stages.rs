@@ -14,9 +14,13 @@ use aya_ebpf::{
     },
     programs::{ProbeContext, RetProbeContext},
 };
-use rcutrace_common::{attribution::NO_STACK, gp::GpEvent, stages::*};
+use rcutrace_common::{
+    attribution::NO_STACK,
+    gp::{GP_LOST_EVENTS, GpEvent},
+    stages::*,
+};
 
-use crate::{latency, window};
+use crate::{gp, latency, window};
 
 /// Addresses of `rcu_state.gp_seq` and `rcu_state.expedited_sequence`, and of the function
 /// `wakeme_after_rcu()` (kallsyms and BTF, in user space).
@@ -50,9 +54,11 @@ fn send(kind: u32, value: u64, extra: u64) {
         comm: bpf_get_current_comm().unwrap_or_default(),
         text: [0; 16],
     };
-    // A lost event leaves its call without stages, which user space counts; the ring's own
-    // losses are counted with the samples'.
-    let _ = latency::send(&event);
+    // A lost event leaves its call without stages, which user space counts; the event itself
+    // is counted where gp's programs count theirs, which user space reports with the stages.
+    if !latency::send(&event) {
+        gp::lose(GP_LOST_EVENTS);
+    }
 }
 
 /// Whether the current thread's calls are the traced ones.

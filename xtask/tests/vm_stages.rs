@@ -63,9 +63,11 @@ fn assert_taken_apart(name: &str, run: &Run, map: &str, path: &str, keys: &[&str
         (
             s.summary.entry_not_seen,
             s.summary.grace_period_not_seen,
-            s.summary.calls_not_listed
+            s.summary.calls_not_listed,
+            s.summary.out_of_order,
+            s.summary.events_lost
         ),
-        (0, 0, 0),
+        (0, 0, 0, 0, 0),
         "{name}: {:#?}",
         s.summary
     );
@@ -148,7 +150,8 @@ fn stages_ground_truth(series: &str) {
         "@srlat stages: 30 calls taken apart, each into stages that add up to its latency",
         "Normal grace period, 30 calls (ms)",
         "  waiting for a grace period to start",
-        "@srlat stages not taken apart: 0 entry not seen, 0 grace period not seen whole",
+        "@srlat stages not taken apart: 0 entry not seen, 0 grace period not seen whole; 0 \
+         grace-period and stage events of the run lost to a full ring",
     ]
     .iter()
     .chain(path_lines)

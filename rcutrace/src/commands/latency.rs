@@ -15,7 +15,7 @@ use crate::{
     model::aggregate::{Aggregate, Layout, Series},
     model::attribution::{By, fold_top, key_text},
     model::checks::{self, CrossCheck},
-    model::stages::{Joiner, Staged, StagedFunction},
+    model::stages::{Joiner, Staged, StagedFunction, StagesSummary},
     model::stats::PERCENTILE_ERROR,
     model::{HistMap, LatencySummary, Losses, Map, Report, Summary, Unit},
     render::Format,
@@ -320,6 +320,14 @@ fn add_stages(
     let Summary::Latency(summaries) = &mut report.summary else {
         return Ok(());
     };
+    // The events the stages are made of travel in the sample ring beside gp's: what it had no
+    // room for, gp's programs and the stage programs count alike.
+    let events_lost = period
+        .counters
+        .array("GP_LOSSES")
+        .get(rcutrace_common::gp::GP_LOST_EVENTS as usize)
+        .copied()
+        .unwrap_or(0);
     for timing in timings {
         let index = timing.timed.index();
         let stages = if period.cumulative && !period.closing {
@@ -328,7 +336,10 @@ fn add_stages(
             joiner.take(index, period.closing)
         };
         if let Some(summary) = summaries.iter_mut().find(|s| s.map_name == timing.map_name) {
-            summary.stages = Some(Box::new(stages));
+            summary.stages = Some(Box::new(StagesSummary {
+                events_lost,
+                ..stages
+            }));
         }
     }
     Ok(())

@@ -5,7 +5,7 @@
 
 use std::{path::Path, process::ExitCode};
 
-use anyhow::{Result, anyhow, bail};
+use anyhow::{Context as _, Result, anyhow, bail};
 
 use crate::{
     cli::ReportArgs,
@@ -111,7 +111,8 @@ fn one_report(file: &Path, index: Option<usize>) -> Result<(Report, String)> {
     let intervals = run.reports.len();
     // The environment is recorded with the first interval only.
     let environment = run.reports.iter().find_map(|r| r.environment.clone());
-    let mut whole = intervals::whole(chosen(run.reports, index, file)?);
+    let mut whole = intervals::whole(chosen(run.reports, index, file)?)
+        .with_context(|| format!("{} as one whole run", file.display()))?;
     whole.environment = environment;
     let name = match index {
         Some(i) => format!("{} (interval {i} of {intervals})", file.display()),
@@ -125,6 +126,13 @@ fn chosen(reports: Vec<Report>, index: Option<usize>, file: &Path) -> Result<Vec
     let Some(index) = index else {
         return Ok(reports);
     };
+    if reports.is_empty() {
+        bail!(
+            "--interval-index {index}: {} has no interval: it records no map (bpftrace writes \
+             none for maps that stayed empty)",
+            file.display()
+        );
+    }
     if reports.first().is_none_or(|r| r.time.is_none()) {
         bail!(
             "--interval-index {index}: {} is a run of one window, saved without --interval",
@@ -132,7 +140,10 @@ fn chosen(reports: Vec<Report>, index: Option<usize>, file: &Path) -> Result<Vec
         );
     }
     let intervals = reports.len();
-    match reports.into_iter().nth(index - 1) {
+    match index
+        .checked_sub(1)
+        .and_then(|i| reports.into_iter().nth(i))
+    {
         Some(report) => Ok(vec![report]),
         None => bail!(
             "--interval-index {index}: {} has {intervals} intervals; it takes 1 to {intervals}",
@@ -207,6 +218,65 @@ mod tests {
         for path in [stacks, plain] {
             let _ = std::fs::remove_file(path);
         }
+    }
+
+    /// bpftrace's `-f json` of a run whose maps stayed empty: only its `attached_probes`
+    /// record. Every way `report` reads it gives a result or an error, never a panic.
+    #[test]
+    fn a_bpftrace_run_without_a_map_is_reported_as_empty() {
+        let path =
+            std::env::temp_dir().join(format!("rcutrace-probes-only-{}.json", std::process::id()));
+        std::fs::write(
+            &path,
+            "{\"type\": \"attached_probes\", \"data\": {\"probes\": 2}}\n",
+        )
+        .unwrap();
+        // Printed again: bpftrace's banner, and no map.
+        let printed = run(&args(vec![path.clone()]), render::Format::Text, false).unwrap();
+        assert_eq!(printed.output, "Attaching 2 probes...\n");
+        // Compared with itself: nothing differs and no map is compared.
+        let printed = run(
+            &args(vec![path.clone(), path.clone()]),
+            render::Format::Text,
+            false,
+        )
+        .unwrap();
+        assert_eq!(printed.status, ExitCode::SUCCESS);
+        let name = path.display();
+        assert!(
+            printed.output.starts_with(&format!(
+                "A: {name} (no map recorded)\nB: {name} (no map recorded)\n"
+            )),
+            "{}",
+            printed.output
+        );
+        // A gate finds nothing to judge, and so fails.
+        let mut gated = args(vec![path.clone(), path.clone()]);
+        gated.fail_if = vec!["count < 10".parse().unwrap()];
+        let printed = run(&gated, render::Format::Text, false).unwrap();
+        assert_eq!(printed.status, ExitCode::FAILURE);
+        assert!(
+            printed.output.contains("nothing to judge"),
+            "{}",
+            printed.output
+        );
+        // Folded: no stack, as a live run's window without one prints none.
+        let printed = run(&args(vec![path.clone()]), render::Format::Folded, false).unwrap();
+        assert_eq!(printed.output, "");
+        // One interval of it: there is none.
+        let mut one = args(vec![path.clone()]);
+        one.interval_index = Some(1);
+        let error = run(&one, render::Format::Text, false).err().unwrap();
+        assert!(error.to_string().contains("has no interval"), "{error}");
+        // A flame graph: the run comes whole, and drawing it says there is nothing to draw.
+        let printed = run(&args(vec![path.clone()]), render::Format::Text, true).unwrap();
+        assert_eq!(printed.output, "Attaching 2 probes...\n");
+        let error = render::flamegraph(&printed.run.unwrap()).unwrap_err();
+        assert!(
+            error.to_string().contains("no kernel stack was recorded"),
+            "{error}"
+        );
+        let _ = std::fs::remove_file(path);
     }
 
     #[test]

@@ -62,9 +62,10 @@ impl CrossCheck {
 
     /// The same check over two periods one after the other: the counts and the bounds add.
     pub fn add(&mut self, other: &CrossCheck) {
-        self.value += other.value;
-        self.expected += other.expected;
-        self.bound += other.bound;
+        // A saved file may say anything: figures stop at the largest they hold.
+        self.value = self.value.saturating_add(other.value);
+        self.expected = self.expected.saturating_add(other.expected);
+        self.bound = self.bound.saturating_add(other.bound);
     }
 }
 

@@ -11,7 +11,9 @@
 //! wait for, found by its number. A call that came while its grace period was being set up
 //! waited nothing for it to start; a grace period whose end came after the caller's own
 //! wake-up (the kernel lets callbacks run once cleanup has marked their node done) ends, for
-//! that call, where the wake-up began. Such calls are counted as adjusted.
+//! that call, where the wake-up began. Such calls are counted as adjusted. Records in an order
+//! no call has (its callback invoked before its grace period began) are moved into order the
+//! same way, never left to cross a clamp's bounds, and counted apart as out of order.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -122,6 +124,9 @@ pub struct StagedCall {
     pub ipis: Option<u64>,
     /// A milestone was moved to keep the stages in order (see the module's comment).
     pub adjusted: bool,
+    /// Of those, one that came before the milestone it must follow: the records are in an
+    /// order no call has.
+    pub out_of_order: bool,
 }
 
 /// Why a call could not be taken apart.
@@ -167,6 +172,11 @@ pub struct StagesSummary {
     pub paths: Vec<PathStages>,
     pub not_taken_apart: NotTakenApart,
     pub adjusted: u64,
+    /// Of the adjusted calls, those whose records came in an order no call has.
+    pub out_of_order: u64,
+    /// Grace-period and stage events of the whole run that the sample ring had no room for
+    /// (the programs' `GP_LOST_EVENTS`): a call they were about is not taken apart.
+    pub events_lost: u64,
     /// `/sys/module/rcutree/parameters/rcu_normal_wake_from_gp`; `None` where the kernel
     /// has no such parameter (it wakes every caller by callback).
     pub wake_from_gp: Option<bool>,
@@ -182,6 +192,7 @@ struct FunctionTally {
     expedited: PathTally,
     not_taken_apart: NotTakenApart,
     adjusted: u64,
+    out_of_order: u64,
     calls: Vec<StagedCall>,
     calls_not_listed: u64,
 }
@@ -265,6 +276,7 @@ impl FunctionTally {
             expedited: PathTally::new(Path::Expedited),
             not_taken_apart: NotTakenApart::default(),
             adjusted: 0,
+            out_of_order: 0,
             calls: Vec::new(),
             calls_not_listed: 0,
         }
@@ -276,6 +288,7 @@ impl FunctionTally {
             Path::Expedited => self.expedited.add(&call),
         }
         self.adjusted += u64::from(call.adjusted);
+        self.out_of_order += u64::from(call.out_of_order);
         if self.calls.len() < MAX_LISTED_CALLS {
             self.calls.push(call);
         } else {
@@ -517,7 +530,7 @@ impl Joiner {
     fn add_grace_period(&mut self, gp: &GracePeriod) {
         let normal = NormalGp {
             started_ns: gp.started_ns,
-            ended_ns: gp.started_ns + gp.duration_ns,
+            ended_ns: gp.started_ns.saturating_add(gp.duration_ns),
         };
         keep(&mut self.normal, gp.gp_seq, normal);
     }
@@ -533,7 +546,7 @@ impl Joiner {
             return;
         };
         let started = sample.start_ns;
-        let ended = started + sample.nanos;
+        let ended = started.saturating_add(sample.nanos);
         let previous = self
             .last_return
             .insert((sample.tid, timed), ended)
@@ -602,21 +615,28 @@ impl Joiner {
         match call.path {
             Path::Normal => self
                 .normal
-                .range(call.gp_seq as i64 + 1..)
+                .range(later(call.gp_seq))
                 .any(|(_, gp)| gp.ended_ns <= call.ended_ns),
             Path::Expedited => self
                 .expedited
-                .range(call.gp_seq as i64 + 1..)
+                .range(later(call.gp_seq))
                 .any(|(_, gp)| gp.ended_ns.is_some_and(|end| end <= call.ended_ns)),
         }
     }
 
     fn take_apart(&self, call: &Pending) -> Option<StagedCall> {
-        let (t0, t3) = (call.started_ns, call.ended_ns);
-        let mut adjusted = false;
+        let (t0, t3) = (call.started_ns, call.ended_ns.max(call.started_ns));
+        let (mut adjusted, mut out_of_order) = (false, false);
+        // Each milestone between the one before it and the call's return. Bounds that cross
+        // (the one before it came after the one it must not pass) are records in an order no
+        // call has: the upper one is moved up to the lower, never handed to `u64::clamp`,
+        // which panics on them.
         let mut clamp = |at: u64, low: u64, high: u64| {
-            let clamped = at.clamp(low, high);
-            adjusted |= clamped != at;
+            if high < low {
+                out_of_order = true;
+            }
+            let clamped = at.clamp(low, high.max(low));
+            adjusted |= clamped != at || high < low;
             clamped
         };
         let (stages, piggy_backed, ipis) = match call.path {
@@ -625,9 +645,11 @@ impl Joiner {
                 if gp.started_ns > t3 {
                     return None;
                 }
-                let woken = call.wakeme_invoked_ns.map(|at| at.min(t3));
                 let t1 = clamp(gp.started_ns, t0, t3);
+                // Woken before its grace period began crosses these bounds: out of order.
+                let woken = call.wakeme_invoked_ns.map(|at| at.min(t3));
                 let t2 = clamp(gp.ended_ns, t1, woken.unwrap_or(t3));
+                let woken = woken.map(|at| clamp(at, t2, t3));
                 let stages = match woken {
                     Some(tw) => vec![
                         Some(t1 - t0),
@@ -668,6 +690,7 @@ impl Joiner {
             piggy_backed,
             ipis,
             adjusted,
+            out_of_order,
         })
     }
 
@@ -727,10 +750,21 @@ fn summarize(
         paths,
         not_taken_apart: tally.not_taken_apart,
         adjusted: tally.adjusted,
+        out_of_order: tally.out_of_order,
+        // The run's counters say, not the joiner: see `commands::latency`.
+        events_lost: 0,
         wake_from_gp,
         calls: tally.calls,
         calls_not_listed: tally.calls_not_listed,
     }
+}
+
+/// The grace periods numbered after `seq`, as the map keys them (none after the largest).
+fn later(seq: u64) -> (std::ops::Bound<i64>, std::ops::Bound<i64>) {
+    (
+        std::ops::Bound::Excluded(seq as i64),
+        std::ops::Bound::Unbounded,
+    )
 }
 
 /// Keeps a grace period by its number, forgetting the oldest beyond what calls can still need.
@@ -935,6 +969,44 @@ pub(crate) mod tests {
         let summary = j.take(0, false);
         assert!(summary.calls.is_empty());
         assert_eq!(summary.not_taken_apart.entry_not_seen, 1);
+    }
+
+    /// A waker callback invoked before the grace period it waits for began (events no call
+    /// can have, but a ring's records can say: another grace period matched, clocks of two
+    /// CPUs apart) crossed the bounds of a clamp, which panics: the call is adjusted and
+    /// counted out of order, its stages still adding up.
+    #[test]
+    fn milestones_out_of_order_are_counted_not_a_panic() {
+        let mut j = joiner();
+        j.add(&bytes(&event(1000, events::EVENT_SYNC, CALLER, 0x101, 0)));
+        j.add(&bytes(&event(
+            1010,
+            events::EVENT_WAKEME_QUEUED,
+            CALLER,
+            0xbeef,
+            0,
+        )));
+        j.add(&bytes(&event(
+            1500,
+            events::EVENT_WAKEME_INVOKED,
+            3,
+            0xbeef,
+            0,
+        )));
+        grace_period(&mut j, 0x105, 2500, 6000);
+        j.add(&bytes(&sample(0, 990, 7400)));
+        let summary = j.take(0, true);
+        let call = &summary.calls[0];
+        assert!(call.adjusted && call.out_of_order, "{call:?}");
+        // The wake-up is moved up to the grace period's start, which ends there for it.
+        assert_eq!(
+            call.stages_ns,
+            vec![Some(2500 - 990), Some(0), Some(0), Some(7400 - 2500), None]
+        );
+        assert_adds_up(call);
+        assert_eq!((summary.adjusted, summary.out_of_order), (1, 1));
+        // A call in order is not.
+        assert_eq!(both_paths().out_of_order, 0);
     }
 
     #[test]

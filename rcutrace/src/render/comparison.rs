@@ -33,11 +33,19 @@ pub fn comparison(c: &Comparison, a_name: &str, b_name: &str) -> String {
         out.push('\n');
         histogram(&mut out, hist);
     }
-    if !c.unmatched.is_empty() {
+    if !c.unmatched.is_empty() || !c.keys_unmatched.is_empty() {
         out.push('\n');
     }
     for (name, in_a) in &c.unmatched {
         let _ = writeln!(out, "{name}: only in {}", if *in_a { "A" } else { "B" });
+    }
+    for (name, key, in_a) in &c.keys_unmatched {
+        let _ = writeln!(
+            out,
+            "{name}[{}]: only in {}",
+            text::one_line(key),
+            if *in_a { "A" } else { "B" }
+        );
     }
     out
 }

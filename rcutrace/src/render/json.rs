@@ -611,6 +611,8 @@ fn stages_records(summary: &StagesSummary) -> Vec<Record> {
         entry_not_seen: summary.not_taken_apart.entry_not_seen,
         grace_period_not_seen: summary.not_taken_apart.grace_period_not_seen,
         adjusted: summary.adjusted,
+        out_of_order: summary.out_of_order,
+        events_lost: summary.events_lost,
         wake_from_gp: summary.wake_from_gp,
         calls_not_listed: summary.calls_not_listed,
     })];
@@ -633,6 +635,7 @@ fn stages_records(summary: &StagesSummary) -> Vec<Record> {
             piggy_backed: call.piggy_backed,
             ipis: call.ipis,
             adjusted: call.adjusted,
+            out_of_order: call.out_of_order,
         })
     }));
     out

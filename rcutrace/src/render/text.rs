@@ -650,6 +650,15 @@ fn stages_summary(summary: &StagesSummary) -> String {
             summary.adjusted
         );
     }
+    if summary.out_of_order > 0 {
+        let _ = writeln!(
+            out,
+            "{name} stages: {} calls' records came in an order no call has (the callback invoked \
+             before the grace period began): each milestone out of order is moved up to the one \
+             before it (these calls are among the adjusted)",
+            summary.out_of_order
+        );
+    }
     if summary.calls_not_listed > 0 {
         let _ = writeln!(
             out,
@@ -661,8 +670,9 @@ fn stages_summary(summary: &StagesSummary) -> String {
     }
     let _ = writeln!(
         out,
-        "{name} stages not taken apart: {} entry not seen, {} grace period not seen whole",
-        not.entry_not_seen, not.grace_period_not_seen
+        "{name} stages not taken apart: {} entry not seen, {} grace period not seen whole; \
+         {} grace-period and stage events of the run lost to a full ring",
+        not.entry_not_seen, not.grace_period_not_seen, summary.events_lost
     );
     out
 }

@@ -24,6 +24,9 @@ pub struct Comparison {
     pub hists: Vec<HistComparison>,
     /// Maps only one run has: `(name, true)` for A's, `(name, false)` for B's.
     pub unmatched: Vec<(String, bool)>,
+    /// Keys of a keyed histogram both runs have that only one run has: `(map, key, true)`
+    /// for A's, `false` for B's.
+    pub keys_unmatched: Vec<(String, String, bool)>,
 }
 
 #[derive(Debug, PartialEq)]
@@ -63,9 +66,12 @@ pub fn compare(a: &Report, b: &Report) -> Comparison {
     let (names_a, names_b) = (names(a), names(b));
     let mut counts = Vec::new();
     let mut hists = Vec::new();
+    let mut keys_unmatched = Vec::new();
     for name in names_a.intersection(&names_b) {
         counts.extend(compare_counts(name, a, b));
-        hists.extend(compare_hists(name, a, b));
+        let (compared, unmatched) = compare_hists(name, a, b);
+        hists.extend(compared);
+        keys_unmatched.extend(unmatched);
     }
     let unmatched = names_a
         .difference(&names_b)
@@ -90,6 +96,7 @@ pub fn compare(a: &Report, b: &Report) -> Comparison {
         rates,
         hists,
         unmatched,
+        keys_unmatched,
     }
 }
 
@@ -307,7 +314,12 @@ fn compare_counts(name: &str, a: &Report, b: &Report) -> Option<CountComparison>
     })
 }
 
-fn compare_hists(name: &str, a: &Report, b: &Report) -> Vec<HistComparison> {
+/// The histograms of map `name` both runs have, and the keys only one has.
+fn compare_hists(
+    name: &str,
+    a: &Report,
+    b: &Report,
+) -> (Vec<HistComparison>, Vec<(String, String, bool)>) {
     let hists = |r: &Report| -> Vec<HistMap> {
         crate::model::maps_in_order(&r.maps)
             .into_iter()
@@ -318,7 +330,17 @@ fn compare_hists(name: &str, a: &Report, b: &Report) -> Vec<HistComparison> {
             .collect()
     };
     let (in_a, in_b) = (hists(a), hists(b));
-    in_a.iter()
+    let only = |these: &[HistMap], those: &[HistMap], in_a: bool| {
+        these
+            .iter()
+            .filter(|h| !those.iter().any(|o| o.key == h.key))
+            .filter_map(|h| Some((name.to_string(), h.key.clone()?, in_a)))
+            .collect::<Vec<_>>()
+    };
+    let mut unmatched = only(&in_a, &in_b, true);
+    unmatched.extend(only(&in_b, &in_a, false));
+    let compared = in_a
+        .iter()
         .filter_map(|ha| {
             let hb = in_b.iter().find(|h| h.key == ha.key)?;
             let (stats_a, stats_b) = (stats(a, name, &ha.key), stats(b, name, &ha.key));
@@ -336,7 +358,8 @@ fn compare_hists(name: &str, a: &Report, b: &Report) -> Vec<HistComparison> {
                     .map(|((sa, unit), (sb, _))| (sa, sb, unit)),
             })
         })
-        .collect()
+        .collect();
+    (compared, unmatched)
 }
 
 /// Both bucket sets on one layout; none where the layouts differ.
@@ -612,6 +635,42 @@ mod tests {
         assert_eq!(
             comparison.unmatched,
             [("@srlat".to_string(), true), ("@srelat".to_string(), false)]
+        );
+    }
+
+    /// A keyed histogram's keys only one run has are named, not left out unsaid.
+    #[test]
+    fn keys_only_one_run_has_are_named() {
+        let keyed = |keys: &[&str]| {
+            let mut report = latency("@srlat", &[(25, 3)], 20e6);
+            report.maps = keys
+                .iter()
+                .map(|key| {
+                    Map::Hist(HistMap {
+                        name: "@srlat".into(),
+                        key: Some(key.to_string()),
+                        buckets: Buckets::Log2(vec![0, 1]),
+                    })
+                })
+                .collect();
+            report
+        };
+        let comparison = compare(
+            &keyed(&["loadgen", "kworker/0:1"]),
+            &keyed(&["loadgen", "sh"]),
+        );
+        assert_eq!(comparison.hists.len(), 1);
+        assert_eq!(
+            comparison.keys_unmatched,
+            [
+                ("@srlat".to_string(), "kworker/0:1".to_string(), true),
+                ("@srlat".to_string(), "sh".to_string(), false)
+            ]
+        );
+        let text = crate::render::comparison(&comparison, "a", "b");
+        assert!(
+            text.ends_with("\n@srlat[kworker/0:1]: only in A\n@srlat[sh]: only in B\n"),
+            "{text}"
         );
     }
 

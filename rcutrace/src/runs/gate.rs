@@ -303,24 +303,46 @@ fn judge_one(condition: &Condition, comparison: &Comparison) -> Vec<Verdict> {
         let (a, b, unit) = hist_values(hist, condition.statistic);
         verdicts.push(verdict(condition, subject, unit, a, b));
     }
+    // Judged on the keys both runs have: a key one lacks is listed as not judged.
+    for (name, key, in_a) in comparison.keys_unmatched.iter().filter(|k| wanted(&k.0)) {
+        verdicts.push(Verdict {
+            condition: condition.text.clone(),
+            subject: subject(name, Some(key)),
+            statistic: condition.statistic,
+            unit: None,
+            a: None,
+            b: None,
+            limit: None,
+            outcome: Outcome::NotJudged(format!(
+                "only {} has this key",
+                if *in_a { "A" } else { "B" }
+            )),
+        });
+    }
     if condition.statistic == Statistic::Count {
         for map in comparison.counts.iter().filter(|m| wanted(&m.name)) {
             for (key, a, b) in &map.rows {
-                // A key a run does not have is one it never counted.
                 let value = |n: &Option<u64>| {
-                    Some(Value {
-                        value: n.unwrap_or(0) as f64,
+                    n.map(|n| Value {
+                        value: n as f64,
                         exact: true,
                     })
                 };
                 let key = (!key.is_empty()).then_some(key.as_str());
-                verdicts.push(verdict(
-                    condition,
-                    subject(&map.name, key),
-                    None,
-                    value(a),
-                    value(b),
-                ));
+                let mut judged =
+                    verdict(condition, subject(&map.name, key), None, value(a), value(b));
+                // Judged on the keys both runs have: a key one lacks is listed as not
+                // judged, not taken as a count of 0.
+                let only = match (a, b) {
+                    (Some(_), None) => Some("A"),
+                    (None, Some(_)) => Some("B"),
+                    _ => None,
+                };
+                if let Some(run) = only {
+                    judged.limit = None;
+                    judged.outcome = Outcome::NotJudged(format!("only {run} has this key"));
+                }
+                verdicts.push(judged);
             }
         }
     }
@@ -554,6 +576,7 @@ mod tests {
                 stats: Some((stats(20, 12.0, 30.0), stats(20, 3.0, 6.0), Unit::Ms)),
             }],
             unmatched: Vec::new(),
+            keys_unmatched: Vec::new(),
         }
     }
 
@@ -578,20 +601,21 @@ mod tests {
             [("@srlat".into(), Outcome::Failed)]
         );
         assert_eq!(outcomes("mean > 3ms"), [("@srlat".into(), Outcome::Passed)]);
-        // count covers histograms and count maps, whose missing keys counted nothing.
+        // count covers histograms and count maps; a key only one run has is not judged.
+        let only_a = || Outcome::NotJudged("only A has this key".into());
         assert_eq!(
             outcomes("count < 100"),
             [
                 ("@srlat".into(), Outcome::Failed),
                 ("@[synchronize_rcu]".into(), Outcome::Failed),
-                ("@[call_rcu]".into(), Outcome::Failed),
+                ("@[call_rcu]".into(), only_a()),
             ]
         );
         assert_eq!(
             outcomes("@ count < -50%"),
             [
                 ("@[synchronize_rcu]".into(), Outcome::Passed),
-                ("@[call_rcu]".into(), Outcome::Failed),
+                ("@[call_rcu]".into(), only_a()),
             ]
         );
         let verdicts = judge(&[parse("p99 < -50%").unwrap()], &comparison(), "a", "b");
@@ -600,6 +624,81 @@ mod tests {
         assert_eq!(values, (Some(30e6), Some(6e6), Some(15e6)));
         assert!(v.a.unwrap().exact, "every sample kept: an exact p99");
         assert_eq!(v.unit, Some(Unit::Ms));
+        assert!(verdicts.failed());
+    }
+
+    /// A key one run lacks is listed as not judged, in the lines and as a skipped JUnit
+    /// case; it is not taken as a count of 0 (which `count < N` would fail and
+    /// `count > +20%` would pass).
+    #[test]
+    fn a_key_one_run_lacks_is_not_judged() {
+        let mut comparison = comparison();
+        comparison.counts[0]
+            .rows
+            .push(("kvfree_call_rcu".into(), None, Some(7)));
+        let verdicts = judge(
+            &[parse("@ count > +20%").unwrap()],
+            &comparison,
+            "a.json",
+            "b.json",
+        );
+        let outcomes: Vec<(&str, &Outcome)> = verdicts
+            .verdicts
+            .iter()
+            .map(|v| (v.subject.as_str(), &v.outcome))
+            .collect();
+        assert_eq!(
+            outcomes,
+            [
+                ("@[synchronize_rcu]", &Outcome::Passed),
+                (
+                    "@[call_rcu]",
+                    &Outcome::NotJudged("only A has this key".into())
+                ),
+                (
+                    "@[kvfree_call_rcu]",
+                    &Outcome::NotJudged("only B has this key".into())
+                ),
+            ]
+        );
+        assert!(!verdicts.failed());
+        // A keyed histogram's key only one run has, likewise.
+        let mut keyed = self::comparison();
+        keyed.keys_unmatched = vec![("@srlat".into(), "loadgen".into(), false)];
+        let verdicts_keyed = judge(&[parse("p99 > 1ms").unwrap()], &keyed, "a", "b");
+        assert_eq!(
+            verdicts_keyed
+                .verdicts
+                .last()
+                .map(|v| (&v.subject[..], &v.outcome)),
+            Some((
+                "@srlat[loadgen]",
+                &Outcome::NotJudged("only B has this key".into())
+            ))
+        );
+        let lines = crate::render::verdicts(&verdicts);
+        assert!(
+            lines.contains("not judged: '@ count > +20%' on @[call_rcu]: only A has this key\n"),
+            "{lines}"
+        );
+        assert!(
+            lines.ends_with("--fail-if: 0 of 1 judged pair (map or key and condition) failed\n"),
+            "{lines}"
+        );
+        let xml = crate::render::junit(&verdicts).unwrap();
+        let report = quick_junit::Report::deserialize_from_str(&xml).unwrap();
+        assert_eq!((report.tests, report.failures), (3, 0));
+        assert_eq!(report.test_suites[0].skipped, 2);
+        // Keys only one run has are all a condition found: nothing was judged, which fails.
+        comparison.counts[0]
+            .rows
+            .retain(|(_, a, b)| a.is_none() || b.is_none());
+        comparison.hists.clear();
+        let verdicts = judge(&[parse("count < 100").unwrap()], &comparison, "a", "b");
+        assert!(matches!(
+            verdicts.verdicts.last().unwrap().outcome,
+            Outcome::NothingMatched(_)
+        ));
         assert!(verdicts.failed());
     }
 

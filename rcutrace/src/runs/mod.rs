@@ -4,6 +4,8 @@
 //! one report of an `--interval` run's intervals, `gate` judges a comparison by `--fail-if`.
 
 pub mod compare;
+#[cfg(test)]
+mod fuzz;
 pub mod gate;
 pub mod grace_periods;
 pub mod intervals;

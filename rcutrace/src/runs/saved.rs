@@ -722,13 +722,13 @@ fn model_buckets(layout: HistLayout, buckets: &[Bucket]) -> Result<Buckets> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::render::{self, Format};
     use rcutrace_common::{hist::log2_slot, records::Environment};
 
     /// What a live run printed in `format`: banner, then its report.
-    fn live(format: Format, report: &Report) -> String {
+    pub(crate) fn live(format: Format, report: &Report) -> String {
         render::banner(format, 2) + &render::report(format, report)
     }
 
@@ -738,7 +738,7 @@ mod tests {
         render::banner(Format::Text, 2) + &render::report(Format::Text, &saved.reports[0])
     }
 
-    fn log2(values: &[i64]) -> Buckets {
+    pub(crate) fn log2(values: &[i64]) -> Buckets {
         let mut counts = vec![0; LOG2_SLOTS as usize];
         for &v in values {
             counts[log2_slot(v) as usize] += 1;
@@ -746,7 +746,7 @@ mod tests {
         Buckets::Log2(counts)
     }
 
-    fn series(key: Option<&str>, count: u64) -> SeriesStats {
+    pub(crate) fn series(key: Option<&str>, count: u64) -> SeriesStats {
         SeriesStats {
             key: key.map(String::from),
             count,
@@ -767,7 +767,7 @@ mod tests {
         }
     }
 
-    fn latency(maps: Vec<Map>, series: Vec<SeriesStats>, unit: Unit) -> Report {
+    pub(crate) fn latency(maps: Vec<Map>, series: Vec<SeriesStats>, unit: Unit) -> Report {
         Report {
             time: None,
             maps,
@@ -793,7 +793,7 @@ mod tests {
         }
     }
 
-    fn hist(key: Option<&str>, buckets: Buckets) -> Map {
+    pub(crate) fn hist(key: Option<&str>, buckets: Buckets) -> Map {
         Map::Hist(HistMap {
             name: "@srlat".into(),
             key: key.map(String::from),
@@ -865,6 +865,52 @@ mod tests {
             render::banner(Format::Json, 2) + &render::report(Format::Json, &saved.reports[0]),
             json
         );
+        // Calls out of order and events lost: 0 in every JSON summary, the text's line said
+        // only where there are some; both come back.
+        assert!(
+            json.contains("\"out_of_order\": 0, \"events_lost\": 0"),
+            "{json}"
+        );
+        assert!(!json.contains("\"out_of_order\": false"), "{json}");
+        assert!(!text.contains("in an order no call has"), "{text}");
+        assert!(
+            text.contains("0 grace period not seen whole; 0 grace-period and stage events of the run lost to a full ring\n"),
+            "{text}"
+        );
+        if let Summary::Latency(summaries) = &mut report.summary {
+            let stages = summaries[0].stages.as_mut().unwrap();
+            (stages.adjusted, stages.out_of_order, stages.events_lost) = (1, 1, 5);
+            (stages.calls[0].adjusted, stages.calls[0].out_of_order) = (true, true);
+        }
+        let text = live(Format::Text, &report);
+        assert!(
+            text.contains("@srlat stages: 1 calls' records came in an order no call has"),
+            "{text}"
+        );
+        assert!(
+            text.contains("; 5 grace-period and stage events of the run lost to a full ring\n")
+        );
+        assert_eq!(replayed(&report), text);
+        let json = live(Format::Json, &report);
+        assert!(
+            json.contains("\"out_of_order\": 1, \"events_lost\": 5"),
+            "{json}"
+        );
+        assert!(
+            json.contains("\"adjusted\": true, \"out_of_order\": true"),
+            "{json}"
+        );
+        let saved = parse(json.as_bytes()).unwrap();
+        let Summary::Latency(summaries) = &saved.reports[0].summary else {
+            panic!("{saved:?}")
+        };
+        let stages = summaries[0].stages.as_ref().unwrap();
+        assert_eq!(
+            (stages.adjusted, stages.out_of_order, stages.events_lost),
+            (1, 1, 5)
+        );
+        let calls: Vec<bool> = stages.calls.iter().map(|c| c.out_of_order).collect();
+        assert_eq!(calls, [true, false]);
     }
 
     #[test]
@@ -942,8 +988,8 @@ mod tests {
         }
     }
 
-    #[test]
-    fn callbacks_print_again() {
+    /// A `callbacks` run: two rows, one of them without an invocation.
+    pub(crate) fn callbacks_report() -> Report {
         let row = |function: &str, invoked| CallbackRow {
             function: function.into(),
             via: "call_rcu".into(),
@@ -959,7 +1005,7 @@ mod tests {
                 series(None, 0)
             },
         };
-        let report = Report {
+        Report {
             time: None,
             maps: vec![
                 Map::Hist(HistMap {
@@ -999,7 +1045,12 @@ mod tests {
                 cross_checks: Vec::new(),
             }),
             environment: None,
-        };
+        }
+    }
+
+    #[test]
+    fn callbacks_print_again() {
+        let report = callbacks_report();
         let text = live(Format::Text, &report);
         assert!(text.contains("rcu_work_rcufn"), "{text}");
         assert_eq!(replayed(&report), text);
@@ -1169,7 +1220,7 @@ mod tests {
         format!("{:#}", parse(json.as_bytes()).unwrap_err())
     }
 
-    fn count_report(time: Option<&str>, calls: u64, environment: bool) -> Report {
+    pub(crate) fn count_report(time: Option<&str>, calls: u64, environment: bool) -> Report {
         Report {
             time: time.map(Stamp::interval),
             maps: vec![Map::Count(CountMap {

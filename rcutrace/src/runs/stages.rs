@@ -72,6 +72,8 @@ pub fn summary(
             grace_period_not_seen: s.grace_period_not_seen,
         },
         adjusted: s.adjusted,
+        out_of_order: s.out_of_order,
+        events_lost: s.events_lost,
         wake_from_gp: s.wake_from_gp,
         calls,
         calls_not_listed: s.calls_not_listed,
@@ -103,5 +105,6 @@ fn call(c: &records::CallStages) -> Result<StagedCall> {
         piggy_backed: c.piggy_backed,
         ipis: c.ipis,
         adjusted: c.adjusted,
+        out_of_order: c.out_of_order,
     })
 }
