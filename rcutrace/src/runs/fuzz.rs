@@ -224,6 +224,8 @@ fn grace_periods() -> Report {
                 stats,
             }],
             holdouts_by_cpu: Vec::new(),
+            holdout_cpus_shown: 10,
+            rcu_node_leaves: vec!["0-15".into(), "16-31".into()],
             holdouts_by_task: vec![TaskHoldouts {
                 pid: 152,
                 comm: "loadgen".into(),
@@ -235,7 +237,7 @@ fn grace_periods() -> Report {
                     500,
                     Some(Holdout::Cpu {
                         cpu: 1,
-                        cpus: 1,
+                        cpus: vec![1],
                         found_by_pass: false,
                         sample: Some(Sample {
                             task: task.clone(),
