@@ -8,6 +8,8 @@
 //! that was not in it; the count of grace periods agrees with `rcu_state.gp_seq`.
 //!
 //! `gp` says which tree it decoded by: the leaves' CPUs, as the kernel's geometry makes them.
+//! A third guest is isolated for latency work (`nohz_full=2-3 rcu_nocbs=2-3`): the counts
+//! stay exact and its idle isolated CPUs are said to be found quiescent by a pass.
 //! One boot per shape and kernel runs every scenario (the 64-CPU guest boots in about a
 //! minute of emulation).
 
@@ -279,6 +281,90 @@ fn stall_warnings(records: &[Record]) -> Vec<&StallWarning> {
         .collect()
 }
 
+/// The CPUs of a cpulist (`0,2-3`).
+fn cpus_of(list: &str) -> Vec<u32> {
+    list.split(',')
+        .flat_map(|part| match part.split_once('-') {
+            Some((a, b)) => (a.parse().unwrap()..=b.parse().unwrap()).collect::<Vec<u32>>(),
+            None => vec![part.parse().unwrap()],
+        })
+        .collect()
+}
+
+/// A guest isolated for latency work as people run one: CPUs 2-3 without ticks while they
+/// run one task or none (`nohz_full`) and with their callbacks offloaded (`rcu_nocbs`). The
+/// kernel refuses `membarrier()` there, so the module calls `synchronize_rcu()`. The answers
+/// stay exact, and `gp` says how the isolated CPUs' quiescent states were found: by the
+/// kthread's passes, which find them idle (they have no tick to report with).
+fn isolated(series: &str) {
+    let script = format!(
+        "insmod /lib/rcutrace_test.ko || exit 1\n\
+         echo '=== isolated'; cat /sys/devices/system/cpu/nohz_full; dmesg | grep -i 'offload'\n\
+         traced gp 'gp --secs 0 --top 100 -f json' 'sh -c \"/bin/rcu-workload module synchronize_rcu {SYNCS}; /bin/rcu-workload module hold_cpu 3 {HOLD_MS}; sleep 0.5\"'\n\
+         echo '=== readout'; cat /proc/rcutrace_test\n\
+         traced srlat 'srlat --secs 0 --pid WPID' 'taskset -c 3 /bin/rcu-workload module synchronize_rcu {SYNCS}'\n\
+         printf 'taskset -c 3 /bin/rcu-workload module call_rcu {CALLBACKS}\\n/bin/rcu-workload module rcu_barrier 1\\n' > /tmp/callbacks.sh\n\
+         traced callbacks 'callbacks --secs 0 --top 0 -f json' 'sh /tmp/callbacks.sh'\n"
+    );
+    let guest = boot_with_module_on(
+        series,
+        &script,
+        4,
+        1024,
+        &["nohz_full=2-3", "rcu_nocbs=2-3"],
+        Duration::from_secs(400),
+    );
+    let sections = sections(&guest.stdout);
+    let isolated = &sections["isolated"];
+    assert!(isolated.starts_with("2-3\n"), "{isolated}");
+    assert!(
+        isolated.contains("Offload RCU callbacks from CPUs: 2-3"),
+        "{isolated}"
+    );
+
+    let gp = run_named(&sections, "gp");
+    let records = gp.records();
+    assert_gp_consistent("gp", &gp, &records);
+    assert_cpus_named_exist("gp", &records, 4);
+    // The hold on isolated CPU 3 held its grace period up, and CPU 3 is named.
+    let (start, end) = hold(&sections["readout"]);
+    let g = held(&records, end);
+    assert_held(g, start, end, HOLD_MS);
+    let h = g.last_holdout.as_ref().expect("a last holdout");
+    assert_eq!((h.kind.as_str(), h.cpu), ("cpu", 3), "{g:#?}");
+    // Idle isolated CPUs are found quiescent by the kthread's passes, and gp says so.
+    let found: Vec<&LastHoldout> = grace_periods(&records)
+        .into_iter()
+        .filter_map(|g| g.last_holdout.as_ref())
+        .filter(|h| h.kind == "cpu")
+        .filter(|h| {
+            let cpus = cpus_of(h.cpu_list.as_deref().unwrap_or_default());
+            cpus.contains(&2) || cpus.contains(&3)
+        })
+        .collect();
+    assert!(
+        found.iter().any(|h| h.found_by_pass == Some(true)),
+        "{found:#?}"
+    );
+
+    let srlat = run_named(&sections, "srlat");
+    srlat.assert_ok("srlat");
+    assert_eq!(
+        srlat.number_after("@srlat count", "count"),
+        Some(SYNCS as f64),
+        "{}",
+        srlat.out
+    );
+    let callbacks = run_named(&sections, "callbacks");
+    callbacks.assert_ok("callbacks");
+    assert_callbacks_exact(
+        &callbacks.records(),
+        "rcutrace_test_cb [rcutrace_test]",
+        "call_rcu",
+        CALLBACKS,
+    );
+}
+
 fn two_leaves(series: &str) {
     tree(series, &TWO_LEAVES_OF_TWO);
 }
@@ -300,6 +386,21 @@ fn two_leaves_of_two_cpus_on_6_12() {
 #[test]
 fn two_leaves_of_two_cpus_on_7_3() {
     two_leaves("7.3");
+}
+
+#[test]
+fn isolated_cpus_on_6_1() {
+    isolated("6.1");
+}
+
+#[test]
+fn isolated_cpus_on_6_12() {
+    isolated("6.12");
+}
+
+#[test]
+fn isolated_cpus_on_7_3() {
+    isolated("7.3");
 }
 
 #[test]
