@@ -30,6 +30,8 @@ const STALL_TIMEOUT: &str = "/sys/module/rcupdate/parameters/rcu_cpu_stall_timeo
 /// `membarrier()` calls: a `synchronize_rcu()` each.
 const SYNCS: u64 = 20;
 const CALLBACKS: u64 = 300;
+/// `getppid()` calls on each CPU: two `rcu_read_lock()` each.
+const READERS: u64 = 500;
 
 /// A guest shape: its CPUs, memory and kernel options, and the leaves the kernel must say it
 /// built.
@@ -102,7 +104,9 @@ fn tree(series: &str, shape: &Shape) {
          echo 21 > {STALL_TIMEOUT}\n\
          traced srlat 'srlat --secs 0 --pid WPID' 'taskset -c {last} /bin/rcu-workload membarrier {SYNCS}'\n\
          printf 'taskset -c {last} /bin/rcu-workload module call_rcu {CALLBACKS}\\n/bin/rcu-workload module rcu_barrier 1\\n' > /tmp/callbacks.sh\n\
-         traced callbacks 'callbacks --secs 0 --top 0 -f json' 'sh /tmp/callbacks.sh'\n"
+         traced callbacks 'callbacks --secs 0 --top 0 -f json' 'sh /tmp/callbacks.sh'\n\
+         printf 'for i in $(seq 0 {last}); do taskset -c $i /bin/rcu-workload getppid {READERS} >/dev/null & done; wait\\n' > /tmp/percpu.sh\n\
+         traced percpu 'count --secs 0 --by cpu --top 0' 'sh /tmp/percpu.sh'\n"
     );
     let guest = boot_with_module_on(
         series,
@@ -268,6 +272,26 @@ fn tree(series: &str, shape: &Shape) {
         "rcutrace_test_cb [rcutrace_test]",
         "call_rcu",
         CALLBACKS,
+    );
+
+    // count --by cpu: a row for every CPU, each with at least the readers of the workload
+    // pinned there, as bpftrace's `@[cpu, function]` map.
+    let percpu = run_named(&sections, "percpu");
+    percpu.assert_ok("percpu");
+    let rows: Vec<(u32, u64)> = percpu
+        .out
+        .lines()
+        .filter_map(|l| l.strip_prefix("@["))
+        .filter_map(|l| l.split_once(", __rcu_read_lock]: "))
+        .map(|(cpu, n)| (cpu.parse().unwrap(), n.trim().parse().unwrap()))
+        .collect();
+    let mut cpus: Vec<u32> = rows.iter().map(|(cpu, _)| *cpu).collect();
+    cpus.sort_unstable();
+    assert_eq!(cpus, (0..shape.cpus).collect::<Vec<_>>(), "{}", percpu.out);
+    assert!(
+        rows.iter().all(|(_, n)| *n >= 2 * READERS),
+        "{}",
+        percpu.out
     );
 }
 
