@@ -15,7 +15,7 @@
 
 mod support;
 
-use std::time::Duration;
+use std::{collections::HashMap, time::Duration};
 
 use rcutrace_common::records::{LastHoldout, Record, StallWarning};
 use support::{
@@ -257,22 +257,7 @@ fn tree(series: &str, shape: &Shape) {
 
     // The updaters' counts stay exact on the last CPU: every synchronize_rcu() timed, every
     // module callback queued and invoked.
-    let srlat = run_named(&sections, "srlat");
-    srlat.assert_ok("srlat");
-    assert_eq!(
-        srlat.number_after("@srlat count", "count"),
-        Some(SYNCS as f64),
-        "{}",
-        srlat.out
-    );
-    let callbacks = run_named(&sections, "callbacks");
-    callbacks.assert_ok("callbacks");
-    assert_callbacks_exact(
-        &callbacks.records(),
-        "rcutrace_test_cb [rcutrace_test]",
-        "call_rcu",
-        CALLBACKS,
-    );
+    assert_updaters_exact(&sections);
 
     // count --by cpu: a row for every CPU, each with at least the readers of the workload
     // pinned there, as bpftrace's `@[cpu, function]` map.
@@ -292,6 +277,27 @@ fn tree(series: &str, shape: &Shape) {
         rows.iter().all(|(_, n)| *n >= 2 * READERS),
         "{}",
         percpu.out
+    );
+}
+
+/// The `srlat` and `callbacks` runs of a guest: every `synchronize_rcu()` of the pinned
+/// writer timed, every module callback queued and invoked.
+fn assert_updaters_exact(sections: &HashMap<String, String>) {
+    let srlat = run_named(sections, "srlat");
+    srlat.assert_ok("srlat");
+    assert_eq!(
+        srlat.number_after("@srlat count", "count"),
+        Some(SYNCS as f64),
+        "{}",
+        srlat.out
+    );
+    let callbacks = run_named(sections, "callbacks");
+    callbacks.assert_ok("callbacks");
+    assert_callbacks_exact(
+        &callbacks.records(),
+        "rcutrace_test_cb [rcutrace_test]",
+        "call_rcu",
+        CALLBACKS,
     );
 }
 
@@ -371,22 +377,7 @@ fn isolated(series: &str) {
         "{found:#?}"
     );
 
-    let srlat = run_named(&sections, "srlat");
-    srlat.assert_ok("srlat");
-    assert_eq!(
-        srlat.number_after("@srlat count", "count"),
-        Some(SYNCS as f64),
-        "{}",
-        srlat.out
-    );
-    let callbacks = run_named(&sections, "callbacks");
-    callbacks.assert_ok("callbacks");
-    assert_callbacks_exact(
-        &callbacks.records(),
-        "rcutrace_test_cb [rcutrace_test]",
-        "call_rcu",
-        CALLBACKS,
-    );
+    assert_updaters_exact(&sections);
 }
 
 fn two_leaves(series: &str) {
