@@ -295,6 +295,13 @@ fn parse_top(text: &str) -> Result<usize, String> {
         .ok_or_else(|| format!("{text:?} is not a whole number; --top takes 0 or more (0: all)"))
 }
 
+/// `gp --top`, where 0 lists no grace period (not all of them).
+fn parse_gp_top(text: &str) -> Result<usize, String> {
+    whole_number(text)
+        .and_then(|n| usize::try_from(n).ok())
+        .ok_or_else(|| format!("{text:?} is not a whole number; --top takes 0 or more (0: none)"))
+}
+
 fn parse_interval_index(text: &str) -> Result<u64, String> {
     match whole_number(text) {
         Some(0) | None => Err(format!(
@@ -411,7 +418,7 @@ pub struct GpArgs {
     /// The N slowest grace periods to list, each with its anatomy and its last holdout's
     /// stack (0: none); also the N CPUs that were last holdout most often, the rest summed on
     /// one line (-f json lists every CPU).
-    #[arg(long, default_value_t = 10, value_name = "N")]
+    #[arg(long, default_value_t = 10, value_name = "N", value_parser = parse_gp_top, allow_negative_numbers = true)]
     pub top: usize,
 }
 
@@ -1105,6 +1112,11 @@ mod tests {
                 "\"-1\" is not a whole number; --top takes 0 or more (0: all)",
             ),
             (&["callbacks", "--top", "-1"], "--top takes 0 or more"),
+            (
+                &["gp", "--top", "-1"],
+                "\"-1\" is not a whole number; --top takes 0 or more (0: none)",
+            ),
+            (&["gp", "--top", "ten"], "--top takes 0 or more (0: none)"),
             (
                 &["srlat", "--pid", "-5"],
                 "\"-5\" is not a process id; --pid takes the id of a running process",

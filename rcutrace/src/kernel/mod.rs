@@ -149,18 +149,8 @@ pub fn possible_cpus() -> Result<u32> {
 pub fn online_cpus() -> Result<Vec<u32>> {
     const ONLINE: &str = "/sys/devices/system/cpu/online";
     let list = std::fs::read_to_string(ONLINE).with_context(|| format!("reading {ONLINE}"))?;
-    cpu_list(&list).with_context(|| format!("{ONLINE} is not a CPU list: {list:?}"))
-}
-
-/// The CPUs of a kernel CPU list such as `0-3,8-11`.
-fn cpu_list(list: &str) -> Option<Vec<u32>> {
-    let mut cpus = Vec::new();
-    for range in list.trim().split(',') {
-        let (first, last) = range.split_once('-').unwrap_or((range, range));
-        let (first, last) = (first.parse::<u32>().ok()?, last.parse::<u32>().ok()?);
-        cpus.extend(first..=last);
-    }
-    Some(cpus)
+    crate::model::tree::parse_cpu_list(&list)
+        .with_context(|| format!("{ONLINE} is not a CPU list: {list:?}"))
 }
 
 /// The highest CPU of a kernel CPU list such as `0-3,8-11`.
@@ -323,9 +313,6 @@ mod tests {
 
     #[test]
     fn cpu_lists() {
-        assert_eq!(cpu_list("0-1\n"), Some(vec![0, 1]));
-        assert_eq!(cpu_list("0,2-3"), Some(vec![0, 2, 3]));
-        assert_eq!(cpu_list("x"), None);
         assert_eq!(highest_in_cpu_list("0-1\n"), Some(1));
         assert_eq!(highest_in_cpu_list("0"), Some(0));
         assert_eq!(highest_in_cpu_list("0-3,8-11"), Some(11));

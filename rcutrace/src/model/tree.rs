@@ -218,10 +218,11 @@ pub fn cpu_list(cpus: &[u32]) -> String {
     text
 }
 
-/// The CPUs of a cpulist (`0-3,8`); `None` for anything else.
+/// The CPUs of a cpulist (`0-3,8`, as sysfs writes them, with or without the line's end);
+/// `None` for anything else.
 pub fn parse_cpu_list(text: &str) -> Option<Vec<u32>> {
     let mut cpus = Vec::new();
-    for part in text.split(',').filter(|p| !p.is_empty()) {
+    for part in text.trim().split(',').filter(|p| !p.is_empty()) {
         match part.split_once('-') {
             Some((start, end)) => {
                 let (start, end): (u32, u32) = (start.parse().ok()?, end.parse().ok()?);
@@ -388,6 +389,7 @@ mod tests {
             Some(vec![0, 1, 2, 3, 8, 10, 11])
         );
         assert_eq!(parse_cpu_list(""), Some(vec![]));
+        assert_eq!(parse_cpu_list("0-1\n"), Some(vec![0, 1]));
         assert_eq!(parse_cpu_list("3-1"), None);
         assert_eq!(parse_cpu_list("x"), None);
     }
