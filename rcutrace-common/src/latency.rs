@@ -100,6 +100,19 @@ pub fn record_kind(record: &[u8]) -> Option<u32> {
     Some(u32::from_ne_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]))
 }
 
+/// A ring record as the `T` the programs wrote, if it is long enough to hold one. The one
+/// place user space reads a record's bytes as a structure.
+#[cfg(feature = "user")]
+pub fn read_record<T: aya::Pod>(record: &[u8]) -> Option<T> {
+    if record.len() < core::mem::size_of::<T>() {
+        return None;
+    }
+    // SAFETY: T is plain old data (aya::Pod: any bytes are a valid value) and the record
+    // holds at least one; ring-buffer records are only 8-byte aligned by convention, so the
+    // read is unaligned.
+    Some(unsafe { core::ptr::read_unaligned(record.as_ptr().cast::<T>()) })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

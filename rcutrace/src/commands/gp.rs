@@ -169,12 +169,7 @@ pub(super) fn constants(layout: &RcuLayout, cpus: u32, events: GpEvents) -> Vec<
 }
 
 pub(super) fn decode(record: &[u8]) -> Option<GpEvent> {
-    if record.len() < size_of::<GpEvent>() {
-        return None;
-    }
-    // SAFETY: GpEvent is plain old data and the record holds one; ring-buffer records are
-    // only 8-byte aligned by convention, so the read is unaligned.
-    Some(unsafe { std::ptr::read_unaligned(record.as_ptr().cast::<GpEvent>()) })
+    rcutrace_common::latency::read_record(record)
 }
 
 fn report(

@@ -281,12 +281,10 @@ impl Aggregate {
 }
 
 fn decode(record: &[u8]) -> Option<Sample> {
-    if record.len() < size_of::<Sample>() || record_kind(record) != Some(RECORD_SAMPLE) {
+    if record_kind(record) != Some(RECORD_SAMPLE) {
         return None;
     }
-    // SAFETY: Sample is plain old data (integers only) and the record holds at least one; the
-    // read is unaligned because ring-buffer records are only 8-byte aligned by convention.
-    Some(unsafe { std::ptr::read_unaligned(record.as_ptr().cast::<Sample>()) })
+    rcutrace_common::latency::read_record(record)
 }
 
 #[cfg(test)]

@@ -19,7 +19,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use rcutrace_common::{
     gp::GpEvent,
-    latency::{RECORD_SAMPLE, Sample, record_kind},
+    latency::{RECORD_SAMPLE, Sample, read_record, record_kind},
     stages::{self as events, in_progress_of, seq_snap},
 };
 
@@ -412,15 +412,14 @@ impl Joiner {
     /// Returns the sample, for the histograms.
     pub fn add(&mut self, record: &[u8]) -> Option<Sample> {
         match record_kind(record) {
-            Some(RECORD_SAMPLE) if record.len() >= size_of::<Sample>() => {
-                // SAFETY: plain old data, long enough; ring records are only 8-byte aligned.
-                let sample = unsafe { std::ptr::read_unaligned(record.as_ptr().cast::<Sample>()) };
+            Some(RECORD_SAMPLE) if let Some(sample) = read_record::<Sample>(record) => {
                 self.add_sample(&sample);
                 Some(sample)
             }
-            Some(kind) if kind < RECORD_SAMPLE && record.len() >= size_of::<GpEvent>() => {
-                // SAFETY: as above.
-                let event = unsafe { std::ptr::read_unaligned(record.as_ptr().cast::<GpEvent>()) };
+            Some(kind)
+                if kind < RECORD_SAMPLE
+                    && let Some(event) = read_record::<GpEvent>(record) =>
+            {
                 self.add_event(&event);
                 None
             }
