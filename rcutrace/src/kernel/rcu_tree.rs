@@ -4,7 +4,8 @@
 //! `parent`, at offsets from the BTF. The nodes lie one after the other in
 //! `rcu_state.node[]`, breadth-first, so the distance from the root to the first node of the
 //! next level is one node's size. The tree never changes after boot (CPU hotplug only changes
-//! which of its CPUs are online).
+//! which of its CPUs are online). A machine with no more CPU ids than a leaf holds (16 on
+//! Debian) has one node, the root, at `rcu_state.node[0]`: no memory needs reading for it.
 
 use anyhow::{Context as _, Result, bail, ensure};
 
@@ -12,6 +13,7 @@ use super::{btf, kcore::KernelMemory};
 use crate::model::tree::{Node, RcuTree};
 
 const STATE_LEVEL: btf::Field = ("rcu_state", "level");
+const STATE_NODE: btf::Field = ("rcu_state", "node");
 const NODE_LEVEL: btf::Field = ("rcu_node", "level");
 const NODE_GRPLO: btf::Field = ("rcu_node", "grplo");
 const NODE_GRPHI: btf::Field = ("rcu_node", "grphi");
@@ -19,14 +21,47 @@ const NODE_GRPNUM: btf::Field = ("rcu_node", "grpnum");
 const NODE_PARENT: btf::Field = ("rcu_node", "parent");
 
 /// The fields read, for the run's one pass over the BTF (`rcu_state::fields`).
-pub const FIELDS: [btf::Field; 6] = [
+pub const FIELDS: [btf::Field; 7] = [
     STATE_LEVEL,
+    STATE_NODE,
     NODE_LEVEL,
     NODE_GRPLO,
     NODE_GRPHI,
     NODE_GRPNUM,
     NODE_PARENT,
 ];
+
+/// Leaves' size, the kernel's `rcu_fanout_leaf` (a boot parameter).
+const FANOUT_LEAF: &str = "/sys/module/rcutree/parameters/rcu_fanout_leaf";
+
+/// The tree of a machine whose CPU ids all fit in one leaf: its root, at `root`. `None` for
+/// a larger machine, or where the leaves' size cannot be read.
+fn one_node(root: u64) -> Result<Option<RcuTree>> {
+    let cpus = super::possible_cpus()?;
+    let Some(fanout_leaf) = std::fs::read_to_string(FANOUT_LEAF)
+        .ok()
+        .and_then(|text| text.trim().parse::<u32>().ok())
+    else {
+        return Ok(None);
+    };
+    Ok(single(root, cpus, fanout_leaf))
+}
+
+/// `rcu_init_geometry()`'s first level: CPU ids `0..cpus` fit in one leaf of `fanout_leaf`.
+fn single(root: u64, cpus: u32, fanout_leaf: u32) -> Option<RcuTree> {
+    (cpus <= fanout_leaf)
+        .then(|| {
+            RcuTree::new(vec![Node {
+                address: root,
+                level: 0,
+                grplo: 0,
+                grphi: cpus.checked_sub(1)?,
+                grpnum: 0,
+                parent: None,
+            }])
+        })
+        .flatten()
+}
 
 /// More levels than any kernel builds (`MAX_RCU_LVLS` is 4).
 const MAX_LEVELS: u32 = 4;
@@ -44,6 +79,9 @@ pub fn read(rcu_state: u64) -> Result<RcuTree> {
             .map(|&o| u64::from(o))
             .with_context(|| format!("this kernel's BTF has no {}.{}", field.0, field.1))
     };
+    if let Some(tree) = one_node(rcu_state + offset(STATE_NODE)?)? {
+        return Ok(tree);
+    }
     let state_level = offset(STATE_LEVEL)?;
     let [level, grplo, grphi, grpnum, parent] = [
         offset(NODE_LEVEL)?,
@@ -96,5 +134,26 @@ pub fn read(rcu_state: u64) -> Result<RcuTree> {
     match RcuTree::new(nodes.clone()) {
         Some(tree) if tree.levels() == levels => Ok(tree),
         _ => bail!("the rcu_node tree read from kernel memory is not a tree: {nodes:x?}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_ids_that_fit_in_one_leaf_make_one_node() {
+        let tree = single(0xffff_ffff_8300_0000, 16, 16).unwrap();
+        assert_eq!(tree.levels(), 1);
+        assert_eq!(tree.leaf_cpu_lists(), ["0-15"]);
+        assert_eq!(
+            tree,
+            crate::model::tree::RcuTree::modelled(16, 16, 64),
+            "the kernel's own geometry for 16 CPUs"
+        );
+        // 17 CPU ids, or leaves of 2 on 4 CPUs, make a tree: read from kernel memory.
+        assert_eq!(single(0xffff_ffff_8300_0000, 17, 16), None);
+        assert_eq!(single(0xffff_ffff_8300_0000, 4, 2), None);
+        assert_eq!(single(0xffff_ffff_8300_0000, 0, 16), None);
     }
 }
