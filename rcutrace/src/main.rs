@@ -29,6 +29,7 @@ use crate::cli::{Cli, Command};
 static ALLOCATOR: memory::RetainingAllocator = memory::RetainingAllocator;
 
 fn main() -> ExitCode {
+    trace::marks::start();
     if let Some(dir) = generate::requested() {
         return match generate::write_all(&dir) {
             Ok(written) => {

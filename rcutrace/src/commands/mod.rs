@@ -33,6 +33,7 @@ use crate::{
     model::Report,
     model::attribution::{self, By},
     render::{self, Format},
+    trace::marks,
     trace::probes::{self, AttachChoice, Keys, Method, Probe, READERS},
     trace::readings::Reading,
     trace::sampling::{ReaderSampling, SampledReaders, Sampler, Switch},
@@ -204,11 +205,14 @@ pub async fn trace_with<R>(
 ) -> Result<R> {
     kernel::check_privileges()?;
     let mut interrupts = Interrupts::catch()?;
+    marks::mark("privileges checked");
     let mut constants = request.constants;
     constants.push(Constant::U32("SELF_TGID", std::process::id()));
     let keys = keys_for(request.by);
     read_btf_ahead(request.probes, request.choice, request.by);
+    marks::mark("kernel BTF read");
     constants.extend(own_work_constants());
+    marks::mark("own-work constants found");
     constants.push(Constant::U32("BY_MODE", attribution::mode(request.by)));
     // The large maps are declared with one entry: only a run that uses one sizes it.
     if request.by.is_some() {
@@ -230,8 +234,10 @@ pub async fn trace_with<R>(
         ))
         .collect();
     let mut tracer = Tracer::load(&constants, &programs)?;
+    marks::mark("object loaded, maps created");
     // First, so that the tasks-RCU work the command's own attaching queues is followed.
     let own_work_missing = attach_own_work(&mut tracer);
+    marks::mark("own-work hooks attached");
     let mut attached = Vec::new();
     let mut problems = Vec::new();
     for (probe, attachment) in tracer.attach(request.probes, request.choice, keys) {
@@ -262,6 +268,7 @@ pub async fn trace_with<R>(
     if attached.is_empty() || request.need.unmet_by(&problems) {
         return Err(attach_failure(&problems, attached.is_empty(), &present));
     }
+    marks::mark("probes attached");
     warn_not_traced(&problems);
     // Said once the command itself is traced: before, a kernel that traces nothing has its
     // own error to give.
@@ -281,6 +288,7 @@ pub async fn trace_with<R>(
     // that what they count from here is what the programs that check it see (the reading
     // of everything else takes a while, tens of grace periods' worth on a slow machine).
     at_open.set_array("COUNTS", tracer.per_cpu_sums("COUNTS")?);
+    marks::mark("counters read at the opening");
     tracer.set_running(true)?;
     let opened = Instant::now();
     // Sampling needs the reader probe attached, and by kprobe (it is never anything else).
@@ -295,6 +303,7 @@ pub async fn trace_with<R>(
         Format::Folded => eprint!("{}", render::banner(Format::Text, attached.len())),
         format => print(&render::banner(format, attached.len()))?,
     }
+    marks::mark("banner printed");
     // A server is announced once it serves: after its probes are attached.
     if let Some(listener) = request.listener
         && let Ok(address) = listener.local_addr()

@@ -69,14 +69,10 @@ pub fn kernel_symbols(wanted: &[&str]) -> Result<HashMap<String, u64>> {
     Ok(found)
 }
 
-/// The address of kernel variable `name` (a symbol of the kernel proper), if /proc/kallsyms
-/// lists it with a real address (not zeroed by kptr_restrict).
-pub fn variable_address(name: &str) -> Result<Option<u64>> {
-    let [address] = variable_addresses([name])?;
-    Ok(address)
-}
-
-/// `variable_address` for several names, in one pass over /proc/kallsyms.
+/// The addresses of kernel variables `names` (symbols of the kernel proper), each if
+/// /proc/kallsyms lists it with a real address (not zeroed by kptr_restrict), in one pass
+/// over the file: a caller needing several asks for them together, since a pass reads up to
+/// the last one found (most of the file for data symbols, hundreds of milliseconds in a VM).
 pub fn variable_addresses<const N: usize>(names: [&str; N]) -> Result<[Option<u64>; N]> {
     let mut addresses = [None; N];
     scan_kallsyms(|symbol| {

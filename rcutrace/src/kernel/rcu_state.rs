@@ -54,11 +54,19 @@ pub fn layout() -> Result<RcuLayout> {
             missing.join(", ")
         );
     }
-    let rcu_state = super::variable_address("rcu_state")?.context(
+    // One pass over /proc/kallsyms for every address the layout needs.
+    let [rcu_state, levels, nodes] = super::variable_addresses([
+        "rcu_state",
+        super::rcu_tree::VARIABLES[0],
+        super::rcu_tree::VARIABLES[1],
+    ])?;
+    let rcu_state = rcu_state.context(
         "/proc/kallsyms gives no address for rcu_state (kernel.kptr_restrict hides \
          addresses, or the kernel lacks CONFIG_KALLSYMS_ALL)",
     )?;
-    let tree = super::rcu_tree::read(rcu_state).context("reading the kernel's rcu_node tree")?;
+    crate::trace::marks::mark("rcu_state and the rcu_node tree's size found in /proc/kallsyms");
+    let tree = super::rcu_tree::read(rcu_state, [levels, nodes])
+        .context("reading the kernel's rcu_node tree")?;
     Ok(RcuLayout {
         rcu_state,
         gp_seq: offsets[&GP_SEQ],

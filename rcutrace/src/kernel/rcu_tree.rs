@@ -68,9 +68,14 @@ const MAX_LEVELS: u32 = 4;
 /// More nodes than any kernel builds (8,192 CPUs make 513 with Debian's fanouts).
 const MAX_NODES: u32 = 1 << 16;
 
-/// Reads the tree of the kernel whose `rcu_state` is at `rcu_state`; fails saying what it
-/// could not read.
-pub fn read(rcu_state: u64) -> Result<RcuTree> {
+/// The variables whose addresses `read` needs from /proc/kallsyms: looked up by the caller in
+/// the same pass as `rcu_state`'s, since each pass reads most of that file (hundreds of
+/// milliseconds in a small VM).
+pub const VARIABLES: [&str; 2] = ["rcu_num_lvls", "rcu_num_nodes"];
+
+/// Reads the tree of the kernel whose `rcu_state` is at `rcu_state`, given the addresses
+/// /proc/kallsyms gave for `VARIABLES`; fails saying what it could not read.
+pub fn read(rcu_state: u64, variables: [Option<u64>; 2]) -> Result<RcuTree> {
     let offsets =
         btf::field_offsets(&FIELDS).context("reading rcu_node's layout from the kernel BTF")?;
     let offset = |field: btf::Field| {
@@ -90,7 +95,7 @@ pub fn read(rcu_state: u64) -> Result<RcuTree> {
         offset(NODE_GRPNUM)?,
         offset(NODE_PARENT)?,
     ];
-    let [levels, nodes] = super::variable_addresses(["rcu_num_lvls", "rcu_num_nodes"])?;
+    let [levels, nodes] = variables;
     let (levels, nodes) = levels.zip(nodes).context(
         "/proc/kallsyms gives no address for rcu_num_lvls and rcu_num_nodes (the kernel \
          lacks CONFIG_KALLSYMS_ALL, or kernel.kptr_restrict hides addresses)",

@@ -2,9 +2,11 @@
 //! table and a pure planner), `tracer` does it through aya (with
 //! `object` narrowing the eBPF object to the run's programs), `session` runs the window (with
 //! `countdown` on a terminal and `server` answering `serve`'s scrapes), `readings` reads the
-//! programs' counters while it runs, and `sampling` switches the reader probe on and off.
+//! programs' counters while it runs, and `sampling` switches the reader probe on and off;
+//! `marks` times the start-up.
 
 pub mod countdown;
+pub mod marks;
 pub mod object;
 pub mod probes;
 pub mod readings;

@@ -23,7 +23,7 @@ use rcutrace_common::{
 use crate::{
     kernel::{self, btf},
     trace::{
-        object,
+        marks, object,
         probes::{AttachChoice, Keys, Method, Probe, plan},
     },
 };
@@ -151,6 +151,7 @@ impl Tracer {
                         });
                     }
                     log::info!("{}: attached by {method} ({program})", probe.function);
+                    marks::mark(format_args!("{} attached", probe.function));
                     if let Some(id) = self.program_id(&program) {
                         self.program_ids.push((*probe, id));
                     }
