@@ -54,19 +54,28 @@ pub fn layout() -> Result<RcuLayout> {
             missing.join(", ")
         );
     }
-    // One pass over /proc/kallsyms for every address the layout needs.
-    let [rcu_state, levels, nodes] = super::variable_addresses([
-        "rcu_state",
-        super::rcu_tree::VARIABLES[0],
-        super::rcu_tree::VARIABLES[1],
-    ])?;
+    // One pass over /proc/kallsyms for every address the layout needs: a machine whose CPU
+    // ids fit in one leaf needs only rcu_state's (its tree is one node), a larger one the
+    // tree's size too, which lies further on in the file.
+    use super::rcu_tree::{Lookup, VARIABLES};
+    let (rcu_state, lookup) = match super::rcu_tree::one_leaf()? {
+        Some(cpus) => {
+            let [rcu_state] = super::variable_addresses(["rcu_state"])?;
+            (rcu_state, Lookup::OneLeaf { cpus })
+        }
+        None => {
+            let [rcu_state, levels, nodes] =
+                super::variable_addresses(["rcu_state", VARIABLES[0], VARIABLES[1]])?;
+            (rcu_state, Lookup::Tree([levels, nodes]))
+        }
+    };
     let rcu_state = rcu_state.context(
         "/proc/kallsyms gives no address for rcu_state (kernel.kptr_restrict hides \
          addresses, or the kernel lacks CONFIG_KALLSYMS_ALL)",
     )?;
     crate::trace::marks::mark("rcu_state and the rcu_node tree's size found in /proc/kallsyms");
-    let tree = super::rcu_tree::read(rcu_state, [levels, nodes])
-        .context("reading the kernel's rcu_node tree")?;
+    let tree =
+        super::rcu_tree::read(rcu_state, lookup).context("reading the kernel's rcu_node tree")?;
     Ok(RcuLayout {
         rcu_state,
         gp_seq: offsets[&GP_SEQ],

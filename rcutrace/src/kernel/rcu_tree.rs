@@ -34,17 +34,25 @@ pub const FIELDS: [btf::Field; 7] = [
 /// Leaves' size, the kernel's `rcu_fanout_leaf` (a boot parameter).
 const FANOUT_LEAF: &str = "/sys/module/rcutree/parameters/rcu_fanout_leaf";
 
-/// The tree of a machine whose CPU ids all fit in one leaf: its root, at `root`. `None` for
-/// a larger machine, or where the leaves' size cannot be read.
-fn one_node(root: u64) -> Result<Option<RcuTree>> {
+/// What `read` needs from /proc/kallsyms beside `rcu_state`'s address.
+pub enum Lookup {
+    /// Nothing: the machine's `cpus` CPU ids fit in one leaf, so the tree is its root alone.
+    OneLeaf { cpus: u32 },
+    /// The addresses /proc/kallsyms gave for `VARIABLES`, looked up in the same pass as
+    /// `rcu_state`'s (each pass reads most of that file: hundreds of milliseconds in a small
+    /// VM).
+    Tree([Option<u64>; 2]),
+}
+
+/// Whether this machine's CPU ids all fit in one leaf (then its tree needs no read): the
+/// possible CPU ids if so, `None` for a larger machine or where the leaves' size cannot be
+/// read.
+pub fn one_leaf() -> Result<Option<u32>> {
     let cpus = super::possible_cpus()?;
-    let Some(fanout_leaf) = std::fs::read_to_string(FANOUT_LEAF)
+    let fanout_leaf = std::fs::read_to_string(FANOUT_LEAF)
         .ok()
-        .and_then(|text| text.trim().parse::<u32>().ok())
-    else {
-        return Ok(None);
-    };
-    Ok(single(root, cpus, fanout_leaf))
+        .and_then(|text| text.trim().parse::<u32>().ok());
+    Ok(fanout_leaf.is_some_and(|leaf| cpus <= leaf).then_some(cpus))
 }
 
 /// `rcu_init_geometry()`'s first level: CPU ids `0..cpus` fit in one leaf of `fanout_leaf`.
@@ -68,14 +76,12 @@ const MAX_LEVELS: u32 = 4;
 /// More nodes than any kernel builds (8,192 CPUs make 513 with Debian's fanouts).
 const MAX_NODES: u32 = 1 << 16;
 
-/// The variables whose addresses `read` needs from /proc/kallsyms: looked up by the caller in
-/// the same pass as `rcu_state`'s, since each pass reads most of that file (hundreds of
-/// milliseconds in a small VM).
+/// The variables whose addresses a tree of more than one node needs from /proc/kallsyms.
 pub const VARIABLES: [&str; 2] = ["rcu_num_lvls", "rcu_num_nodes"];
 
-/// Reads the tree of the kernel whose `rcu_state` is at `rcu_state`, given the addresses
-/// /proc/kallsyms gave for `VARIABLES`; fails saying what it could not read.
-pub fn read(rcu_state: u64, variables: [Option<u64>; 2]) -> Result<RcuTree> {
+/// Reads the tree of the kernel whose `rcu_state` is at `rcu_state`; fails saying what it
+/// could not read.
+pub fn read(rcu_state: u64, lookup: Lookup) -> Result<RcuTree> {
     let offsets =
         btf::field_offsets(&FIELDS).context("reading rcu_node's layout from the kernel BTF")?;
     let offset = |field: btf::Field| {
@@ -84,9 +90,13 @@ pub fn read(rcu_state: u64, variables: [Option<u64>; 2]) -> Result<RcuTree> {
             .map(|&o| u64::from(o))
             .with_context(|| format!("this kernel's BTF has no {}.{}", field.0, field.1))
     };
-    if let Some(tree) = one_node(rcu_state + offset(STATE_NODE)?)? {
-        return Ok(tree);
-    }
+    let variables = match lookup {
+        Lookup::OneLeaf { cpus } => {
+            return single(rcu_state + offset(STATE_NODE)?, cpus, cpus)
+                .context("a machine of no CPU");
+        }
+        Lookup::Tree(variables) => variables,
+    };
     let state_level = offset(STATE_LEVEL)?;
     let [level, grplo, grphi, grpnum, parent] = [
         offset(NODE_LEVEL)?,
