@@ -294,10 +294,15 @@ fn on_report<C: EbpfContext>(ctx: &C, mask: u64, node: u64, gps: u64) {
     if reported == 0 {
         return;
     }
-    let Some(level) = read::<u8>(node + u64::from(window::constant(&RCU_NODE_LEVEL))) else {
-        return;
-    };
-    if u32::from(level) == window::constant(&RCU_LEAF_LEVEL) {
+    // On a tree of one node (every machine of up to a leaf's CPUs) every report is a leaf's:
+    // no level to read.
+    let leaf_level = window::constant(&RCU_LEAF_LEVEL);
+    let at_leaf = leaf_level == 0
+        || match read::<u8>(node + u64::from(window::constant(&RCU_NODE_LEVEL))) {
+            Some(level) => u32::from(level) == leaf_level,
+            None => return,
+        };
+    if at_leaf {
         let Some(first_cpu) = read::<i32>(node + u64::from(window::constant(&RCU_NODE_GRPLO)))
         else {
             return;

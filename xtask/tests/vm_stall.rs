@@ -16,19 +16,9 @@ mod support;
 use std::time::Duration;
 
 use rcutrace_common::records::{ExpeditedStallWarning, Record, StallHoldout, StallWarning};
-use support::{Run, boot_with_module_within, run_named, sections, workload_value};
+use support::{Run, boot_with_module_within, run_named, sections, stall_warnings, workload_value};
 
 const NS: u64 = 1_000_000_000;
-
-fn warnings(records: &[Record]) -> Vec<&StallWarning> {
-    records
-        .iter()
-        .filter_map(|r| match r {
-            Record::StallWarning(w) => Some(w),
-            _ => None,
-        })
-        .collect()
-}
 
 fn holdout<'a>(w: &'a StallWarning, kind: &str) -> Option<&'a StallHoldout> {
     w.holdouts.iter().find(|h| h.kind == kind)
@@ -47,7 +37,7 @@ fn summary_warnings(records: &[Record]) -> u64 {
 fn no_warning(name: &str, run: &Run) {
     run.assert_ok(name);
     let records = run.records();
-    assert!(warnings(&records).is_empty(), "{name}: {}", run.out);
+    assert!(stall_warnings(&records).is_empty(), "{name}: {}", run.out);
     assert_eq!(summary_warnings(&records), 0, "{name}");
 }
 
@@ -96,7 +86,7 @@ fn stalls(series: &str) {
     let cpu = run_named(&sections, "cpu");
     cpu.assert_ok("cpu");
     let records = cpu.records();
-    let all = warnings(&records);
+    let all = stall_warnings(&records);
     let first = all
         .first()
         .unwrap_or_else(|| panic!("no warning: {}", cpu.out));
@@ -178,7 +168,7 @@ fn stalls(series: &str) {
     task.assert_ok("task");
     let records = task.records();
     let writer = workload_value(&task.work, "pid") as u32;
-    let named = warnings(&records).into_iter().find_map(|w| {
+    let named = stall_warnings(&records).into_iter().find_map(|w| {
         holdout(w, "task")
             .filter(|h| h.pid == Some(writer))
             .map(|h| (w, h))
@@ -215,7 +205,7 @@ fn stalls(series: &str) {
     kthread.assert_ok("kthread");
     let records = kthread.records();
     let starved_pid = workload_value(&kthread.work, "kthread") as u32;
-    let starved = warnings(&records)
+    let starved = stall_warnings(&records)
         .into_iter()
         .find(|w| w.kthread_not_run_ns.is_some())
         .unwrap_or_else(|| panic!("no warning says the kthread is starved: {}", kthread.out));

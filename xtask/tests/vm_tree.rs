@@ -17,10 +17,11 @@ mod support;
 
 use std::{collections::HashMap, time::Duration};
 
-use rcutrace_common::records::{LastHoldout, Record, StallWarning};
+use rcutrace_common::records::{LastHoldout, Record};
 use support::{
-    MS, assert_callbacks_exact, assert_gp_consistent, assert_held, boot_with_module_on,
-    grace_periods, held, readout_number, run_named, sections,
+    assert_blocked_reader, assert_callbacks_exact, assert_gp_consistent, assert_held,
+    assert_hold_spin_sampled, boot_with_module_on, grace_periods, held, hold_interval,
+    readout_number, run_named, sections, stall_warnings,
 };
 
 const HOLD_MS: u64 = 400;
@@ -59,16 +60,6 @@ const FOUR_LEAVES_OF_SIXTEEN: Shape = Shape {
     leaves: &["0-15", "16-31", "32-47", "48-63"],
 };
 
-/// The hold's start and end, from the module's read-out after it.
-fn hold(readout: &str) -> (u64, u64) {
-    let (start, end) = (
-        readout_number(readout, "hold_start_ns"),
-        readout_number(readout, "hold_end_ns"),
-    );
-    assert!(end - start >= HOLD_MS * MS, "{readout}");
-    (start, end)
-}
-
 /// No grace period names a CPU that the guest does not have, and every CPU holdout is a CPU
 /// whose report the kernel gave for it (a leaf's own bits).
 fn assert_cpus_named_exist(name: &str, records: &[Record], cpus: u32) {
@@ -102,11 +93,10 @@ fn tree(series: &str, shape: &Shape) {
          traced stall_cpu 'stall -f json' '/bin/rcu-workload module hold_cpu {last} {STALL_HOLD_MS}'\n\
          traced stall_task 'stall -f json' 'taskset -c {last} /bin/rcu-workload module block_reader 1 {STALL_HOLD_MS}'\n\
          echo 21 > {STALL_TIMEOUT}\n\
-         traced srlat 'srlat --secs 0 --pid WPID' 'taskset -c {last} /bin/rcu-workload membarrier {SYNCS}'\n\
-         printf 'taskset -c {last} /bin/rcu-workload module call_rcu {CALLBACKS}\\n/bin/rcu-workload module rcu_barrier 1\\n' > /tmp/callbacks.sh\n\
-         traced callbacks 'callbacks --secs 0 --top 0 -f json' 'sh /tmp/callbacks.sh'\n\
+         {updaters}\
          printf 'for i in $(seq 0 {last}); do taskset -c $i /bin/rcu-workload getppid {READERS} >/dev/null & done; wait\\n' > /tmp/percpu.sh\n\
-         traced percpu 'count --secs 0 --by cpu --top 0' 'sh /tmp/percpu.sh'\n"
+         traced percpu 'count --secs 0 --by cpu --top 0' 'sh /tmp/percpu.sh'\n",
+        updaters = updaters_on(last, &format!("membarrier {SYNCS}")),
     );
     let guest = boot_with_module_on(
         series,
@@ -130,7 +120,7 @@ fn tree(series: &str, shape: &Shape) {
     assert_eq!(leaves(&records), shape.leaves, "{geometry}");
     let readout = &sections["cpu_readout"];
     assert_eq!(readout_number(readout, "hold_cpu"), u64::from(last));
-    let (start, end) = hold(readout);
+    let (start, end) = hold_interval(readout, HOLD_MS);
     let g = held(&records, end);
     assert_held(g, start, end, HOLD_MS);
     let h = g.last_holdout.as_ref().expect("a last holdout");
@@ -145,17 +135,7 @@ fn tree(series: &str, shape: &Shape) {
         (Some(writer), Some("rcu-workload"), Some("kernel")),
         "{g:#?}"
     );
-    // The module's function on the sampled stack, unless the tick landed in a retpoline
-    // thunk, from which the kernel's unwinder goes no further (as in vm_gp).
-    assert!(
-        h.stack
-            .iter()
-            .any(|f| f.starts_with("rcutrace_test_hold_spin"))
-            || h.stack
-                .last()
-                .is_some_and(|f| f.starts_with("__x86_indirect_thunk")),
-        "{g:#?}"
-    );
+    assert_hold_spin_sampled(&h.stack, g);
 
     // A reader asleep inside its critical section on the last CPU: its leaf reports itself
     // to the root when it leaves, and that report names the task, never the leaf's bit.
@@ -163,24 +143,12 @@ fn tree(series: &str, shape: &Shape) {
     let records = task.records();
     assert_gp_consistent("task", &task, &records);
     assert_cpus_named_exist("task", &records, shape.cpus);
-    let (start, end) = hold(&sections["task_readout"]);
+    let (start, end) = hold_interval(&sections["task_readout"], HOLD_MS);
     let g = held(&records, end);
     assert_held(g, start, end, HOLD_MS);
     let writer = support::workload_value(&task.work, "pid") as u32;
-    let h = g.last_holdout.as_ref().expect("a last holdout");
-    assert_eq!(
-        (h.kind.as_str(), h.pid, h.comm.as_deref(), h.cpu),
-        ("task", Some(writer), Some("rcu-workload"), last),
-        "{geometry}{g:#?}"
-    );
-    assert!(h.blocked_ns.is_some_and(|b| b >= HOLD_MS * MS), "{g:#?}");
-    assert!(
-        h.stack
-            .iter()
-            .any(|f| f.starts_with("rcutrace_test_block_in_reader")),
-        "{g:#?}"
-    );
-    assert!(g.blocked_readers >= 1, "{g:#?}");
+    let h = assert_blocked_reader(g, writer, HOLD_MS);
+    assert_eq!(h.cpu, last, "{geometry}{g:#?}");
 
     // The text names the tree, and the blocked reader with the CPU it blocked on.
     let text = run_named(&sections, "text");
@@ -280,6 +248,17 @@ fn tree(series: &str, shape: &Shape) {
     );
 }
 
+/// The guest's `srlat` and `callbacks` runs, for `assert_updaters_exact`: `synchronize_rcu()`
+/// calls by `rcu-workload SYNCS` (`SYNCS` of them) and the module's callbacks, from a writer
+/// pinned to `cpu`.
+fn updaters_on(cpu: u32, syncs: &str) -> String {
+    format!(
+        "traced srlat 'srlat --secs 0 --pid WPID' 'taskset -c {cpu} /bin/rcu-workload {syncs}'\n\
+         printf 'taskset -c {cpu} /bin/rcu-workload module call_rcu {CALLBACKS}\\n/bin/rcu-workload module rcu_barrier 1\\n' > /tmp/callbacks.sh\n\
+         traced callbacks 'callbacks --secs 0 --top 0 -f json' 'sh /tmp/callbacks.sh'\n"
+    )
+}
+
 /// The `srlat` and `callbacks` runs of a guest: every `synchronize_rcu()` of the pinned
 /// writer timed, every module callback queued and invoked.
 fn assert_updaters_exact(sections: &HashMap<String, String>) {
@@ -299,16 +278,6 @@ fn assert_updaters_exact(sections: &HashMap<String, String>) {
         "call_rcu",
         CALLBACKS,
     );
-}
-
-fn stall_warnings(records: &[Record]) -> Vec<&StallWarning> {
-    records
-        .iter()
-        .filter_map(|r| match r {
-            Record::StallWarning(w) => Some(w),
-            _ => None,
-        })
-        .collect()
 }
 
 /// The CPUs of a cpulist (`0,2-3`).
@@ -332,9 +301,8 @@ fn isolated(series: &str) {
          echo '=== isolated'; cat /sys/devices/system/cpu/nohz_full; dmesg | grep -i 'offload'\n\
          traced gp 'gp --secs 0 --top 100 -f json' 'sh -c \"/bin/rcu-workload module synchronize_rcu {SYNCS}; /bin/rcu-workload module hold_cpu 3 {HOLD_MS}; sleep 0.5\"'\n\
          echo '=== readout'; cat /proc/rcutrace_test\n\
-         traced srlat 'srlat --secs 0 --pid WPID' 'taskset -c 3 /bin/rcu-workload module synchronize_rcu {SYNCS}'\n\
-         printf 'taskset -c 3 /bin/rcu-workload module call_rcu {CALLBACKS}\\n/bin/rcu-workload module rcu_barrier 1\\n' > /tmp/callbacks.sh\n\
-         traced callbacks 'callbacks --secs 0 --top 0 -f json' 'sh /tmp/callbacks.sh'\n"
+         {updaters}",
+        updaters = updaters_on(3, &format!("module synchronize_rcu {SYNCS}")),
     );
     let guest = boot_with_module_on(
         series,
@@ -357,7 +325,7 @@ fn isolated(series: &str) {
     assert_gp_consistent("gp", &gp, &records);
     assert_cpus_named_exist("gp", &records, 4);
     // The hold on isolated CPU 3 held its grace period up, and CPU 3 is named.
-    let (start, end) = hold(&sections["readout"]);
+    let (start, end) = hold_interval(&sections["readout"], HOLD_MS);
     let g = held(&records, end);
     assert_held(g, start, end, HOLD_MS);
     let h = g.last_holdout.as_ref().expect("a last holdout");

@@ -171,7 +171,7 @@ pub async fn run(args: &ServeArgs) -> Result<()> {
                 // whole idle leaf) counts under its first.
                 let mut by_cpu = std::collections::BTreeMap::new();
                 for row in tally.holdouts_by_cpu() {
-                    *by_cpu.entry(row.cpu).or_insert(0) += row.grace_periods;
+                    *by_cpu.entry(row.cpu()).or_insert(0) += row.grace_periods;
                 }
                 let mut last_holdouts: Vec<(LastHoldout, u64)> = by_cpu
                     .into_iter()

@@ -7,13 +7,14 @@ use std::collections::HashMap;
 
 use anyhow::{Context as _, Result, bail};
 
-use super::btf::{self, Field};
+use super::{
+    btf::{self, Field},
+    rcu_tree::{NODE_GRPLO, NODE_LEVEL},
+};
 use crate::model::tree::RcuTree;
 
 const GP_SEQ: Field = ("rcu_state", "gp_seq");
 const NODE_QSMASK: Field = ("rcu_node", "qsmask");
-const NODE_GRPLO: Field = ("rcu_node", "grplo");
-const NODE_LEVEL: Field = ("rcu_node", "level");
 const TASK_NESTING: Field = ("task_struct", "rcu_read_lock_nesting");
 /// The `rcu:rcu_stall_warning` tracepoint's record, as tracefs describes it.
 const STALL_WARNING_FORMAT: &str = "events/rcu/rcu_stall_warning/format";
@@ -296,21 +297,14 @@ const SRCU_FIELDS: [Field; 14] = [
 
 /// Every field read here, for one pass over the BTF that answers them all (`btf::read_ahead`).
 pub fn fields() -> Vec<Field> {
-    [
-        GP_SEQ,
-        NODE_QSMASK,
-        NODE_GRPLO,
-        NODE_LEVEL,
-        TASK_NESTING,
-        EXPEDITED_SEQUENCE,
-    ]
-    .iter()
-    .chain(&super::rcu_tree::FIELDS)
-    .chain(&TASKS_FIELDS)
-    .chain(&SRCU_FIELDS)
-    .chain(&super::callback_lists::FIELDS)
-    .copied()
-    .collect()
+    [GP_SEQ, NODE_QSMASK, TASK_NESTING, EXPEDITED_SEQUENCE]
+        .iter()
+        .chain(&super::rcu_tree::FIELDS)
+        .chain(&TASKS_FIELDS)
+        .chain(&SRCU_FIELDS)
+        .chain(&super::callback_lists::FIELDS)
+        .copied()
+        .collect()
 }
 
 /// The segments of a callback list (`RCU_CBLIST_NSEGS`).

@@ -14,8 +14,9 @@ use crate::model::tree::{Node, RcuTree};
 
 const STATE_LEVEL: btf::Field = ("rcu_state", "level");
 const STATE_NODE: btf::Field = ("rcu_state", "node");
-const NODE_LEVEL: btf::Field = ("rcu_node", "level");
-const NODE_GRPLO: btf::Field = ("rcu_node", "grplo");
+/// Also read by the grace-period programs (`rcu_state::layout`).
+pub(super) const NODE_LEVEL: btf::Field = ("rcu_node", "level");
+pub(super) const NODE_GRPLO: btf::Field = ("rcu_node", "grplo");
 const NODE_GRPHI: btf::Field = ("rcu_node", "grphi");
 const NODE_GRPNUM: btf::Field = ("rcu_node", "grpnum");
 const NODE_PARENT: btf::Field = ("rcu_node", "parent");
@@ -52,23 +53,26 @@ pub fn one_leaf() -> Result<Option<u32>> {
     let fanout_leaf = std::fs::read_to_string(FANOUT_LEAF)
         .ok()
         .and_then(|text| text.trim().parse::<u32>().ok());
-    Ok(fanout_leaf.is_some_and(|leaf| cpus <= leaf).then_some(cpus))
+    Ok(fanout_leaf
+        .is_some_and(|leaf| fits_one_leaf(cpus, leaf))
+        .then_some(cpus))
 }
 
 /// `rcu_init_geometry()`'s first level: CPU ids `0..cpus` fit in one leaf of `fanout_leaf`.
-fn single(root: u64, cpus: u32, fanout_leaf: u32) -> Option<RcuTree> {
-    (cpus <= fanout_leaf)
-        .then(|| {
-            RcuTree::new(vec![Node {
-                address: root,
-                level: 0,
-                grplo: 0,
-                grphi: cpus.checked_sub(1)?,
-                grpnum: 0,
-                parent: None,
-            }])
-        })
-        .flatten()
+fn fits_one_leaf(cpus: u32, fanout_leaf: u32) -> bool {
+    (1..=fanout_leaf).contains(&cpus)
+}
+
+/// The tree of one node, the root at `root`, over CPU ids `0..cpus`.
+fn root_only(root: u64, cpus: u32) -> Option<RcuTree> {
+    RcuTree::new(vec![Node {
+        address: root,
+        level: 0,
+        grplo: 0,
+        grphi: cpus.checked_sub(1)?,
+        grpnum: 0,
+        parent: None,
+    }])
 }
 
 /// More levels than any kernel builds (`MAX_RCU_LVLS` is 4).
@@ -92,8 +96,7 @@ pub fn read(rcu_state: u64, lookup: Lookup) -> Result<RcuTree> {
     };
     let variables = match lookup {
         Lookup::OneLeaf { cpus } => {
-            return single(rcu_state + offset(STATE_NODE)?, cpus, cpus)
-                .context("a machine of no CPU");
+            return root_only(rcu_state + offset(STATE_NODE)?, cpus).context("a machine of no CPU");
         }
         Lookup::Tree(variables) => variables,
     };
@@ -158,7 +161,8 @@ mod tests {
 
     #[test]
     fn cpu_ids_that_fit_in_one_leaf_make_one_node() {
-        let tree = single(0xffff_ffff_8300_0000, 16, 16).unwrap();
+        assert!(fits_one_leaf(16, 16));
+        let tree = root_only(0xffff_ffff_8300_0000, 16).unwrap();
         assert_eq!(tree.levels(), 1);
         assert_eq!(tree.leaf_cpu_lists(), ["0-15"]);
         assert_eq!(
@@ -167,8 +171,9 @@ mod tests {
             "the kernel's own geometry for 16 CPUs"
         );
         // 17 CPU ids, or leaves of 2 on 4 CPUs, make a tree: read from kernel memory.
-        assert_eq!(single(0xffff_ffff_8300_0000, 17, 16), None);
-        assert_eq!(single(0xffff_ffff_8300_0000, 4, 2), None);
-        assert_eq!(single(0xffff_ffff_8300_0000, 0, 16), None);
+        assert!(!fits_one_leaf(17, 16));
+        assert!(!fits_one_leaf(4, 2));
+        assert!(!fits_one_leaf(0, 16));
+        assert_eq!(root_only(0xffff_ffff_8300_0000, 0), None);
     }
 }

@@ -69,14 +69,13 @@ pub struct Sample {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Holdout {
     Cpu {
-        /// The first CPU of the report that ended the wait.
-        cpu: u32,
-        /// Every CPU in that report, ascending (a force-quiescent-state pass reports several
-        /// at once: a whole idle leaf of 16).
+        /// Every CPU in the report that ended the wait, ascending, never empty (a
+        /// force-quiescent-state pass reports several at once: a whole idle leaf of 16).
         cpus: Vec<u32>,
         /// Reported by the kthread's pass (found idle or quiescent), not by the CPU itself.
         found_by_pass: bool,
-        /// The first tick sample of that CPU during this grace period, if it was sampled.
+        /// The first tick sample during this grace period of the first of those CPUs that
+        /// was sampled.
         sample: Option<Sample>,
     },
     /// A reader switched out inside its critical section, queued on its node.
@@ -101,6 +100,17 @@ pub enum Holdout {
 }
 
 impl Holdout {
+    /// The CPU it names first: a CPU holdout's first CPU, the CPU a reader blocked on, the
+    /// first CPU of a leaf whose readers held it.
+    pub fn cpu(&self) -> u32 {
+        match self {
+            Holdout::Cpu { cpus, .. } | Holdout::Readers { cpus, .. } => {
+                cpus.first().copied().unwrap_or_default()
+            }
+            Holdout::Task { cpu, .. } => *cpu,
+        }
+    }
+
     pub fn kind(&self) -> &'static str {
         match self {
             Holdout::Cpu { .. } => "cpu",
@@ -151,6 +161,16 @@ impl Blocked {
         self.since_ns < gp.init_end_ns.unwrap_or(u64::MAX)
             || (self.blocks_gp_seq.is_some() && self.blocks_gp_seq == gp.gp_seq)
     }
+}
+
+/// A blocked reader that just left its critical section.
+#[derive(Clone, Debug)]
+struct Left {
+    pid: u32,
+    /// It as a holdout (`Holdout::Task`).
+    holdout: Holdout,
+    /// Whether it was counted as holding the grace period in progress when it left.
+    counted: bool,
 }
 
 /// The grace period being assembled.
@@ -219,10 +239,9 @@ pub struct Assembler {
     current: Option<InProgress>,
     pending_request_ns: Option<u64>,
     blocked: HashMap<u32, Blocked>,
-    /// The blocked reader that left last, with whether it was counted as holding the grace
-    /// period in progress: its leaf's report to the parent follows on a tree of more than
-    /// one level.
-    left: Option<(u32, Blocked, u64, bool)>,
+    /// The blocked reader that left last: on a tree of more than one level, its leaf's
+    /// report to the parent follows.
+    left: Option<Left>,
     /// The first tick sample per CPU of the grace period it was taken for.
     samples: HashMap<u32, (u64, Sample)>,
     /// The latest tick sample per CPU, with its grace period and time: what runs there now,
@@ -332,7 +351,6 @@ impl Assembler {
                         current.cpus_reported += cpus.len() as u32;
                         current.reported.extend(&cpus);
                         let holdout = Holdout::Cpu {
-                            cpu: cpus[0],
                             cpus,
                             found_by_pass: event.pid == current.kthread_pid,
                             sample: None,
@@ -344,16 +362,11 @@ impl Assembler {
                         // the leaf's parent: the reader is the holdout, whether or not the
                         // assembler judged it to hold this grace period when it left.
                         let holdout = match self.left.take() {
-                            Some((pid, blocked, left_at, counted)) if pid == event.pid => {
-                                if !counted {
+                            Some(left) if left.pid == event.pid => {
+                                if !left.counted {
                                     current.blocked_readers += 1;
                                 }
-                                Holdout::Task {
-                                    task: blocked.task,
-                                    cpu: blocked.cpu,
-                                    blocked_ns: left_at.saturating_sub(blocked.since_ns),
-                                    stack: blocked.stack,
-                                }
+                                left.holdout
                             }
                             _ => {
                                 current.blocked_readers += 1;
@@ -388,17 +401,21 @@ impl Assembler {
                     return;
                 };
                 let holds = blocked.holds(current) && current.cleanup_start_ns.is_none();
+                let holdout = Holdout::Task {
+                    blocked_ns: at.saturating_sub(blocked.since_ns),
+                    task: blocked.task,
+                    cpu: blocked.cpu,
+                    stack: blocked.stack,
+                };
                 if holds {
                     current.blocked_readers += 1;
-                    let holdout = Holdout::Task {
-                        task: blocked.task.clone(),
-                        cpu: blocked.cpu,
-                        blocked_ns: at.saturating_sub(blocked.since_ns),
-                        stack: blocked.stack,
-                    };
-                    current.last = Some((at, holdout));
+                    current.last = Some((at, holdout.clone()));
                 }
-                self.left = Some((event.pid, blocked, at, holds));
+                self.left = Some(Left {
+                    pid: event.pid,
+                    holdout,
+                    counted: holds,
+                });
             }
             gp::EVENT_HOLDOUT_SAMPLE => {
                 let mode = match event.value {
@@ -454,19 +471,18 @@ impl Assembler {
         };
         let last_holdout = last_holdout.map(|holdout| match holdout {
             Holdout::Cpu {
-                cpu,
                 cpus,
                 found_by_pass,
                 ..
             } => Holdout::Cpu {
-                cpu,
+                sample: cpus.iter().find_map(|cpu| {
+                    self.samples
+                        .get(cpu)
+                        .filter(|(sampled_for, _)| *sampled_for == gp_seq)
+                        .map(|(_, sample)| sample.clone())
+                }),
                 cpus,
                 found_by_pass,
-                sample: self
-                    .samples
-                    .get(&cpu)
-                    .filter(|(sampled_for, _)| *sampled_for == gp_seq)
-                    .map(|(_, sample)| sample.clone()),
             },
             task => task,
         });
@@ -639,7 +655,6 @@ mod tests {
         assert_eq!(
             g.last_holdout,
             Some(Holdout::Cpu {
-                cpu: 1,
                 cpus: vec![1],
                 found_by_pass: false,
                 sample: None
@@ -674,15 +689,14 @@ mod tests {
         events.insert(5, stale);
         let done = assemble(&events).take_done();
         let Some(Holdout::Cpu {
-            cpu,
+            cpus,
             found_by_pass,
             sample: Some(sample),
-            ..
         }) = &done[0].last_holdout
         else {
             panic!("no sampled CPU holdout: {:?}", done[0].last_holdout);
         };
-        assert_eq!((*cpu, *found_by_pass), (1, true));
+        assert_eq!((cpus.as_slice(), *found_by_pass), (&[1][..], true));
         assert_eq!(sample.task.comm, "spin");
         assert_eq!((sample.mode, sample.stack), (Mode::Kernel, Some(42)));
     }
@@ -955,7 +969,6 @@ mod tests {
         assert_eq!(
             g.last_holdout,
             Some(Holdout::Cpu {
-                cpu: 48,
                 cpus: (48..64).collect(),
                 found_by_pass: true,
                 sample: None
@@ -973,7 +986,7 @@ mod tests {
         // The grace period still ends with CPU 1's own report.
         assert!(matches!(
             a.take_done()[0].last_holdout,
-            Some(Holdout::Cpu { cpu: 1, .. })
+            Some(Holdout::Cpu { ref cpus, .. }) if cpus == &[1]
         ));
     }
 

@@ -76,13 +76,11 @@ impl Tally {
         }
         match &gp.last_holdout {
             Some(Holdout::Cpu {
-                cpu,
                 cpus,
                 found_by_pass,
                 ..
             }) => {
                 let row = self.by_cpu.entry(cpus.clone()).or_insert(CpuHoldouts {
-                    cpu: *cpu,
                     cpus: cpus.clone(),
                     grace_periods: 0,
                     found_by_pass: 0,
@@ -151,7 +149,7 @@ impl Tally {
         rows.sort_by(|a, b| {
             b.grace_periods
                 .cmp(&a.grace_periods)
-                .then(a.cpu.cmp(&b.cpu))
+                .then(a.cpus.cmp(&b.cpus))
         });
         rows
     }
@@ -211,7 +209,6 @@ mod tests {
 
     fn cpu(cpu: u32, found_by_pass: bool) -> Option<Holdout> {
         Some(Holdout::Cpu {
-            cpu,
             cpus: vec![cpu],
             found_by_pass,
             sample: None,
@@ -247,7 +244,6 @@ mod tests {
         assert_eq!(
             tally.holdouts_by_cpu(),
             [CpuHoldouts {
-                cpu: 1,
                 cpus: vec![1],
                 grace_periods: 2,
                 found_by_pass: 1,
@@ -272,7 +268,6 @@ mod tests {
         let mut tally = Tally::new(Layout::Log2, Unit::Ms, 0);
         let leaf = || {
             Some(Holdout::Cpu {
-                cpu: 48,
                 cpus: (48..64).collect(),
                 found_by_pass: true,
                 sample: None,

@@ -450,8 +450,6 @@ pub struct PhaseStats {
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct CpuHoldouts {
-    /// The first CPU of `cpus`.
-    pub cpu: u32,
     /// The CPUs of the reports that ended the wait: one, or all those a pass found at once
     /// (a whole idle leaf), which are one holdout.
     pub cpus: Vec<u32>,
@@ -460,6 +458,13 @@ pub struct CpuHoldouts {
     pub found_by_pass: u64,
     /// Time they held grace periods up, from init's end to their report, summed.
     pub held_ns: u64,
+}
+
+impl CpuHoldouts {
+    /// The first of its CPUs: the one a metric labels it by.
+    pub fn cpu(&self) -> u32 {
+        self.cpus.first().copied().unwrap_or_default()
+    }
 }
 
 #[derive(Clone, Debug, PartialEq)]

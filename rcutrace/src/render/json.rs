@@ -230,7 +230,7 @@ fn grace_periods_summary(s: &GracePeriodsSummary) -> records::GracePeriodsSummar
             .holdouts_by_cpu
             .iter()
             .map(|row| records::CpuHoldoutsRecord {
-                cpu: row.cpu,
+                cpu: row.cpu(),
                 cpu_list: (row.cpus.len() > 1).then(|| cpu_list(&row.cpus)),
                 grace_periods: row.grace_periods,
                 found_by_pass: row.found_by_pass,
@@ -265,13 +265,12 @@ fn grace_period(row: &GracePeriodRow) -> records::GracePeriod {
     let stack = row.stack.clone();
     let last_holdout = gp.last_holdout.as_ref().map(|holdout| match holdout {
         Holdout::Cpu {
-            cpu,
             cpus,
             found_by_pass,
             sample,
         } => records::LastHoldout {
             kind: holdout.kind().into(),
-            cpu: *cpu,
+            cpu: holdout.cpu(),
             cpus: Some(cpus.len() as u32),
             cpu_list: Some(cpu_list(cpus)),
             found_by_pass: Some(*found_by_pass),
@@ -302,7 +301,7 @@ fn grace_period(row: &GracePeriodRow) -> records::GracePeriod {
         },
         Holdout::Readers { task, cpus } => records::LastHoldout {
             kind: holdout.kind().into(),
-            cpu: cpus.first().copied().unwrap_or_default(),
+            cpu: holdout.cpu(),
             cpus: None,
             cpu_list: Some(cpu_list(cpus)),
             found_by_pass: None,

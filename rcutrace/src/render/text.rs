@@ -943,14 +943,14 @@ fn holdout_text(
     match holdout {
         None => "unknown (no report seen)".into(),
         Some(Holdout::Cpu {
-            cpu,
             cpus,
             found_by_pass,
             sample,
         }) => {
-            let which = match cpus.len() {
-                0 | 1 => format!("CPU {cpu}"),
-                n => format!("CPUs {} ({n})", cpu_list(cpus)),
+            let which = match cpus.as_slice() {
+                [] => "no CPU".to_string(),
+                [cpu] => format!("CPU {cpu}"),
+                _ => format!("CPUs {} ({})", cpu_list(cpus), cpus.len()),
             };
             let how = if *found_by_pass {
                 "found quiescent by a pass"
@@ -1652,7 +1652,6 @@ mod tests {
                 cpus_reported: cpus,
                 blocked_readers: 0,
                 last_holdout: Some(Holdout::Cpu {
-                    cpu,
                     cpus: vec![cpu],
                     found_by_pass,
                     sample: None,

@@ -223,23 +223,21 @@ fn backlog_text(backlog: &[(u32, u64)], room: usize) -> String {
     if all.len() <= room {
         return all;
     }
-    // The most groups that fit beside the line that sums the others.
+    // The most groups that fit beside the line that sums the others: what is not shown yet
+    // goes down as each group is.
+    let (mut cpus, mut sum) = groups
+        .iter()
+        .fold((0, 0), |(cpus, sum), (_, c, n)| (cpus + c, sum + n));
     let mut shown = 0;
     let mut width = 0;
-    let rest = |from: usize| -> (usize, u64) {
-        groups[from..]
-            .iter()
-            .fold((0, 0), |(cpus, sum), (_, c, n)| (cpus + c, sum + n))
-    };
-    for (at, (text, ..)) in groups.iter().enumerate() {
+    for (text, c, n) in &groups {
         width += text.len() + GAP.len();
-        let (cpus, sum) = rest(at + 1);
-        if width + format!("... {cpus} more CPUs: {sum}").len() > room {
+        if width + format!("... {} more CPUs: {}", cpus - c, sum - n).len() > room {
             break;
         }
-        shown = at + 1;
+        (cpus, sum) = (cpus - c, sum - n);
+        shown += 1;
     }
-    let (cpus, sum) = rest(shown);
     if shown == 0 {
         return format!("{cpus} CPUs: {sum}");
     }

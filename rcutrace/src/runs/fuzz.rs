@@ -236,7 +236,6 @@ fn grace_periods() -> Report {
                 row(
                     500,
                     Some(Holdout::Cpu {
-                        cpu: 1,
                         cpus: vec![1],
                         found_by_pass: false,
                         sample: Some(Sample {

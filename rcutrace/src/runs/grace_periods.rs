@@ -55,7 +55,6 @@ pub fn summary(
                     None => vec![r.cpu],
                 };
                 Ok(CpuHoldouts {
-                    cpu: r.cpu,
                     cpus,
                     grace_periods: r.grace_periods,
                     found_by_pass: r.found_by_pass,
@@ -146,7 +145,6 @@ fn holdout(h: &records::LastHoldout) -> Result<Holdout> {
             cpus: listed.unwrap_or_default(),
         },
         "cpu" => Holdout::Cpu {
-            cpu: h.cpu,
             cpus: listed.unwrap_or_else(|| (h.cpu..h.cpu + h.cpus.unwrap_or(1)).collect()),
             found_by_pass: h.found_by_pass.unwrap_or(false),
             sample: task().map(|task| Sample {

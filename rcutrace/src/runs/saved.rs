@@ -1070,7 +1070,6 @@ pub(crate) mod tests {
                 // Most grace periods first, as the tally sorts them.
                 let cpu = (i * 7) % 384;
                 CpuHoldouts {
-                    cpu,
                     cpus: vec![cpu],
                     grace_periods: 1000 - u64::from(i),
                     found_by_pass: u64::from(i % 3),
@@ -1090,7 +1089,6 @@ pub(crate) mod tests {
                     cpus_reported: 384,
                     blocked_readers: 0,
                     last_holdout: Some(Holdout::Cpu {
-                        cpu: 7,
                         cpus: vec![7],
                         found_by_pass: false,
                         sample: None,

@@ -6,7 +6,8 @@
 use std::{collections::HashMap, sync::OnceLock, time::Duration};
 
 use rcutrace_common::records::{
-    CallbackRow, CallbacksSummary, GracePeriod, GracePeriodsSummary, HistValue, Record,
+    CallbackRow, CallbacksSummary, GracePeriod, GracePeriodsSummary, HistValue, LastHoldout,
+    Record, StallWarning,
 };
 use xtask::vm::{self, GuestJob, GuestOutput, Kernel};
 
@@ -72,12 +73,14 @@ pub fn boot_with_module_and_kernel_args(
     kernel_args: &[&str],
     limit: Duration,
 ) -> GuestOutput {
-    let mut job = guest_job(series, script)
-        .with_test_module()
-        .expect("building the test module");
-    job.kernel_args = kernel_args.iter().map(|a| a.to_string()).collect();
-    job.timeout = limit;
-    run_job(job)
+    boot_with_module_on(
+        series,
+        script,
+        vm::DEFAULT_CPUS,
+        vm::DEFAULT_MEMORY_MB,
+        kernel_args,
+        limit,
+    )
 }
 
 /// `boot_with_module_and_kernel_args` on a guest of `cpus` CPUs and `memory_mb` of memory:
@@ -456,4 +459,61 @@ pub fn assert_callbacks_exact(records: &[Record], function: &str, via: &str, n: 
     );
     assert_eq!(callback_latency_samples(records, function), n, "{function}");
     assert!(r.min_ns.is_some_and(|min| min > 0), "{r:#?}");
+}
+
+/// When the module's last `hold_cpu` or `block_reader` began and ended holding, from its
+/// read-out; it held at least `ms`.
+pub fn hold_interval(readout: &str, ms: u64) -> (u64, u64) {
+    let (start, end) = (
+        readout_number(readout, "hold_start_ns"),
+        readout_number(readout, "hold_end_ns"),
+    );
+    assert!(end - start >= ms * MS, "{readout}");
+    (start, end)
+}
+
+/// The module's spinning function is on a stack sampled on the CPU it held, unless the tick
+/// landed in a retpoline thunk, from which the kernel's unwinder goes no further (seen on 6.1
+/// and 6.12).
+pub fn assert_hold_spin_sampled(stack: &[String], context: &dyn std::fmt::Debug) {
+    assert!(
+        stack
+            .iter()
+            .any(|f| f.starts_with("rcutrace_test_hold_spin"))
+            || stack
+                .last()
+                .is_some_and(|f| f.starts_with("__x86_indirect_thunk")),
+        "{context:#?}"
+    );
+}
+
+/// `g`'s last holdout is the module's reader `writer`, asleep inside its critical section
+/// for at least `ms`, with the module's function where it was switched out.
+pub fn assert_blocked_reader(g: &GracePeriod, writer: u32, ms: u64) -> &LastHoldout {
+    let h = g.last_holdout.as_ref().expect("a last holdout");
+    assert_eq!(
+        (h.kind.as_str(), h.pid, h.comm.as_deref()),
+        ("task", Some(writer), Some("rcu-workload")),
+        "{g:#?}"
+    );
+    assert!(h.blocked_ns.is_some_and(|b| b >= ms * MS), "{g:#?}");
+    assert!(
+        h.stack
+            .iter()
+            .any(|f| f.starts_with("rcutrace_test_block_in_reader")),
+        "{g:#?}"
+    );
+    assert!(g.blocked_readers >= 1, "{g:#?}");
+    h
+}
+
+/// `stall`'s warnings about normal grace periods.
+pub fn stall_warnings(records: &[Record]) -> Vec<&StallWarning> {
+    records
+        .iter()
+        .filter_map(|r| match r {
+            Record::StallWarning(w) => Some(w),
+            _ => None,
+        })
+        .collect()
 }
