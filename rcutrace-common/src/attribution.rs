@@ -25,9 +25,10 @@ pub type StackFrames = [u64; STACK_DEPTH];
 /// `stack` of an event whose stack could not be kept.
 pub const NO_STACK: u64 = 0;
 
-/// Identifies a stack by its content (FNV-1a over the frames), so that distinct stacks never
-/// share an id the way the kernel's stack-trace map lets them when its buckets collide.
-/// Never `NO_STACK`.
+/// Identifies a stack by its content (FNV-1a over the frames). Two stacks can still hash
+/// alike: whoever keeps a stack under its hash checks with `same_stack` that the one already
+/// there is the same, so that distinct stacks never share an id (the kernel's stack-trace
+/// map lets them, when its buckets collide). Never `NO_STACK`.
 #[inline(always)]
 pub fn stack_hash(frames: &StackFrames) -> u64 {
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
@@ -38,6 +39,23 @@ pub fn stack_hash(frames: &StackFrames) -> u64 {
         i += 1;
     }
     if hash == NO_STACK { 1 } else { hash }
+}
+
+/// Whether two stacks are the same, frame by frame up to the first zero after the last.
+#[inline(always)]
+pub fn same_stack(a: &StackFrames, b: &StackFrames) -> bool {
+    let mut i = 0;
+    while i < STACK_DEPTH {
+        if a[i] != b[i] {
+            return false;
+        }
+        if a[i] == 0 {
+            // Both end here: the kernel zero-fills what a stack does not use.
+            return true;
+        }
+        i += 1;
+    }
+    true
 }
 
 /// One attribution key. `event` is the counter slot (count) or the timed function's index
@@ -78,5 +96,25 @@ mod tests {
         assert_ne!(stack_hash(&a), stack_hash(&b));
         assert_eq!(stack_hash(&a), stack_hash(&a.clone()));
         assert_ne!(stack_hash(&[0; STACK_DEPTH]), NO_STACK);
+    }
+
+    #[test]
+    fn stacks_are_compared_frame_by_frame() {
+        let mut a = [0u64; STACK_DEPTH];
+        a[0] = 0xffff_ffff_8110_0005;
+        a[1] = 0xffff_ffff_8120_0040;
+        assert!(same_stack(&a, &a.clone()));
+        let mut deeper = a;
+        deeper[2] = 0xffff_ffff_8130_0000;
+        assert!(!same_stack(&a, &deeper));
+        assert!(!same_stack(&deeper, &a));
+        let mut other = a;
+        other[0] += 1;
+        assert!(!same_stack(&a, &other));
+        let full = [0xffff_ffff_8110_0005u64; STACK_DEPTH];
+        assert!(same_stack(&full, &full.clone()));
+        let mut full_but_last = full;
+        full_but_last[STACK_DEPTH - 1] += 1;
+        assert!(!same_stack(&full, &full_but_last));
     }
 }

@@ -46,13 +46,25 @@ pub const VIA_NAMES: [&str; VIA_COUNT as usize] = [
     "before tracing",
 ];
 
-/// Which entry point is queueing which head on this CPU (one per-CPU slot).
+/// Which entry point is queueing which head on this CPU (one per-CPU slot): the note an
+/// entry point leaves for the queueing hook, which takes it (zeroes `head`) when the head
+/// matches. A note of a counted call replaced before it was taken is counted per `Via`
+/// (`NOTES_OVERWRITTEN`): that call's callback counts as `other`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Caller {
+    /// 0: no note waiting (taken, or none made).
     pub head: u64,
     pub via: Via,
-    pub _pad: u32,
+    /// Non-zero when the call was counted (`ENTRY_CALLS`: in the window, not rcutrace's own).
+    pub counted: u32,
+}
+
+impl Caller {
+    /// A counted call's note that no queueing has taken yet.
+    pub fn waiting(&self) -> bool {
+        self.head != 0 && self.counted != 0
+    }
 }
 
 /// A callback queued while tracing and not yet invoked, keyed by its `rcu_head` address.
@@ -92,7 +104,8 @@ pub struct CallbackStats {
     pub invoked: u64,
     /// Invocations whose queueing was not seen (row `VIA_NOT_SEEN` only).
     pub invoked_unpaired: u64,
-    /// Heads queued again while still recorded as pending: their invocation went unseen.
+    /// Callbacks of this row whose head was queued again (maybe with another function) while
+    /// still recorded as pending: their invocation went unseen.
     pub requeued: u64,
     pub sum_ns: u64,
     /// Display histogram: bpftrace log2 slots of the latency in the display unit.
@@ -132,7 +145,10 @@ pub const TOTAL_INVOKED_BEFORE: u32 = 6;
 /// With `--by cgroup`: queueings counted in their row but in no cgroup, the cgroup map being
 /// full.
 pub const TOTAL_LOST_CGROUPS_FULL: u32 = 7;
-pub const TOTAL_SLOTS: u32 = 8;
+/// Callbacks rcutrace's own process queued (its attaching, reading and detaching), from its
+/// first probe on: in no row, and their invocations not counted as queued before tracing.
+pub const TOTAL_OWN_QUEUED: u32 = 8;
+pub const TOTAL_SLOTS: u32 = 9;
 
 /// Most (cgroup, callback function) pairs `callbacks --by cgroup` tells apart: more are
 /// counted as lost.

@@ -14,6 +14,9 @@ pub const KVFREE_CALL_RCU: CounterSlot = 3;
 pub const SYNCHRONIZE_RCU: CounterSlot = 4;
 pub const SYNCHRONIZE_RCU_EXPEDITED: CounterSlot = 5;
 pub const GP_FQS_LOOP: CounterSlot = 6;
+/// `rcu_gp_init()` returns that found no grace period to start (it returned false), counted
+/// at its return for `count --all`'s check; never printed as a count of its own.
+pub const GP_INIT_FOUND_NOTHING: CounterSlot = 37;
 
 /// Number of entries in the `COUNTS` array, and of counter program pairs.
 pub const COUNTER_SLOTS: u32 = 48;

@@ -55,6 +55,9 @@ pub const WAKE_EXPEDITED: u64 = 1;
 pub const MODE_KERNEL: u64 = 0;
 pub const MODE_USER: u64 = 1;
 pub const MODE_IDLE: u64 = 2;
+/// Or'ed into a sample's mode: the interrupted task was inside `rcu_read_lock()` (known on
+/// kernels whose tasks count their readers' nesting, CONFIG_PREEMPT_RCU).
+pub const SAMPLE_IN_READER: u64 = 1 << 8;
 
 /// Bits of `rcu_state.gp_seq` that hold the grace period's state (the kernel's
 /// `RCU_SEQ_CTR_SHIFT`, a macro, so not in BTF); each grace period advances it by

@@ -85,7 +85,10 @@ pub const STAT_LOST_STACK: u32 = 4;
 pub const STAT_ENTRIES: u32 = 5;
 /// Entries left out as rcutrace's own doing (`rcutrace_common::own_work`): not timed.
 pub const STAT_OWN_CALLS: u32 = 6;
-pub const STAT_SLOTS: u32 = 7;
+/// Calls whose entry function returned false, ending them with no sample: an
+/// `rcu_gp_init()` that found no grace period to start (`gplat`).
+pub const STAT_FOUND_NOTHING: u32 = 7;
+pub const STAT_SLOTS: u32 = 8;
 
 #[cfg(feature = "user")]
 mod pod {

@@ -351,6 +351,10 @@ pub struct Environment {
     /// How each traced function was hooked, e.g. `"synchronize_rcu": "kprobe+fexit"`.
     #[serde(default)]
     pub attach: Members<String>,
+    /// Why the hits the kernel skipped may be more than it counted on this run (each
+    /// `missed_by_kernel` is then a lower bound); absent when every skip was counted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub missed_by_kernel_lower_bound: Vec<String>,
 }
 
 /// `rcutrace gp`'s tables: each phase, the last holdouts, and what was not assembled. The
@@ -541,6 +545,18 @@ pub struct ExpeditedStallWarning {
     pub time: String,
     pub age_ns: u64,
     pub threshold_ns: u64,
+    /// What it still waited for, from the kernel's `rcu_node` leaves; absent where kernel
+    /// memory could not be read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting_for: Option<ExpeditedWaitingFor>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExpeditedWaitingFor {
+    /// The CPUs that had not reported.
+    pub cpus: Vec<u32>,
+    /// Whether tasks blocked inside a reader held it too.
+    pub blocked_tasks: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -620,9 +636,34 @@ pub struct CallbacksSummary {
     pub not_timed: CallbacksNotTimed,
     /// Entry points this kernel lacks or refused: their callbacks show `via` `other`.
     pub entry_points_not_traced: Vec<String>,
+    /// Callbacks rcutrace's own attaching, reading and detaching queued: in no row.
+    #[serde(default)]
+    pub own_queued: u64,
+    /// Each traced entry point's calls and what became of their notes (absent from runs
+    /// saved before they were counted).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub entry_points: Vec<EntryPointNotes>,
     /// Each traced entry point's calls against the callbacks seen queued through it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cross_checks: Vec<CrossCheck>,
+}
+
+/// An entry point of `rcutrace callbacks`: each call leaves its CPU a note of the head it
+/// queues, and the queueing hook takes the note whose head matches; a callback whose note was
+/// not taken counts as `other`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EntryPointNotes {
+    pub entry_point: String,
+    /// Calls while tracing.
+    pub calls: u64,
+    /// Notes of those calls replaced on their CPU by another call's before their queueing
+    /// took them (an interrupt's or another task's call in between, a caller moved to another
+    /// CPU, a queueing hit the kernel skipped).
+    pub notes_overwritten: u64,
+    /// Notes of those calls still waiting at the close (queued after it, or on another CPU).
+    pub notes_waiting_at_close: u64,
+    /// Queueings while tracing that took the note of a call made before tracing began.
+    pub notes_from_before: u64,
 }
 
 /// One callback function queued one way.
@@ -650,6 +691,11 @@ pub struct CallbacksNotTimed {
     pub pending_map_full: u64,
     pub requeued: u64,
     pub missed_by_kernel: u64,
+    /// Of `missed_by_kernel`, the hits the kprobe layer skipped (another kprobe's handler
+    /// running on that CPU); the rest the BPF layer skipped (another BPF program running).
+    /// Absent from records written before it was kept.
+    #[serde(default)]
+    pub missed_by_kprobe_layer: u64,
     pub row_map_full_queued: u64,
     pub row_map_full_invoked: u64,
 }

@@ -79,10 +79,13 @@ pub fn keep_stack<C: EbpfContext>(ctx: &C) -> u64 {
     }
     let frames = unsafe { &*frames };
     let hash = stack_hash(frames);
-    // BPF_NOEXIST: a stack already kept is the same stack.
+    // BPF_NOEXIST: a hash already kept is this stack's only if its frames are the same; a
+    // different stack under the same hash is counted as lost, never merged with it.
     match STACKS.insert(&hash, frames, 1) {
         Ok(()) => hash,
-        Err(_) if unsafe { STACKS.get(&hash) }.is_some() => hash,
-        Err(_) => NO_STACK,
+        Err(_) => match unsafe { STACKS.get(&hash) } {
+            Some(kept) if same_stack(kept, frames) => hash,
+            _ => NO_STACK,
+        },
     }
 }

@@ -56,6 +56,16 @@ static CALLBACK_TOTALS: PerCpuArray<u64> = PerCpuArray::with_max_entries(TOTAL_S
 /// checked against.
 #[map]
 static ENTRY_CALLS: PerCpuArray<u64> = PerCpuArray::with_max_entries(VIA_COUNT, 0);
+/// Notes of counted calls, by `Via`, replaced by another entry point's note on their CPU
+/// before their queueing took them (an interrupt's or another task's call in between, a
+/// caller moved to another CPU, or a queueing the kernel skipped): their callbacks count as
+/// `other`.
+#[map]
+static NOTES_OVERWRITTEN: PerCpuArray<u64> = PerCpuArray::with_max_entries(VIA_COUNT, 0);
+/// Queueings in the window, by `Via`, that took a note made before it opened (a call in
+/// progress as the window opened, not counted in `ENTRY_CALLS`).
+#[map]
+static NOTES_FROM_BEFORE: PerCpuArray<u64> = PerCpuArray::with_max_entries(VIA_COUNT, 0);
 /// Queueings by the queueing task's cgroup v2 id and the callback function (`--by cgroup`
 /// sizes it: MAX_CGROUP_ROWS). The enqueue runs in the task that called call_rcu() and friends.
 #[map]
@@ -84,24 +94,61 @@ fn callback_function(head: u64) -> u64 {
     unsafe { bpf_probe_read_kernel((head + 8) as *const u64) }.unwrap_or(0)
 }
 
+/// One more in `counts[via]` (a lookup only when the rare event happens).
 #[inline(always)]
-fn note_caller(head: u64, via: Via) {
-    if let Some(caller) = CALLER.get_ptr_mut(0) {
-        unsafe { *caller = Caller { head, via, _pad: 0 } };
-    }
-    if running()
-        && !current().2
-        && let Some(calls) = ENTRY_CALLS.get_ptr_mut(via)
-    {
-        unsafe { atomic::add(calls, 1) };
+fn count_via(counts: &PerCpuArray<u64>, via: Via) {
+    if let Some(count) = counts.get_ptr_mut(via) {
+        unsafe { atomic::add(count, 1) };
     }
 }
 
 #[inline(always)]
+fn note_caller(head: u64, via: Via) {
+    let counted = running() && !current().2;
+    if let Some(caller) = CALLER.get_ptr_mut(0) {
+        let last = unsafe { *caller };
+        if last.waiting() {
+            count_via(&NOTES_OVERWRITTEN, last.via);
+        }
+        unsafe {
+            *caller = Caller {
+                head,
+                via,
+                counted: u32::from(counted),
+            }
+        };
+    }
+    if counted && let Some(calls) = ENTRY_CALLS.get_ptr_mut(via) {
+        unsafe { atomic::add(calls, 1) };
+    }
+}
+
+/// The entry point whose note names `head`, the note taken so that a later call's note
+/// does not count it as overwritten; `VIA_OTHER` when the note names another head.
+#[inline(always)]
+fn take_note(head: u64) -> Via {
+    let Some(caller) = CALLER.get_ptr_mut(0) else {
+        return VIA_OTHER;
+    };
+    let note = unsafe { *caller };
+    if note.head != head {
+        return VIA_OTHER;
+    }
+    unsafe { (*caller).head = 0 };
+    if note.counted == 0 {
+        count_via(&NOTES_FROM_BEFORE, note.via);
+    }
+    note.via
+}
+
+#[inline(always)]
 fn on_enqueue(head: u64, barrier: bool) {
-    if head == 0 || !running() {
+    if head == 0 {
         return;
     }
+    // rcutrace's own queueings are kept from before the window opens: attaching a
+    // trampoline queues the freeing of the kernel's old table of direct calls, whose
+    // invocation in the window must not count as queued before tracing.
     if current().2 {
         let own = Pending {
             func: 0,
@@ -110,16 +157,17 @@ fn on_enqueue(head: u64, barrier: bool) {
             cpu: 0,
         };
         let _ = PENDING.insert(head, own, 0);
+        total(TOTAL_OWN_QUEUED);
+        return;
+    }
+    if !running() {
         return;
     }
     let now = unsafe { bpf_ktime_get_ns() };
     let via = if barrier {
         VIA_BARRIER
     } else {
-        match CALLER.get(0) {
-            Some(caller) if caller.head == head => caller.via,
-            _ => VIA_OTHER,
-        }
+        take_note(head)
     };
     let func = callback_function(head);
     let key = CallbackKey { func, via, _pad: 0 };
@@ -144,10 +192,21 @@ fn on_enqueue(head: u64, barrier: bool) {
         return;
     }
     if let Some(stale) = PENDING.get_ptr_mut(head) {
-        // Queued again before its invocation was seen (the kernel skipped our program).
+        // The head is queued again before the earlier callback's invocation was seen (the
+        // kernel skipped our program): that callback's row counts it as requeued, since its
+        // invocation is what went unseen (the head may now carry another function). Or the
+        // memory is reused after one of rcutrace's own callbacks ran before the window opened.
+        let earlier = unsafe { *stale };
         unsafe { *stale = pending };
-        if let Some(stats) = stats {
-            unsafe { atomic::add(&raw mut (*stats).requeued, 1) };
+        if earlier.via != VIA_OWN {
+            let key = CallbackKey {
+                func: earlier.func,
+                via: earlier.via,
+                _pad: 0,
+            };
+            if let Some(stats) = row(&key) {
+                unsafe { atomic::add(&raw mut (*stats).requeued, 1) };
+            }
         }
         return;
     }

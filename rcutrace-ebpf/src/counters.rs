@@ -11,7 +11,7 @@ use aya_ebpf::{
     EbpfContext,
     macros::map,
     maps::{HashMap, PerCpuArray},
-    programs::{FEntryContext, ProbeContext},
+    programs::{FEntryContext, FExitContext, ProbeContext, RetProbeContext},
 };
 use rcutrace_common::{attribution::*, counters::*};
 
@@ -122,6 +122,28 @@ program! {
         } else {
             let (tgid, _, _) = window::current();
             count_keyed(&ctx, READ_LOCK, tgid);
+        }
+        0
+    }
+}
+
+// rcu_gp_init() returning false found no grace period to start: counted in the plain array
+// even under --by (a figure for count --all's check of inits against force-quiescent-state
+// loops, never a key). It runs in the grace-period kthread: never rcutrace's doing.
+program! {
+    kretprobe fn count_37_kretprobe(ctx: RetProbeContext) -> u32 {
+        if ctx.ret::<u64>() & 0xff == 0 {
+            bump_preempt_off(&COUNTS, GP_INIT_FOUND_NOTHING);
+        }
+        0
+    }
+}
+
+program! {
+    fexit fn count_37_fexit(ctx: FExitContext) -> u32 {
+        // rcu_gp_init() takes no argument: its return value comes first.
+        if ctx.arg::<u64>(0) & 0xff == 0 {
+            bump_preemptible(&COUNTS, GP_INIT_FOUND_NOTHING);
         }
         0
     }

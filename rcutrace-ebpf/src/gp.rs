@@ -387,12 +387,8 @@ program! {
         if !sending() {
             return 0;
         }
-        let task = unsafe { bpf_get_current_task() };
-        let offset = u64::from(window::constant(&TASK_RCU_READ_LOCK_NESTING));
-        // One more than the switched-out code's: the kernel runs this program under
-        // rcu_read_lock().
-        let Some(nesting) = read::<i32>(task + offset) else { return 0 };
-        if nesting <= 1 {
+        let Some(nesting) = reader_nesting() else { return 0 };
+        if nesting <= 0 {
             return 0;
         }
         let (_, pid, _) = window::current();
@@ -411,7 +407,7 @@ program! {
         let now = unsafe { bpf_ktime_get_ns() };
         let blocks = holding_out(cpu).map_or(0, |(gp_seq, _)| gp_seq);
         let comm = bpf_get_current_comm().unwrap_or_default();
-        send_with(&ctx, now, EVENT_BLOCK, (nesting - 1) as u64, blocks, true, comm, [0; 16]);
+        send_with(&ctx, now, EVENT_BLOCK, nesting as u64, blocks, true, comm, [0; 16]);
         0
     }
 }
@@ -449,9 +445,19 @@ program! {
         } else {
             MODE_KERNEL
         };
-        send(&ctx, EVENT_HOLDOUT_SAMPLE, mode, gp_seq, true);
+        let in_reader = if reader_nesting().is_some_and(|n| n > 0) { SAMPLE_IN_READER } else { 0 };
+        send(&ctx, EVENT_HOLDOUT_SAMPLE, mode | in_reader, gp_seq, true);
         0
     }
+}
+
+/// The current task's reader nesting, without the one the kernel holds around a kprobe's
+/// program (it runs them under rcu_read_lock()).
+#[inline(always)]
+fn reader_nesting() -> Option<i32> {
+    let offset = u64::from(window::constant(&TASK_RCU_READ_LOCK_NESTING));
+    let task = unsafe { bpf_get_current_task() };
+    read::<i32>(task + offset).map(|nesting| nesting - 1)
 }
 
 /// A NUL-terminated kernel string at `address`, cut to 15 bytes.

@@ -125,6 +125,44 @@ fn on_return(timed: u32) {
     }
 }
 
+/// The entry function of timed function `timed` returned false: the call ends here with no
+/// sample (an `rcu_gp_init()` that found no grace period to start), counted where its entry
+/// was seen, so that a later entry does not silently replace it.
+#[inline(always)]
+fn on_found_nothing(timed: u32) {
+    if !window::running() {
+        return;
+    }
+    let (tgid, tid, is_self) = window::current();
+    if !wanted(tgid, is_self) {
+        return;
+    }
+    // Deleting fails where no entry was seen: only calls timed from their entry count.
+    if IN_FLIGHT.remove(&InFlightKey { tid, timed }).is_ok() {
+        add_stat(timed, STAT_FOUND_NOTHING);
+    }
+}
+
+// gplat's rcu_gp_init() (timed function 0) returning false.
+program! {
+    kretprobe fn timed_0_found_nothing_kretprobe(ctx: RetProbeContext) -> u32 {
+        if ctx.ret::<u64>() & 0xff == 0 {
+            on_found_nothing(0);
+        }
+        0
+    }
+}
+
+program! {
+    fexit fn timed_0_found_nothing_fexit(ctx: FExitContext) -> u32 {
+        // rcu_gp_init() takes no argument: its return value comes first.
+        if ctx.arg::<u64>(0) & 0xff == 0 {
+            on_found_nothing(0);
+        }
+        0
+    }
+}
+
 /// Sends one record to user space through the sample ring (latency samples, or another
 /// command's records); false if the ring had no room.
 #[inline(always)]

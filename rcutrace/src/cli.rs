@@ -7,10 +7,10 @@ use clap::{Args, Parser, Subcommand};
 use rcutrace_common::hist::Linear;
 
 use crate::{
-    commands::Interval,
     model::Unit,
     model::attribution::By,
     render::Format,
+    trace::engine::Interval,
     trace::probes::{self, AttachChoice},
     trace::sampling::ReaderSampling,
 };

@@ -1,15 +1,18 @@
 //! rcutrace: see how the Linux kernel uses RCU.
 //!
-//! Layout, one folder per room: `cli` parses; `commands` are thin compositions of the rest;
-//! `trace` is the tracing machinery (the probe table, the tracer that attaches it through aya,
-//! the window and what it reads while it runs); `kernel` holds facts about the running kernel
-//! (its functions, BTF, symbols, skipped hits, environment); `model` is the data model every
-//! command fills (results, statistics, histograms, attribution); `runs` reads saved runs back
-//! and compares them; `render` is the only place that formats output; `memory` is the
-//! process's allocator.
+//! Layout, one folder per room: `cli` parses; `commands` runs the command named, each a thin
+//! composition of the rest; `trace` is the tracing machinery (the engine that runs a window,
+//! the probe table, the tracer that attaches it through aya, the window and what it reads
+//! while it runs); `kernel` holds facts about the running kernel (its functions, BTF, symbols,
+//! skipped hits, environment); `model` is the data model every command fills (results,
+//! statistics, histograms, attribution); `runs` reads saved runs back and compares them;
+//! `render` is the only place that formats output; `memory` is the process's allocator. This
+//! file only parses, sets up, prints and says how the run ended.
 
 mod cli;
 mod commands;
+#[cfg(test)]
+mod docs_check;
 mod generate;
 mod kernel;
 mod memory;
@@ -22,7 +25,7 @@ use std::{io::Write as _, process::ExitCode};
 
 use clap::Parser as _;
 
-use crate::cli::{Cli, Command};
+use crate::cli::Cli;
 
 /// Memory kept until exit: giving it back would be RCU work in the kernel being measured.
 #[global_allocator]
@@ -44,6 +47,8 @@ fn main() -> ExitCode {
     if let Err(error) = cli::check(&cli) {
         error.exit();
     }
+    // Before any other thread starts (see the function).
+    trace::tracer::prepare_loader();
     // A path that cannot be written is said now, before a long run is traced for nothing.
     if let Some(path) = &cli.save {
         match runs::save::SaveFile::open(path) {
@@ -58,8 +63,12 @@ fn main() -> ExitCode {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn"))
         .format_timestamp(None)
         .init();
-    match run(&cli) {
-        Ok((output, status, run)) => {
+    match commands::run(&cli) {
+        Ok(commands::Printed {
+            output,
+            status,
+            run,
+        }) => {
             let mut stdout = std::io::stdout().lock();
             let printed = match stdout
                 .write_all(output.as_bytes())
@@ -108,45 +117,6 @@ fn draw(mut file: runs::save::SaveFile, run: Option<&model::Report>) -> anyhow::
             Err(error.context("drawing the flame graph"))
         }
     }
-}
-
-/// `stall --exit-on-warning` ends with this status at its first warning.
-const STALL_WARNED: u8 = 3;
-
-/// The output to print, the exit status after it, and the run `--flamegraph` draws.
-fn run(cli: &Cli) -> anyhow::Result<(String, ExitCode, Option<model::Report>)> {
-    let format = cli.format;
-    // Only JSON output and saved runs carry what a run ran on.
-    kernel::environment::record_only_if(format == render::Format::Json || cli.save.is_some());
-    if let Command::Report(args) = &cli.command {
-        let printed = commands::report::run(args, format, cli.flamegraph.is_some())?;
-        return Ok((printed.output, printed.status, printed.run));
-    }
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    let report = runtime.block_on(async {
-        match &cli.command {
-            Command::Count(args) => commands::count::run(args, format).await.map(Some),
-            Command::Gplat(args) => commands::latency::gplat(args, format).await.map(Some),
-            Command::Srlat(args) => commands::latency::srlat(args, format).await.map(Some),
-            Command::Serve(args) => commands::serve::run(args).await.map(|()| None),
-            Command::Top(args) => commands::top::run(args).await.map(|()| None),
-            Command::Callbacks(args) => commands::callbacks::run(args, format).await.map(Some),
-            Command::Gp(args) => commands::gp::run(args, format).await.map(Some),
-            Command::Stall(args) => commands::stall::run(args, format).await.map(Some),
-            Command::Report(_) => Err(anyhow::anyhow!("report reads files, it does not trace")),
-        }
-    })?;
-    let Some(report) = report else {
-        return Ok((String::new(), ExitCode::SUCCESS, None));
-    };
-    runs::save::write(&report);
-    let status = match &report.summary {
-        model::Summary::Stall(s) if s.stopped_at_warning => ExitCode::from(STALL_WARNED),
-        _ => ExitCode::SUCCESS,
-    };
-    Ok((render::report(format, &report), status, Some(report)))
 }
 
 /// Runtime failures: the error and its causes, one per line, and exit status 1.

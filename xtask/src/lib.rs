@@ -10,8 +10,10 @@ pub mod hang;
 pub mod monitor;
 pub mod setup;
 pub mod soak;
+pub mod test_runner;
 pub mod testmod;
 pub mod vm;
+pub mod vm_slots;
 pub mod workspace;
 
 pub use vm::{GuestJob, GuestOutput, GuestTimeout, Kernel, run};

@@ -361,53 +361,12 @@ fn test_command() -> Result<ExitCode> {
     cargo(&["fmt", "--all", "--check"]).context("code is not formatted: run cargo fmt")?;
     cargo(&["clippy", "--all-targets", "--", "-D", "warnings"]).context("clippy found problems")?;
     build::build_all()?;
-    let (passed, failed) = cargo_test()?;
+    let xtask::test_runner::Totals { passed, failed } = xtask::test_runner::run_all()?;
     println!("tests: {passed} passed, {failed} failed");
     if failed > 0 {
         bail!("{failed} tests failed");
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// `cargo test --all-targets`, its output passed through, with the totals of every test binary.
-/// Every binary runs even after one fails: a failure is then reported with all the others.
-fn cargo_test() -> Result<(u64, u64)> {
-    eprintln!("xtask: cargo test --all-targets --no-fail-fast");
-    let mut child = build::cargo()
-        .args(["test", "--all-targets", "--no-fail-fast"])
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .context("could not run cargo test")?;
-    let stdout = child.stdout.take().context("cargo test's output")?;
-    let (mut passed, mut failed) = (0, 0);
-    for line in std::io::BufRead::lines(std::io::BufReader::new(stdout)) {
-        let line = line.context("reading cargo test's output")?;
-        println!("{line}");
-        if let Some((p, f)) = test_totals(&line) {
-            passed += p;
-            failed += f;
-        }
-    }
-    let status = child.wait().context("waiting for cargo test")?;
-    if !status.success() && failed == 0 {
-        bail!("`cargo test` failed ({status})");
-    }
-    Ok((passed, failed))
-}
-
-/// `(passed, failed)` from libtest's `test result: ok. 4 passed; 0 failed; ...` line.
-fn test_totals(line: &str) -> Option<(u64, u64)> {
-    let rest = line.strip_prefix("test result: ")?;
-    let number_before = |word: &str| {
-        rest.split("; ")
-            .find_map(|part| {
-                part.split_once(". ")
-                    .map_or(part, |(_, p)| p)
-                    .strip_suffix(word)
-            })
-            .and_then(|n| n.trim().parse().ok())
-    };
-    Some((number_before(" passed")?, number_before(" failed")?))
 }
 
 fn cargo(args: &[&str]) -> Result<()> {
@@ -420,24 +379,4 @@ fn file_name(path: &Path) -> String {
         || path.display().to_string(),
         |n| n.to_string_lossy().into(),
     )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::test_totals;
-
-    #[test]
-    fn libtest_summaries() {
-        assert_eq!(
-            test_totals(
-                "test result: ok. 26 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.01s"
-            ),
-            Some((26, 0))
-        );
-        assert_eq!(
-            test_totals("test result: FAILED. 4 passed; 2 failed; 0 ignored; 0 measured"),
-            Some((4, 2))
-        );
-        assert_eq!(test_totals("running 2 tests"), None);
-    }
 }

@@ -208,6 +208,8 @@ impl std::error::Error for GuestTimeout {}
 /// also streamed live to the host's stdout and stderr.
 pub fn run(job: &GuestJob, echo: bool) -> Result<GuestOutput> {
     let kernel = job.kernel.resolve()?;
+    // Taken before the image is built, so the job's timeout counts from a free host core.
+    let _slot = crate::vm_slots::acquire()?;
     let dir = RunDir::create()?;
     let result = run_in(job, &kernel, &dir.path, echo);
     if result.is_err() {

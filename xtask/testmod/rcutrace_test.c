@@ -40,6 +40,11 @@
  *                                rcutrace_test_delayed_cb, then a busy-wait of MS ms (MS <= 100)
  *                                on ktime_get_ns(), then rcu_read_unlock(): every one of those
  *                                callbacks waits >= MS ms.
+ *   call_rcu_in_kprobe N         N call_rcu() with callback rcutrace_test_in_kprobe_cb, each made
+ *                                by the handler of a kprobe the op registers on a function of
+ *                                its own: the kernel skips every other kprobe hit on that CPU
+ *                                meanwhile (counted in that kprobe's nmissed), so a kprobe on the
+ *                                queueing path misses each of these exactly.
  *   flood N                      N call_rcu() with callback rcutrace_test_flood_cb, split evenly
  *                                across the online CPUs and queued by a work item bound to each
  *                                (so from kworkers, not the writer); returns when all are queued.
@@ -85,6 +90,7 @@
 #include <linux/cpu.h>
 #include <linux/delay.h>
 #include <linux/kernel.h>
+#include <linux/kprobes.h>
 #include <linux/ktime.h>
 #include <linux/module.h>
 #include <linux/mutex.h>
@@ -98,6 +104,11 @@
 #include <linux/srcu.h>
 #include <linux/uaccess.h>
 #include <linux/workqueue.h>
+
+/* Normal RCU's grace-period sequence (rcu_state.gp_seq), exported for rcutorture on every
+ * kernel the suite boots and declared only in kernel/rcu/rcu.h, which headers packages
+ * leave out. Two read-outs tell exactly how many grace periods started and ended between. */
+extern unsigned long rcu_get_gp_seq(void);
 
 #define HAVE(f) RCUTRACE_TEST_HAVE_##f
 
@@ -142,7 +153,8 @@ static atomic_long_t kernel_func_calls[NR_KERNEL_FUNCS];
 #define CALLBACKS(X)                                                                       \
 	X(cb, call_rcu) X(hurry_cb, call_rcu_hurry) X(delayed_cb, call_rcu)                  \
 	X(flood_cb, call_rcu) X(srcu_cb, call_srcu) X(tasks_cb, call_rcu_tasks)              \
-	X(tasks_trace_cb, call_rcu_tasks_trace) X(tasks_rude_cb, call_rcu_tasks_rude)
+	X(tasks_trace_cb, call_rcu_tasks_trace) X(tasks_rude_cb, call_rcu_tasks_rude)        \
+	X(in_kprobe_cb, call_rcu)
 
 #define CB_ENUM(cb, f) CB_##cb,
 #define CB_NAME(cb, f) "rcutrace_test_" #cb,
@@ -676,6 +688,57 @@ static int op_spin_preempt_off(unsigned long n, unsigned long arg)
 }
 /* ---- End of the stuck-guest op -------------------------------------------------------- */
 
+#if HAVE(call_rcu)
+/*
+ * call_rcu_in_kprobe N: N call_rcu() made from a kprobe's handler. While a kprobe's handler
+ * runs on a CPU, the kernel skips every other kprobe hit there and counts it in that kprobe's
+ * nmissed: each of these queueings is a known skip of any kprobe on the queueing path.
+ */
+static noinline void rcutrace_test_kprobed(struct test_callback *obj)
+{
+	/* Kept a real call with its argument, for the kprobe at its entry. */
+	asm volatile("" : : "r"(obj) : "memory");
+}
+
+static int rcutrace_test_queue_in_kprobe(struct kprobe *p, struct pt_regs *regs)
+{
+	struct test_callback *obj = (void *)regs_get_kernel_argument(regs, 0);
+
+	CALL(call_rcu, stamp(obj, CB_in_kprobe_cb), rcutrace_test_in_kprobe_cb);
+	return 0;
+}
+
+static int op_call_rcu_in_kprobe(unsigned long n, unsigned long arg)
+{
+	struct kprobe probe = {
+		.symbol_name = "rcutrace_test_kprobed",
+		.pre_handler = rcutrace_test_queue_in_kprobe,
+	};
+	unsigned long i;
+	int err = register_kprobe(&probe);
+
+	if (err)
+		return err;
+	for (i = 0; i < n; i++) {
+		struct test_callback *obj;
+
+		err = between_units();
+		if (err)
+			break;
+		obj = new_callback(GFP_KERNEL);
+		if (!obj) {
+			err = -ENOMEM;
+			break;
+		}
+		rcutrace_test_kprobed(obj);
+	}
+	unregister_kprobe(&probe);
+	return err;
+}
+#else
+#define op_call_rcu_in_kprobe NULL
+#endif
+
 static int op_reset(unsigned long n, unsigned long arg)
 {
 #if HAVE(call_rcu)
@@ -817,6 +880,7 @@ static const struct test_op test_ops[] = {
 	   " (ARG 1: get_state_synchronize_rcu_full per unit)"),
 	OP_WITH_ARG(call_rcu_delayed, MAX_DELAY_MS, "call_rcu (inside rcu_read_lock)"),
 	OP(flood, "call_rcu (from a kworker per CPU)"),
+	OP(call_rcu_in_kprobe, "call_rcu (from a kprobe's handler)"),
 	OP_WITH_ARG(hold_cpu, MAX_HOLD_MS, "start_poll_synchronize_rcu (inside the held reader)"),
 	OP_WITH_ARG(block_reader, MAX_HOLD_MS, "start_poll_synchronize_rcu (inside the blocked reader)"),
 	OP(spin_preempt_off, "nothing (N ms busy with preemption off; see the stuck-guest op)"),
@@ -914,6 +978,7 @@ static int rcutrace_test_show(struct seq_file *m, void *v)
 	seq_printf(m, "hold_end_ns: %llu\n", (u64)atomic64_read(&hold_end_ns));
 	seq_printf(m, "hold_cpu: %d\n", atomic_read(&hold_cpu_used));
 #endif
+	seq_printf(m, "gp_seq: %lu\n", rcu_get_gp_seq());
 	return 0;
 }
 

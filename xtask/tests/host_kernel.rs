@@ -149,23 +149,42 @@ fn serve_that_cannot_attach_never_says_it_listens() {
     assert!(!stderr.contains("listening"), "{stderr}");
 }
 
+/// Every tracing command says so first, and nothing else: `gp` and `stall` blamed
+/// kptr_restrict (kallsyms gives an unprivileged reader no addresses), and `serve` warned of
+/// missing metrics before the privileges error.
 #[test]
 fn without_privileges_it_says_what_is_needed() {
     let binary = xtask::build::build_rcutrace().expect("building rcutrace");
-    // Drop every capability, as an ordinary user would have none.
-    let out = Command::new("setpriv")
-        .args([
-            "--reuid=65534",
-            "--regid=65534",
-            "--clear-groups",
-            "--inh-caps=-all",
-        ])
-        .arg(binary)
-        .args(["count", "--secs", "1"])
-        .output()
-        .expect("running setpriv (util-linux)");
-    let stderr = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
-    assert!(stderr.contains("CAP_BPF and CAP_PERFMON"), "{stderr}");
-    assert!(stderr.contains("sudo"), "{stderr}");
+    for command in [
+        &["count", "--secs", "1"][..],
+        &["gplat", "--secs", "1"],
+        &["srlat", "--secs", "1"],
+        &["srlat", "--stages", "--secs", "1"],
+        &["callbacks", "--secs", "1"],
+        &["gp", "--secs", "1"],
+        &["stall", "--secs", "1"],
+        &["serve", "--listen", "127.0.0.1:0"],
+    ] {
+        // Drop every capability, as an ordinary user would have none.
+        let out = Command::new("setpriv")
+            .args([
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                "--inh-caps=-all",
+            ])
+            .arg(&binary)
+            .args(command)
+            .output()
+            .expect("running setpriv (util-linux)");
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{command:?}: {stderr}");
+        assert!(
+            stderr.starts_with("rcutrace: error: rcutrace needs root")
+                && stderr.contains("CAP_BPF and CAP_PERFMON")
+                && stderr.contains("sudo")
+                && stderr.lines().count() == 1,
+            "{command:?}: {stderr}"
+        );
+    }
 }

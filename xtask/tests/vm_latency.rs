@@ -5,7 +5,7 @@
 mod support;
 
 use rcutrace_common::records::{HistValue, Record};
-use support::{Run, boot, run_named, sections, workload_value};
+use support::{Run, boot_with_module, run_named, sections, workload_value};
 
 const CALLS: u64 = 30;
 /// More threads inside synchronize_rcu() at once than a kretprobe has instances (about 2 per
@@ -45,9 +45,29 @@ fn assert_exact_samples(run: &Run, map: &str, expected: u64) {
     );
 }
 
+/// Grace periods that began after gp_seq read `from` and ended by its reading `to`: the
+/// sequence's low two bits are the state (0 idle), the rest counts grace periods ended.
+fn grace_periods_between(from: u64, to: u64) -> u64 {
+    let ended_by = |seq: u64| seq >> 2;
+    let began_by = |seq: u64| (seq + 3) >> 2;
+    ended_by(to).saturating_sub(began_by(from))
+}
+
+#[test]
+fn grace_periods_between_count_only_whole_ones() {
+    // Idle at 8 (two ended), idle at 16: the third and fourth began and ended between.
+    assert_eq!(grace_periods_between(8, 16), 2);
+    // The third under way at 9: only the fourth is whole between.
+    assert_eq!(grace_periods_between(9, 16), 1);
+    // The fifth under way at 17 had not ended.
+    assert_eq!(grace_periods_between(9, 17), 1);
+    assert_eq!(grace_periods_between(16, 16), 0);
+}
+
 fn latency_ground_truth(series: &str) {
     let script = format!(
-        "traced srlat 'srlat --secs 0 --pid WPID' '/bin/rcu-workload membarrier {CALLS}'\n\
+        "insmod /lib/rcutrace_test.ko || exit 1\n\
+         traced srlat 'srlat --secs 0 --pid WPID' '/bin/rcu-workload membarrier {CALLS}'\n\
          traced srlat_kprobe 'srlat --secs 0 --pid WPID --attach kprobe' '/bin/rcu-workload membarrier {CALLS}'\n\
          traced overflow 'srlat --secs 0 --pid WPID --unit ns --linear 0,1,1' '/bin/rcu-workload membarrier 20'\n\
          traced buckets 'srlat --secs 0 --pid WPID --unit us --buckets 2000' '/bin/rcu-workload membarrier 20'\n\
@@ -59,12 +79,11 @@ fn latency_ground_truth(series: &str) {
          echo 0 > /sys/kernel/rcu_expedited\n\
          traced many_kretprobe 'srlat --secs 0 --pid WPID --attach kprobe' '/bin/rcu-workload membarrier-threads {THREADS} {PER_THREAD}'\n\
          traced many_fexit 'srlat --secs 0 --pid WPID' '/bin/rcu-workload membarrier-threads {THREADS} {PER_THREAD}'\n\
-         /bin/rcu-workload background & bg=$!\n\
-         echo '=== gplat.out'; /bin/rcutrace gplat --secs 3; echo '=== gplat.status'; echo $? 0\n\
-         echo '=== gpcount.out'; /bin/rcutrace count --secs 3; echo '=== gpcount.status'; echo $? 0\n\
-         kill $bg\n"
+         echo '=== gp_seq_launch'; grep gp_seq: /proc/rcutrace_test\n\
+         traced gplat 'gplat --secs 0' 'sh -c \"grep gp_seq: /proc/rcutrace_test; /bin/rcu-workload membarrier {CALLS}; grep gp_seq: /proc/rcutrace_test\"'\n\
+         echo '=== gp_seq_exit'; grep gp_seq: /proc/rcutrace_test\n"
     );
-    let guest = boot(series, &script);
+    let guest = boot_with_module(series, &script);
     let sections = sections(&guest.stdout);
 
     for (name, map) in [
@@ -255,30 +274,46 @@ fn latency_ground_truth(series: &str) {
     assert_eq!(samples + missed, calls, "{series}: {}", fexit.out);
     assert!(!fexit.out.contains("WARNING"), "{}", fexit.out);
 
-    // gplat sees the grace periods that count counts, over a comparable window.
-    let gplat = &sections["gplat.out"];
-    assert_eq!(sections["gplat.status"].trim(), "0 0", "{gplat}");
-    let gp_samples: f64 = gplat
-        .lines()
-        .find_map(|l| l.strip_prefix("@gplat count "))
-        .and_then(|rest| rest.split(',').next())
-        .and_then(|n| n.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no @gplat count in {gplat}"));
-    let gpcount = &sections["gpcount.out"];
-    let fqs_loops: f64 = gpcount
-        .lines()
-        .find_map(|l| l.strip_prefix("@[rcu_gp_fqs_loop]: "))
-        .and_then(|n| n.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no grace periods in {gpcount}"));
-    assert!(gp_samples >= 10.0, "too few grace periods seen: {gplat}");
+    // gplat times every grace period the kernel ran while it traced, checked against the
+    // kernel's own sequence (rcu_state.gp_seq, read by the test module): no fewer than those
+    // that both began and ended between the two read-outs inside its window (CALLS
+    // membarrier() calls drive them), and no more than those that began after the read-out
+    // before its launch and ended before the one after its exit.
+    let gplat = run_named(&sections, "gplat");
+    gplat.assert_ok("gplat");
+    let samples = gplat
+        .number_after("@gplat count", "count")
+        .unwrap_or_else(|| panic!("no @gplat count in {}", gplat.out)) as u64;
+    let gp_seq = |text: &str| -> Vec<u64> {
+        text.lines()
+            .filter_map(|l| l.strip_prefix("gp_seq: "))
+            .map(|n| n.trim().parse().unwrap())
+            .collect()
+    };
+    let [inside_start, inside_end] = gp_seq(&gplat.work)[..] else {
+        panic!("two gp_seq read-outs expected: {}", gplat.work)
+    };
+    let [launch] = gp_seq(&sections["gp_seq_launch"])[..] else {
+        panic!("{:?}", sections["gp_seq_launch"])
+    };
+    let [exit] = gp_seq(&sections["gp_seq_exit"])[..] else {
+        panic!("{:?}", sections["gp_seq_exit"])
+    };
+    let whole = |from, to| grace_periods_between(from, to);
+    let (at_least, at_most) = (whole(inside_start, inside_end), whole(launch, exit));
+    assert!(
+        at_least >= CALLS,
+        "{series}: {at_least} grace periods for {CALLS} calls"
+    );
+    assert!(
+        (at_least..=at_most).contains(&samples),
+        "{series}: gplat timed {samples} grace periods; the kernel ran {at_least} inside its \
+         window and {at_most} from before its launch to after its exit: {}",
+        gplat.out
+    );
     // Every rcu_gp_init() entry ended at an rcu_gp_cleanup() return, was in flight at the
     // end, or found nothing to do (within the bound): no warning.
-    assert!(!gplat.contains("WARNING"), "{gplat}");
-    let ratio = gp_samples / fqs_loops;
-    assert!(
-        (0.5..=2.0).contains(&ratio),
-        "gplat saw {gp_samples} grace periods, count {fqs_loops}"
-    );
+    assert!(!gplat.out.contains("WARNING"), "{}", gplat.out);
 }
 
 #[test]

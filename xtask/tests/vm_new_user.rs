@@ -107,6 +107,7 @@ fn per_cpu_sum(records: &[Record], name: &str) -> u64 {
 
 fn lost_and_wrong(series: &str) {
     let script = "\
+plain cbfirst callbacks --secs 5 -f json
 /bin/rcu-workload background >/dev/null 2>&1 &
 sleep 2
 plain badpath count --secs 1 --save /nonexistent/dir/x.json
@@ -120,6 +121,9 @@ interrupted cbtop 0.5 callbacks --secs 0 --top 2 --by cpu --save /tmp/cbtop.json
 plain cbcompare report /tmp/cbtop.json /tmp/cbtop.json
 ";
     let parts = all_sections(series, script);
+
+    // 0. The first callbacks run after boot, in the idle guest: its own doing left out.
+    support::assert_own_callbacks_left_out("cbfirst", &run_named(&parts, "cbfirst"));
 
     // 1. Refused before anything is attached: no banner, status 2, what is accepted.
     for name in ["badpath", "proc"] {

@@ -228,8 +228,6 @@ done
 /bin/rcu-workload module block_reader 1 300 >/dev/null
 sleep 2
 echo "=== after"; wget -q -O - http://127.0.0.1:9750/metrics | grep -e grace_period -e holdout -e stall_warnings
-sleep 1
-echo "=== again"; wget -q -O - http://127.0.0.1:9750/metrics | grep -e grace_period
 kill -TERM $ppid; wait $ppid
 kill -TERM $spid; wait $spid
 echo "=== serve.err"; cat /tmp/serve.err
@@ -338,12 +336,10 @@ fn stall_alert_fires(series: &str) {
         .sum();
     assert_eq!(holdouts, quiescent_wait, "{after}");
     // Every grace period the counter saw is assembled, under way, or began before tracing
-    // (its force-quiescent-state loop entered after the attach): the ring is drained after
-    // the counters are read, so it can only have seen more. By that scrape, or by the next
-    // one a second later: once, on 7.3 with the host loaded by other guests, a scrape
-    // counted 636 against 633 assembled, 1 under way and 1 begun before tracing, while the
-    // latency histogram, fed by another ring, had 635 (why that scrape fell short is not
-    // established). A grace period really lost stays unaccounted for at the next scrape too.
+    // (its force-quiescent-state loop entered after the attach), in the same scrape: the
+    // scrape reads the counters first, then every event reserved by then, waiting for those
+    // a program on another CPU is still writing (once, on 7.3 under a loaded host, a scrape
+    // that read only the events complete counted 636 against 635 accounted for).
     let accounted = |exposition: &str| {
         let value = |name: String| {
             metric(exposition, &name).unwrap_or_else(|| panic!("no {name}: {exposition}"))
@@ -358,12 +354,8 @@ fn stall_alert_fires(series: &str) {
                 })
                 .sum::<f64>()
     };
-    let again = section("again");
     let counted = metric(&after, "rcutrace_grace_periods_total").expect("grace periods counted");
-    assert!(
-        counted <= accounted(&after) || counted <= accounted(&again),
-        "{after}\n{again}"
-    );
+    assert!(counted <= accounted(&after), "{after}");
     assert!(
         metric(
             &after,

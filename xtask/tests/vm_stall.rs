@@ -2,7 +2,8 @@
 //! stall timeout lowered to 3 s at run time: a reader held 5 s on CPU 1 with preemption off
 //! is warned about while the grace period is under 1.5 s old, naming CPU 1 with the module's
 //! function on its stack, before the kernel's own warning, which is then reported, and the
-//! expedited grace period requested during the hold is warned about under 1.5 s old too (the
+//! expedited grace period requested during the hold is warned about under 1.5 s old too,
+//! waiting for CPU 1 alone as the kernel's leaf says (the
 //! hold begins 2.5 s into the window, between two of the watch's own looks, 5 s apart: only
 //! the kernel side's wake-up can warn on time); a reader
 //! blocked 5 s is named as that task, with how long it has been blocked; a starved
@@ -15,7 +16,9 @@ mod support;
 
 use std::time::Duration;
 
-use rcutrace_common::records::{ExpeditedStallWarning, Record, StallHoldout, StallWarning};
+use rcutrace_common::records::{
+    ExpeditedStallWarning, ExpeditedWaitingFor, Record, StallHoldout, StallWarning,
+};
 use support::{Run, boot_with_module_within, run_named, sections, stall_warnings, workload_value};
 
 const NS: u64 = 1_000_000_000;
@@ -153,6 +156,18 @@ fn stalls(series: &str) {
         .first()
         .unwrap_or_else(|| panic!("no expedited warning: {}", cpu.out));
     assert!((NS..NS * 3 / 2).contains(&first.age_ns), "{first:#?}");
+    // Read from the kernel's leaf: it waits for CPU 1 alone, and no blocked task.
+    for warning in &expedited {
+        assert_eq!(
+            warning.waiting_for,
+            Some(ExpeditedWaitingFor {
+                cpus: vec![1],
+                blocked_tasks: false
+            }),
+            "{}",
+            cpu.out
+        );
+    }
     let ended = records
         .iter()
         .find_map(|r| match r {

@@ -44,6 +44,7 @@ const COMMON_OPS: &[&str] = &[
     "cond_synchronize_rcu_expedited_full",
     "call_rcu_delayed",
     "flood",
+    "call_rcu_in_kprobe",
     "hold_cpu",
     "block_reader",
     "spin_preempt_off",
@@ -140,7 +141,7 @@ impl Request {
             // N ms of busy-waiting with preemption off: no RCU call.
             "reset" | "spin_preempt_off" => vec![],
             "kfree_rcu" => vec![("kvfree_call_rcu".into(), n)],
-            "call_rcu_delayed" | "flood" => vec![("call_rcu".into(), n)],
+            "call_rcu_delayed" | "flood" | "call_rcu_in_kprobe" => vec![("call_rcu".into(), n)],
             // One request inside the held reader (hold_cpu's N is the CPU, not a count).
             "hold_cpu" => vec![("start_poll_synchronize_rcu".into(), 1)],
             "block_reader" => vec![("start_poll_synchronize_rcu".into(), n)],
@@ -335,6 +336,7 @@ fn module_ground_truth(series: &str) {
         .collect();
     callbacks.push(("rcutrace_test_flood_cb", FLOOD));
     callbacks.push(("rcutrace_test_delayed_cb", DELAYED));
+    callbacks.push(("rcutrace_test_in_kprobe_cb", UNITS));
     for (callback, n) in callbacks {
         assert_eq!(number(&readout, &format!("queued {callback}")), n);
         assert_eq!(number(&readout, &format!("invoked {callback}")), n);

@@ -84,14 +84,17 @@ fn tree(series: &str, shape: &Shape) {
     let script = format!(
         "insmod /lib/rcutrace_test.ko || exit 1\n\
          echo '=== geometry'; dmesg | grep -e 'rcu_fanout_leaf' -e 'Adjusting geometry' -e 'nr_cpu_ids'\n\
+         traced cbfirst 'callbacks --secs 5 -f json' 'sleep 6'\n\
          traced cpu 'gp --secs 0 --top 50 -f json' 'sh -c \"/bin/rcu-workload module hold_cpu {last} {HOLD_MS}; sleep 0.5\"'\n\
          echo '=== cpu_readout'; cat /proc/rcutrace_test\n\
          traced task 'gp --secs 0 --top 50 -f json' 'sh -c \"taskset -c {last} /bin/rcu-workload module block_reader 1 {HOLD_MS}; sleep 0.5\"'\n\
          echo '=== task_readout'; cat /proc/rcutrace_test\n\
          traced text 'gp --secs 0 --top 3' 'sh -c \"taskset -c {last} /bin/rcu-workload module block_reader 1 {HOLD_MS}; sleep 0.5\"'\n\
          echo 3 > {STALL_TIMEOUT}\n\
-         traced stall_cpu 'stall -f json' '/bin/rcu-workload module hold_cpu {last} {STALL_HOLD_MS}'\n\
-         traced stall_task 'stall -f json' 'taskset -c {last} /bin/rcu-workload module block_reader 1 {STALL_HOLD_MS}'\n\
+         printf '%s & held=$!\\nsleep 0.3\\n/bin/rcu-workload module synchronize_rcu_expedited 1 >/dev/null\\nwait $held\\n' '/bin/rcu-workload module hold_cpu {last} {STALL_HOLD_MS}' > /tmp/stall_cpu.sh\n\
+         printf '%s & held=$!\\nsleep 0.3\\n/bin/rcu-workload module synchronize_rcu_expedited 1 >/dev/null\\nwait $held\\n' 'taskset -c {last} /bin/rcu-workload module block_reader 1 {STALL_HOLD_MS}' > /tmp/stall_task.sh\n\
+         traced stall_cpu 'stall -f json' 'sh /tmp/stall_cpu.sh'\n\
+         traced stall_task 'stall -f json' 'sh /tmp/stall_task.sh'\n\
          echo 21 > {STALL_TIMEOUT}\n\
          {updaters}\
          printf 'for i in $(seq 0 {last}); do taskset -c $i /bin/rcu-workload getppid {READERS} >/dev/null & done; wait\\n' > /tmp/percpu.sh\n\
@@ -109,6 +112,9 @@ fn tree(series: &str, shape: &Shape) {
     let sections = sections(&guest.stdout);
     let geometry = &sections["geometry"];
     let leaves = |records: &[Record]| support::gp_summary(records).rcu_node_leaves.clone();
+
+    // The first callbacks run after boot, in the idle guest: its own doing left out.
+    support::assert_own_callbacks_left_out("cbfirst", &run_named(&sections, "cbfirst"));
 
     // A reader held on the last CPU with preemption off: that CPU is the last holdout, as
     // itself (a leaf's bit), with the module's function on the stack a tick sampled there.
@@ -193,6 +199,9 @@ fn tree(series: &str, shape: &Shape) {
             .collect();
         assert_eq!(cpus, [last], "{geometry}{w:#?}");
     }
+    // An expedited grace period requested during the hold waits for that CPU alone, as the
+    // kernel's leaf of it says; during the blocked reader's sleep, for blocked tasks alone.
+    assert_expedited_waiting_for(&records, &[last], false, geometry, &stall.out);
     let held = warnings[0]
         .holdouts
         .iter()
@@ -214,6 +223,7 @@ fn tree(series: &str, shape: &Shape) {
             .find(|h| h.kind == "task" && h.pid == Some(writer))
     });
     let blocked = named.unwrap_or_else(|| panic!("no warning names the reader: {}", stall.out));
+    assert_expedited_waiting_for(&records, &[], true, geometry, &stall.out);
     assert_eq!(blocked.cpu, last, "{blocked:#?}");
     assert!(
         blocked
@@ -399,4 +409,33 @@ fn sixty_four_cpus_on_6_12() {
 #[test]
 fn sixty_four_cpus_on_7_3() {
     four_leaves("7.3");
+}
+
+/// Every expedited stall warning of a run waits for exactly `cpus`, and for blocked tasks
+/// as `blocked_tasks` says; there is at least one.
+fn assert_expedited_waiting_for(
+    records: &[Record],
+    cpus: &[u32],
+    blocked_tasks: bool,
+    geometry: &str,
+    out: &str,
+) {
+    let waits: Vec<_> = records
+        .iter()
+        .filter_map(|r| match r {
+            Record::ExpeditedStallWarning(w) => Some(&w.waiting_for),
+            _ => None,
+        })
+        .collect();
+    assert!(!waits.is_empty(), "{geometry}no expedited warning: {out}");
+    for waiting_for in waits {
+        let w = waiting_for
+            .as_ref()
+            .unwrap_or_else(|| panic!("{geometry}unread: {out}"));
+        assert_eq!(
+            (w.cpus.as_slice(), w.blocked_tasks),
+            (cpus, blocked_tasks),
+            "{geometry}{out}"
+        );
+    }
 }

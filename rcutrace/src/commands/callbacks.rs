@@ -16,21 +16,21 @@ use rcutrace_common::{
     hist::{LOG2_SLOTS, fine_slots},
 };
 
-use super::{Need, Period, Request, trace, warn_disagreements};
+use super::{trace, warn_disagreements};
 use crate::{
     cli::{CallbacksArgs, CallbacksBy},
     kernel::callback_lists::CallbackLists,
     kernel::cgroups::CgroupPaths,
-    kernel::environment,
-    kernel::symbols::Symbolizer,
+    kernel::symbols::keeper::SymbolKeeper,
     model::attribution::fold_top,
-    model::checks::{self, CrossCheck, EntryPoint},
+    model::checks::{self, CrossCheck, EntryPoint, Notes},
     model::stats::{QUANTILES, percentile_bits, percentile_error},
     model::{
-        Buckets, CallbackCounts, CallbackRow, CallbackTotals, CallbacksSummary, CountMap, HistMap,
-        Map, Report, SeriesStats, Summary, Unit,
+        Buckets, CallbackCounts, CallbackRow, CallbackTotals, CallbacksSummary, CountMap,
+        EntryPointCalls, HistMap, Map, Report, SeriesStats, Summary, Unit,
     },
     render::Format,
+    trace::engine::{Need, Period, Request},
     trace::probes::{CALLBACKS, Probe},
     trace::tracer::{Constant, Tracer},
 };
@@ -59,6 +59,7 @@ pub async fn run(args: &CallbacksArgs, format: Format) -> Result<Report> {
             log::warn!("the pending callbacks are not checked against the kernel's lists: {e:#}")
         }
     };
+    let symbols = SymbolKeeper::new();
     let request = Request {
         probes: &probes,
         constants,
@@ -73,6 +74,7 @@ pub async fn run(args: &CallbacksArgs, format: Format) -> Result<Report> {
         sample_readers: None,
         watch: None,
         at_close: Some(&mut look_at_lists),
+        symbols: Some(&symbols),
         format,
     };
     let options = Options {
@@ -84,7 +86,7 @@ pub async fn run(args: &CallbacksArgs, format: Format) -> Result<Report> {
     trace(request, None, &mut |period| {
         let mut raw = read(period)?;
         raw.lists_at_close = lists_at_close.get();
-        let names = function_names(&raw);
+        let names = function_names(&raw, &symbols);
         let mut report = assemble(&raw, &names, &options, period.elapsed);
         if let Summary::Callbacks(summary) = &report.summary {
             warn_disagreements(format, &summary.cross_checks);
@@ -94,7 +96,7 @@ pub async fn run(args: &CallbacksArgs, format: Format) -> Result<Report> {
             let map = queued_by_cgroup(&raw, &names, args.top, &mut path);
             report.maps.push(map);
         }
-        report.environment = environment::current(period.attached);
+        report.environment = period.environment();
         Ok(report)
     })
     .await
@@ -112,9 +114,11 @@ struct Raw {
     queued_by_cgroup: Vec<(CgroupQueued, u64)>,
     kvfree_traced: bool,
     entry_points_not_traced: Vec<String>,
-    /// Calls of each traced entry point while tracing, by `Via`.
-    entry_calls: Vec<(Via, u64)>,
+    /// Calls of each traced entry point while tracing, and what became of their notes, by
+    /// `Via`.
+    entry_calls: Vec<(Via, u64, Notes)>,
     missed_by_kernel: u64,
+    missed_by_kprobe_layer: u64,
     lists_at_close: Option<ListsAtClose>,
 }
 
@@ -177,25 +181,48 @@ fn read(period: &Period<'_>) -> Result<Raw> {
             .filter(|(p, _)| !attached(p))
             .map(|(p, _)| p.function.to_string())
             .collect(),
-        entry_calls: CALLBACKS
-            .entry_points
-            .iter()
-            .filter(|(p, _)| attached(p))
-            .map(|(_, via)| {
-                let per_cpu = tracer.per_cpu_values("ENTRY_CALLS", *via)?;
-                Ok((*via, per_cpu.iter().sum()))
-            })
-            .collect::<Result<_>>()?,
+        entry_calls: entry_calls(tracer, &attached)?,
         missed_by_kernel: period.counters.missed(tracer, &all),
+        missed_by_kprobe_layer: period.counters.kprobe_layer_missed(&all),
         lists_at_close: None,
     })
 }
 
-/// Names for every function address in the maps; hex where symbols are unavailable.
-fn function_names(raw: &Raw) -> BTreeMap<u64, String> {
-    let symbolizer = Symbolizer::new()
-        .inspect_err(|e| log::warn!("callback functions are shown as addresses: {e:#}"))
-        .ok();
+/// Each attached entry point's calls and notes. The programs take no note once the window
+/// has closed, so the notes still waiting are those of the close; read before the count of
+/// overwritten notes, so that a note overwritten in between is counted (twice at worst,
+/// never not at all).
+fn entry_calls(
+    tracer: &Tracer,
+    attached: &dyn Fn(&Probe) -> bool,
+) -> Result<Vec<(Via, u64, Notes)>> {
+    let waiting = tracer.per_cpu_entries::<Caller>("CALLER", 0)?;
+    CALLBACKS
+        .entry_points
+        .iter()
+        .filter(|(p, _)| attached(p))
+        .map(|&(_, via)| {
+            let sum =
+                |map: &str| -> Result<u64> { Ok(tracer.per_cpu_values(map, via)?.iter().sum()) };
+            let notes = Notes {
+                overwritten: sum("NOTES_OVERWRITTEN")?,
+                waiting_at_close: waiting_at_close(&waiting, via),
+                from_before: sum("NOTES_FROM_BEFORE")?,
+            };
+            Ok((via, sum("ENTRY_CALLS")?, notes))
+        })
+        .collect()
+}
+
+/// The CPUs whose note, left by a counted call through `via`, no queueing took.
+fn waiting_at_close(notes: &[Caller], via: Via) -> u64 {
+    notes.iter().filter(|n| n.waiting() && n.via == via).count() as u64
+}
+
+/// Names for every function address in the maps, as they were while the callbacks were
+/// queued; hex where symbols are unavailable.
+fn function_names(raw: &Raw, symbols: &SymbolKeeper) -> BTreeMap<u64, String> {
+    let names = symbols.names();
     let addresses = raw
         .rows
         .iter()
@@ -203,12 +230,7 @@ fn function_names(raw: &Raw) -> BTreeMap<u64, String> {
         .chain(raw.pending.iter().map(|p| p.func))
         .chain(raw.queued_by_cgroup.iter().map(|(k, _)| k.func));
     addresses
-        .map(|addr| {
-            let name = symbolizer
-                .as_ref()
-                .map_or_else(|| format!("{addr:#x}"), |s| s.function_name(addr));
-            (addr, name)
-        })
+        .map(|addr| (addr, names.function_name(addr)))
         .collect()
 }
 
@@ -333,6 +355,15 @@ fn assemble(
             percentile_error: percentile_error(CALLBACK_FINE_BITS),
             totals,
             entry_points_not_traced: raw.entry_points_not_traced.clone(),
+            entry_points: raw
+                .entry_calls
+                .iter()
+                .map(|&(via, calls, notes)| EntryPointCalls {
+                    function: via_name(via).to_string(),
+                    calls,
+                    notes,
+                })
+                .collect(),
             cross_checks,
         }),
         environment: None,
@@ -404,6 +435,8 @@ fn totals(raw: &Raw, rows: &[Building]) -> CallbackTotals {
         rows_map_full_queued: total(TOTAL_LOST_ROWS_FULL_QUEUED),
         rows_map_full_invoked: total(TOTAL_LOST_ROWS_FULL_INVOKED),
         missed_by_kernel: raw.missed_by_kernel,
+        missed_by_kprobe_layer: raw.missed_by_kprobe_layer,
+        own_queued: total(TOTAL_OWN_QUEUED),
     }
 }
 
@@ -413,9 +446,10 @@ fn entry_point_checks(raw: &Raw, rows: &[Building], totals: &CallbackTotals) -> 
     let entry_points: Vec<EntryPoint<'_>> = raw
         .entry_calls
         .iter()
-        .map(|&(via, calls)| EntryPoint {
+        .map(|&(via, calls, notes)| EntryPoint {
             function: via_name(via),
             calls,
+            notes,
             queued: rows
                 .iter()
                 .filter(|b| b.key.via == via)
@@ -423,9 +457,7 @@ fn entry_point_checks(raw: &Raw, rows: &[Building], totals: &CallbackTotals) -> 
                 .sum(),
         })
         .collect();
-    let cpus = raw.totals.first().map_or(1, Vec::len) as u64;
-    let already_lost = totals.missed_by_kernel + totals.rows_map_full_queued;
-    checks::callbacks_by_entry_point(&entry_points, cpus, already_lost)
+    checks::callbacks_by_entry_point(&entry_points, totals.rows_map_full_queued)
 }
 
 /// The callbacks queued through normal RCU's entry points and left pending, against what
@@ -630,7 +662,7 @@ mod tests {
                 },
             ],
             // Per CPU, adding up to the rows' columns: QUEUED, INVOKED, kvfree, three
-            // losses, BEFORE.
+            // losses, BEFORE; then cgroups lost and rcutrace's own queueings.
             totals: vec![
                 vec![6, 4],
                 vec![5, 3],
@@ -639,12 +671,18 @@ mod tests {
                 vec![0, 0],
                 vec![0, 0],
                 vec![7, 4],
+                vec![0, 0],
+                vec![2, 12],
             ],
             queued_by_cgroup: Vec::new(),
             kvfree_traced: true,
             entry_points_not_traced: vec!["call_rcu_tasks_rude".into()],
-            entry_calls: vec![(VIA_CALL_RCU, 5), (VIA_CALL_RCU_HURRY, 5)],
+            entry_calls: vec![
+                (VIA_CALL_RCU, 5, Notes::default()),
+                (VIA_CALL_RCU_HURRY, 5, Notes::default()),
+            ],
             missed_by_kernel: 0,
+            missed_by_kprobe_layer: 0,
             lists_at_close: None,
         }
     }
@@ -682,7 +720,7 @@ mod tests {
             (queued(7, MOD_CB), 5),
             (queued(9, OLD_CB), 2),
         ];
-        raw.totals.push(vec![0, 2]);
+        raw.totals[TOTAL_LOST_CGROUPS_FULL as usize] = vec![0, 2];
         let mut path = |id: u64| match id {
             1 => "/".to_string(),
             7 => "/a".to_string(),
@@ -820,12 +858,94 @@ mod tests {
         assert!(s.cross_checks.iter().all(|c| c.agrees()));
     }
 
+    /// Callbacks rcutrace itself queued are in no row and said apart, only when there are any.
+    #[test]
+    fn own_queueings_are_said_apart() {
+        let report = assemble(&raw(), &names(), &options(0, false), Duration::from_secs(5));
+        let s = summary(&report);
+        assert_eq!(s.totals.own_queued, 14);
+        assert_eq!(s.totals.queued, 10);
+        let text = crate::render::report(Format::Text, &report);
+        assert!(
+            text.contains(
+                "  not counted, as rcutrace's own doing: 14 callbacks its attaching, reading \
+                 and detaching queued\n"
+            ),
+            "{text}"
+        );
+        let mut none = raw();
+        none.totals[TOTAL_OWN_QUEUED as usize] = vec![0, 0];
+        let report = assemble(&none, &names(), &options(0, false), Duration::from_secs(5));
+        assert!(!crate::render::report(Format::Text, &report).contains("own doing"));
+    }
+
+    /// Only a counted call's note that no queueing took is waiting: not a taken one (head
+    /// 0), not one made before the window or by rcutrace itself, not another entry point's.
+    #[test]
+    fn notes_waiting_at_the_close_are_counted_calls_untaken() {
+        let note = |head, via, counted| Caller { head, via, counted };
+        let cpus = [
+            note(0xffff_8880_0000_1000, VIA_CALL_RCU, 1),
+            note(0, VIA_CALL_RCU, 1),
+            note(0xffff_8880_0000_2000, VIA_CALL_RCU, 0),
+            note(0xffff_8880_0000_3000, VIA_CALL_SRCU, 1),
+            note(0xffff_8880_0000_4000, VIA_CALL_RCU, 1),
+        ];
+        assert_eq!(waiting_at_close(&cpus, VIA_CALL_RCU), 2);
+        assert_eq!(waiting_at_close(&cpus, VIA_CALL_SRCU), 1);
+        assert_eq!(waiting_at_close(&cpus, VIA_CALL_RCU_HURRY), 0);
+    }
+
+    /// Notes not taken are the bound of their entry point's check, and said on a line of
+    /// their own.
+    #[test]
+    fn notes_not_taken_bound_the_check_and_are_said() {
+        let mut raw = raw();
+        raw.entry_calls[0] = (
+            VIA_CALL_RCU,
+            8,
+            Notes {
+                overwritten: 2,
+                waiting_at_close: 1,
+                from_before: 0,
+            },
+        );
+        let report = assemble(&raw, &names(), &options(0, false), Duration::from_secs(5));
+        let s = summary(&report);
+        assert_eq!(
+            (s.cross_checks[0].bound, s.cross_checks[0].agrees()),
+            (3, true)
+        );
+        let text = crate::render::report(Format::Text, &report);
+        assert!(
+            text.contains(
+                "  calls whose queueing did not take their note (callback via other, or queued \
+                 after the close): call_rcu 3 of 8 calls (2 overwritten on their CPU, 1 waiting \
+                 at the close; 0 queued from a call before tracing)\n"
+            ),
+            "{text}"
+        );
+        raw.entry_calls[0].1 = 9;
+        let report = assemble(&raw, &names(), &options(0, false), Duration::from_secs(5));
+        assert!(!summary(&report).cross_checks[0].agrees());
+        let json = crate::render::report(Format::Json, &report);
+        assert!(
+            json.contains(
+                r#""entry_points": [{"entry_point": "call_rcu", "calls": 9, "notes_overwritten": 2, "notes_waiting_at_close": 1, "notes_from_before": 0}"#
+            ),
+            "{json}"
+        );
+    }
+
     /// An offloaded CPU's bypass list unhooked: call_rcu() was called, its callbacks were
     /// invoked, none was seen queued. The text says so, with both figures.
     #[test]
     fn queueings_short_of_the_calls_print_a_warning() {
         let mut raw = raw();
-        raw.entry_calls = vec![(VIA_CALL_RCU, 305), (VIA_CALL_RCU_HURRY, 5)];
+        raw.entry_calls = vec![
+            (VIA_CALL_RCU, 305, Notes::default()),
+            (VIA_CALL_RCU_HURRY, 5, Notes::default()),
+        ];
         let report = assemble(&raw, &names(), &options(2, false), Duration::from_secs(5));
         let s = summary(&report);
         assert!(!s.cross_checks[0].agrees());
@@ -836,7 +956,7 @@ mod tests {
         assert!(
             warnings[0].starts_with(
                 "  WARNING: callbacks queued via call_rcu (5) and call_rcu() calls (305) differ \
-                 by 300, more than the 7 "
+                 by 300, more than the 0 "
             ),
             "{text}"
         );

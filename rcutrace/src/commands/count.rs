@@ -9,24 +9,28 @@ use rcutrace_common::{
     own_work,
 };
 
-use super::{Need, Period, Request, stack_frames, trace};
+use super::{stack_frames, trace};
 use crate::{
     cli::{ByArgs, CountArgs},
     kernel,
     kernel::cgroups::CgroupPaths,
-    kernel::environment,
-    kernel::symbols::Symbolizer,
+    kernel::symbols::keeper::SymbolKeeper,
     model::attribution::{By, fold_top, key_text},
     model::checks,
     model::{CountMap, CountSummary, KeyedLosses, Map, Report, Summary},
     render::Format,
-    trace::probes::{COUNTED, Counted, Probe, counted_functions},
+    trace::engine::{Need, Period, Request},
+    trace::probes::{COUNTED, Counted, GP_INIT_FOUND_NOTHING, Probe, counted_functions},
     trace::sampling,
     trace::tracer::Constant,
 };
 
 pub async fn run(args: &CountArgs, format: Format) -> Result<Report> {
-    let probes: Vec<Probe> = counted_functions(args.all).map(|c| c.probe).collect();
+    let mut probes: Vec<Probe> = counted_functions(args.all).map(|c| c.probe).collect();
+    if args.all {
+        // Tells the inits that started a grace period from those that found none.
+        probes.push(GP_INIT_FOUND_NOTHING);
+    }
     // Switching the sampled reader probe makes these threads call updaters for rcutrace:
     // their calls are left out (and counted as such) only then.
     let constants = match args.sample_readers {
@@ -36,8 +40,8 @@ pub async fn run(args: &CountArgs, format: Format) -> Result<Report> {
         )],
         None => Vec::new(),
     };
-    // Made once, kept for every interval.
-    let mut symbolizer = None;
+    // Kept for every interval.
+    let symbols = SymbolKeeper::new();
     let mut cgroups = CgroupPaths::new();
     trace(
         Request {
@@ -53,10 +57,11 @@ pub async fn run(args: &CountArgs, format: Format) -> Result<Report> {
             sample_readers: args.sample_readers,
             watch: None,
             at_close: None,
+            symbols: (args.by.by == Some(By::Stack)).then_some(&symbols),
             format,
         },
         None,
-        &mut |period| report(period, &args.by, &mut symbolizer, format, &mut cgroups),
+        &mut |period| report(period, &args.by, &symbols, format, &mut cgroups),
     )
     .await
 }
@@ -65,7 +70,7 @@ pub async fn run(args: &CountArgs, format: Format) -> Result<Report> {
 fn report(
     period: &Period<'_>,
     by: &ByArgs,
-    symbolizer: &mut Option<Symbolizer>,
+    symbols: &SymbolKeeper,
     format: Format,
     cgroups: &mut CgroupPaths,
 ) -> Result<Report> {
@@ -98,7 +103,7 @@ fn report(
                 .collect();
             (counts, entries, None)
         }
-        Some(key_by) => keyed(period, counts, key_by, by.top, symbolizer, cgroups),
+        Some(key_by) => keyed(period, counts, key_by, by.top, symbols, cgroups),
     };
     // Reader kprobe skips are the tracer's own nested rcu_read_lock(), not lost readers.
     let not_readers: Vec<Probe> = counts
@@ -106,8 +111,17 @@ fn report(
         .filter(|(c, _)| c.slot() != counters::READ_LOCK)
         .map(|(c, _)| c.probe)
         .collect();
+    let found_nothing = period
+        .attached
+        .iter()
+        .any(|(probe, _)| *probe == GP_INIT_FOUND_NOTHING)
+        .then(|| {
+            let slot = counters::GP_INIT_FOUND_NOTHING as usize;
+            totals.get(slot).copied().unwrap_or(0)
+        });
     let mut summary = summarize(
         &counts,
+        found_nothing,
         period.elapsed,
         period.counters.missed(period.tracer, &not_readers),
     );
@@ -127,7 +141,7 @@ fn report(
             entries,
         })],
         summary: Summary::Count(summary),
-        environment: environment::current(period.attached),
+        environment: period.environment(),
     })
 }
 
@@ -143,10 +157,10 @@ fn keyed<'a>(
     counts: Vec<(&'a Counted, u64)>,
     by: By,
     top: usize,
-    symbolizer: &mut Option<Symbolizer>,
+    symbols: &SymbolKeeper,
     cgroups: &mut CgroupPaths,
 ) -> Keyed<'a> {
-    let mut frames = stack_frames(period.tracer, symbolizer);
+    let mut frames = stack_frames(period.tracer, symbols);
     let mut cgroup = |id| cgroups.path(id);
     let (totals, entries) = keyed_entries(
         &counts,
@@ -193,8 +207,14 @@ fn keyed_entries<'a, 'k>(
     (totals, fold_top(entries, top, |n| *n, |a, b| *a += b))
 }
 
-/// The counts the ratios are made of, from the traced functions' counts.
-fn summarize(counts: &[(&Counted, u64)], elapsed: Duration, missed: u64) -> CountSummary {
+/// The counts the ratios are made of, from the traced functions' counts; `found_nothing`: the
+/// `rcu_gp_init()` calls that started no grace period, where they were counted.
+fn summarize(
+    counts: &[(&Counted, u64)],
+    found_nothing: Option<u64>,
+    elapsed: Duration,
+    missed: u64,
+) -> CountSummary {
     let count = |slot: CounterSlot| {
         counts
             .iter()
@@ -218,8 +238,9 @@ fn summarize(counts: &[(&Counted, u64)], elapsed: Duration, missed: u64) -> Coun
         .find(|(c, _)| c.function() == GRACE_PERIOD_INIT)
         .map(|(_, n)| *n);
     let cross_checks = inits
+        .zip(found_nothing)
         .zip(count(counters::GP_FQS_LOOP))
-        .map(|(inits, loops)| checks::grace_period_inits(inits, loops))
+        .map(|((inits, nothing), loops)| checks::grace_period_inits(inits, nothing, loops))
         .into_iter()
         .collect();
     CountSummary {
@@ -262,7 +283,7 @@ mod tests {
             (counted, *n)
         })
         .collect();
-        let summary = summarize(&counts, Duration::from_secs(10), 3);
+        let summary = summarize(&counts, None, Duration::from_secs(10), 3);
         assert_eq!(
             summary,
             CountSummary {
@@ -281,7 +302,7 @@ mod tests {
                 cross_checks: Vec::new(),
             }
         );
-        let nothing = summarize(&[], Duration::ZERO, 0);
+        let nothing = summarize(&[], None, Duration::ZERO, 0);
         assert_eq!((nothing.readers, nothing.callbacks), (None, None));
     }
 
@@ -324,7 +345,7 @@ mod tests {
                 name: "@".into(),
                 entries,
             })],
-            summary: Summary::Count(summarize(&totals, Duration::from_secs(10), 0)),
+            summary: Summary::Count(summarize(&totals, None, Duration::from_secs(10), 0)),
             environment: None,
         };
         (

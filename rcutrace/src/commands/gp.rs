@@ -2,18 +2,15 @@
 //! events through the sample ring; `model::anatomy` assembles them as they arrive and
 //! `model::grace_periods` tallies each period's grace periods for the report.
 
-use std::{cell::RefCell, time::Duration};
+use std::cell::RefCell;
 
 use anyhow::{Result, bail};
-use rcutrace_common::{
-    attribution::MAX_STACKS,
-    gp::{self as common, GpEvent, MAX_BLOCKED},
-};
+use rcutrace_common::gp as common;
 
-use super::{Need, Period, Request, trace};
+use super::trace;
 use crate::{
     cli::GpArgs,
-    kernel::{self, environment, rcu_state::RcuLayout},
+    kernel::{self, symbols::keeper::SymbolKeeper},
     model::{
         GracePeriodLosses, GracePeriodRow, GracePeriodsSummary, HistMap, LatencySummary, Losses,
         Map, Report, Summary,
@@ -24,14 +21,11 @@ use crate::{
     },
     render::Format,
     trace::{
+        engine::{self, Need, Period, Request},
+        grace_periods::{GpEvents, constants, decode},
         probes::{GRACE_PERIODS, GRACE_PERIODS_NEEDED, Probe},
-        tracer::Constant,
     },
 };
-
-/// A CPU that has held a grace period up this long is sampled at each of its ticks (a few
-/// ticks at HZ=250: past the first force-quiescent-state pass).
-const HOLDOUT_SAMPLE_AFTER_NS: u64 = 10_000_000;
 
 /// The map the duration histogram prints as: the same as `gplat`'s, which times the same.
 const MAP_NAME: &str = "@gplat";
@@ -45,7 +39,7 @@ struct Stream {
 
 pub async fn run(args: &GpArgs, format: Format) -> Result<Report> {
     let probes: Vec<Probe> = GRACE_PERIODS.in_attach_order().to_vec();
-    super::read_btf_ahead(&probes, Default::default(), None);
+    engine::read_btf_ahead(&probes, Default::default(), None);
     crate::trace::marks::mark("kernel BTF read");
     let layout = kernel::rcu_state::layout()?;
     crate::trace::marks::mark("RCU's layout and rcu_node tree read");
@@ -68,7 +62,7 @@ pub async fn run(args: &GpArgs, format: Format) -> Result<Report> {
             stream.tally.add(gp);
         }
     };
-    let mut symbolizer = None;
+    let symbols = SymbolKeeper::new();
     trace(
         Request {
             probes: &probes,
@@ -83,6 +77,7 @@ pub async fn run(args: &GpArgs, format: Format) -> Result<Report> {
             sample_readers: None,
             watch: None,
             at_close: None,
+            symbols: Some(&symbols),
             format,
         },
         Some(&mut consume),
@@ -113,7 +108,7 @@ pub async fn run(args: &GpArgs, format: Format) -> Result<Report> {
                 in_progress,
                 unassembled,
                 &leaves,
-                &mut symbolizer,
+                &symbols,
             )?;
             if let Summary::GracePeriods(summary) = &report.summary {
                 super::warn_disagreements(format, &summary.cross_checks());
@@ -124,56 +119,6 @@ pub async fn run(args: &GpArgs, format: Format) -> Result<Report> {
     .await
 }
 
-/// What the grace-period programs send to user space.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(super) enum GpEvents {
-    /// Nothing: they keep the grace period's state and counts for reading (`top`).
-    None,
-    /// Every event, with stacks sampled on holdout CPUs (`gp`).
-    WithSamples,
-    /// The same, and a wake-up of user space at once when a grace period, normal or
-    /// expedited, passes `wake_after` (`stall`, whose watch then need not look often).
-    WithWakeAfter(Duration),
-    /// Every event but the holdout samples: the anatomy without stacks (`serve`).
-    WithoutSamples,
-}
-
-/// The grace-period programs' load-time constants and map sizes: where RCU's state lies in
-/// this kernel, and room for every possible CPU.
-pub(super) fn constants(layout: &RcuLayout, cpus: u32, events: GpEvents) -> Vec<Constant> {
-    let (rcuname, msg) = layout.stall_warning.unwrap_or((0, 0));
-    let sample_after_ns = match events {
-        GpEvents::WithSamples | GpEvents::WithWakeAfter(_) => HOLDOUT_SAMPLE_AFTER_NS,
-        // No grace period gets that old.
-        GpEvents::WithoutSamples | GpEvents::None => u64::MAX,
-    };
-    let wake_after_ns = match events {
-        GpEvents::WithWakeAfter(after) => u64::try_from(after.as_nanos()).unwrap_or(u64::MAX),
-        _ => u64::MAX,
-    };
-    vec![
-        Constant::U32("GP_EVENTS", u32::from(events != GpEvents::None)),
-        Constant::U64("RCU_STATE_ADDRESS", layout.rcu_state),
-        Constant::U32("RCU_STATE_GP_SEQ", layout.gp_seq),
-        Constant::U32("RCU_NODE_QSMASK", layout.node_qsmask),
-        Constant::U32("RCU_NODE_GRPLO", layout.node_grplo),
-        Constant::U32("RCU_NODE_LEVEL", layout.node_level),
-        Constant::U32("RCU_LEAF_LEVEL", layout.tree.leaf_level()),
-        Constant::U32("TASK_RCU_READ_LOCK_NESTING", layout.task_nesting),
-        Constant::U32("STALL_WARNING_RCUNAME", rcuname),
-        Constant::U32("STALL_WARNING_MSG", msg),
-        Constant::U64("HOLDOUT_SAMPLE_AFTER_NS", sample_after_ns),
-        Constant::U64("STALL_WAKE_AFTER_NS", wake_after_ns),
-        Constant::MaxEntries("CPU_STATE", cpus),
-        Constant::MaxEntries("BLOCKED", MAX_BLOCKED),
-        Constant::MaxEntries("STACKS", MAX_STACKS),
-    ]
-}
-
-pub(super) fn decode(record: &[u8]) -> Option<GpEvent> {
-    rcutrace_common::latency::read_record(record)
-}
-
 fn report(
     period: &Period<'_>,
     args: &GpArgs,
@@ -181,7 +126,7 @@ fn report(
     in_progress: bool,
     unassembled: crate::model::anatomy::Unassembled,
     rcu_node_leaves: &[String],
-    symbolizer: &mut Option<crate::kernel::symbols::Symbolizer>,
+    symbols: &SymbolKeeper,
 ) -> Result<Report> {
     let losses = period.counters.array("GP_LOSSES");
     let loss = |slot: u32| losses.get(slot as usize).copied().unwrap_or(0);
@@ -196,7 +141,7 @@ fn report(
         kernel_reads: loss(common::GP_LOST_READS),
         missed_by_kernel,
     };
-    let mut frames = super::stack_frames(period.tracer, symbolizer);
+    let mut frames = super::stack_frames(period.tracer, symbols);
     let slowest = tally
         .slowest()
         .iter()
@@ -245,13 +190,13 @@ fn report(
             lost,
             rcu_node_leaves: rcu_node_leaves.to_vec(),
         })),
-        environment: environment::current(period.attached),
+        environment: period.environment(),
     })
 }
 
 /// The stack kept for a grace period's last holdout: sampled on the CPU, or where the
 /// blocked reader was switched out.
-pub(super) fn holdout_stack(holdout: Option<&Holdout>) -> Option<u64> {
+fn holdout_stack(holdout: Option<&Holdout>) -> Option<u64> {
     match holdout? {
         Holdout::Cpu { sample, .. } => sample.as_ref()?.stack,
         Holdout::Task { stack, .. } => *stack,

@@ -5,13 +5,12 @@ use std::cell::RefCell;
 use anyhow::{Result, bail};
 use rcutrace_common::latency::*;
 
-use super::{Need, Period, Request, stages, trace};
+use super::trace;
 use crate::{
     cli::{ByArgs, LatencyArgs, SrlatArgs},
     kernel,
     kernel::cgroups::CgroupPaths,
-    kernel::environment,
-    kernel::symbols::Symbolizer,
+    kernel::symbols::keeper::SymbolKeeper,
     model::aggregate::{Aggregate, Layout, Series},
     model::attribution::{By, fold_top, key_text},
     model::checks::{self, CrossCheck},
@@ -19,7 +18,9 @@ use crate::{
     model::stats::PERCENTILE_ERROR,
     model::{HistMap, LatencySummary, Losses, Map, Report, Summary, Unit},
     render::Format,
+    trace::engine::{Need, Period, Request},
     trace::probes::{self, Probe, Timed},
+    trace::stages,
     trace::tracer::{Constant, Tracer},
 };
 
@@ -151,10 +152,7 @@ async fn run(
         .iter()
         .filter(|t| t.timed.same_function())
         .fold(0u32, |mask, t| mask | 1 << t.timed.index());
-    let timed_probes: Vec<Probe> = timings
-        .iter()
-        .flat_map(|t| [t.timed.entry, t.timed.exit])
-        .collect();
+    let timed_probes: Vec<Probe> = timings.iter().flat_map(|t| t.timed.probes()).collect();
     let mut constants = vec![
         Constant::U32("SAME_FUNCTION_MASK", same_function_mask),
         Constant::U32("TARGET_TGID", pid.unwrap_or(0)),
@@ -183,7 +181,7 @@ async fn run(
         }
         None => aggregate.borrow_mut().add(record),
     };
-    let mut symbolizer = None;
+    let symbols = SymbolKeeper::new();
     // Every report covers the window from its opening: a plain run's one, or --cumulative's.
     let checking = Checking {
         whole_window: args.over_time.interval().is_none_or(|i| i.cumulative),
@@ -204,6 +202,7 @@ async fn run(
             sample_readers: None,
             watch: None,
             at_close: None,
+            symbols: (args.by.by == Some(By::Stack)).then_some(&symbols),
             format,
         },
         Some(&mut consume),
@@ -213,7 +212,7 @@ async fn run(
                 timings,
                 &args.by,
                 &mut aggregate.borrow_mut(),
-                &mut symbolizer,
+                &symbols,
                 checking,
                 &mut cgroups,
             )?;
@@ -241,7 +240,7 @@ fn report(
     timings: &[Timing],
     by: &ByArgs,
     aggregate: &mut Aggregate,
-    symbolizer: &mut Option<Symbolizer>,
+    symbols: &SymbolKeeper,
     checking: Checking,
     cgroups: &mut CgroupPaths,
 ) -> Result<Report> {
@@ -261,7 +260,7 @@ fn report(
             aggregate.take(index)
         };
         let layout = aggregate.layout();
-        let series = keyed(series, layout, period.tracer, by, symbolizer, cgroups);
+        let series = keyed(series, layout, period.tracer, by, symbols, cgroups);
         let mut stats = Vec::new();
         for (key, s) in &series {
             maps.push(Map::Hist(HistMap {
@@ -299,7 +298,7 @@ fn report(
         time: None,
         maps,
         summary: Summary::Latency(summaries),
-        environment: environment::current(period.attached),
+        environment: period.environment(),
     })
 }
 
@@ -352,7 +351,7 @@ fn keyed(
     layout: Layout,
     tracer: &Tracer,
     by: &ByArgs,
-    symbolizer: &mut Option<Symbolizer>,
+    symbols: &SymbolKeeper,
     cgroups: &mut CgroupPaths,
 ) -> Vec<(Option<String>, Series)> {
     let Some(key_by) = by.by else {
@@ -362,7 +361,7 @@ fn keyed(
         });
         return vec![(None, all.unwrap_or_else(|| Series::new(layout)))];
     };
-    let mut frames = super::stack_frames(tracer, symbolizer);
+    let mut frames = super::stack_frames(tracer, symbols);
     let mut cgroup = |id| cgroups.path(id);
     let texts: Vec<(String, Series)> = series
         .into_iter()
@@ -387,8 +386,18 @@ fn entries_check(period: &Period<'_>, timing: &Timing, accounted: u64) -> CrossC
         timing.timed.entry.function,
         entries,
         accounted,
-        timing.timed.same_function(),
+        found_nothing_skipped(period, timing),
     )
+}
+
+/// Hits the kernel skipped at the return that ends a call finding nothing to do (none where
+/// the timing has no such return): each leaves its call to be replaced by the next entry,
+/// unseen.
+fn found_nothing_skipped(period: &Period<'_>, timing: &Timing) -> u64 {
+    timing
+        .timed
+        .found_nothing
+        .map_or(0, |probe| period.counters.missed(period.tracer, &[probe]))
 }
 
 /// What could not be measured for one timed function in the period, and how many entries
@@ -405,7 +414,20 @@ fn losses(period: &Period<'_>, timing: &Timing, by: Option<By>) -> Result<(Losse
             .unwrap_or(0)
     };
     let entries_skipped = period.counters.missed(tracer, &[timing.timed.entry]);
+    let found_nothing_skipped = found_nothing_skipped(period, timing);
     let returns_skipped = period.counters.missed(tracer, &[timing.timed.exit]);
+    // A kprobe and a kretprobe on one function share its address: a hit the kprobe layer
+    // skips there is counted by both, and is one call that neither program saw.
+    let skipped_together = if timing.timed.same_function() {
+        let counters = &period.counters;
+        counters
+            .kprobe_layer_missed(&[timing.timed.entry])
+            .min(counters.kprobe_layer_missed(&[timing.timed.exit]))
+    } else {
+        0
+    };
+    let entries_skipped_alone = entries_skipped - skipped_together;
+    let returns_skipped_alone = returns_skipped - skipped_together;
     // Calls left in the in-flight map: still inside the function, or returned with the return
     // not seen: dropped by the kernel (a kretprobe out of instances) or its program skipped (a
     // trampoline's program is skipped when its thread was preempted inside it and another
@@ -429,18 +451,25 @@ fn losses(period: &Period<'_>, timing: &Timing, by: Option<By>) -> Result<(Losse
          in flight {in_flight}, of gone threads {returned}",
         timing.timed.entry.function
     );
-    // A skipped return program leaves its start behind, like a dropped return: count it once.
-    let returns_dropped = (stat(STAT_RETURNS_MISSED) + returned).saturating_sub(returns_skipped);
+    // A return skipped alone leaves its start behind, like a dropped return: count it once.
+    let returns_dropped =
+        (stat(STAT_RETURNS_MISSED) + returned).saturating_sub(returns_skipped_alone);
     let lost_to_full_map = stat(STAT_LOST_START_MAP_FULL) + stat(STAT_LOST_RING_FULL);
     let own_calls = stat(STAT_OWN_CALLS);
-    let left_behind =
-        in_flight + returned + stat(STAT_RETURNS_MISSED) + lost_to_full_map + own_calls;
+    // Calls that ended with no grace period started: not a loss, nothing to time.
+    let found_nothing = stat(STAT_FOUND_NOTHING);
+    let left_behind = in_flight
+        + returned
+        + stat(STAT_RETURNS_MISSED)
+        + lost_to_full_map
+        + own_calls
+        + found_nothing;
     let losses = Losses {
         in_flight_at_exit: in_flight,
         returns_lost: returns_dropped,
-        // A skipped entry program makes its return look unmatched: count it once, as missed.
-        began_before_tracing: stat(STAT_UNMATCHED_RETURNS).saturating_sub(entries_skipped),
-        missed_by_kernel: entries_skipped + returns_skipped,
+        // An entry skipped alone makes its return look unmatched: count it once, as missed.
+        began_before_tracing: stat(STAT_UNMATCHED_RETURNS).saturating_sub(entries_skipped_alone),
+        missed_by_kernel: entries_skipped + returns_skipped_alone + found_nothing_skipped,
         lost_to_full_map,
         stacks_lost: (by == Some(By::Stack)).then(|| stat(STAT_LOST_STACK)),
         own_calls_left_out: own_calls,

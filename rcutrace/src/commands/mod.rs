@@ -1,5 +1,8 @@
-//! The commands, as thin compositions of the shared machinery below: check privileges, load,
-//! attach from the probe table, trace for a window, detach, then read and render.
+//! The commands, as thin compositions of the shared machinery: the tracing engine
+//! (`trace::engine`) checks privileges, loads, attaches from the probe table, traces for a
+//! window and detaches; each command then reads and renders. What they share as commands is
+//! here: running the one the command line names, printing and saving a run's reports, and
+//! naming its stacks.
 
 pub mod callbacks;
 pub mod count;
@@ -7,158 +10,83 @@ pub mod gp;
 pub mod latency;
 pub mod report;
 pub mod serve;
-pub mod stages;
 pub mod stall;
 pub mod top;
 
-use std::{
-    cell::{Cell, RefCell},
-    collections::HashSet,
-    fmt::Write as _,
-    io::Write as _,
-    time::{Duration, Instant},
-};
+use std::process::ExitCode;
 
-use anyhow::{Context as _, Result, anyhow};
-use rcutrace_common::{
-    attribution::MAX_STACKS,
-    counters::{self, MAX_KEYED_COUNTS},
-    latency::{MAX_IN_FLIGHT, SAMPLE_RING_BYTES},
-};
-use tokio::net::TcpListener;
+use anyhow::Result;
 
 use crate::{
+    cli::{Cli, Command},
     kernel,
-    kernel::symbols::Symbolizer,
-    model::Report,
-    model::attribution::{self, By},
+    kernel::environment,
+    kernel::symbols::keeper::{Names, SymbolKeeper},
+    model::{Report, Summary},
     render::{self, Format},
-    trace::marks,
-    trace::probes::{self, AttachChoice, Keys, Method, Probe, READERS},
-    trace::readings::Reading,
-    trace::sampling::{ReaderSampling, SampledReaders, Sampler, Switch},
-    trace::session::{self, Consume, Due, Interrupts, Next, Reports, Samples, Scheduled, Trigger},
-    trace::tracer::{self, Attachment, Constant, Tracer},
+    runs,
+    trace::engine::{MakeReport, Period, Request, print, trace_with},
+    trace::session::{Consume, Due},
+    trace::tracer::Tracer,
 };
 
-/// How a run keys its counts: by stack only under `--by stack`.
-fn keys_for(by: Option<By>) -> Keys {
-    if by == Some(By::Stack) {
-        Keys::Stacks
-    } else {
-        Keys::Plain
+/// `stall --exit-on-warning` ends with this status at its first warning.
+const STALL_WARNED: u8 = 3;
+
+/// What a command leaves to print: its output, the exit status after it, and the run
+/// `--flamegraph` draws (`report`: from one file only).
+pub struct Printed {
+    pub output: String,
+    pub status: ExitCode,
+    pub run: Option<Report>,
+}
+
+/// Runs the command the command line names.
+pub fn run(cli: &Cli) -> Result<Printed> {
+    let format = cli.format;
+    // Only JSON output and saved runs carry what a run ran on.
+    environment::record_only_if(format == Format::Json || cli.save.is_some());
+    if let Command::Report(args) = &cli.command {
+        return report::run(args, format, cli.flamegraph.is_some());
     }
-}
-
-/// One pass over the kernel's BTF for all a command will ask of it: the layouts of RCU's
-/// structures and the ids of the functions its probes may get trampolines on. Commands that
-/// read a layout before tracing call it first; `trace_with` then reads nothing more.
-pub fn read_btf_ahead(probes: &[Probe], choice: AttachChoice, by: Option<By>) {
-    kernel::btf::read_ahead(
-        &tracer::trampoline_functions(probes, choice, keys_for(by)),
-        &kernel::rcu_state::fields(),
-    );
-}
-
-/// Whether a command can run without some of its probes.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub enum Need<'a> {
-    /// Run with whatever attached; report the rest.
-    Any,
-    /// Every probe must attach.
-    All,
-    /// These probes must attach; the others are optional.
-    These(&'a [Probe]),
-}
-
-impl Need<'_> {
-    fn unmet_by(self, problems: &[(Probe, Attachment)]) -> bool {
-        match self {
-            Need::Any => false,
-            Need::All => !problems.is_empty(),
-            Need::These(needed) => problems.iter().any(|(p, _)| needed.contains(p)),
+    // Before anything reads the kernel: without privileges, kallsyms gives no addresses,
+    // and a command that needs them would blame kptr_restrict instead.
+    crate::kernel::check_privileges()?;
+    crate::trace::marks::mark("privileges checked");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let report = runtime.block_on(async {
+        match &cli.command {
+            Command::Count(args) => count::run(args, format).await.map(Some),
+            Command::Gplat(args) => latency::gplat(args, format).await.map(Some),
+            Command::Srlat(args) => latency::srlat(args, format).await.map(Some),
+            Command::Serve(args) => serve::run(args).await.map(|()| None),
+            Command::Top(args) => top::run(args).await.map(|()| None),
+            Command::Callbacks(args) => callbacks::run(args, format).await.map(Some),
+            Command::Gp(args) => gp::run(args, format).await.map(Some),
+            Command::Stall(args) => stall::run(args, format).await.map(Some),
+            Command::Report(_) => Err(anyhow::anyhow!("report reads files, it does not trace")),
         }
-    }
+    })?;
+    let Some(report) = report else {
+        return Ok(Printed {
+            output: String::new(),
+            status: ExitCode::SUCCESS,
+            run: None,
+        });
+    };
+    save(&report);
+    let status = match &report.summary {
+        Summary::Stall(s) if s.stopped_at_warning => ExitCode::from(STALL_WARNED),
+        _ => ExitCode::SUCCESS,
+    };
+    Ok(Printed {
+        output: render::report(format, &report),
+        status,
+        run: Some(report),
+    })
 }
-
-/// What a command asks `trace` for.
-pub struct Request<'a> {
-    pub probes: &'a [Probe],
-    /// Load-time constants of the programs, beside the ones `trace` sets itself.
-    pub constants: Vec<Constant>,
-    pub choice: AttachChoice,
-    pub by: Option<By>,
-    pub need: Need<'a>,
-    pub duration: Option<Duration>,
-    /// Report every so often during the window, not only at its end.
-    pub interval: Option<Interval>,
-    /// Report to each client that connects here during the window (`serve`); every report
-    /// covers the window so far.
-    pub listener: Option<&'a TcpListener>,
-    /// The process a pid filter selects, whose exit is reported.
-    pub traced_process: Option<u32>,
-    /// Attach the reader probe only part of the time (`count --sample-readers`).
-    pub sample_readers: Option<ReaderSampling>,
-    /// Work to do every so often while the window is open (`stall`'s watch).
-    pub watch: Option<Watch<'a>>,
-    /// A last look at the kernel while the programs still count, just before the window
-    /// closes (`callbacks` reads the callback lists' lengths there).
-    pub at_close: Option<&'a mut dyn FnMut(&Tracer)>,
-    pub format: Format,
-}
-
-/// A check made while the window is open, at most `every` apart, with the tracer at hand (to
-/// read its maps, e.g. kernel stacks), after the events so far are consumed; it says when it
-/// is next due, or that the window is over. The event buffer is then read only by the check
-/// (and when the kernel says it is filling): every wake-up costs an always-on command. The
-/// check is also made at once when the consumer of the events sets `now` (an event the
-/// kernel sent to wake user space).
-pub struct Watch<'a> {
-    pub every: Duration,
-    pub check: &'a mut dyn FnMut(&Tracer) -> Result<WatchNext>,
-    pub now: Option<&'a Cell<bool>>,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum WatchNext {
-    /// After `every`.
-    Continue,
-    /// After this long.
-    Within(Duration),
-    EndWindow,
-}
-
-/// `--interval N [--cumulative]`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Interval {
-    pub every: Duration,
-    /// Each report covers the window so far, not only what happened since the last one.
-    pub cumulative: bool,
-}
-
-/// One stretch of the window that a report covers: the whole window, one interval, or with
-/// `--cumulative` the window so far. The probes may still be running.
-pub struct Period<'a> {
-    pub tracer: &'a Tracer,
-    /// How each probe that attached was attached, in the order given.
-    pub attached: &'a [(Probe, Method)],
-    /// What the programs' counters added over the period.
-    pub counters: Reading,
-    pub elapsed: Duration,
-    /// Later reports cover this period too (`--cumulative`, `serve`): samples consumed so
-    /// far must be kept, not taken.
-    pub cumulative: bool,
-    /// With `--sample-readers`: the windows in which the reader probe counted.
-    pub sampled_readers: Option<SampledReaders>,
-    /// The window has closed and every record has been read: nothing more will come.
-    pub closing: bool,
-}
-
-/// Makes a command's report of one period.
-pub type MakeReport<'a, R = Report> = &'a mut dyn FnMut(&Period<'_>) -> Result<R>;
-
-/// Hands a report made during the window to where it is due.
-pub type Publish<'a, R> = &'a mut dyn FnMut(R, Due) -> Result<()>;
 
 /// Loads, attaches the probes, prints bpftrace's banner, traces for the window, and returns
 /// the report `make_report` makes of it. With an interval, the reports of the intervals
@@ -187,433 +115,50 @@ pub async fn trace(
         Ok(report)
     };
     let mut print_report = |report: Report, _: Due| {
-        crate::runs::save::write(&report);
+        save(&report);
         print(&render::report(format, &report))
     };
     trace_with(request, consume, &mut make_stamped, &mut print_report).await
 }
 
-/// `trace` for any kind of report: counting starts once the last probe is attached and
-/// stops before anything is detached; latency samples go to `consume` as they arrive, the
-/// last ones after every program has finished. Reports due during the window (intervals,
-/// connections) go to `publish`; the report of the end of the window is returned.
-pub async fn trace_with<R>(
-    request: Request<'_>,
-    mut consume: Option<Consume<'_>>,
-    make_report: MakeReport<'_, R>,
-    publish: Publish<'_, R>,
-) -> Result<R> {
-    kernel::check_privileges()?;
-    let mut interrupts = Interrupts::catch()?;
-    marks::mark("privileges checked");
-    let mut constants = request.constants;
-    constants.push(Constant::U32("SELF_TGID", std::process::id()));
-    let keys = keys_for(request.by);
-    read_btf_ahead(request.probes, request.choice, request.by);
-    marks::mark("kernel BTF read");
-    constants.extend(own_work_constants());
-    marks::mark("own-work constants found");
-    constants.push(Constant::U32("BY_MODE", attribution::mode(request.by)));
-    // The large maps are declared with one entry: only a run that uses one sizes it.
-    if request.by.is_some() {
-        constants.push(Constant::MaxEntries("KEYED_COUNTS", MAX_KEYED_COUNTS));
-    }
-    if request.by == Some(By::Stack) {
-        constants.push(Constant::MaxEntries("STACKS", MAX_STACKS));
-    }
-    if consume.is_some() {
-        constants.push(Constant::MaxEntries("IN_FLIGHT", MAX_IN_FLIGHT));
-        constants.push(Constant::MaxEntries("SAMPLES", SAMPLE_RING_BYTES));
-    }
-    // aya is given only the programs this run may attach (see trace::object).
-    let programs: HashSet<String> = probes::planned_programs(request.probes, request.choice, keys)
-        .chain(probes::planned_programs(
-            probes::OWN_WORK,
-            OWN_WORK_ATTACH.0,
-            OWN_WORK_ATTACH.1,
-        ))
-        .collect();
-    let mut tracer = Tracer::load(&constants, &programs)?;
-    marks::mark("object loaded, maps created");
-    // First, so that the tasks-RCU work the command's own attaching queues is followed.
-    let own_work_missing = attach_own_work(&mut tracer);
-    marks::mark("own-work hooks attached");
-    let mut attached = Vec::new();
-    let mut problems = Vec::new();
-    for (probe, attachment) in tracer.attach(request.probes, request.choice, keys) {
-        match attachment {
-            Attachment::Attached(method) => attached.push((probe, method)),
-            other => problems.push((probe, other)),
-        }
-    }
-    // A function that failed every method may simply not exist on this kernel: say so. The
-    // tracer already knows of most absent ones (the kernel said so at the attach); /proc/kallsyms
-    // is read only for the others.
-    let failed: Vec<&str> = problems
-        .iter()
-        .filter(|(_, p)| matches!(p, Attachment::Failed(_)))
-        .map(|(p, _)| p.function)
-        .collect();
-    let present = if failed.is_empty() {
-        HashSet::new()
-    } else {
-        log::info!("reading /proc/kallsyms for {}", failed.join(", "));
-        kernel::functions_present(&failed)?
-    };
-    for (probe, problem) in &mut problems {
-        if !present.contains(probe.function) {
-            *problem = Attachment::Missing;
-        }
-    }
-    if attached.is_empty() || request.need.unmet_by(&problems) {
-        return Err(attach_failure(&problems, attached.is_empty(), &present));
-    }
-    marks::mark("probes attached");
-    warn_not_traced(&problems);
-    // Said once the command itself is traced: before, a kernel that traces nothing has its
-    // own error to give.
-    warn_own_work_missing(&own_work_missing);
-
-    let mut samples = match consume {
-        Some(_) => Some(Samples::new(
-            tracer.take_samples()?,
-            // A watch reads the buffer itself, before each check.
-            request.watch.is_none().then_some(session::DRAIN_EVERY),
-        )?),
-        None => None,
-    };
-    let keyed = request.by.is_some();
-    let mut at_open = Reading::take(&tracer, keyed)?;
-    // `count`'s plain counters do not check the window either: read them again last, so
-    // that what they count from here is what the programs that check it see (the reading
-    // of everything else takes a while, tens of grace periods' worth on a slow machine).
-    at_open.set_array("COUNTS", tracer.per_cpu_sums("COUNTS")?);
-    marks::mark("counters read at the opening");
-    tracer.set_running(true)?;
-    let opened = Instant::now();
-    // Sampling needs the reader probe attached, and by kprobe (it is never anything else).
-    let sampler = match request.sample_readers {
-        Some(sampling) if attached.iter().any(|(p, _)| *p == READERS.probe) => {
-            Some(RefCell::new(Sampler::open(sampling, opened)))
-        }
-        _ => None,
-    };
-    // Folded output is stacks only: that tracing has begun is said on stderr instead.
-    match request.format {
-        Format::Folded => eprint!("{}", render::banner(Format::Text, attached.len())),
-        format => print(&render::banner(format, attached.len()))?,
-    }
-    marks::mark("banner printed");
-    // A server is announced once it serves: after its probes are attached.
-    if let Some(listener) = request.listener
-        && let Ok(address) = listener.local_addr()
-    {
-        eprintln!("rcutrace: listening on http://{address}/metrics");
-    }
-    let following = match (samples.as_mut(), consume.as_mut()) {
-        (Some(samples), Some(consume)) => Some((samples, &mut **consume as Consume<'_>)),
-        _ => None,
-    };
-    let mut periods = Periods {
-        attached: &attached,
-        // A server's every report covers the whole window so far.
-        cumulative: request.listener.is_some() || request.interval.is_some_and(|i| i.cumulative),
-        start: at_open,
-        started: opened,
-        sampler: sampler.as_ref(),
-    };
-    // The reports and the reader probe's switching both use the tracer: one at a time, from
-    // the window's one loop.
-    let tracer = RefCell::new(tracer);
-    let mut report_due = |due: Due, drain: &mut dyn FnMut()| {
-        let tracer = tracer.borrow();
-        let now = Reading::take(&tracer, keyed)?;
-        drain();
-        let report = periods.report(&tracer, now, Instant::now(), false, &mut *make_report)?;
-        publish(report, due)
-    };
-    let trigger = match (request.interval, request.listener) {
-        (Some(interval), _) => Some(Trigger::Every(interval.every)),
-        (None, Some(listener)) => Some(Trigger::Connection(listener)),
-        (None, None) => None,
-    };
-    let reports = trigger.map(|trigger| Reports {
-        trigger,
-        report: &mut report_due,
-    });
-    let mut switch = || switch_readers(&mut tracer.borrow_mut(), sampler.as_ref());
-    let mut watch = request.watch;
-    let watch_every = watch.as_ref().map(|w| (w.every, w.now));
-    let mut watch_once = || {
-        let Some(watch) = watch.as_mut() else {
-            return Ok(Next::Never);
-        };
-        Ok(match (watch.check)(&tracer.borrow())? {
-            WatchNext::Continue => Next::At(Instant::now() + watch.every),
-            WatchNext::Within(due) => Next::At(Instant::now() + due),
-            WatchNext::EndWindow => Next::EndWindow,
-        })
-    };
-    // One piece of scheduled work at most: no command both samples readers and watches.
-    let scheduled = match (sampler.as_ref(), watch_every) {
-        (Some(s), _) => Some(Scheduled {
-            next: Some(s.borrow().next().0),
-            run: &mut switch,
-            reports: false,
-            now: None,
-        }),
-        (None, Some((every, now))) => Some(Scheduled {
-            next: Some(Instant::now() + every),
-            run: &mut watch_once,
-            reports: true,
-            now,
-        }),
-        (None, None) => None,
-    };
-    let window = session::run(
-        request.duration,
-        &mut interrupts,
-        following,
-        request.traced_process,
-        reports,
-        scheduled,
-    )
-    .await?;
-    let mut tracer = tracer.into_inner();
-    if let Some(at_close) = request.at_close {
-        at_close(&tracer);
-    }
-    tracer.set_running(false)?;
-    // `count`'s plain counters do not check the window: read them before the wait, which
-    // itself makes a grace period (and takes readers).
-    let counts_at_close = tracer.per_cpu_sums("COUNTS")?;
-    let closed = Instant::now();
-    kernel::wait_for_programs()?;
-    if let (Some(samples), Some(consume)) = (samples.as_mut(), consume.as_mut()) {
-        samples.drain(&mut **consume);
-    }
-    if window.interrupted && request.listener.is_none() {
-        eprintln!(
-            "rcutrace: interrupted after {:.1} s; printing what was traced",
-            window.elapsed.as_secs_f64()
-        );
-    }
-    let mut at_close = Reading::take(&tracer, keyed)?;
-    at_close.set_array("COUNTS", counts_at_close);
-    periods.report(&tracer, at_close, closed, true, make_report)
+/// `--save`: writes `report` to the run's save file, if it has one, as `-f json` prints it.
+fn save(report: &Report) {
+    runs::save::write(|first| json_lines(report, first));
 }
 
-/// What the own-work programs need: the tasks-RCU kthreads, where the callback list keeps
-/// its segments, and which counted functions queue a head given first.
-fn own_work_constants() -> Vec<Constant> {
-    let (normal, tasks) = probes::head_first_slots();
-    let mut constants = vec![
-        Constant::Pids("TASKS_KTHREAD_PIDS", kernel::tasks_rcu_kthreads()),
-        Constant::U64("NORMAL_HEAD_SLOTS", normal),
-        Constant::U64("TASKS_HEAD_SLOTS", tasks),
-    ];
-    match kernel::rcu_state::own_work_layout() {
-        Ok(layout) => {
-            constants.extend([
-                Constant::U32("SEGCBLIST_TAILS", layout.segcblist_tails),
-                Constant::U32("PERCPU_CBLIST", layout.percpu_cblist),
-                Constant::U32("PERCPU_RTPP", layout.percpu_rtpp),
-                Constant::U32("TASKS_KTHREAD_PTR", layout.tasks_kthread_ptr),
-                Constant::U32("TASK_STACK", layout.task_stack),
-                Constant::U32("OWN_WORK_LAYOUT", 1),
-            ]);
-            // Without it, SRCU grace periods are never found to be rcutrace's: only kernels
-            // whose SRCU grace periods call RCU updaters (7.3's SRCU-fast) lose by that, and
-            // those have all of it.
-            match layout.srcu {
-                Some(srcu) => constants.extend([
-                    Constant::U32("TASK_FLAGS", srcu.task_flags),
-                    Constant::U32("TASK_WORKER_PRIVATE", srcu.task_worker_private),
-                    Constant::U32("KTHREAD_DATA", srcu.kthread_data),
-                    Constant::U32("WORKER_CURRENT_WORK", srcu.worker_current_work),
-                    Constant::U32("SRCU_USAGE_WORK", srcu.usage_work),
-                    Constant::U32("SRCU_USAGE_SSP", srcu.usage_ssp),
-                    Constant::U32("SRCU_USAGE_GP_SEQ", srcu.usage_gp_seq),
-                    Constant::U32("SRCU_USAGE_SIZE_STATE", srcu.usage_size_state),
-                    Constant::U32("SRCU_STRUCT_SUP", srcu.struct_sup),
-                    Constant::U32("SRCU_DATA_CBLIST", srcu.data_cblist),
-                    Constant::U32("SRCU_DATA_SSP", srcu.data_ssp),
-                    Constant::U32("SEGCBLIST_GP_SEQ", srcu.segcblist_gp_seq),
-                    Constant::U32("SEGCBLIST_GP_SEQ_SIZE", srcu.segcblist_gp_seq_size),
-                    Constant::U32("SRCU_LAYOUT", 1),
-                ]),
-                None => {
-                    log::info!("no SRCU layout in the kernel BTF: SRCU grace periods not followed")
-                }
-            }
-        }
-        // Without it no list is recognised, so no grace period is found to be rcutrace's
-        // alone: its kthreads' calls are counted, as the warning says.
-        Err(e) => eprintln!(
-            "rcutrace: warning: {e:#}: the calls the tasks-RCU kthreads make for rcutrace's \
-             own attaching are counted as the system's"
-        ),
+/// A report's JSON lines, after the banner if they are the first of the run.
+fn json_lines(report: &Report, first: bool) -> String {
+    let mut json = String::new();
+    if first {
+        let probes = report.environment.as_ref().map_or(0, environment::probes);
+        json = render::banner(Format::Json, probes);
     }
-    constants
-}
-
-/// How the own-work hooks are attached: by kprobe (their functions run inside the tasks-RCU
-/// machinery a trampoline's attach sets going), keyed by nothing.
-const OWN_WORK_ATTACH: (AttachChoice, Keys) = (AttachChoice::Kprobe, Keys::Plain);
-
-/// Attaches the hooks that tell rcutrace's own tasks-RCU work apart; returns the essential
-/// ones this kernel lacks.
-fn attach_own_work(tracer: &mut Tracer) -> Vec<&'static str> {
-    tracer
-        .attach(probes::OWN_WORK, OWN_WORK_ATTACH.0, OWN_WORK_ATTACH.1)
-        .into_iter()
-        .filter_map(|(probe, attachment)| match attachment {
-            Attachment::Attached(_) => None,
-            other => {
-                log::info!("{}: {}", probe.function, describe(&other));
-                Some(probe.function)
-            }
-        })
-        .filter(|function| probes::OWN_WORK_ESSENTIAL.contains(function))
-        .collect()
-}
-
-/// Without some of the own-work hooks, the kthreads' calls for rcutrace are counted as the
-/// system's: said once.
-fn warn_own_work_missing(missing: &[&str]) {
-    if !missing.is_empty() {
-        eprintln!(
-            "rcutrace: warning: cannot follow {} on this kernel: the calls the tasks-RCU \
-             kthreads make for rcutrace's own attaching are counted as the system's",
-            missing.join(", ")
-        );
-    }
-}
-
-/// Switches the sampled reader probe as its schedule says is due now, keeping out of every
-/// window what the switch itself counts; says when the next switch is due.
-fn switch_readers(tracer: &mut Tracer, sampler: Option<&RefCell<Sampler>>) -> Result<Next> {
-    let Some(sampler) = sampler else {
-        return Ok(Next::Never);
-    };
-    let mut sampler = sampler.borrow_mut();
-    let readers = |tracer: &Tracer| tracer.counter("COUNTS", counters::READ_LOCK);
-    let switch = sampler.next().1;
-    if switch == Switch::Begin {
-        sampler.open_window(Instant::now(), readers(tracer)?);
-        return Ok(Next::At(sampler.next().0));
-    }
-    let grace_periods_before = tracer.counter("COUNTS", counters::GP_FQS_LOOP)?;
-    let began = Instant::now();
-    let switched = if switch == Switch::Detach {
-        sampler.close_window(Instant::now(), readers(tracer)?);
-        tracer.switch_kprobe(&READERS.probe, false)
-    } else {
-        tracer.switch_kprobe(&READERS.probe, true)
-    };
-    // The windows so far still make an estimate: say why no more follow, and keep tracing.
-    if let Err(e) = switched {
-        eprintln!(
-            "rcutrace: warning: sampling readers stopped: {e:#}; they are estimated from the \
-             windows before"
-        );
-        return Ok(Next::Never);
-    }
-    if switch == Switch::Attach {
-        sampler.attached(Instant::now());
-    }
-    log::info!("reader probe: {switch:?} took {:?}", began.elapsed());
-    let grace_periods = tracer.counter("COUNTS", counters::GP_FQS_LOOP)?;
-    sampler.add_switching_grace_periods(grace_periods.wrapping_sub(grace_periods_before));
-    Ok(Next::At(sampler.next().0))
-}
-
-/// The periods of one window, one after another: where the current one started.
-struct Periods<'a> {
-    attached: &'a [(Probe, Method)],
-    /// Every period starts at the opening.
-    cumulative: bool,
-    /// The counters when the current period started, and when that was.
-    start: Reading,
-    started: Instant,
-    /// With `--sample-readers`: the reader probe's windows so far.
-    sampler: Option<&'a RefCell<Sampler>>,
-}
-
-impl Periods<'_> {
-    /// The report of the period ending with reading `now`, taken at `ended`; the next period
-    /// starts here (unless every period starts at the opening).
-    fn report<R>(
-        &mut self,
-        tracer: &Tracer,
-        now: Reading,
-        ended: Instant,
-        closing: bool,
-        make_report: MakeReport<'_, R>,
-    ) -> Result<R> {
-        let readers = now
-            .array("COUNTS")
-            .get(counters::READ_LOCK as usize)
-            .copied()
-            .unwrap_or(0);
-        let sampled_readers = self
-            .sampler
-            .map(|s| s.borrow_mut().take_period(ended, readers, self.cumulative));
-        let period = Period {
-            tracer,
-            attached: self.attached,
-            counters: now.since(&self.start),
-            elapsed: ended.saturating_duration_since(self.started),
-            cumulative: self.cumulative,
-            sampled_readers,
-            closing,
-        };
-        let report = make_report(&period)?;
-        if !self.cumulative {
-            self.start.advance(now);
-            self.started = ended;
-        }
-        Ok(report)
-    }
-}
-
-fn print(text: &str) -> Result<()> {
-    let mut stdout = std::io::stdout();
-    stdout
-        .write_all(text.as_bytes())
-        .and_then(|()| stdout.flush())
-        .context("writing to stdout")
+    json += &render::report(Format::Json, report);
+    json
 }
 
 /// Symbolized frames of the kernel stacks the programs kept, by stack id, `name+offset`
-/// deepest first; the symbolizer is made on first use, so runs without stacks never pay for it.
+/// deepest first, named as they were when captured; the symbols are asked for on first use,
+/// once for all the stacks, so reports without stacks never pay for them.
 pub fn stack_frames<'a>(
     tracer: &'a Tracer,
-    symbolizer: &'a mut Option<Symbolizer>,
+    symbols: &'a SymbolKeeper,
 ) -> impl FnMut(u64) -> Vec<String> + 'a {
-    move |stack| symbolize(symbolizer, tracer.stack(stack))
+    let mut names = None;
+    move |stack| {
+        symbolize(
+            names.get_or_insert_with(|| symbols.names()),
+            tracer.stack(stack),
+        )
+    }
 }
 
-/// A kernel stack's addresses as frames (or why it could not be read), with the symbolizer
-/// made on first use.
-pub fn symbolize(symbolizer: &mut Option<Symbolizer>, addresses: Result<Vec<u64>>) -> Vec<String> {
-    let addresses = match addresses {
-        Ok(addresses) => addresses,
-        Err(e) => return vec![format!("[stack unreadable: {e:#}]")],
-    };
-    if symbolizer.is_none() {
-        match Symbolizer::new() {
-            Ok(s) => *symbolizer = Some(s),
-            Err(e) => log::warn!("kernel stacks are not symbolized: {e:#}"),
-        }
+/// A kernel stack's addresses as frames, or why it could not be read.
+pub fn symbolize(names: &Names<'_>, addresses: Result<Vec<u64>>) -> Vec<String> {
+    match addresses {
+        Ok(addresses) => addresses.iter().map(|&a| names.frame(a)).collect(),
+        Err(e) => vec![format!("[stack unreadable: {e:#}]")],
     }
-    addresses
-        .iter()
-        .map(|&address| match symbolizer.as_ref() {
-            Some(s) => s.frame(address),
-            None => format!("0x{address:x}"),
-        })
-        .collect()
 }
 
 /// In JSON, the records carry the cross-checks and the text's warnings are not printed: say
@@ -626,86 +171,28 @@ pub fn warn_disagreements(format: Format, checks: &[crate::model::checks::CrossC
     }
 }
 
-/// Functions that could not be traced, on stderr: the missing ones on one line.
-fn warn_not_traced(problems: &[(Probe, Attachment)]) {
-    let missing: Vec<&str> = problems
-        .iter()
-        .filter(|(_, p)| matches!(p, Attachment::Missing))
-        .map(|(probe, _)| probe.function)
-        .collect();
-    if !missing.is_empty() {
-        eprintln!(
-            "rcutrace: not on this kernel (absent or inlined), not traced: {}",
-            missing.join(", ")
-        );
-    }
-    for (probe, problem) in problems {
-        if let Attachment::Failed(_) = problem {
-            eprintln!(
-                "rcutrace: warning: {}: {}; not traced",
-                probe.function,
-                describe(problem)
-            );
-        }
-    }
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{CountMap, CountSummary, Map, Summary};
 
-fn describe(problem: &Attachment) -> String {
-    match problem {
-        Attachment::Attached(method) => format!("attached by {method}"),
-        Attachment::Missing => {
-            "not in /proc/kallsyms (this kernel has no such function, or inlined it)".into()
-        }
-        Attachment::Failed(failures) => failures
-            .iter()
-            .map(|(method, error)| format!("{method}: {error}"))
-            .collect::<Vec<_>>()
-            .join("; "),
-    }
-}
-
-fn attach_failure(
-    problems: &[(Probe, Attachment)],
-    nothing_attached: bool,
-    present: &HashSet<String>,
-) -> anyhow::Error {
-    let mut message = String::from(if nothing_attached {
-        "no probe could be attached on this kernel:"
-    } else {
-        "not every probe this command needs could be attached:"
-    });
-    let mut said_missing: Vec<&str> = Vec::new();
-    for (probe, problem) in problems {
-        // A function's entry and return are both missing: one line says it.
-        if matches!(problem, Attachment::Missing) {
-            if said_missing.contains(&probe.function) {
-                continue;
-            }
-            said_missing.push(probe.function);
-        }
-        let _ = write!(message, "\n  {}: {}", probe.function, describe(problem));
-    }
-    let tried_kprobe = problems.iter().any(|(_, p)| {
-        matches!(p, Attachment::Failed(f) if f.iter().any(|(m, _)| matches!(m, Method::Kprobe | Method::Kretprobe)))
-    });
-    if tried_kprobe && !std::path::Path::new("/sys/bus/event_source/devices/kprobe").exists() {
-        message.push_str(
-            "\nThis kernel has no kprobe event source (/sys/bus/event_source/devices/kprobe \
-             is missing: built without CONFIG_KPROBES), so no kprobe can be used here.",
+    /// A saved run is what `-f json` prints: the banner once, before the first report.
+    #[test]
+    fn a_saved_run_is_the_json_output() {
+        let report = |count| Report {
+            time: Some(crate::model::Stamp::interval("12:00:01")),
+            maps: vec![Map::Count(CountMap {
+                name: "@".into(),
+                entries: vec![("call_rcu".into(), count)],
+            })],
+            summary: Summary::Count(CountSummary::default()),
+            environment: None,
+        };
+        assert_eq!(
+            json_lines(&report(1), true) + &json_lines(&report(2), false),
+            render::banner(Format::Json, 0)
+                + &render::report(Format::Json, &report(1))
+                + &render::report(Format::Json, &report(2))
         );
     }
-    if !problems.is_empty() && present.is_empty() {
-        message.push_str("\nNone of the functions appear in /proc/kallsyms.");
-    }
-    // Functions this kernel does not have are no reason to doubt its kprobes.
-    if problems
-        .iter()
-        .any(|(_, p)| !matches!(p, Attachment::Missing))
-    {
-        message.push_str(
-            "\nRun rcutrace on a kernel with CONFIG_KPROBES=y and BTF, for example inside a VM \
-             (from rcutrace's source tree: cargo xtask vm -- count).",
-        );
-    }
-    anyhow!(message)
 }

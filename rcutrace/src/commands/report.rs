@@ -5,6 +5,8 @@
 
 use std::{path::Path, process::ExitCode};
 
+use super::Printed;
+
 use anyhow::{Context as _, Result, anyhow, bail};
 
 use crate::{
@@ -13,13 +15,6 @@ use crate::{
     render,
     runs::{compare, gate, intervals, save::SaveFile, saved},
 };
-
-/// What `report` prints, its exit status, and the run a flame graph draws (one file only).
-pub struct Printed {
-    pub output: String,
-    pub status: ExitCode,
-    pub run: Option<Report>,
-}
 
 /// `draw`: the run is wanted whole, for `--flamegraph`.
 pub fn run(args: &ReportArgs, format: render::Format, draw: bool) -> Result<Printed> {

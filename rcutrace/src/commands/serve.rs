@@ -14,14 +14,13 @@ use anyhow::{Result, bail};
 use rcutrace_common::{
     attribution::Attribution,
     counters::{self, CounterSlot},
-    gp::{CpuState, GP_COUNT_KERNEL_STALL_WARNINGS, GP_LOST_EVENTS, GpState},
+    gp::{GP_COUNT_KERNEL_STALL_WARNINGS, GP_LOST_EVENTS},
     latency::{
         RECORD_SAMPLE, STAT_LOST_RING_FULL, STAT_LOST_START_MAP_FULL, STAT_RETURNS_MISSED,
         STAT_SLOTS, record_kind,
     },
 };
 
-use super::{Need, Period, Request, Watch, WatchNext, gp::GpEvents, trace_with};
 use crate::{
     cli::{ServeArgs, ServeBy},
     kernel,
@@ -34,6 +33,8 @@ use crate::{
         Unit, anatomy::Assembler, grace_periods::Tally,
     },
     render::{self, Format},
+    trace::engine::{Need, Period, Request, Watch, WatchNext, trace_with},
+    trace::grace_periods::{self, GpEvents, expedited_state, grace_period_now},
     trace::probes::{
         self, EXPEDITED_END, EXPEDITED_START, GRACE_PERIODS, KERNEL_STALL_WARNING, Probe, Programs,
         Side, Timed, counted_functions,
@@ -79,7 +80,7 @@ pub async fn run(args: &ServeArgs) -> Result<()> {
         top: StickyTop::new(args.top),
     };
     let mut probes: Vec<Probe> = counted_functions(true).map(|c| c.probe).collect();
-    probes.extend(TIMED.iter().flat_map(|(t, _)| [t.entry, t.exit]));
+    probes.extend(TIMED.iter().flat_map(|(t, _)| t.probes()));
     // The grace period in progress, kept by the kernel side of `gp` without sending events;
     // where the kernel's layout cannot be read, the other metrics are served without it.
     let layout = match kernel::rcu_state::layout() {
@@ -100,7 +101,7 @@ pub async fn run(args: &ServeArgs) -> Result<()> {
         if layout.stall_warning.is_some() {
             probes.push(KERNEL_STALL_WARNING);
         }
-        constants.extend(super::gp::constants(
+        constants.extend(grace_periods::constants(
             layout,
             kernel::possible_cpus()?,
             GpEvents::WithoutSamples,
@@ -145,6 +146,7 @@ pub async fn run(args: &ServeArgs) -> Result<()> {
                 now: None,
             }),
             at_close: None,
+            symbols: None,
             format: Format::Text,
         },
         Some(&mut consume),
@@ -251,7 +253,7 @@ impl GracePeriods {
     }
 
     fn add(&mut self, record: &[u8]) {
-        let Some(event) = super::gp::decode(record) else {
+        let Some(event) = grace_periods::decode(record) else {
             self.malformed += 1;
             return;
         };
@@ -269,44 +271,13 @@ fn same_function_mask() -> u32 {
         .fold(0u32, |mask, (t, _)| mask | 1 << t.index())
 }
 
-/// The grace period waiting for quiescent states now, as the programs keep it.
-pub(super) struct Waiting {
-    gp_seq: u64,
-    pub(super) age: Duration,
-    holdout_cpus: u64,
-}
-
 /// How long the expedited grace period in progress has run (zero while none is).
 fn expedited_age(tracer: &Tracer) -> Result<Duration> {
-    let since = super::stall::expedited_state(tracer)?.since_ns;
+    let since = expedited_state(tracer)?.since_ns;
     Ok(match since {
         0 => Duration::ZERO,
         since => Duration::from_nanos(kernel::monotonic_ns().saturating_sub(since)),
     })
-}
-
-pub(super) fn grace_period_now(tracer: &Tracer, online: &[u32]) -> Result<Option<Waiting>> {
-    let Some(state) = tracer.array_entries::<GpState>("GP_STATE", 1)?.pop() else {
-        return Ok(None);
-    };
-    if state.waiting_since_ns == 0 {
-        return Ok(None);
-    }
-    let cpus: Vec<CpuState> =
-        tracer.array_entries("CPU_STATE", online.iter().max().map_or(0, |m| m + 1))?;
-    log::debug!("grace period in progress: {state:?}; per CPU: {cpus:?}");
-    let holdout_cpus = online
-        .iter()
-        .filter(|&&cpu| {
-            cpus.get(cpu as usize)
-                .is_some_and(|c| c.reported_gp_seq != state.gp_seq)
-        })
-        .count() as u64;
-    Ok(Some(Waiting {
-        gp_seq: state.gp_seq,
-        age: Duration::from_nanos(kernel::monotonic_ns().saturating_sub(state.waiting_since_ns)),
-        holdout_cpus,
-    }))
 }
 
 /// What a series is keyed by beside its function: a CPU, or a cgroup's path.
@@ -455,7 +426,7 @@ fn metrics(
                 },
                 program: match probe.programs {
                     Programs::Counter(_) => "count",
-                    Programs::Timed(_) => "latency",
+                    Programs::Timed(_) | Programs::TimedFoundNothing(_) => "latency",
                     Programs::Callbacks(_) => "callbacks",
                     Programs::GracePeriod(_) => "grace_periods",
                     Programs::Stages(_) => "stages",

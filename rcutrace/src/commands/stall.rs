@@ -14,25 +14,26 @@ use std::{
 };
 
 use anyhow::Result;
-use rcutrace_common::gp::{
-    EVENT_KERNEL_STALL_WARNING, EVENT_STALL_WAKE, EXPEDITED_LAST_END, EXPEDITED_LAST_START,
-    EXPEDITED_SINCE, EXPEDITED_SLOTS,
-};
+use rcutrace_common::gp::{EVENT_KERNEL_STALL_WARNING, EVENT_STALL_WAKE};
 
-use super::{Need, Request, Watch, WatchNext, gp, print, symbolize, trace};
+use super::{symbolize, trace};
 use crate::{
     cli::StallArgs,
-    kernel::{self, rcu_state, symbols::Symbolizer},
+    kernel::{
+        self, expedited_holdouts::ExpeditedHoldoutReader, rcu_state, symbols::keeper::SymbolKeeper,
+    },
     model::{
         Report, StallEvent, StallSummary, Summary,
         anatomy::Assembler,
         stall::{
-            ExpeditedNews, ExpeditedState, ExpeditedWatch, Looks, StallWarning, StallWatch,
+            ExpeditedHoldouts, ExpeditedNews, ExpeditedWatch, Looks, StallWarning, StallWatch,
             default_thresholds,
         },
     },
     render::{self, Format},
     trace::{
+        engine::{self, Need, Request, Watch, WatchNext, print},
+        grace_periods::{self, GpEvents, expedited_state},
         probes::{
             EXPEDITED_END, EXPEDITED_START, GRACE_PERIODS, GRACE_PERIODS_NEEDED,
             KERNEL_STALL_WARNING, Probe,
@@ -67,7 +68,7 @@ struct State {
 pub async fn run(args: &StallArgs, format: Format) -> Result<Report> {
     let mut probes: Vec<Probe> = GRACE_PERIODS.in_attach_order().to_vec();
     probes.extend([EXPEDITED_START, EXPEDITED_END]);
-    super::read_btf_ahead(&probes, Default::default(), None);
+    engine::read_btf_ahead(&probes, Default::default(), None);
     crate::trace::marks::mark("kernel BTF read");
     let layout = rcu_state::layout()?;
     crate::trace::marks::mark("RCU's layout and rcu_node tree read");
@@ -89,8 +90,13 @@ pub async fn run(args: &StallArgs, format: Format) -> Result<Report> {
              tracefs is not mounted); the kernel's own stall warnings will not be reported"
         );
     }
+    let mut expedited_holdouts = ExpeditedHoldoutLooks {
+        reader: ExpeditedHoldoutReader::new(layout.tree.clone()),
+        failure_said: false,
+    };
+    let symbols = SymbolKeeper::new();
     let state = RefCell::new(State {
-        printer: Printer::start(format),
+        printer: Printer::start(format, symbols.clone()),
         stream: Assembler::new(layout.tree.clone(), &online),
         watch: StallWatch::new(thresholds.clone()),
         expedited: ExpeditedWatch::new(thresholds.clone()),
@@ -105,7 +111,7 @@ pub async fn run(args: &StallArgs, format: Format) -> Result<Report> {
     let look_now = Cell::new(false);
     let mut consume = |record: &[u8]| {
         let mut state = state.borrow_mut();
-        let Some(event) = gp::decode(record) else {
+        let Some(event) = grace_periods::decode(record) else {
             state.malformed += 1;
             return;
         };
@@ -174,6 +180,7 @@ pub async fn run(args: &StallArgs, format: Format) -> Result<Report> {
                 state.printer.event(StallEvent::ExpeditedWarning {
                     time: kernel::local_time(),
                     warning,
+                    waiting_for: expedited_holdouts.read(),
                 })?;
                 if args.exit_on_warning {
                     state.stopped_at_warning = true;
@@ -217,7 +224,11 @@ pub async fn run(args: &StallArgs, format: Format) -> Result<Report> {
     trace(
         Request {
             probes: &probes,
-            constants: gp::constants(&layout, cpus, gp::GpEvents::WithWakeAfter(thresholds[0])),
+            constants: grace_periods::constants(
+                &layout,
+                cpus,
+                GpEvents::WithWakeAfter(thresholds[0]),
+            ),
             choice: Default::default(),
             by: None,
             need: Need::These(GRACE_PERIODS_NEEDED),
@@ -233,6 +244,7 @@ pub async fn run(args: &StallArgs, format: Format) -> Result<Report> {
                 now: Some(&look_now),
             }),
             at_close: None,
+            symbols: Some(&symbols),
             format,
         },
         Some(&mut consume),
@@ -269,22 +281,36 @@ pub async fn run(args: &StallArgs, format: Format) -> Result<Report> {
                     stalls_ended: state.stalls_ended,
                     stopped_at_warning: state.stopped_at_warning,
                 }),
-                environment: kernel::environment::current(period.attached),
+                environment: period.environment(),
             })
         },
     )
     .await
 }
 
-/// What the programs keep of the expedited grace periods.
-pub(super) fn expedited_state(tracer: &Tracer) -> Result<ExpeditedState> {
-    let slots = tracer.array_entries::<u64>("EXPEDITED_STATE", EXPEDITED_SLOTS)?;
-    let slot = |i: u32| slots.get(i as usize).copied().unwrap_or(0);
-    Ok(ExpeditedState {
-        since_ns: slot(EXPEDITED_SINCE),
-        last_start_ns: slot(EXPEDITED_LAST_START),
-        last_end_ns: slot(EXPEDITED_LAST_END),
-    })
+/// Reads what an expedited grace period warned about still waits for; a failure is said
+/// once, with its cause, and the warnings then say it is unknown.
+struct ExpeditedHoldoutLooks {
+    reader: Result<ExpeditedHoldoutReader>,
+    failure_said: bool,
+}
+
+impl ExpeditedHoldoutLooks {
+    fn read(&mut self) -> Option<ExpeditedHoldouts> {
+        let read = match &self.reader {
+            Ok(reader) => reader.read(),
+            Err(error) => Err(anyhow::anyhow!("{error:#}")),
+        };
+        read.map_err(|error| {
+            if !std::mem::replace(&mut self.failure_said, true) {
+                eprintln!(
+                    "rcutrace: warning: what expedited grace periods wait for cannot be read: \
+                     {error:#}"
+                );
+            }
+        })
+        .ok()
+    }
 }
 
 /// Prints the events in the order they happen, on a thread of its own: symbolizing a
@@ -309,13 +335,9 @@ enum Job {
 }
 
 impl Printer {
-    fn start(format: Format) -> Self {
+    fn start(format: Format, symbols: SymbolKeeper) -> Self {
         let (jobs, queue) = mpsc::channel::<Job>();
         let thread = thread::spawn(move || {
-            let mut symbolizer: Option<Symbolizer> = None;
-            let mut frames = |stack: Stack| {
-                stack.map_or_else(Vec::new, |addresses| symbolize(&mut symbolizer, addresses))
-            };
             for job in queue {
                 let event = match job {
                     Job::Event(event) => event,
@@ -324,12 +346,18 @@ impl Printer {
                         warning,
                         cpu_stacks,
                         blocked_stacks,
-                    } => StallEvent::Warning {
-                        time,
-                        warning,
-                        cpu_stacks: cpu_stacks.into_iter().map(&mut frames).collect(),
-                        blocked_stacks: blocked_stacks.into_iter().map(&mut frames).collect(),
-                    },
+                    } => {
+                        let names = symbols.names();
+                        let frames = |stack: Stack| {
+                            stack.map_or_else(Vec::new, |addresses| symbolize(&names, addresses))
+                        };
+                        StallEvent::Warning {
+                            time,
+                            warning,
+                            cpu_stacks: cpu_stacks.into_iter().map(frames).collect(),
+                            blocked_stacks: blocked_stacks.into_iter().map(frames).collect(),
+                        }
+                    }
                 };
                 print(&render::stall_event(format, &event))?;
             }

@@ -32,16 +32,17 @@ use rcutrace_common::{
     hist::fine_slot_range_bits,
 };
 
-use super::{Interval, Need, Period, Request, trace_with};
 use crate::{
     cli::TopArgs,
     kernel,
-    kernel::symbols::Symbolizer,
+    kernel::symbols::keeper::SymbolKeeper,
     model::aggregate::{Aggregate, Layout, Series},
     model::attribution::By,
     model::stats::percentile_bits,
     model::top::{LatencyFigures, Readers, TopFrame, TopRow},
     render::{Format, top::View},
+    trace::engine::{Interval, Need, Period, Request, trace_with},
+    trace::grace_periods::{self, GpEvents, grace_period_now},
     trace::probes::{self, CALLBACKS, GP_LATENCY, GRACE_PERIODS_NEEDED, Probe, READERS, Timed},
     trace::sampling,
     trace::tracer::{Constant, Tracer},
@@ -56,8 +57,8 @@ const WAITERS: [Timed; 3] = [
 
 pub async fn run(args: &TopArgs) -> Result<()> {
     let mut probes: Vec<Probe> = vec![READERS.probe];
-    probes.extend([GP_LATENCY.entry, GP_LATENCY.exit]);
-    probes.extend(WAITERS.iter().flat_map(|t| [t.entry, t.exit]));
+    probes.extend(GP_LATENCY.probes());
+    probes.extend(WAITERS.iter().flat_map(|t| t.probes()));
     probes.extend(CALLBACKS.in_attach_order());
     let same_function_mask = WAITERS.iter().fold(0u32, |mask, t| mask | 1 << t.index());
     let mut constants = vec![
@@ -82,17 +83,21 @@ pub async fn run(args: &TopArgs) -> Result<()> {
     };
     if let Some(layout) = &layout {
         probes.extend_from_slice(GRACE_PERIODS_NEEDED);
-        constants.extend(super::gp::constants(
+        constants.extend(grace_periods::constants(
             layout,
             kernel::possible_cpus()?,
-            super::gp::GpEvents::None,
+            GpEvents::None,
         ));
     }
     let online = kernel::online_cpus()?;
     let units = vec![1; 1 + WAITERS.len()];
     let aggregate = RefCell::new(Aggregate::new(Layout::Log2, units));
     let mut consume = |record: &[u8]| aggregate.borrow_mut().add(record);
-    let mut history = History::default();
+    let symbols = SymbolKeeper::new();
+    let mut history = History {
+        symbols: symbols.clone(),
+        ..History::default()
+    };
 
     // From here on the screen is ours; the guard gives it back on every way out (the key
     // thread keeps the screen itself alive).
@@ -112,7 +117,7 @@ pub async fn run(args: &TopArgs) -> Result<()> {
             );
         }
         let age = match &layout {
-            Some(_) => Some(super::serve::grace_period_now(period.tracer, &online)?.map(|w| w.age)),
+            Some(_) => Some(grace_period_now(period.tracer, &online)?.map(|w| w.age)),
             None => None,
         };
         history.frame(period, &mut aggregate, age)
@@ -140,6 +145,7 @@ pub async fn run(args: &TopArgs) -> Result<()> {
             sample_readers: Some(args.sample_readers),
             watch: None,
             at_close: None,
+            symbols: Some(&symbols),
             format: Format::Text,
         },
         Some(&mut consume),
@@ -274,7 +280,8 @@ struct History {
     since_start: Duration,
     waiter_calls: HashMap<(u32, String), u64>,
     callback_calls: HashMap<String, u64>,
-    symbolizer: Option<Option<Symbolizer>>,
+    /// Callback functions are named as they were when invoked.
+    symbols: SymbolKeeper,
     names: HashMap<u64, String>,
 }
 
@@ -434,18 +441,10 @@ impl History {
     }
 
     fn name(&mut self, addr: u64) -> String {
-        let symbolizer = self.symbolizer.get_or_insert_with(|| {
-            Symbolizer::new()
-                .inspect_err(|e| log::warn!("callback functions are shown as addresses: {e:#}"))
-                .ok()
-        });
+        let symbols = &self.symbols;
         self.names
             .entry(addr)
-            .or_insert_with(|| {
-                symbolizer
-                    .as_ref()
-                    .map_or_else(|| format!("{addr:#x}"), |s| s.function_name(addr))
-            })
+            .or_insert_with(|| symbols.names().function_name(addr))
             .clone()
     }
 }

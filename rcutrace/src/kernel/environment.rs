@@ -3,14 +3,13 @@
 //! function was hooked. Whatever cannot be read is left out, never guessed.
 
 use std::{
+    fmt::Display,
     fs,
     path::Path,
     sync::atomic::{AtomicBool, Ordering},
 };
 
 use rcutrace_common::records::{Environment, Members};
-
-use crate::trace::probes::{Method, Probe};
 
 /// Whether this run's reports carry their environment: set once by `main`.
 static RECORDED: AtomicBool = AtomicBool::new(true);
@@ -24,14 +23,16 @@ pub fn record_only_if(needed: bool) {
 }
 
 /// The running kernel's environment, if this run records it (`record_only_if`); `attached`
-/// is how each probe was hooked.
-pub fn current(attached: &[(Probe, Method)]) -> Option<Environment> {
+/// is how each probe was hooked: its function and the method, in the order attached.
+pub fn current<'a, M: Display>(
+    attached: impl IntoIterator<Item = (&'a str, M)>,
+) -> Option<Environment> {
     RECORDED
         .load(Ordering::Relaxed)
         .then(|| read_current(attached))
 }
 
-fn read_current(attached: &[(Probe, Method)]) -> Environment {
+fn read_current<'a, M: Display>(attached: impl IntoIterator<Item = (&'a str, M)>) -> Environment {
     let release = read_trimmed("/proc/sys/kernel/osrelease").unwrap_or_default();
     let version = read_trimmed("/proc/sys/kernel/version").unwrap_or_default();
     let preemption = read_trimmed("/sys/kernel/debug/sched/preempt")
@@ -49,6 +50,7 @@ fn read_current(attached: &[(Probe, Method)]) -> Environment {
         rcu_normal: read_trimmed("/sys/kernel/rcu_normal"),
         rcutree_parameters: Members(parameters(Path::new("/sys/module/rcutree/parameters"))),
         attach: Members(attach_methods(attached)),
+        missed_by_kernel_lower_bound: super::misses::uncounted(),
     }
 }
 
@@ -128,15 +130,17 @@ fn parameters(dir: &Path) -> Vec<(String, String)> {
 }
 
 /// `function: method+method` in the order the functions were attached.
-fn attach_methods(attached: &[(Probe, Method)]) -> Vec<(String, String)> {
+fn attach_methods<'a, M: Display>(
+    attached: impl IntoIterator<Item = (&'a str, M)>,
+) -> Vec<(String, String)> {
     let mut methods: Vec<(String, String)> = Vec::new();
-    for (probe, method) in attached {
-        match methods.iter_mut().find(|(f, _)| f == probe.function) {
+    for (function, method) in attached {
+        match methods.iter_mut().find(|(f, _)| f == function) {
             Some((_, joined)) => {
                 joined.push('+');
                 joined.push_str(&method.to_string());
             }
-            None => methods.push((probe.function.to_string(), method.to_string())),
+            None => methods.push((function.to_string(), method.to_string())),
         }
     }
     methods
@@ -181,16 +185,14 @@ mod tests {
 
     #[test]
     fn entry_and_return_of_one_function_share_a_line() {
-        let call = crate::trace::probes::timed_call(1, "synchronize_rcu");
-        let gp = crate::trace::probes::GP_LATENCY;
         let attached = [
-            (call.entry, Method::Kprobe),
-            (call.exit, Method::Fexit),
-            (gp.entry, Method::Fentry),
-            (gp.exit, Method::Kretprobe),
+            ("synchronize_rcu", "kprobe"),
+            ("synchronize_rcu", "fexit"),
+            ("rcu_gp_init", "fentry"),
+            ("rcu_gp_cleanup", "kretprobe"),
         ];
         assert_eq!(
-            attach_methods(&attached),
+            attach_methods(attached),
             [
                 ("synchronize_rcu".to_string(), "kprobe+fexit".to_string()),
                 ("rcu_gp_init".into(), "fentry".into()),
@@ -198,7 +200,7 @@ mod tests {
             ]
         );
         let environment = Environment {
-            attach: Members(attach_methods(&attached)),
+            attach: Members(attach_methods(attached)),
             ..Environment::default()
         };
         assert_eq!(probes(&environment), 4);

@@ -1,13 +1,19 @@
 //! Facts about the running kernel and this process that decide what can be traced: here, its
 //! functions (kallsyms), privileges and tasks; `btf` reads the kernel's own type information,
-//! `misses` the probe hits it skipped, `rcu_tree` its tree of `rcu_node`s, `symbols` names its addresses, `cgroups` its cgroups,
+//! `misses` and `kprobe_table` the probe hits it skipped, `rcu_tree` its tree of `rcu_node`s
+//! (`expedited_holdouts`: what an expedited grace period still waits for),
+//! `symbols` names its addresses (`bpf_programs`: the BPF programs loaded, which kallsyms
+//! lists without lengths), `cgroups` its cgroups,
 //! and `environment` records what a run ran on.
 
+pub mod bpf_programs;
 pub mod btf;
 pub mod callback_lists;
 pub mod cgroups;
 pub mod environment;
+pub mod expedited_holdouts;
 pub mod kcore;
+pub mod kprobe_table;
 pub mod misses;
 pub mod rcu_state;
 pub mod rcu_tree;

@@ -300,6 +300,7 @@ pub fn fields() -> Vec<Field> {
     [GP_SEQ, NODE_QSMASK, TASK_NESTING, EXPEDITED_SEQUENCE]
         .iter()
         .chain(&super::rcu_tree::FIELDS)
+        .chain(&super::expedited_holdouts::FIELDS)
         .chain(&TASKS_FIELDS)
         .chain(&SRCU_FIELDS)
         .chain(&super::callback_lists::FIELDS)

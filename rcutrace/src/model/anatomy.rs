@@ -242,7 +242,8 @@ pub struct Assembler {
     /// The blocked reader that left last: on a tree of more than one level, its leaf's
     /// report to the parent follows.
     left: Option<Left>,
-    /// The first tick sample per CPU of the grace period it was taken for.
+    /// Per CPU, the grace period's tick sample that shows what held the CPU up: its last
+    /// inside a reader, else its first.
     samples: HashMap<u32, (u64, Sample)>,
     /// The latest tick sample per CPU, with its grace period and time: what runs there now,
     /// and does its tick still come.
@@ -418,7 +419,8 @@ impl Assembler {
                 });
             }
             gp::EVENT_HOLDOUT_SAMPLE => {
-                let mode = match event.value {
+                let in_reader = event.value & gp::SAMPLE_IN_READER != 0;
+                let mode = match event.value & !gp::SAMPLE_IN_READER {
                     gp::MODE_USER => Mode::User,
                     gp::MODE_IDLE => Mode::Idle,
                     _ => Mode::Kernel,
@@ -430,10 +432,13 @@ impl Assembler {
                 };
                 self.latest
                     .insert(event.cpu, (event.extra, at, sample.clone()));
-                // The first sample of a grace period on a CPU shows what held it up when it
-                // first became old; later ones may come after the holding stopped.
+                // What held a CPU up is best shown by its last tick inside a reader: the
+                // first tick after the grace period became old may come before the reader
+                // began (a page fault before it), and the last before the report is often
+                // the one that found the reader gone. Without a reader seen, the first
+                // sample shows what held it when it became old.
                 match self.samples.get(&event.cpu) {
-                    Some((gp_seq, _)) if *gp_seq == event.extra => {}
+                    Some((gp_seq, _)) if *gp_seq == event.extra && !in_reader => {}
                     _ => {
                         self.samples.insert(event.cpu, (event.extra, sample));
                     }
@@ -699,6 +704,51 @@ mod tests {
         assert_eq!((cpus.as_slice(), *found_by_pass), (&[1][..], true));
         assert_eq!(sample.task.comm, "spin");
         assert_eq!((sample.mode, sample.stack), (Mode::Kernel, Some(42)));
+    }
+
+    /// The sample shown is the CPU's last inside a reader: not the page fault before the
+    /// reader began, nor the tick that found it gone; without a reader seen, the first.
+    #[test]
+    fn a_holdout_is_shown_by_its_last_sample_inside_a_reader() {
+        let shown = |samples: &[(u64, u64)]| {
+            let mut events = one_grace_period(KTHREAD, 1);
+            for (i, &(mode, stack)) in samples.iter().enumerate().rev() {
+                let mut sample = with(
+                    event(1500 + i as u64, gp::EVENT_HOLDOUT_SAMPLE, 77),
+                    mode,
+                    0x105,
+                );
+                sample.cpu = 1;
+                sample.stack = stack;
+                events.insert(5, sample);
+            }
+            let done = assemble(&events).take_done();
+            match &done[0].last_holdout {
+                Some(Holdout::Cpu {
+                    sample: Some(sample),
+                    ..
+                }) => sample.stack,
+                other => panic!("no sampled CPU holdout: {other:?}"),
+            }
+        };
+        let reader = gp::MODE_KERNEL | gp::SAMPLE_IN_READER;
+        assert_eq!(
+            shown(&[
+                (gp::MODE_KERNEL, 7),
+                (reader, 42),
+                (reader, 43),
+                (gp::MODE_KERNEL, 99)
+            ]),
+            Some(43)
+        );
+        assert_eq!(
+            shown(&[
+                (gp::MODE_KERNEL, 7),
+                (gp::MODE_KERNEL, 8),
+                (gp::MODE_USER, 9)
+            ]),
+            Some(7)
+        );
     }
 
     #[test]

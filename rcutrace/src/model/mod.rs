@@ -204,7 +204,8 @@ pub struct Losses {
     pub returns_lost: u64,
     /// Returns whose call began before tracing started.
     pub began_before_tracing: u64,
-    /// Entry or return hits the kernel skipped (a BPF program already running on that CPU).
+    /// Entry or return hits the kernel skipped (a BPF program, or another kprobe's handler,
+    /// already running on that CPU); a call skipped at both ends by one kprobe hit counts once.
     pub missed_by_kernel: u64,
     /// Calls lost because the in-flight map or the sample buffer was full.
     pub lost_to_full_map: u64,
@@ -391,6 +392,8 @@ pub enum StallEvent {
     ExpeditedWarning {
         time: String,
         warning: stall::ExpeditedWarning,
+        /// `None` where kernel memory could not be read (said once on stderr).
+        waiting_for: Option<stall::ExpeditedHoldouts>,
     },
     ExpeditedEnded {
         time: String,
@@ -555,8 +558,22 @@ pub struct CallbackTotals {
     pub pending_map_full: u64,
     pub rows_map_full_queued: u64,
     pub rows_map_full_invoked: u64,
-    /// Probe hits the kernel skipped (a BPF program already running on that CPU).
+    /// Probe hits the kernel skipped (a BPF program, or another kprobe's handler, already
+    /// running on that CPU).
     pub missed_by_kernel: u64,
+    /// Of `missed_by_kernel`, those the kprobe layer skipped (another kprobe's handler).
+    pub missed_by_kprobe_layer: u64,
+    /// Callbacks rcutrace's own attaching, reading and detaching queued: in no row.
+    pub own_queued: u64,
+}
+
+/// A traced entry point of `rcutrace callbacks`: its calls in the window, and the notes of
+/// those calls that their queueing did not take (their callbacks count as `other`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EntryPointCalls {
+    pub function: String,
+    pub calls: u64,
+    pub notes: checks::Notes,
 }
 
 /// What `rcutrace callbacks` adds to its histograms: the rows and the totals.
@@ -573,6 +590,8 @@ pub struct CallbacksSummary {
     pub totals: CallbackTotals,
     /// Entry points that could not be traced: their callbacks count as `other`.
     pub entry_points_not_traced: Vec<String>,
+    /// Each traced entry point's calls, and what became of their notes.
+    pub entry_points: Vec<EntryPointCalls>,
     /// Each traced entry point's calls against the callbacks seen queued through it.
     pub cross_checks: Vec<checks::CrossCheck>,
 }

@@ -229,9 +229,18 @@ impl StallWatch {
     }
 }
 
+/// What an expedited grace period still waits for when it is warned about, as the kernel's
+/// `rcu_node` leaves say (`kernel::expedited_holdouts`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ExpeditedHoldouts {
+    /// The CPUs that have not reported, ascending.
+    pub cpus: Vec<u32>,
+    /// Tasks blocked inside a reader hold it up too.
+    pub blocked_tasks: bool,
+}
+
 /// An expedited grace period that passed a threshold. The programs follow only its start
-/// and end (not each CPU's report): the CPUs that hold it up are the ones the normal grace
-/// period's warning names, when they hold both.
+/// and end; what it still waits for is read from kernel memory when it is warned about.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ExpeditedWarning {
     pub age: Duration,

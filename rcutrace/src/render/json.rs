@@ -180,13 +180,19 @@ pub fn stall_event(event: &StallEvent) -> String {
             cpu: *cpu,
             rcutrace_earlier_ns: rcutrace_earlier.map(nanos),
         }),
-        StallEvent::ExpeditedWarning { time, warning } => {
-            Record::ExpeditedStallWarning(records::ExpeditedStallWarning {
-                time: time.clone(),
-                age_ns: nanos(warning.age),
-                threshold_ns: nanos(warning.threshold),
-            })
-        }
+        StallEvent::ExpeditedWarning {
+            time,
+            warning,
+            waiting_for,
+        } => Record::ExpeditedStallWarning(records::ExpeditedStallWarning {
+            time: time.clone(),
+            age_ns: nanos(warning.age),
+            threshold_ns: nanos(warning.threshold),
+            waiting_for: waiting_for.as_ref().map(|w| records::ExpeditedWaitingFor {
+                cpus: w.cpus.clone(),
+                blocked_tasks: w.blocked_tasks,
+            }),
+        }),
         StallEvent::ExpeditedEnded { time, ended } => {
             Record::ExpeditedStallEnded(records::ExpeditedStallEnded {
                 time: time.clone(),
@@ -686,10 +692,23 @@ fn callbacks_summary(summary: &CallbacksSummary) -> records::CallbacksSummary {
             pending_map_full: totals.pending_map_full,
             requeued: totals.requeued,
             missed_by_kernel: totals.missed_by_kernel,
+            missed_by_kprobe_layer: totals.missed_by_kprobe_layer,
             row_map_full_queued: totals.rows_map_full_queued,
             row_map_full_invoked: totals.rows_map_full_invoked,
         },
         entry_points_not_traced: summary.entry_points_not_traced.clone(),
+        own_queued: totals.own_queued,
+        entry_points: summary
+            .entry_points
+            .iter()
+            .map(|e| records::EntryPointNotes {
+                entry_point: e.function.clone(),
+                calls: e.calls,
+                notes_overwritten: e.notes.overwritten,
+                notes_waiting_at_close: e.notes.waiting_at_close,
+                notes_from_before: e.notes.from_before,
+            })
+            .collect(),
         cross_checks: cross_checks(&summary.cross_checks),
     }
 }

@@ -83,8 +83,9 @@ impl Collector for Exposition {
         }
         let mut skipped = encoder.encode_descriptor(
             "rcutrace_kernel_skipped",
-            "Probe hits the kernel skipped (a BPF program was already running on that CPU); \
-             for __rcu_read_lock these are the tracer's own nested readers, not lost readers",
+            "Probe hits the kernel skipped (a BPF program, or another kprobe's handler, was \
+             already running on that CPU); for __rcu_read_lock these are the tracer's own nested \
+             readers, not lost readers",
             None,
             MetricType::Counter,
         )?;

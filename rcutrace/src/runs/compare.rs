@@ -548,6 +548,7 @@ mod tests {
                     ..CallbackTotals::default()
                 },
                 entry_points_not_traced: Vec::new(),
+                entry_points: Vec::new(),
                 cross_checks: Vec::new(),
             }),
             environment: None,

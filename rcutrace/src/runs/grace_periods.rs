@@ -6,7 +6,7 @@ use std::time::Duration;
 use anyhow::{Context as _, Result, bail};
 use rcutrace_common::records;
 
-use super::saved::{percentiles, seconds, unit};
+use super::figures::{percentiles, seconds, unit};
 use crate::model::{
     CpuHoldouts, GracePeriodLosses, GracePeriodRow, GracePeriodsSummary, LatencySummary,
     PhaseStats, SeriesStats, TaskHoldouts,

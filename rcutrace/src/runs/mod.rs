@@ -1,9 +1,11 @@
 //! Saved runs: `saved` reads a `-f json` run (rcutrace's or bpftrace's) back into the model
 //! (`grace_periods` the records only `gp` writes, `stages` those of `srlat --stages`),
+//! `figures` the units, percentiles and windows they all read back,
 //! `compare` sets two of them side by side, `save` writes one (`--save`), `intervals` makes
 //! one report of an `--interval` run's intervals, `gate` judges a comparison by `--fail-if`.
 
 pub mod compare;
+pub mod figures;
 #[cfg(test)]
 mod fuzz;
 pub mod gate;

@@ -2,6 +2,7 @@
 //! opened before anything is attached, so that a path that cannot be written is a usage error
 //! and not a run thrown away at its end; a write that still fails later is reported after the
 //! results have been printed. With `--interval` every interval is written as it is printed.
+//! What is written is made by the commands (`commands::save`): this module keeps the file.
 
 use std::{
     fs::File,
@@ -11,12 +12,6 @@ use std::{
 };
 
 use anyhow::{Context as _, Result};
-
-use crate::{
-    kernel::environment,
-    model::Report,
-    render::{self, Format},
-};
 
 /// Where the run is being saved, and the first write that failed.
 pub struct SaveFile {
@@ -79,18 +74,14 @@ impl SaveFile {
         })
     }
 
-    /// Writes one report (the whole run, or one interval); the first one replaces what the
-    /// file held and starts with the banner. After a failure nothing more is tried.
-    pub fn write(&mut self, report: &Report) {
+    /// Writes one report (the whole run, or one interval), as `lines` make it: they are told
+    /// whether it is the file's first (which starts with the banner), and the first replaces
+    /// what the file held. After a failure nothing more is tried, and nothing is made.
+    pub fn write(&mut self, lines: impl FnOnce(bool) -> String) {
         if self.failure.is_some() {
             return;
         }
-        let mut json = String::new();
-        if !self.written {
-            let probes = report.environment.as_ref().map_or(0, environment::probes);
-            json = render::banner(Format::Json, probes);
-        }
-        json += &render::report(Format::Json, report);
+        let json = lines(!self.written);
         self.append(json.as_bytes());
     }
 
@@ -148,10 +139,11 @@ pub fn set(file: SaveFile) {
     *SAVE.lock().unwrap_or_else(|e| e.into_inner()) = Some(file);
 }
 
-/// Writes `report` to the save file, if the run has one.
-pub fn write(report: &Report) {
+/// Writes a report to the save file as `lines` make it (see `SaveFile::write`), if the run
+/// has one: without one, nothing is made.
+pub fn write(lines: impl FnOnce(bool) -> String) {
     if let Some(file) = SAVE.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
-        file.write(report);
+        file.write(lines);
     }
 }
 
@@ -163,17 +155,12 @@ pub fn take() -> Option<SaveFile> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{CountMap, CountSummary, Map, Summary};
 
-    fn report(count: u64) -> Report {
-        Report {
-            time: Some(crate::model::Stamp::interval("12:00:01")),
-            maps: vec![Map::Count(CountMap {
-                name: "@".into(),
-                entries: vec![("call_rcu".into(), count)],
-            })],
-            summary: Summary::Count(CountSummary::default()),
-            environment: None,
+    /// A report's lines: the banner before the file's first.
+    fn report(count: u64) -> impl FnOnce(bool) -> String {
+        move |first| {
+            let banner = if first { "banner\n" } else { "" };
+            format!("{banner}report {count}\n")
         }
     }
 
@@ -202,13 +189,13 @@ mod tests {
                 .unwrap()
                 .starts_with("an older run")
         );
-        file.write(&report(1));
-        file.write(&report(2));
+        file.write(report(1));
+        file.write(report(2));
         file.finish().unwrap();
-        let expected = render::banner(Format::Json, 0)
-            + &render::report(Format::Json, &report(1))
-            + &render::report(Format::Json, &report(2));
-        assert_eq!(std::fs::read_to_string(&path).unwrap(), expected);
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            "banner\nreport 1\nreport 2\n"
+        );
 
         // A run that failed before any result takes away the file it made, and only that.
         let made = dir.join("made.json");
@@ -237,8 +224,8 @@ mod tests {
             failure: None,
             doing: "saving the run",
         };
-        file.write(&report(1));
-        file.write(&report(2));
+        file.write(report(1));
+        file.write(report(2));
         let err = file.finish().unwrap_err();
         assert_eq!(
             err.to_string(),

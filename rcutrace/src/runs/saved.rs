@@ -15,9 +15,10 @@ use rcutrace_common::{
     records::{self, Bucket, HistLayout, HistValue, MapValue, Record},
 };
 
+use super::figures::{percentiles, seconds, unit};
 use crate::{
     model::checks::CrossCheck,
-    model::stats::{PERCENTILE_ERROR, QUANTILES, quantile_name},
+    model::stats::PERCENTILE_ERROR,
     model::{
         Buckets, CallbackCounts, CallbackRow, CallbackTotals, CallbacksSummary, CountMap,
         CountSummary, Environment, HistMap, KeyedLosses, LatencySummary, Losses, Map,
@@ -103,7 +104,7 @@ struct Run {
     /// The `attached_probes` record's figure, and its line.
     probes: Option<(u64, usize)>,
     reports: Vec<Report>,
-    current: Window,
+    current: ReportBeingRead,
     /// Lines that held a record.
     records: usize,
     /// The line of the first record of rcutrace's own types: such a run ends each window
@@ -113,9 +114,9 @@ struct Run {
     environment: Option<usize>,
 }
 
-/// One window (or interval) being read.
+/// The records of one report (the whole window, or one interval) being read.
 #[derive(Default)]
-struct Window {
+struct ReportBeingRead {
     /// The line it starts at.
     from: usize,
     time: Option<Stamp>,
@@ -224,7 +225,7 @@ impl Run {
     }
 }
 
-impl Window {
+impl ReportBeingRead {
     fn add(&mut self, record: Record, line: usize) -> Result<()> {
         match record {
             // Taken by the run.
@@ -524,18 +525,25 @@ fn callbacks(s: &records::CallbacksSummary) -> CallbacksSummary {
             rows_map_full_queued: s.not_timed.row_map_full_queued,
             rows_map_full_invoked: s.not_timed.row_map_full_invoked,
             missed_by_kernel: s.not_timed.missed_by_kernel,
+            missed_by_kprobe_layer: s.not_timed.missed_by_kprobe_layer,
+            own_queued: s.own_queued,
         },
         entry_points_not_traced: s.entry_points_not_traced.clone(),
+        entry_points: s
+            .entry_points
+            .iter()
+            .map(|e| crate::model::EntryPointCalls {
+                function: e.entry_point.clone(),
+                calls: e.calls,
+                notes: crate::model::checks::Notes {
+                    overwritten: e.notes_overwritten,
+                    waiting_at_close: e.notes_waiting_at_close,
+                    from_before: e.notes_from_before,
+                },
+            })
+            .collect(),
         cross_checks: cross_checks(&s.cross_checks),
     }
-}
-
-pub(super) fn percentiles(by_name: &records::Members<f64>) -> Vec<(f64, f64)> {
-    by_name
-        .0
-        .iter()
-        .filter_map(|(name, ns)| Some((quantile(name)?, *ns)))
-        .collect()
 }
 
 fn latency_summary(
@@ -575,28 +583,6 @@ fn latency_summary(
         stages: None,
         cross_checks: cross_checks(&losses.cross_checks),
     }
-}
-
-/// A window in seconds from a file, which may say anything: no panic on a negative or
-/// absurd figure, just no window.
-pub(super) fn seconds(secs: f64) -> Duration {
-    Duration::try_from_secs_f64(secs).unwrap_or_default()
-}
-
-pub fn unit(suffix: &str) -> Option<Unit> {
-    [Unit::Ms, Unit::Us, Unit::Ns]
-        .into_iter()
-        .find(|u| u.suffix() == suffix)
-}
-
-/// `p99.9` back to 0.999 (the inverse of `stats::quantile_name`): the very constant of
-/// `stats::QUANTILES` where one has the name (99.9 / 100 is not the same double as 0.999).
-fn quantile(name: &str) -> Option<f64> {
-    if let Some(&q) = QUANTILES.iter().find(|&&q| quantile_name(q) == name) {
-        return Some(q);
-    }
-    let percent: f64 = name.strip_prefix('p')?.parse().ok()?;
-    Some(percent / 100.0)
 }
 
 /// A bucket's values, as the slot arithmetic states them.
@@ -1042,6 +1028,15 @@ pub(crate) mod tests {
                     ..CallbackTotals::default()
                 },
                 entry_points_not_traced: vec!["call_rcu_hurry".into()],
+                entry_points: vec![crate::model::EntryPointCalls {
+                    function: "call_rcu".into(),
+                    calls: 21,
+                    notes: crate::model::checks::Notes {
+                        overwritten: 1,
+                        waiting_at_close: 0,
+                        from_before: 0,
+                    },
+                }],
                 cross_checks: Vec::new(),
             }),
             environment: None,

@@ -5,7 +5,7 @@
 use anyhow::{Context as _, Result, bail};
 use rcutrace_common::records;
 
-use super::saved::{percentiles, unit};
+use super::figures::{percentiles, unit};
 use crate::model::{
     SeriesStats,
     stages::{NotTakenApart, Path, PathStages, StageStats, StagedCall, StagesSummary},

@@ -1,11 +1,15 @@
-//! The tracing machinery every command shares: `probes` says what to hook and how (a constant
-//! table and a pure planner), `tracer` does it through aya (with
+//! The tracing machinery every command shares: `engine` runs a command's window from start to
+//! end (load, attach, open, trace, close) on the rest; `probes` says what to hook and how (a
+//! constant table and a pure planner), `tracer` does it through aya (with
 //! `object` narrowing the eBPF object to the run's programs), `session` runs the window (with
 //! `countdown` on a terminal and `server` answering `serve`'s scrapes), `readings` reads the
 //! programs' counters while it runs, and `sampling` switches the reader probe on and off;
-//! `marks` times the start-up.
+//! `grace_periods` is what the grace-period programs take and give (their constants, events
+//! and state), `stages` what `srlat --stages` adds to a run; `marks` times the start-up.
 
 pub mod countdown;
+pub mod engine;
+pub mod grace_periods;
 pub mod marks;
 pub mod object;
 pub mod probes;
@@ -13,4 +17,5 @@ pub mod readings;
 pub mod sampling;
 pub mod server;
 pub mod session;
+pub mod stages;
 pub mod tracer;

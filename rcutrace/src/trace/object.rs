@@ -48,10 +48,17 @@ impl Aligned {
     }
 }
 
+/// The object narrowed, with how many of its programs were kept (for the start-up marks).
+pub struct Narrowed {
+    pub object: Aligned,
+    pub kept: usize,
+    pub programs: usize,
+}
+
 /// A copy of `object` (a little-endian 64-bit ELF file) in which only the programs that
 /// `keep` names are programs: sections named `KIND/NAME` that hold instructions, NAME being
 /// the program. The shared functions' `.text` and every other section stay as they are.
-pub fn narrowed(object: &[u8], keep: impl Fn(&str) -> bool) -> Result<Aligned> {
+pub fn narrowed(object: &[u8], keep: impl Fn(&str) -> bool) -> Result<Narrowed> {
     let elf = |e: object::read::Error| anyhow!("the eBPF object is not a 64-bit ELF file: {e}");
     let header = FileHeader64::<LittleEndian>::parse(object).map_err(elf)?;
     let endian = header.endian().map_err(elf)?;
@@ -61,6 +68,7 @@ pub fn narrowed(object: &[u8], keep: impl Fn(&str) -> bool) -> Result<Aligned> {
     let executable = u64::from(SHF_EXECINSTR);
     let mut copy = Aligned::copy_of(object);
     let bytes = copy.bytes_mut();
+    let (mut kept, mut programs) = (0, 0);
     for (index, section) in sections.iter().enumerate() {
         let flags = section.sh_flags(endian);
         if flags & executable == 0 {
@@ -70,13 +78,20 @@ pub fn narrowed(object: &[u8], keep: impl Fn(&str) -> bool) -> Result<Aligned> {
         let Some((_, program)) = std::str::from_utf8(name)?.split_once('/') else {
             continue;
         };
-        if !keep(program) {
+        programs += 1;
+        if keep(program) {
+            kept += 1;
+        } else {
             let at =
                 table_at + index * entry_size + offset_of!(SectionHeader64<LittleEndian>, sh_flags);
             bytes[at..at + 8].copy_from_slice(&(flags & !executable).to_le_bytes());
         }
     }
-    Ok(copy)
+    Ok(Narrowed {
+        object: copy,
+        kept,
+        programs,
+    })
 }
 
 #[cfg(test)]
@@ -102,11 +117,14 @@ mod tests {
         assert!(all.len() > 100, "{all:?}");
         let kept = ["count_1_kprobe", "count_1_fentry", "count_read_lock_kprobe"];
         let narrowed = narrowed(OBJECT, |name| kept.contains(&name)).unwrap();
-        assert_eq!(narrowed.len(), OBJECT.len());
+        assert_eq!(narrowed.object.len(), OBJECT.len());
+        assert_eq!((narrowed.kept, narrowed.programs), (kept.len(), all.len()));
         let mut expected = kept.map(String::from).to_vec();
         expected.sort();
-        assert_eq!(programs(&narrowed), expected);
-        assert_eq!(programs(&super::narrowed(OBJECT, |_| true).unwrap()), all);
+        assert_eq!(programs(&narrowed.object), expected);
+        let whole = super::narrowed(OBJECT, |_| true).unwrap();
+        assert_eq!(programs(&whole.object), all);
+        assert_eq!(whole.kept, all.len());
     }
 
     #[test]

@@ -61,6 +61,9 @@ pub enum Programs {
     Counter(CounterSlot),
     /// The latency programs of one timed function (`0..MAX_TIMED`).
     Timed(u32),
+    /// The program that ends a timed call with no sample when its entry function returns
+    /// false (`Timed::found_nothing`); only timed function 0 has one.
+    TimedFoundNothing(u32),
     /// `callbacks`' programs for one hook (`enqueue`, `dequeue`, `call_rcu`, ...).
     Callbacks(&'static str),
     /// `gp`'s programs for one hook (`init`, `report`, `tick`, ...): kprobes and kretprobes
@@ -135,6 +138,7 @@ impl Probe {
                 };
                 Some(format!("timed_{index}_{side}_{method}"))
             }
+            Programs::TimedFoundNothing(0) => Some(format!("timed_0_found_nothing_{method}")),
             Programs::Callbacks(hook) => Some(format!("callbacks_{hook}_{method}")),
             Programs::GracePeriod(hook) => (!trampoline || GP_TRAMPOLINE_HOOKS.contains(&hook))
                 .then(|| format!("gp_{hook}_{method}")),
@@ -142,7 +146,7 @@ impl Probe {
             Programs::OwnWork(hook) => {
                 (method == Method::Kprobe).then(|| format!("own_work_{hook}_kprobe"))
             }
-            Programs::Counter(_) | Programs::Timed(_) => None,
+            Programs::Counter(_) | Programs::Timed(_) | Programs::TimedFoundNothing(_) => None,
         }
     }
 }
@@ -234,6 +238,7 @@ impl Counted {
         match self.probe.programs {
             Programs::Counter(slot) => slot,
             Programs::Timed(_)
+            | Programs::TimedFoundNothing(_)
             | Programs::Callbacks(_)
             | Programs::GracePeriod(_)
             | Programs::Stages(_)
@@ -392,6 +397,9 @@ pub fn waiting_functions() -> impl Iterator<Item = &'static str> {
 pub struct Timed {
     pub entry: Probe,
     pub exit: Probe,
+    /// Where the entry function is one that may return false having started nothing
+    /// (`rcu_gp_init()`): its return, which then ends the call with no sample, counted.
+    pub found_nothing: Option<Probe>,
 }
 
 impl Timed {
@@ -400,6 +408,7 @@ impl Timed {
         match self.entry.programs {
             Programs::Timed(index) => index,
             Programs::Counter(_)
+            | Programs::TimedFoundNothing(_)
             | Programs::Callbacks(_)
             | Programs::GracePeriod(_)
             | Programs::Stages(_)
@@ -412,6 +421,13 @@ impl Timed {
     /// Entry and return are one function: a second entry before a return means a lost return.
     pub fn same_function(&self) -> bool {
         self.entry.function == self.exit.function
+    }
+
+    /// Every probe the timing attaches.
+    pub fn probes(&self) -> impl Iterator<Item = Probe> {
+        [self.entry, self.exit]
+            .into_iter()
+            .chain(self.found_nothing)
     }
 }
 
@@ -431,6 +447,7 @@ pub const fn timed(index: u32, entry: &'static str, exit: &'static str) -> Timed
             programs,
             prefer_kprobe: false,
         },
+        found_nothing: None,
     }
 }
 
@@ -442,8 +459,26 @@ pub const fn timed_call(index: u32, function: &'static str) -> Timed {
     timed
 }
 
-/// Internal grace-period latency: `rcu_gp_init()` entry to `rcu_gp_cleanup()` return.
-pub const GP_LATENCY: Timed = timed(0, "rcu_gp_init", "rcu_gp_cleanup");
+/// Internal grace-period latency: `rcu_gp_init()` entry to `rcu_gp_cleanup()` return. An
+/// `rcu_gp_init()` that returns false found no grace period to start: its call ends there.
+pub const GP_LATENCY: Timed = {
+    let mut timed = timed(0, "rcu_gp_init", "rcu_gp_cleanup");
+    timed.found_nothing = Some(Probe {
+        function: "rcu_gp_init",
+        side: Side::Return,
+        programs: Programs::TimedFoundNothing(0),
+        prefer_kprobe: false,
+    });
+    timed
+};
+
+/// `count --all`'s count of the `rcu_gp_init()` calls that found no grace period to start.
+pub const GP_INIT_FOUND_NOTHING: Probe = Probe {
+    function: "rcu_gp_init",
+    side: Side::Return,
+    programs: Programs::Counter(counters::GP_INIT_FOUND_NOTHING),
+    prefer_kprobe: false,
+};
 
 const fn callback_hook(function: &'static str, side: Side, hook: &'static str) -> Probe {
     Probe {
@@ -514,19 +549,21 @@ pub const CALLBACKS: CallbackProbes = CallbackProbes {
 };
 
 impl CallbackProbes {
-    /// Attach order: entry points first, so that the queueing probes, attached last, find
-    /// them in place; the invocation probe before those, so that every queueing they see
-    /// has its invocation seen too.
+    /// Attach order: the queueing probes first, so that the callbacks rcutrace's own
+    /// attaching queues are seen as its own (each trampoline's registration frees the
+    /// kernel's old table of direct calls through `call_rcu_tasks()`, and their invocations
+    /// come in the window). Nothing is counted until every probe is attached, so the entry
+    /// points and the invocation probe need no place of their own in the order.
     pub fn in_attach_order(&self) -> Vec<Probe> {
-        let mut probes: Vec<Probe> = self.entry_points.iter().map(|(p, _)| *p).collect();
-        probes.extend([
-            self.kvfree,
-            self.barrier,
-            self.invoke,
+        let mut probes = vec![
+            self.queue,
             self.bypass,
             self.bypass_flush,
-            self.queue,
-        ]);
+            self.barrier,
+            self.invoke,
+            self.kvfree,
+        ];
+        probes.extend(self.entry_points.iter().map(|(p, _)| *p));
         probes
     }
 }
@@ -777,18 +814,18 @@ mod tests {
     }
 
     #[test]
-    fn callbacks_attach_queueing_last_and_name_each_entry_point_once() {
+    fn callbacks_attach_queueing_first_and_name_each_entry_point_once() {
         let order = CALLBACKS.in_attach_order();
-        assert_eq!(order.last(), Some(&CALLBACKS.queue));
         assert_eq!(
-            order[order.len() - 4..],
+            order[..4],
             [
-                CALLBACKS.invoke,
+                CALLBACKS.queue,
                 CALLBACKS.bypass,
                 CALLBACKS.bypass_flush,
-                CALLBACKS.queue
+                CALLBACKS.barrier
             ]
         );
+        assert_eq!(order.len(), 6 + CALLBACKS.entry_points.len());
         let mut vias: Vec<_> = CALLBACKS.entry_points.iter().map(|(_, v)| *v).collect();
         vias.sort();
         vias.dedup();
@@ -1019,6 +1056,39 @@ mod tests {
             ..GP_LATENCY.entry
         };
         assert_eq!(beyond.program(Method::Kprobe), None);
+    }
+
+    /// An `rcu_gp_init()` that returns false is seen at its return, by gplat's timing and by
+    /// `count --all`, each with a program of its own, in a slot no counted function has.
+    #[test]
+    fn inits_that_find_nothing_have_their_own_return_programs() {
+        let probes: Vec<Probe> = GP_LATENCY.probes().collect();
+        assert_eq!(probes.len(), 3);
+        let found_nothing = GP_LATENCY.found_nothing.unwrap();
+        assert_eq!(
+            (found_nothing.function, found_nothing.side),
+            ("rcu_gp_init", Side::Return)
+        );
+        assert_eq!(
+            plan(&found_nothing, AttachChoice::Auto, Keys::Plain),
+            [
+                (Method::Fexit, "timed_0_found_nothing_fexit".to_string()),
+                (
+                    Method::Kretprobe,
+                    "timed_0_found_nothing_kretprobe".to_string()
+                ),
+            ]
+        );
+        assert_eq!(
+            plan(&GP_INIT_FOUND_NOTHING, AttachChoice::Kprobe, Keys::Plain),
+            [(Method::Kretprobe, "count_37_kretprobe".to_string())]
+        );
+        assert!(
+            COUNTED
+                .iter()
+                .all(|c| c.slot() != counters::GP_INIT_FOUND_NOTHING)
+        );
+        assert_eq!(timed_call(1, "synchronize_rcu").probes().count(), 2);
     }
 
     #[test]

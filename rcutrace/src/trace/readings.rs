@@ -2,13 +2,16 @@
 //! and what was added between two readings. Every counter only ever grows (per-CPU slots,
 //! atomically added hash-map values, the kernel's skipped-hit counts), so differences of
 //! successive readings count each event in exactly one period: nothing lost, nothing twice.
+//! A kprobe registered again between two readings (`--sample-readers` detaches and attaches
+//! the reader probe) is a new kprobe, whose count starts from zero: its whole count is the
+//! period's.
 
 use std::collections::HashMap;
 
 use anyhow::Result;
 use rcutrace_common::attribution::Attribution;
 
-use crate::{trace::probes::Probe, trace::tracer::Tracer};
+use crate::{kernel::kprobe_table::Counted, trace::probes::Probe, trace::tracer::Tracer};
 
 /// The per-CPU arrays of counters: `count`'s per-function counts and its losses, the
 /// latency programs' per-function statistics, and `gp`'s counts and what its programs could
@@ -29,8 +32,11 @@ pub struct Reading {
     arrays: HashMap<&'static str, Vec<u64>>,
     /// The `--by` count map, when it is in use.
     keyed: HashMap<Attribution, u64>,
-    /// Hits the kernel skipped, by program id.
+    /// Hits the kernel's BPF layer skipped, by program id.
     missed: HashMap<u32, u64>,
+    /// What the kprobe layer counted for each kprobe: the hits it skipped (`nmissed`), never
+    /// seen by the program.
+    kprobe_missed: Vec<(Probe, Counted)>,
 }
 
 impl Reading {
@@ -49,6 +55,7 @@ impl Reading {
             arrays,
             keyed,
             missed: tracer.missed_by_program_id(),
+            kprobe_missed: tracer.kprobe_misses(),
         })
     }
 
@@ -82,10 +89,29 @@ impl Reading {
             .iter()
             .map(|(id, n)| (*id, difference(n, earlier.missed.get(id))))
             .collect();
+        let kprobe_missed = self
+            .kprobe_missed
+            .iter()
+            .map(|(probe, now)| {
+                let before = earlier
+                    .kprobe_missed
+                    .iter()
+                    .find(|(p, c)| p == probe && c.address == now.address)
+                    .map(|(_, c)| *c)
+                    .unwrap_or_default();
+                let counted = Counted {
+                    address: now.address,
+                    nmissed: now.nmissed.saturating_sub(before.nmissed),
+                    returns_dropped: now.returns_dropped.saturating_sub(before.returns_dropped),
+                };
+                (*probe, counted)
+            })
+            .collect();
         Reading {
             arrays,
             keyed,
             missed,
+            kprobe_missed,
         }
     }
 
@@ -94,6 +120,12 @@ impl Reading {
         self.arrays = now.arrays;
         self.keyed.extend(now.keyed);
         self.missed.extend(now.missed);
+        for (probe, counted) in now.kprobe_missed {
+            match self.kprobe_missed.iter_mut().find(|(p, _)| *p == probe) {
+                Some(kept) => kept.1 = counted,
+                None => self.kprobe_missed.push((probe, counted)),
+            }
+        }
     }
 
     /// Takes the slots of array `name` from a read of it made at another moment.
@@ -111,11 +143,22 @@ impl Reading {
         self.keyed.iter().map(|(k, n)| (k, *n))
     }
 
-    /// Hits the kernel skipped for the programs serving `probes`.
+    /// Hits the kernel skipped for `probes`: those its BPF layer skipped (counted for the
+    /// programs serving them) and those its kprobe layer skipped.
     pub fn missed(&self, tracer: &Tracer, probes: &[Probe]) -> u64 {
-        tracer
+        let by_programs: u64 = tracer
             .program_ids(probes)
             .filter_map(|id| self.missed.get(&id))
+            .sum();
+        by_programs + self.kprobe_layer_missed(probes)
+    }
+
+    /// Hits the kprobe layer skipped for `probes` (which never reached their programs).
+    pub fn kprobe_layer_missed(&self, probes: &[Probe]) -> u64 {
+        self.kprobe_missed
+            .iter()
+            .filter(|(p, _)| probes.contains(p))
+            .map(|(_, c)| c.nmissed)
             .sum()
     }
 }
@@ -140,6 +183,7 @@ mod tests {
                 })
                 .collect(),
             missed: missed.iter().copied().collect(),
+            kprobe_missed: Vec::new(),
         }
     }
 
@@ -176,5 +220,33 @@ mod tests {
         assert_eq!(sums.keyed, whole.keyed);
         assert_eq!(sums.missed, whole.missed);
         assert_eq!(sums.missed[&7], 3);
+    }
+
+    /// The kprobe layer's counts add up over periods too, and a kprobe registered again (a
+    /// new address) counts from zero: its whole count is the period's.
+    #[test]
+    fn a_kprobe_registered_again_counts_from_zero() {
+        use crate::trace::probes::READERS;
+        let with = |address: u64, nmissed: u64| {
+            let mut r = reading(&[], &[], &[]);
+            r.kprobe_missed = vec![(
+                READERS.probe,
+                Counted {
+                    address,
+                    nmissed,
+                    returns_dropped: 0,
+                },
+            )];
+            r
+        };
+        let probes = [READERS.probe];
+        let mut baseline = with(0xa0, 5);
+        let mut total = 0;
+        for now in [with(0xa0, 9), with(0xb0, 2), with(0xb0, 2), with(0xb0, 7)] {
+            total += now.since(&baseline).kprobe_layer_missed(&probes);
+            baseline.advance(now);
+        }
+        assert_eq!(total, 4 + 2 + 5);
+        assert_eq!(baseline.kprobe_missed.len(), 1);
     }
 }

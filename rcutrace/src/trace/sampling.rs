@@ -2,7 +2,7 @@
 //! PERIOD_MS and really detached in between (a kprobe costs its whole path while attached, even
 //! if its program does nothing), and the readers counted in those windows are scaled to the
 //! whole window, with the estimate's margin of error. Here: the schedule, the windows' log and
-//! the estimate; the switching itself is the tracing window's (commands::trace_with).
+//! the estimate; the switching itself is the tracing window's (trace::engine).
 
 use std::{
     fmt,

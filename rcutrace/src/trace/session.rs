@@ -4,8 +4,9 @@
 
 use std::{
     cell::Cell,
-    os::fd::{FromRawFd as _, OwnedFd},
+    os::fd::{AsFd as _, AsRawFd as _, BorrowedFd, FromRawFd as _, OwnedFd},
     pin::pin,
+    sync::atomic::{AtomicU64, Ordering},
     time::{Duration, Instant},
 };
 
@@ -61,28 +62,72 @@ pub type Consume<'a> = &'a mut dyn FnMut(&[u8]);
 /// the buffer is a quarter full, long before it could overflow.
 pub const DRAIN_EVERY: Duration = Duration::from_secs(1);
 
+/// How long a report waits for the records that programs on other CPUs are still writing.
+/// A program writes its record in microseconds; only a CPU taken away from it mid-way (a
+/// virtual CPU the host descheduled) makes it longer.
+const RESERVED_WAIT: Duration = Duration::from_secs(1);
+
 /// The kernel's ring buffer of samples, read as it fills.
 pub struct Samples {
     ring: AsyncFd<RingBuf<MapData>>,
+    /// `None` where the kernel would not map them: reports then read what is complete.
+    positions: Option<RingPositions>,
     /// `None`: only when the kernel asks (someone else reads it on time).
     drain_every: Option<Duration>,
 }
 
 impl Samples {
     pub fn new(ring: RingBuf<MapData>, drain_every: Option<Duration>) -> Result<Self> {
+        let positions = RingPositions::of(ring.as_fd())
+            .inspect_err(|e| log::info!("the ring buffer's positions: {e:#}"))
+            .ok();
         // SAFETY: the ring buffer owns its fd and keeps it open until it is dropped, which
         // happens only when this AsyncFd is dropped.
         let ring = unsafe { AsyncFd::register_with_interest(ring, Interest::READABLE) }
             .map_err(|e| e.into_parts().1)
             .context("watching the sample ring buffer")?;
-        Ok(Samples { ring, drain_every })
+        Ok(Samples {
+            ring,
+            positions,
+            drain_every,
+        })
     }
 
-    /// Hands every sample waiting in the buffer to `consume`.
+    /// Hands every sample waiting in the buffer to `consume`, up to the first that a program
+    /// is still writing.
     pub fn drain(&mut self, consume: Consume<'_>) {
         let ring = self.ring.get_mut();
         while let Some(item) = ring.next() {
             consume(&item);
+        }
+    }
+
+    /// Hands `consume` every sample reserved by now, waiting for those that programs on
+    /// other CPUs are still writing: a report made after its counters were read must see
+    /// every event those counters counted, and `drain` stops at the first record not yet
+    /// complete. Says so if it gave up waiting (the rest then comes in the next report).
+    pub fn drain_reserved(&mut self, consume: Consume<'_>) {
+        let Some(reserved) = self.positions.as_ref().map(RingPositions::producer) else {
+            return self.drain(consume);
+        };
+        let started = Instant::now();
+        loop {
+            self.drain(consume);
+            let read = self
+                .positions
+                .as_ref()
+                .map_or(reserved, RingPositions::consumer);
+            if ring_position_reached(read, reserved) {
+                return;
+            }
+            if started.elapsed() > RESERVED_WAIT {
+                log::warn!(
+                    "a program was still writing an event after {RESERVED_WAIT:?}: this report \
+                     leaves it for the next"
+                );
+                return;
+            }
+            std::thread::sleep(Duration::from_micros(200));
         }
     }
 
@@ -100,6 +145,83 @@ impl Samples {
         }
         self.drain(consume);
         Ok(())
+    }
+}
+
+/// Whether the ring's reading position `read` has reached `target` (positions only grow,
+/// and wrap around the word).
+fn ring_position_reached(read: u64, target: u64) -> bool {
+    read.wrapping_sub(target) as i64 >= 0
+}
+
+/// A ring buffer's positions, from its two metadata pages mapped read-only beside aya's own
+/// mappings (aya 0.14 does not expose them): how far programs have reserved records, and how
+/// far user space has read.
+struct RingPositions {
+    consumer: *const AtomicU64,
+    producer: *const AtomicU64,
+    page: usize,
+}
+
+impl RingPositions {
+    fn of(ring: BorrowedFd<'_>) -> Result<Self> {
+        // SAFETY: sysconf has no preconditions.
+        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
+        let map = |offset: usize| -> Result<*const AtomicU64> {
+            // SAFETY: a new read-only shared mapping of the ring's metadata page; the kernel
+            // checks the fd and the offset.
+            let at = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    page,
+                    libc::PROT_READ,
+                    libc::MAP_SHARED,
+                    ring.as_raw_fd(),
+                    offset as libc::off_t,
+                )
+            };
+            if at == libc::MAP_FAILED {
+                return Err(std::io::Error::last_os_error())
+                    .context("mapping a ring buffer's metadata page");
+            }
+            Ok(at.cast())
+        };
+        let consumer = map(0)?;
+        let producer = match map(page) {
+            Ok(producer) => producer,
+            Err(e) => {
+                // SAFETY: mapped just above, with this length.
+                unsafe { libc::munmap(consumer as *mut libc::c_void, page) };
+                return Err(e);
+            }
+        };
+        Ok(RingPositions {
+            consumer,
+            producer,
+            page,
+        })
+    }
+
+    /// Where the next record will be reserved.
+    fn producer(&self) -> u64 {
+        // SAFETY: the page stays mapped until drop; the kernel writes the position atomically.
+        unsafe { &*self.producer }.load(Ordering::Acquire)
+    }
+
+    /// Where user space will read next.
+    fn consumer(&self) -> u64 {
+        // SAFETY: as in `producer`.
+        unsafe { &*self.consumer }.load(Ordering::Acquire)
+    }
+}
+
+impl Drop for RingPositions {
+    fn drop(&mut self) {
+        // SAFETY: both were mapped in `of` with this length and are not used after this.
+        unsafe {
+            libc::munmap(self.consumer as *mut libc::c_void, self.page);
+            libc::munmap(self.producer as *mut libc::c_void, self.page);
+        }
     }
 }
 
@@ -123,9 +245,9 @@ pub type Report<'a> = dyn FnMut(Due, &mut dyn FnMut()) -> Result<()> + 'a;
 
 pub struct Reports<'a> {
     pub trigger: Trigger<'a>,
-    /// Makes a report; the function it is given consumes the samples that arrived so far,
-    /// to be called once the counters are read (reading them takes a while: the samples
-    /// drained after it cover at least what the counters counted).
+    /// Makes a report; the function it is given consumes every sample reserved by the time
+    /// it is called, to be called once the counters are read (the samples drained after it
+    /// then cover at least what the counters counted).
     pub report: &'a mut Report<'a>,
 }
 
@@ -219,7 +341,7 @@ pub async fn run(
                 }
                 let mut drain = || {
                     if let Some((samples, consume)) = samples.as_mut() {
-                        samples.drain(&mut **consume);
+                        samples.drain_reserved(&mut **consume);
                     }
                 };
                 match reports.as_mut() {
@@ -366,4 +488,19 @@ fn report_exit(pid: u32, started: Instant) {
         "rcutrace: process {pid} exited {:.1} s into the window; nothing more of it can be traced",
         started.elapsed().as_secs_f64()
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ring_positions_compare_across_the_word_s_wrap() {
+        assert!(ring_position_reached(8, 8));
+        assert!(ring_position_reached(16, 8));
+        assert!(!ring_position_reached(8, 16));
+        // The reading position wrapped past zero; the target did not yet.
+        assert!(ring_position_reached(8, u64::MAX - 7));
+        assert!(!ring_position_reached(u64::MAX - 7, 8));
+    }
 }

@@ -5,6 +5,7 @@ use std::{
     collections::{HashMap, HashSet},
     fmt,
     os::fd::AsRawFd as _,
+    sync::{Mutex, PoisonError},
 };
 
 use anyhow::{Context as _, Result, anyhow, bail};
@@ -21,10 +22,13 @@ use rcutrace_common::{
 };
 
 use crate::{
-    kernel::{self, btf},
+    kernel::{
+        self, btf,
+        kprobe_table::{self, KprobeTable},
+    },
     trace::{
         marks, object,
-        probes::{AttachChoice, Keys, Method, Probe, plan},
+        probes::{AttachChoice, Keys, Method, Probe, Side, plan},
     },
 };
 
@@ -64,11 +68,15 @@ pub struct Tracer {
     /// The kprobe links, for probes switched on and off during the window
     /// (`--sample-readers`).
     kprobes: Vec<KprobeLink>,
+    /// Where the kprobe layer keeps its skipped-hit counts (`set_kprobe_table`), or why
+    /// they cannot be read.
+    kprobe_table: Option<std::result::Result<KprobeTable, String>>,
 }
 
 struct KprobeLink {
     probe: Probe,
     program: String,
+    program_id: Option<u32>,
     /// `None` while detached.
     link: Option<KProbeLinkId>,
 }
@@ -83,7 +91,16 @@ impl Tracer {
                  was missing when it was compiled); run scripts/setup, then rebuild"
             );
         }
-        let mut loader = loader_without_kernel_btf();
+        let mut loader = PREPARED_LOADER
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+            .unwrap_or_else(|| {
+                log::info!("no loader prepared at start-up: aya parses the kernel BTF");
+                EbpfLoader::new()
+            });
+        // The programs need no relocation against the kernel's types.
+        loader.btf(None);
         for constant in constants {
             match constant {
                 Constant::U32(name, value) => loader.override_global(name, value, true),
@@ -92,10 +109,14 @@ impl Tracer {
                 Constant::MaxEntries(name, entries) => loader.map_max_entries(name, *entries),
             };
         }
-        let object = object::narrowed(OBJECT, |name| programs.contains(name))
+        let narrowed = object::narrowed(OBJECT, |name| programs.contains(name))
             .context("reading rcutrace's eBPF object")?;
+        marks::mark(format_args!(
+            "eBPF object narrowed: {} of its {} programs kept",
+            narrowed.kept, narrowed.programs
+        ));
         let mut ebpf = loader
-            .load(&object)
+            .load(&narrowed.object)
             .context("creating the eBPF maps (is the bpf() system call allowed here?)")?;
         let names: Vec<String> = ebpf.maps().map(|(name, _)| name.to_string()).collect();
         let maps = names
@@ -107,6 +128,7 @@ impl Tracer {
             maps,
             program_ids: Vec::new(),
             kprobes: Vec::new(),
+            kprobe_table: None,
         })
     }
 
@@ -143,17 +165,19 @@ impl Tracer {
         for (method, program) in plan(probe, choice, keys) {
             match self.attach_one(method, &program, probe.function, targets) {
                 Ok(link) => {
+                    log::info!("{}: attached by {method} ({program})", probe.function);
+                    marks::mark(format_args!("{} attached", probe.function));
+                    let program_id = self.program_id(&program);
+                    if let Some(id) = program_id {
+                        self.program_ids.push((*probe, id));
+                    }
                     if let Some(link) = link {
                         self.kprobes.push(KprobeLink {
                             probe: *probe,
                             program: program.clone(),
+                            program_id,
                             link: Some(link),
                         });
-                    }
-                    log::info!("{}: attached by {method} ({program})", probe.function);
-                    marks::mark(format_args!("{} attached", probe.function));
-                    if let Some(id) = self.program_id(&program) {
-                        self.program_ids.push((*probe, id));
                     }
                     return Attachment::Attached(method);
                 }
@@ -270,6 +294,62 @@ impl Tracer {
         missed
     }
 
+    /// Where the kprobe layer's counts of skipped hits are (`KprobeTable::locate`), given
+    /// once the kprobes are attached; the error says why they cannot be read (then the figure
+    /// is a lower bound), if any kprobe was attached.
+    pub fn set_kprobe_table(
+        &mut self,
+        located: std::result::Result<KprobeTable, String>,
+    ) -> std::result::Result<(), String> {
+        if self.kprobes.is_empty() {
+            return Ok(());
+        }
+        let answer = located.as_ref().map(|_| ()).map_err(Clone::clone);
+        self.kprobe_table = Some(located);
+        answer
+    }
+
+    /// What the kprobe layer counted for each kprobe attached now (none before
+    /// `set_kprobe_table`, or where it failed).
+    pub fn kprobe_misses(&self) -> Vec<(Probe, kprobe_table::Counted)> {
+        let Some(Ok(table)) = &self.kprobe_table else {
+            return Vec::new();
+        };
+        let attached: Vec<(Probe, kprobe_table::Ours<'_>)> = self
+            .kprobes
+            .iter()
+            .filter(|k| k.link.is_some())
+            .filter_map(|k| {
+                let ours = kprobe_table::Ours {
+                    function: k.probe.function,
+                    is_return: k.probe.side == Side::Return,
+                    program_id: k.program_id?,
+                };
+                Some((k.probe, ours))
+            })
+            .collect();
+        let ours: Vec<kprobe_table::Ours<'_>> = attached.iter().map(|(_, o)| *o).collect();
+        let found = match table.read(&ours) {
+            Ok(found) => found,
+            Err(e) => {
+                log::warn!("reading the kprobe layer's skipped hits: {e:#}");
+                return Vec::new();
+            }
+        };
+        if found.len() < ours.len() {
+            log::warn!(
+                "the kprobe table held {} of rcutrace's {} kprobes",
+                found.len(),
+                ours.len()
+            );
+        }
+        log::debug!("kprobe layer's counts: {found:?}");
+        attached
+            .into_iter()
+            .filter_map(|(probe, ours)| found.get(&ours).map(|counted| (probe, *counted)))
+            .collect()
+    }
+
     /// Kernel ids of the programs serving `probes` (their skipped hits are counted by id).
     pub fn program_ids<'a>(&'a self, probes: &'a [Probe]) -> impl Iterator<Item = u32> + 'a {
         self.program_ids
@@ -337,6 +417,16 @@ impl Tracer {
                 Ok(sum_over_cpus(&values))
             })
             .collect()
+    }
+
+    /// One slot of a per-CPU array of plain-data values, a value per CPU.
+    pub fn per_cpu_entries<V: Pod>(&self, name: &str, index: u32) -> Result<Vec<V>> {
+        let array: PerCpuArray<&MapData, V> =
+            PerCpuArray::try_from(self.map(name)?).with_context(|| format!("opening {name}"))?;
+        let values = array
+            .get(&index, 0)
+            .with_context(|| format!("reading {name}[{index}]"))?;
+        Ok(values.iter().copied().collect())
     }
 
     /// One slot of a per-CPU u64 array, summed over the CPUs.
@@ -441,9 +531,14 @@ impl TrampolineTargets<'_> {
         let functions = &self.functions;
         let found = self.btf.get_or_insert_with(|| {
             btf::function_ids(functions)
-                .map(|ids| KernelFunctions {
-                    btf: btf::btf_of(&ids),
-                    ids,
+                .map(|ids| {
+                    let btf = btf::btf_of(&ids);
+                    // Its size grows with the hooked functions' largest id (see `btf_of`).
+                    marks::mark(format_args!(
+                        "trampolines' BTF built: {} types",
+                        ids.values().max().map_or(0, |id| id + 1)
+                    ));
+                    KernelFunctions { btf, ids }
                 })
                 .map_err(|e| format!("{e:#}"))
         });
@@ -486,14 +581,28 @@ fn is_trampoline(method: Method) -> bool {
     matches!(method, Method::Fentry | Method::Fexit)
 }
 
+/// The loader `prepare_loader` made, taken by the one `Tracer::load` of the run.
+static PREPARED_LOADER: Mutex<Option<EbpfLoader<'static>>> = Mutex::new(None);
+
+/// Makes the eBPF loader without the kernel's BTF (`loader_without_kernel_btf`). Called
+/// first in `main`, while rcutrace has one thread: the way it is made refuses every file
+/// the process opens meanwhile, and a thread opening one then (the kprobe table's
+/// /proc/kallsyms, a terminal) would fail with "No file descriptors available".
+pub fn prepare_loader() {
+    let loader = loader_without_kernel_btf();
+    *PREPARED_LOADER
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner) = Some(loader);
+}
+
 /// An `EbpfLoader` that has not parsed the kernel's BTF.
 ///
 /// aya 0.14's `EbpfLoader::new()` parses all of /sys/kernel/btf/vmlinux (over 15 MiB of memory
 /// and about a fifth of a second in a small VM) for CO-RE relocations, which rcutrace's
 /// programs do not have, and has no way to skip it (later aya versions read it lazily). It goes
 /// without when the file cannot be opened, so the loader is made while no file descriptor is
-/// free: the soft limit is lowered to the lowest free descriptor and restored at once.
-/// rcutrace has one thread here, so nothing else can be refused a file meanwhile.
+/// free: the soft limit is lowered to the lowest free descriptor and restored at once. Only
+/// while rcutrace has one thread (`prepare_loader`), so that nothing else is refused a file.
 fn loader_without_kernel_btf() -> EbpfLoader<'static> {
     let mut limit = libc::rlimit {
         rlim_cur: 0,
@@ -514,15 +623,13 @@ fn loader_without_kernel_btf() -> EbpfLoader<'static> {
         }
         _ => false,
     };
-    let mut loader = EbpfLoader::new();
+    let loader = EbpfLoader::new();
     if lowered {
         // SAFETY: as above; the soft limit goes back to what it was.
         unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &limit) };
     } else {
         log::info!("could not keep aya from parsing the kernel BTF");
     }
-    // The programs need no relocation against the kernel's types.
-    loader.btf(None);
     loader
 }
 

@@ -4,13 +4,14 @@
 //! One job per file: `run` boots the guest and runs the driver, `sample` is the line format
 //! both ends share (metrics, configurations), `floor` the empty programs that measure each
 //! attach mechanism's own cost, `footprint` the RCU work a tracer's start and exit cause,
-//! `stats` the median, `table` the rows and their targets,
+//! `marks` rcutrace's start-up timing marks, `stats` the median, `table` the rows and their targets,
 //! `prose` BENCHMARKS.md around the table, `previous` this run against the table it replaces,
 //! `date` its date stamp.
 
 mod date;
 pub mod floor;
 pub mod footprint;
+pub mod marks;
 mod previous;
 mod prose;
 mod run;

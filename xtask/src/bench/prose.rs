@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 
 use super::run::Outcome;
-use super::sample::{Config, Job, Load, Metric, Tracer, Watcher};
+use super::sample::{Attach, Config, Job, Load, Metric, Tracer, Watcher};
 use super::table::{self, Row, RowId, Summary};
 use super::{BPFTRACE_COUNT, BPFTRACE_SRLAT, MEMBARRIER_WARMUP, PACED_WORK, SAMPLE_READERS};
 use super::{floor, footprint};
@@ -328,6 +328,7 @@ fn gap_notes(summary: &Summary) -> String {
 
     if missed(RowId::StartupCount) || missed(RowId::StartupSrlat) {
         let startup = |tracer, job| running(Metric::StartupMs, tracer, job);
+        let count_mark = |metric| num(running(metric, Tracer::RCUTRACE, Job::Count), 0);
         let bpftrace_count = startup(Tracer::Bpftrace, Job::Count);
         notes.push(fill(
             GAP_STARTUP,
@@ -349,14 +350,15 @@ fn gap_notes(summary: &Summary) -> String {
                     "budget_ms",
                     num(bpftrace_count.map(|b| b * table::STARTUP_RATIO), 0),
                 ),
-                (
-                    "first_attach_ms",
-                    num(
-                        running(Metric::FirstAttachMs, Tracer::RCUTRACE, Job::Count),
-                        0,
-                    ),
-                ),
                 ("btf_mib", btf_mib.clone()),
+                ("btf_pass_ms", count_mark(Metric::StartupBtfPassMs)),
+                ("object_ms", count_mark(Metric::StartupObjectMs)),
+                ("programs_kept", count_mark(Metric::ProgramsKept)),
+                ("programs_in_object", count_mark(Metric::ProgramsInObject)),
+                ("attaches", count_mark(Metric::Attaches)),
+                ("attach_min_ms", count_mark(Metric::AttachMinMs)),
+                ("attach_max_ms", count_mark(Metric::AttachMaxMs)),
+                ("attaching_ms", count_mark(Metric::StartupAttachingMs)),
                 ("kallsyms_ms", num(kernel(Metric::KallsymsReadMs), 0)),
                 ("kallsyms_lines", num(kernel(Metric::KallsymsLines), 0)),
                 (
@@ -386,6 +388,17 @@ fn gap_notes(summary: &Summary) -> String {
                 ("bpftrace_mib", num(mib(Tracer::Bpftrace), 1)),
                 ("budget_mib", num(Some(table::RSS_MIB), 0)),
                 ("btf_mib", btf_mib.clone()),
+                (
+                    "trampoline_btf_types",
+                    num(
+                        running(
+                            Metric::TrampolineBtfTypes,
+                            Tracer::Rcutrace(Attach::Fentry),
+                            Job::Srlat,
+                        ),
+                        0,
+                    ),
+                ),
             ],
         ));
     }
@@ -495,10 +508,22 @@ fn watch_notes(summary: &Summary) -> String {
             3,
         )
     };
+    // The command's own time each time its threads were put on a CPU, on the steady load.
+    let wake_us = |watcher| {
+        let figure = |metric| watching(metric, watcher, Load::Busy);
+        num(
+            figure(Metric::WindowCpuMs)
+                .zip(figure(Metric::TracerRunsPerS))
+                .map(|(ms, woken)| ms * 1e3 / (woken * window).max(1.0)),
+            0,
+        )
+    };
     fill(
         WATCH,
         &[
             ("window", summary.sizes.window_secs.to_string()),
+            ("gp_wake_us", wake_us(Watcher::Gp)),
+            ("stall_wake_us", wake_us(Watcher::Stall)),
             ("lines", lines.join("\n")),
             ("floor_ns", num(floor_ns, 0)),
             ("gp_floor_pct", floor_pct(Watcher::Gp)),

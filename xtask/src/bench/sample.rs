@@ -29,6 +29,19 @@ pub enum Metric {
     StartupUtimeMs,
     /// From launch until the first probe was attached (rcutrace's log).
     FirstAttachMs,
+    /// Start-up phases from rcutrace's timing marks (see `marks`): the BTF pass, the object's
+    /// load, attaching every probe; the attaches, the shortest and the longest.
+    StartupBtfPassMs,
+    StartupObjectMs,
+    StartupAttachingMs,
+    Attaches,
+    AttachMinMs,
+    AttachMaxMs,
+    /// The object's programs given to aya, and all it holds.
+    ProgramsKept,
+    ProgramsInObject,
+    /// Types in the BTF aya is given for the trampolines.
+    TrampolineBtfTypes,
     /// Peak RSS.
     RssKib,
     /// User CPU over the tracer's whole run.
@@ -78,7 +91,7 @@ pub enum Metric {
 }
 
 impl Metric {
-    pub const ALL: [Metric; 32] = [
+    pub const ALL: [Metric; 41] = [
         Metric::GetppidNs,
         Metric::EventsPerCall,
         Metric::MembarrierWallNs,
@@ -88,6 +101,15 @@ impl Metric {
         Metric::BannerMs,
         Metric::StartupUtimeMs,
         Metric::FirstAttachMs,
+        Metric::StartupBtfPassMs,
+        Metric::StartupObjectMs,
+        Metric::StartupAttachingMs,
+        Metric::Attaches,
+        Metric::AttachMinMs,
+        Metric::AttachMaxMs,
+        Metric::ProgramsKept,
+        Metric::ProgramsInObject,
+        Metric::TrampolineBtfTypes,
         Metric::RssKib,
         Metric::RunUtimeMs,
         Metric::RunS,
@@ -124,6 +146,15 @@ impl Metric {
             Metric::BannerMs => "banner_ms",
             Metric::StartupUtimeMs => "startup_utime_ms",
             Metric::FirstAttachMs => "first_attach_ms",
+            Metric::StartupBtfPassMs => "startup_btf_pass_ms",
+            Metric::StartupObjectMs => "startup_object_ms",
+            Metric::StartupAttachingMs => "startup_attaching_ms",
+            Metric::Attaches => "attaches",
+            Metric::AttachMinMs => "attach_min_ms",
+            Metric::AttachMaxMs => "attach_max_ms",
+            Metric::ProgramsKept => "programs_kept",
+            Metric::ProgramsInObject => "programs_in_object",
+            Metric::TrampolineBtfTypes => "trampoline_btf_types",
             Metric::RssKib => "rss_kib",
             Metric::RunUtimeMs => "run_utime_ms",
             Metric::RunS => "run_s",

@@ -14,6 +14,7 @@ use std::sync::Mutex;
 
 use xtask::bench::floor::{self, Hook, Mechanism};
 use xtask::bench::footprint::{self, Family, Footprinted};
+use xtask::bench::marks;
 use xtask::bench::sample::{Attach, Config, Job, Load, Metric, Sample, Tracer, Watcher};
 use xtask::bench::stats::median;
 use xtask::bench::{
@@ -632,9 +633,10 @@ fn program_times(opts: &Options) -> Result<(), String> {
             if tracer == Tracer::None {
                 continue;
             }
-            // rcutrace logs how it attached each probe at info level.
+            // rcutrace logs how it attached each probe at info level, and its start-up's
+            // timing marks at debug level.
             let env: &[(&str, &str)] = if matches!(tracer, Tracer::Rcutrace(_)) {
-                &[("RUST_LOG", "info")]
+                &[("RUST_LOG", marks::LOG_FILTER)]
             } else {
                 &[]
             };
@@ -701,11 +703,47 @@ fn program_times(opts: &Options) -> Result<(), String> {
             }
             if matches!(tracer, Tracer::Rcutrace(_)) {
                 check_rcutrace_hooks(tracer, job, attached.iter().map(|(_, l)| l.as_str()))?;
+                startup_phases(config, &done.stderr_lines);
             }
         }
     }
     progress("BPF program times read");
     Ok(())
+}
+
+/// Where rcutrace's start-up went, from its timing marks.
+fn startup_phases(config: Config, stderr_lines: &[(Duration, String)]) {
+    let marks: Vec<marks::Mark> = stderr_lines
+        .iter()
+        .filter_map(|(_, line)| marks::parse(line))
+        .collect();
+    for mark in &marks {
+        println!(
+            "info mark {} {:.1} {}",
+            config.name(),
+            mark.at_ms,
+            mark.step
+        );
+    }
+    let Some(phases) = marks::phases(&marks) else {
+        println!("info mark {}: no start-up phases in the log", config.name());
+        return;
+    };
+    sample(Metric::StartupBtfPassMs, config, phases.btf_pass_ms);
+    sample(Metric::StartupObjectMs, config, phases.object_ms);
+    sample(Metric::StartupAttachingMs, config, phases.attaching_ms);
+    sample(Metric::Attaches, config, phases.attaches.into());
+    sample(Metric::AttachMinMs, config, phases.attach_min_ms);
+    sample(Metric::AttachMaxMs, config, phases.attach_max_ms);
+    sample(Metric::ProgramsKept, config, phases.programs_kept.into());
+    sample(
+        Metric::ProgramsInObject,
+        config,
+        phases.programs_in_object.into(),
+    );
+    if let Some(types) = phases.trampoline_btf_types {
+        sample(Metric::TrampolineBtfTypes, config, types.into());
+    }
 }
 
 /// Facts about the kernel that bear on a tracer's start-up: reading /proc/kallsyms in full

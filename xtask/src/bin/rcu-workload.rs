@@ -12,6 +12,10 @@ rcu-workload: drives known amounts of RCU activity in the running kernel
 USAGE:
     rcu-workload getppid N       make exactly N getppid() syscalls (each takes rcu_read_lock();
                                  on Debian 6.1 and 6.12 that is two __rcu_read_lock() calls)
+    rcu-workload paced-getppid N MS COUNT
+                                 COUNT batches of N getppid() calls, one batch every MS
+                                 milliseconds on a fixed schedule: readers at a rate that a
+                                 tracer's cost does not change while the batches fit
     rcu-workload membarrier N    make exactly N membarrier(MEMBARRIER_CMD_GLOBAL) syscalls
                                  (one synchronize_rcu() each when more than one CPU is online)
     rcu-workload membarrier-threads T N
@@ -29,12 +33,18 @@ USAGE:
                                  the thread cannot run (with RT throttling off:
                                  /proc/sys/kernel/sched_rt_runtime_us = -1); the thread's
                                  affinity is restored after
+    rcu-workload bpf-readers N   take N RCU readers inside a BPF program of its own (a socket
+                                 filter named `rcu_readers`, run N times by BPF_PROG_TEST_RUN,
+                                 walking an empty one-bucket hash map with
+                                 bpf_for_each_map_elem()), keep it loaded until standard
+                                 input closes, and unload it by exiting
     rcu-workload --help          show this text
 
 The counting subcommands print `getppid: N` or `membarrier: N` when done; `membarrier` also
 prints `slowest_ns: T`, the longest single call as user space timed it. `module` prints
 `pid: P` before it starts, then `done: N` and `elapsed_ns: T` (the whole request).
-`starve-kthread` prints `kthread: PID` once it spins, `starved_ns: T` when done.
+`starve-kthread` prints `kthread: PID` once it spins, `starved_ns: T` when done. `bpf-readers`
+prints `pid: P`, then `bpf_prog: rcu_readers` once loaded and `readers: N` once run.
 `background` mixes bursts of getppid (readers), short-lived child processes, socket, pipe and
 epoll open/close (call_rcu and kvfree_call_rcu updaters), a few membarrier calls per second
 (synchronize_rcu, grace periods), as many down/up bounces of `lo` (synchronize_net() under
@@ -57,6 +67,8 @@ fn main() {
     match args.as_slice() {
         ["-h" | "--help" | "help"] => print!("{USAGE}"),
         ["getppid", n] => getppid(count(n)),
+        ["paced-getppid", n, ms, batches] => paced_getppid(count(n), count(ms), count(batches)),
+        ["paced-getppid", ..] => usage_error("`paced-getppid` needs N, MS and COUNT"),
         ["membarrier", n] => membarrier(1, count(n), Duration::ZERO),
         ["bursts", b, n, ms] => membarrier(count(b), count(n), Duration::from_millis(count(ms))),
         ["membarrier-threads", t, n] => membarrier_threads(count(t), count(n)),
@@ -65,6 +77,8 @@ fn main() {
         ["module", op, n, arg] => module(op, count(n), Some(count(arg))),
         ["starve-kthread", name, cpu, ms] => starve_kthread(name, count(cpu), count(ms)),
         ["starve-kthread", ..] => usage_error("`starve-kthread` needs NAME, CPU and MS"),
+        ["bpf-readers", n] => bpf_readers(count(n)),
+        ["bpf-readers", ..] => usage_error("`bpf-readers` needs a count N"),
         [] => usage_error("missing subcommand"),
         [cmd @ ("getppid" | "membarrier")] => usage_error(&format!("`{cmd}` needs a count N")),
         ["bursts", ..] => usage_error("`bursts` needs B, N and MS"),
@@ -83,7 +97,8 @@ fn usage_error(msg: &str) -> ! {
     eprintln!(
         "rcu-workload: {msg}\n\
          accepted: `getppid N`, `membarrier N`, `membarrier-threads T N`, `bursts B N MS`, \
-         `background`, `module OP N [ARG]`, `starve-kthread NAME CPU MS`, `--help`"
+         `background`, `module OP N [ARG]`, `starve-kthread NAME CPU MS`, `bpf-readers N`, \
+         `--help`"
     );
     exit(2)
 }
@@ -98,6 +113,26 @@ fn getppid(n: u64) {
         sys_getppid();
     }
     println!("getppid: {n}");
+}
+
+/// `batches` batches of `n` getppid() calls, one starting every `ms` milliseconds from the
+/// first (a batch that overruns its slot starts the next late, and is counted as late).
+fn paced_getppid(n: u64, ms: u64, batches: u64) {
+    let start = Instant::now();
+    let mut late = 0;
+    for batch in 0..batches {
+        let due = start + Duration::from_millis(ms * batch);
+        match due.checked_duration_since(Instant::now()) {
+            Some(wait) => std::thread::sleep(wait),
+            None if batch > 0 => late += 1,
+            None => {}
+        }
+        for _ in 0..n {
+            sys_getppid();
+        }
+    }
+    println!("getppid: {}", n * batches);
+    println!("late: {late}");
 }
 
 /// T threads released together, N membarrier calls each: more threads asleep in
@@ -408,4 +443,205 @@ fn starve_kthread(name: &str, cpu: u64, ms: u64) {
     unsafe { libc::sched_setscheduler(0, libc::SCHED_OTHER, &normal) };
     set_affinity(kthread, &before);
     println!("starved_ns: {}", starved.as_nanos());
+}
+
+/// RCU readers taken inside a BPF program of this process's own, then the program unloaded:
+/// a socket filter named `rcu_readers` that walks an empty one-bucket hash map with
+/// bpf_for_each_map_elem() (which takes rcu_read_lock() once per bucket), run `n` times by
+/// one BPF_PROG_TEST_RUN. The program stays loaded until standard input closes (so that a
+/// tracer can see it first); exiting unloads it.
+fn bpf_readers(n: u64) {
+    let repeat = u32::try_from(n).unwrap_or_else(|_| usage_error("N must fit in 32 bits"));
+    println!("pid: {}", std::process::id());
+    let map = bpf_hash_map();
+    let program = bpf_readers_program(map);
+    println!("bpf_prog: rcu_readers");
+    bpf_test_run(program, repeat);
+    println!("readers: {n}");
+    let _ = io::Read::read_to_end(&mut io::stdin(), &mut Vec::new());
+}
+
+const BPF_MAP_CREATE: libc::c_long = 0;
+const BPF_PROG_LOAD: libc::c_long = 5;
+const BPF_PROG_TEST_RUN: libc::c_long = 10;
+const BPF_BTF_LOAD: libc::c_long = 18;
+const BPF_MAP_TYPE_HASH: u32 = 1;
+const BPF_PROG_TYPE_SOCKET_FILTER: u32 = 1;
+const BPF_FUNC_FOR_EACH_MAP_ELEM: i32 = 164;
+const BPF_PSEUDO_MAP_FD: u8 = 1;
+const BPF_PSEUDO_FUNC: u8 = 4;
+
+fn bpf(cmd: libc::c_long, attr: &mut [u8], what: &str, log: Option<&[u8]>) -> libc::c_int {
+    // SAFETY: the kernel reads at most `attr.len()` bytes of attributes, and the buffers
+    // they point to, set by the callers to buffers that outlive the call, with their lengths.
+    let result = unsafe { libc::syscall(libc::SYS_bpf, cmd, attr.as_mut_ptr(), attr.len()) };
+    if result < 0 {
+        let error = io::Error::last_os_error();
+        let log = log.map_or(String::new(), |log| {
+            let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
+            String::from_utf8_lossy(&log[..end]).into_owned()
+        });
+        eprintln!("rcu-workload: {what}: {error}\n{log}");
+        exit(1);
+    }
+    result as libc::c_int
+}
+
+fn put(attr: &mut [u8], at: usize, bytes: &[u8]) {
+    attr[at..at + bytes.len()].copy_from_slice(bytes);
+}
+
+/// An empty hash map of one bucket (4-byte keys and values).
+fn bpf_hash_map() -> libc::c_int {
+    let mut attr = [0u8; 20];
+    put(&mut attr, 0, &BPF_MAP_TYPE_HASH.to_ne_bytes());
+    put(&mut attr, 4, &4u32.to_ne_bytes());
+    put(&mut attr, 8, &4u32.to_ne_bytes());
+    put(&mut attr, 12, &1u32.to_ne_bytes());
+    bpf(BPF_MAP_CREATE, &mut attr, "creating a BPF hash map", None)
+}
+
+/// `bpf_for_each_map_elem(map, body, 0, 0); return 0`, with `body` returning 0.
+fn bpf_readers_program(map: libc::c_int) -> libc::c_int {
+    let insn = |code: u8, dst: u8, src: u8, imm: i32| -> [u8; 8] {
+        let mut i = [0u8; 8];
+        i[0] = code;
+        i[1] = (src << 4) | dst;
+        i[4..8].copy_from_slice(&imm.to_le_bytes());
+        i
+    };
+    let insns: Vec<[u8; 8]> = vec![
+        // r1 = the map; r2 = &body (16-byte loads; a function's imm counts instructions
+        // from the one after the load's first)
+        insn(0x18, 1, BPF_PSEUDO_MAP_FD, map),
+        insn(0, 0, 0, 0),
+        insn(0x18, 2, BPF_PSEUDO_FUNC, 6),
+        insn(0, 0, 0, 0),
+        insn(0xb7, 3, 0, 0),                          // r3 = 0 (context)
+        insn(0xb7, 4, 0, 0),                          // r4 = 0 (flags)
+        insn(0x85, 0, 0, BPF_FUNC_FOR_EACH_MAP_ELEM), // call
+        insn(0xb7, 0, 0, 0),                          // r0 = 0
+        insn(0x95, 0, 0, 0),                          // exit
+        insn(0xb7, 0, 0, 0),                          // body (9): r0 = 0 (go on)
+        insn(0x95, 0, 0, 0),                          // exit
+    ];
+    let license = c"GPL";
+    // A callback needs its function described in BTF: `rcu_readers` at 0, `body` at 9.
+    let btf = readers_btf();
+    let func_info: [u32; 4] = [0, 4, 9, 6];
+    let mut log = vec![0u8; 64 * 1024];
+    let mut attr = [0u8; 112];
+    put(&mut attr, 0, &BPF_PROG_TYPE_SOCKET_FILTER.to_ne_bytes());
+    put(&mut attr, 4, &(insns.len() as u32).to_ne_bytes());
+    put(&mut attr, 8, &(insns.as_ptr() as u64).to_ne_bytes());
+    put(&mut attr, 16, &(license.as_ptr() as u64).to_ne_bytes());
+    put(&mut attr, 24, &1u32.to_ne_bytes());
+    put(&mut attr, 28, &(log.len() as u32).to_ne_bytes());
+    put(&mut attr, 32, &(log.as_mut_ptr() as u64).to_ne_bytes());
+    put(&mut attr, 48, b"rcu_readers");
+    put(&mut attr, 72, &(btf as u32).to_ne_bytes());
+    put(&mut attr, 76, &8u32.to_ne_bytes());
+    put(&mut attr, 80, &(func_info.as_ptr() as u64).to_ne_bytes());
+    put(&mut attr, 88, &2u32.to_ne_bytes());
+    bpf(
+        BPF_PROG_LOAD,
+        &mut attr,
+        "loading the BPF program",
+        Some(&log),
+    )
+}
+
+/// BTF of the program's two functions: type 4 `int rcu_readers(void *ctx)` and type 6
+/// `int body(void *map, void *key, void *value, void *ctx)` (1 is `int`, 2 `void *`, 3 and
+/// 5 their prototypes).
+fn readers_btf() -> libc::c_int {
+    const INT: u32 = 1 << 24;
+    const PTR: u32 = 2 << 24;
+    const FUNC: u32 = 12 << 24;
+    const FUNC_PROTO: u32 = 13 << 24;
+    let mut strings = vec![0u8];
+    let mut name = |s: &str| {
+        let at = strings.len() as u32;
+        strings.extend_from_slice(s.as_bytes());
+        strings.push(0);
+        at
+    };
+    let (int, ctx, readers) = (name("int"), name("ctx"), name("rcu_readers"));
+    let (map, key, value, body) = (name("map"), name("key"), name("value"), name("body"));
+    let types: Vec<u32> = vec![
+        int,
+        INT,
+        4,
+        0x0100_0020, // 1: int, signed, 32 bits
+        0,
+        PTR,
+        0, // 2: void *
+        0,
+        FUNC_PROTO | 1,
+        1,
+        ctx,
+        2, // 3: int (void *ctx)
+        readers,
+        FUNC,
+        3, // 4: rcu_readers
+        0,
+        FUNC_PROTO | 4,
+        1,
+        map,
+        2,
+        key,
+        2,
+        value,
+        2,
+        ctx,
+        2, // 5: int (4 pointers)
+        body,
+        FUNC,
+        5, // 6: body
+    ];
+    let types: Vec<u8> = types.iter().flat_map(|w| w.to_ne_bytes()).collect();
+    let mut blob = Vec::new();
+    blob.extend_from_slice(&0xeb9fu16.to_ne_bytes());
+    blob.extend_from_slice(&[1, 0]); // version, flags
+    for word in [
+        24,
+        0,
+        types.len() as u32,
+        types.len() as u32,
+        strings.len() as u32,
+    ] {
+        blob.extend_from_slice(&word.to_ne_bytes());
+    }
+    blob.extend_from_slice(&types);
+    blob.extend_from_slice(&strings);
+    let mut log = vec![0u8; 16 * 1024];
+    let mut attr = [0u8; 28];
+    put(&mut attr, 0, &(blob.as_ptr() as u64).to_ne_bytes());
+    put(&mut attr, 8, &(log.as_mut_ptr() as u64).to_ne_bytes());
+    put(&mut attr, 16, &(blob.len() as u32).to_ne_bytes());
+    put(&mut attr, 20, &(log.len() as u32).to_ne_bytes());
+    put(&mut attr, 24, &1u32.to_ne_bytes());
+    bpf(
+        BPF_BTF_LOAD,
+        &mut attr,
+        "loading the BPF program's BTF",
+        Some(&log),
+    )
+}
+
+/// Runs `program` `repeat` times in one BPF_PROG_TEST_RUN.
+fn bpf_test_run(program: libc::c_int, repeat: u32) {
+    // A socket filter's test run needs at least an Ethernet header of data.
+    let data = [0u8; 64];
+    let mut attr = [0u8; 40];
+    put(&mut attr, 0, &(program as u32).to_ne_bytes());
+    put(&mut attr, 8, &(data.len() as u32).to_ne_bytes());
+    put(&mut attr, 16, &(data.as_ptr() as u64).to_ne_bytes());
+    put(&mut attr, 32, &repeat.to_ne_bytes());
+    bpf(
+        BPF_PROG_TEST_RUN,
+        &mut attr,
+        "running the BPF program",
+        None,
+    );
 }

@@ -1,0 +1,95 @@
+//! The BPF programs loaded in the kernel (anyone's): their ids, and where each one's jited
+//! functions lie, which kallsyms lists without their lengths.
+//!
+//! Ids come from BPF_PROG_GET_NEXT_ID, which opens nothing: cheap enough to ask often. The
+//! extents need a descriptor of each program (BPF_PROG_GET_FD_BY_ID, root only) and
+//! BPF_OBJ_GET_INFO_BY_FD, so they are asked only when the set of programs changed.
+
+use std::{
+    collections::HashMap,
+    os::fd::{AsRawFd as _, FromRawFd as _, OwnedFd},
+};
+
+use aya_obj::generated::{bpf_attr, bpf_cmd, bpf_prog_info};
+
+/// The ids of the programs loaded now, ascending; empty where the kernel will not say.
+pub fn ids() -> Vec<u32> {
+    let mut ids = Vec::new();
+    let mut id = 0;
+    loop {
+        // SAFETY: all zeroes is a valid bpf_attr.
+        let mut attr: bpf_attr = unsafe { std::mem::zeroed() };
+        attr.__bindgen_anon_6.__bindgen_anon_1.start_id = id;
+        if bpf(bpf_cmd::BPF_PROG_GET_NEXT_ID, &mut attr) != 0 {
+            return ids;
+        }
+        // SAFETY: the kernel filled in `next_id` of the same union member.
+        id = unsafe { attr.__bindgen_anon_6.next_id };
+        ids.push(id);
+    }
+}
+
+/// Start address to length of every jited function of the programs `ids` that the kernel
+/// describes (a program unloaded meanwhile is skipped).
+pub fn jited_functions(ids: &[u32]) -> HashMap<u64, u64> {
+    let mut functions = HashMap::new();
+    for &id in ids {
+        let Some(program) = open(id) else { continue };
+        let Some(counts) = info(&program, None) else {
+            continue;
+        };
+        let n = counts.nr_jited_ksyms.min(counts.nr_jited_func_lens) as usize;
+        let mut starts = vec![0u64; n];
+        let mut lens = vec![0u32; n];
+        if n == 0 || info(&program, Some((&mut starts, &mut lens))).is_none() {
+            continue;
+        }
+        for (start, len) in starts.into_iter().zip(lens) {
+            if start != 0 {
+                functions.insert(start, u64::from(len));
+            }
+        }
+    }
+    functions
+}
+
+fn open(id: u32) -> Option<OwnedFd> {
+    // SAFETY: all zeroes is a valid bpf_attr.
+    let mut attr: bpf_attr = unsafe { std::mem::zeroed() };
+    attr.__bindgen_anon_6.__bindgen_anon_1.prog_id = id;
+    let fd = bpf(bpf_cmd::BPF_PROG_GET_FD_BY_ID, &mut attr);
+    // SAFETY: a non-negative result is a new descriptor that nothing else owns.
+    (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as i32) })
+}
+
+/// The program's information; with `functions`, its jited functions' starts and lengths
+/// written into them (as many as they hold).
+fn info(program: &OwnedFd, functions: Option<(&mut [u64], &mut [u32])>) -> Option<bpf_prog_info> {
+    // SAFETY: all zeroes is a valid bpf_prog_info and bpf_attr.
+    let mut info: bpf_prog_info = unsafe { std::mem::zeroed() };
+    if let Some((starts, lens)) = functions {
+        info.nr_jited_ksyms = starts.len() as u32;
+        info.jited_ksyms = starts.as_mut_ptr() as u64;
+        info.nr_jited_func_lens = lens.len() as u32;
+        info.jited_func_lens = lens.as_mut_ptr() as u64;
+    }
+    let mut attr: bpf_attr = unsafe { std::mem::zeroed() };
+    attr.info.bpf_fd = program.as_raw_fd() as u32;
+    attr.info.info_len = std::mem::size_of::<bpf_prog_info>() as u32;
+    attr.info.info = &mut info as *mut bpf_prog_info as u64;
+    (bpf(bpf_cmd::BPF_OBJ_GET_INFO_BY_FD, &mut attr) == 0).then_some(info)
+}
+
+fn bpf(cmd: bpf_cmd, attr: &mut bpf_attr) -> libc::c_long {
+    // SAFETY: the kernel reads and writes at most `size_of::<bpf_attr>()` bytes of `attr`,
+    // and writes through the pointers set in it only to buffers of the lengths set beside
+    // them, all of which outlive the call.
+    unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            cmd as libc::c_long,
+            attr as *mut bpf_attr,
+            std::mem::size_of::<bpf_attr>() as u32,
+        )
+    }
+}

@@ -1,0 +1,279 @@
+//! Kernel addresses to names, as they were when the addresses were captured:
+//! `function_name` for a function pointer (`name`, or `name [module]`) and `frame` for a
+//! stack frame (`name+offset`, as bpftrace's `kstack` prints it, with ` [module]` or
+//! ` [bpf]` for a module's or generated code's). An address no known symbol covers prints as
+//! hex, never as an error and never as a neighbour's offset.
+//!
+//! Names come from /proc/kallsyms (`table`: each symbol with its extent). Modules and BPF
+//! programs come and go while a run traces, and a stack is named after it was captured (at a
+//! report, or when `stall` prints): so a `Symbolizer` keeps every snapshot's symbols of what
+//! has since gone, and `keeper` takes snapshots while the window is open, whenever something
+//! new appears, so that what a stack could have passed through is known before it goes.
+//!
+//! Why not blazesym, the symbolizer rcutrace used before: its kernel source resolves an
+//! address from the kallsyms file it is given, at the time of the lookup, to the nearest
+//! symbol below without an extent, so a module's or program's address named after it had
+//! gone came out as another symbol's offset (`ftrace_trampoline+8275`). Both needs, snapshots
+//! kept across unloads and extents bounded by a module's memory or a program's jited length,
+//! sit outside what it offers.
+
+pub mod keeper;
+pub mod table;
+
+use std::{collections::HashSet, fs};
+
+use anyhow::{Context as _, Result};
+
+use self::table::{Extents, Symbol, Table};
+use super::bpf_programs;
+
+/// The modules and BPF programs loaded at one time: what tells that kallsyms has something
+/// new, without reading it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Presence {
+    /// `(name, address)` of each module.
+    modules: HashSet<(String, u64)>,
+    programs: HashSet<u32>,
+}
+
+impl Presence {
+    fn now() -> Result<(Presence, String)> {
+        let text = fs::read_to_string("/proc/modules").context("reading /proc/modules")?;
+        let presence = Presence::of(&text, bpf_programs::ids());
+        Ok((presence, text))
+    }
+
+    fn of(modules: &str, programs: impl IntoIterator<Item = u32>) -> Presence {
+        Presence {
+            modules: table::parse_modules(modules)
+                .into_iter()
+                .map(|m| (m.name, m.start))
+                .collect(),
+            programs: programs.into_iter().collect(),
+        }
+    }
+
+    /// Whether anything is here that `before` did not have (what left needs no new read:
+    /// the snapshot that had it still names it).
+    fn has_new(&self, before: &Presence) -> bool {
+        !self.modules.is_subset(&before.modules) || !self.programs.is_subset(&before.programs)
+    }
+}
+
+pub struct Symbolizer {
+    /// The latest snapshot.
+    current: Table,
+    /// Symbols of modules and generated code that earlier snapshots had and the latest lacks,
+    /// with the extents they had then, the most recently gone last.
+    departed: Vec<Symbol>,
+    /// What was loaded when `current` was read.
+    seen: Presence,
+    /// Reads of /proc/kallsyms so far.
+    reads: u32,
+}
+
+impl Symbolizer {
+    /// The running kernel's symbols now (needs root to see real addresses).
+    pub fn new() -> Result<Self> {
+        let mut symbolizer = Symbolizer {
+            current: Table::default(),
+            departed: Vec::new(),
+            seen: Presence::default(),
+            reads: 0,
+        };
+        symbolizer.read()?;
+        Ok(symbolizer)
+    }
+
+    /// Takes a new snapshot if a module or BPF program appeared since the last one.
+    pub fn refresh(&mut self) -> Result<()> {
+        let (presence, _) = Presence::now()?;
+        if presence.has_new(&self.seen) {
+            self.read()?;
+        }
+        Ok(())
+    }
+
+    fn read(&mut self) -> Result<()> {
+        let (presence, modules) = Presence::now()?;
+        let kallsyms = fs::read_to_string("/proc/kallsyms").context("reading /proc/kallsyms")?;
+        let extents = Extents {
+            modules: table::parse_modules(&modules),
+            bpf_functions: bpf_programs::jited_functions(&Vec::from_iter(
+                presence.programs.iter().copied(),
+            )),
+            page_size: page_size(),
+        };
+        self.replace(Table::parse(&kallsyms, &extents), presence);
+        self.reads += 1;
+        crate::trace::marks::mark(format_args!(
+            "kernel symbols read ({} symbols, {} gone kept; read {} times)",
+            self.current.len(),
+            self.departed.len(),
+            self.reads
+        ));
+        Ok(())
+    }
+
+    /// Makes `table` the latest snapshot, keeping what the one before had and it lacks.
+    fn replace(&mut self, table: Table, seen: Presence) {
+        let gone: Vec<Symbol> = self
+            .current
+            .transient()
+            .filter(|s| !table.has(s))
+            .cloned()
+            .collect();
+        self.departed.extend(gone);
+        self.current = table;
+        self.seen = seen;
+    }
+
+    /// The symbol that held `addr` when it was captured: the latest snapshot's, else the
+    /// last one gone that held it. (Memory reused since by something new is named after the
+    /// new: a stack captured before the reuse and named after it would need the capture time,
+    /// which a kept stack does not carry.)
+    fn symbol(&self, addr: u64) -> Option<&Symbol> {
+        self.current.lookup(addr).or_else(|| {
+            self.departed
+                .iter()
+                .rev()
+                .find(|s| (s.start..s.end).contains(&addr))
+        })
+    }
+
+    /// A function pointer's name: `name`, `name [module]`, or `0x...` if unknown.
+    pub fn function_name(&self, addr: u64) -> String {
+        match self.symbol(addr) {
+            None => unknown(addr),
+            Some(s) => match s.owner.bracketed() {
+                Some(owner) => format!("{} [{owner}]", s.name),
+                None => s.name.clone(),
+            },
+        }
+    }
+
+    /// A stack frame as bpftrace's `kstack` prints it, `name+offset` (decimal), with
+    /// ` [module]` for a module's function; `0x...` if unknown.
+    pub fn frame(&self, addr: u64) -> String {
+        match self.symbol(addr) {
+            None => unknown(addr),
+            Some(s) => {
+                let offset = addr - s.start;
+                match s.owner.bracketed() {
+                    Some(owner) => format!("{}+{offset} [{owner}]", s.name),
+                    None => format!("{}+{offset}", s.name),
+                }
+            }
+        }
+    }
+}
+
+/// How an address no symbol covers prints.
+pub fn unknown(addr: u64) -> String {
+    format!("{addr:#x}")
+}
+
+fn page_size() -> u64 {
+    // SAFETY: sysconf reads a constant of the system.
+    let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    u64::try_from(size).unwrap_or(4096)
+}
+
+/// A symbolizer over a kallsyms and a modules text (tests).
+#[cfg(test)]
+fn of_texts(kallsyms: &str, modules: &str, extents: Extents) -> Symbolizer {
+    let mut symbolizer = Symbolizer {
+        current: Table::default(),
+        departed: Vec::new(),
+        seen: Presence::default(),
+        reads: 0,
+    };
+    symbolizer.replace(Table::parse(kallsyms, &extents), Presence::of(modules, []));
+    symbolizer
+}
+
+#[cfg(test)]
+mod tests {
+    use super::table::tests::{KALLSYMS, MODULES, extents};
+    use super::*;
+
+    fn symbolizer() -> Symbolizer {
+        of_texts(KALLSYMS, MODULES, extents())
+    }
+
+    #[test]
+    fn functions_are_named_with_their_module() {
+        let s = symbolizer();
+        assert_eq!(s.function_name(0xffffffff81100000), "call_rcu");
+        assert_eq!(s.function_name(0xffffffff81100040), "rcu_work_rcufn");
+        assert_eq!(
+            s.function_name(0xffffffffc0400080),
+            "rcutrace_test_hurry_cb [rcutrace_test]"
+        );
+    }
+
+    #[test]
+    fn frames_are_name_plus_decimal_offset() {
+        let s = symbolizer();
+        assert_eq!(s.frame(0xffffffff81100005), "call_rcu+5");
+        assert_eq!(s.frame(0xffffffff81100150), "kvfree_call_rcu+80");
+        assert_eq!(
+            s.frame(0xffffffffc0400010),
+            "rcutrace_test_cb+16 [rcutrace_test]"
+        );
+        assert_eq!(
+            s.frame(0xffffffffc0600010),
+            "bpf_prog_6deef7357e7b4530_count_calls+16 [bpf]"
+        );
+    }
+
+    #[test]
+    fn unknown_addresses_print_as_hex() {
+        let s = symbolizer();
+        assert_eq!(s.function_name(0x1000), "0x1000");
+        assert_eq!(s.frame(0), "0x0");
+        // Beyond every extent: past the kernel's end, past a trampoline's page, past a
+        // module's memory, past a BPF program's length.
+        assert_eq!(s.frame(0xffffffff82000010), "0xffffffff82000010");
+        assert_eq!(s.frame(0xffffffffc0202053), "0xffffffffc0202053");
+        assert_eq!(s.frame(0xffffffffc0404000), "0xffffffffc0404000");
+        assert_eq!(s.function_name(0xffffffffc0600090), "0xffffffffc0600090");
+    }
+
+    /// The issue this design answers: a module's function on a stack, the module unloaded
+    /// before the stack is named, and a new snapshot (something else appeared) without it.
+    #[test]
+    fn what_has_gone_is_named_as_it_was() {
+        let mut s = symbolizer();
+        let in_module = 0xffffffffc0400000 + 0x80 + 67;
+        let in_program = 0xffffffffc0600000 + 0x20;
+        let after_kallsyms: String = KALLSYMS
+            .lines()
+            .filter(|l| !l.contains("[rcutrace_test]") && !l.contains("count_calls"))
+            .chain(["ffffffffc0700000 t newcomer\t[virtio_net]"])
+            .map(|l| format!("{l}\n"))
+            .collect();
+        let after_modules = "virtio_net 65536 0 - Live 0xffffffffc0700000\n";
+        let after_extents = Extents {
+            modules: table::parse_modules(after_modules),
+            ..extents()
+        };
+        let before = Presence::of(MODULES, [7]);
+        let after = Presence::of(after_modules, [8]);
+        assert!(after.has_new(&before));
+        assert!(!Presence::of("", [7]).has_new(&before), "only departures");
+        s.replace(Table::parse(&after_kallsyms, &after_extents), after);
+        assert_eq!(
+            s.frame(in_module),
+            "rcutrace_test_hurry_cb+67 [rcutrace_test]"
+        );
+        assert_eq!(
+            s.frame(in_program),
+            "bpf_prog_6deef7357e7b4530_count_calls+32 [bpf]"
+        );
+        assert_eq!(s.frame(0xffffffffc0700004), "newcomer+4 [virtio_net]");
+        // Never the trampoline below the gone module.
+        assert_eq!(s.frame(0xffffffffc0202053), "0xffffffffc0202053");
+        assert_eq!(s.frame(0xffffffffc0404000), "0xffffffffc0404000");
+    }
+}

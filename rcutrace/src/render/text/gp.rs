@@ -1,0 +1,485 @@
+//! `rcutrace gp`'s summary: statistics, phases, the last holdouts by CPU and by task, the
+//! slowest grace periods and what was not seen.
+
+use std::fmt::Write as _;
+
+use super::latency::latency_summary;
+use crate::{
+    model::tree::cpu_list,
+    model::{CpuHoldouts, GracePeriodsSummary, MIN_RATE_WINDOW_SECS, Unit},
+    render::figure,
+};
+
+/// `rcutrace gp`'s lines after the duration histogram: its statistics, each phase's, the
+/// last holdouts by CPU and by task, the slowest grace periods, and what was not seen.
+pub(super) fn grace_periods_summary(summary: &GracePeriodsSummary) -> String {
+    let unit = summary.latency.unit;
+    let mut out = latency_summary(&summary.latency);
+    let count = summary.latency.series.first().map_or(0, |s| s.count);
+    let secs = summary.elapsed.as_secs_f64();
+    let rate = if secs >= MIN_RATE_WINDOW_SECS {
+        format!(" ({:.1}/s)", count as f64 / secs)
+    } else {
+        String::new()
+    };
+    let by_gp_seq = match summary.by_gp_seq {
+        Some(n) if n == count => "; rcu_state.gp_seq advanced by as many".to_string(),
+        Some(n) => format!(
+            "; warning: rcu_state.gp_seq says {n} from the first to the last, so {} were not seen",
+            n.saturating_sub(count)
+        ),
+        None => String::new(),
+    };
+    let _ = writeln!(
+        out,
+        "\nGrace periods: {count} in {secs:.2} s{rate}{by_gp_seq}"
+    );
+    if summary.rcu_node_leaves.len() > 1 {
+        let _ = writeln!(
+            out,
+            "rcu_node tree: {} leaves of CPUs {}",
+            summary.rcu_node_leaves.len(),
+            summary.rcu_node_leaves.join(" ")
+        );
+    }
+    if summary.without_report > 0 {
+        let _ = writeln!(
+            out,
+            "warning: {} grace periods ended without a quiescent-state report seen from every \
+             CPU (rcu_report_qs_rnp's hook did not fire, or the kernel skipped it while another \
+             BPF program ran on that CPU): their last holdout is unknown",
+            summary.without_report
+        );
+    }
+    let suffix = unit.suffix();
+    let fixed = |ns: u64| figure::fixed_number(ns as f64, unit);
+    let _ = writeln!(
+        out,
+        "\n{:<46}{:>6}  {:>10}  {:>10}  {:>10}",
+        format!("Phases ({suffix})"),
+        "count",
+        "p50",
+        "p99",
+        "max",
+    );
+    for phase in &summary.phases {
+        let stats = &phase.stats;
+        let percentile = |q: f64| super::percentile_column(stats, q, unit);
+        let _ = writeln!(
+            out,
+            "  {:<44}{:>6}  {:>10}  {:>10}  {:>10}",
+            phase.name,
+            stats.count,
+            percentile(0.5),
+            percentile(0.99),
+            stats.max_ns.map_or("-".to_string(), fixed),
+        );
+    }
+    let _ = writeln!(
+        out,
+        "  (the last four add up to each grace period's duration; the first is known only \
+         where the request that woke the kthread was seen)"
+    );
+    out.push_str(&holdouts_by_cpu(
+        &summary.holdouts_by_cpu,
+        summary.holdout_cpus_shown,
+        unit,
+    ));
+    if !summary.holdouts_by_task.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nLast holdouts, by blocked reader:\n  {:>7}  {:<16}  {:>13}  {:>12}",
+            "PID",
+            "COMM",
+            "GRACE PERIODS",
+            format!("HELD ({suffix})"),
+        );
+        for row in &summary.holdouts_by_task {
+            let _ = writeln!(
+                out,
+                "  {:>7}  {:<16}  {:>13}  {:>12}",
+                row.pid,
+                row.comm,
+                row.grace_periods,
+                fixed(row.held_ns)
+            );
+        }
+    }
+    if !summary.slowest.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nSlowest {} grace periods ({suffix}):\n  {:>12}  {:>10}  {:>8}  {:>10}  {:>8}  {:>8}  {:>4}  LAST HOLDOUT",
+            summary.slowest.len(),
+            "GP_SEQ",
+            "DURATION",
+            "INIT",
+            "QS WAIT",
+            "WAKE",
+            "CLEANUP",
+            "FQS",
+        );
+        for row in &summary.slowest {
+            let gp = &row.grace_period;
+            let p = gp.phases;
+            let _ = writeln!(
+                out,
+                "  {:>12}  {:>10}  {:>8}  {:>10}  {:>8}  {:>8}  {:>4}  {}",
+                gp.gp_seq as i64,
+                fixed(gp.duration_ns),
+                fixed(p.init_ns),
+                fixed(p.quiescent_wait_ns),
+                fixed(p.kthread_wake_ns),
+                fixed(p.cleanup_ns),
+                gp.fqs_passes,
+                holdout_text(gp.last_holdout.as_ref(), unit),
+            );
+            if !row.stack.is_empty() {
+                let _ = writeln!(out, "      stack: {}", row.stack.join("; "));
+            }
+        }
+    }
+    let u = &summary.unassembled;
+    let l = &summary.lost;
+    let _ = writeln!(
+        out,
+        "\nNot assembled: {} begun before tracing, {} incomplete, {} inits for nothing{}; lost: \
+         {} events, {} stacks, {} blocked readers not followed, {} kernel reads failed, {} \
+         missed by the kernel",
+        u.began_before_tracing,
+        u.incomplete,
+        u.spurious_inits,
+        match u.undecoded_reports {
+            0 => String::new(),
+            n => format!(", {n} reports from no rcu_node of the tree"),
+        },
+        l.events,
+        l.stacks,
+        l.blocked_readers,
+        l.kernel_reads,
+        l.missed_by_kernel
+    );
+    out
+}
+
+/// `gp`'s last holdouts by CPU, most grace periods first (as the model sorts them): the first
+/// `shown`, then the rest added up on one line, so that hundreds of CPUs take a dozen lines.
+/// One row left over is listed, not summed: its line would take as much room.
+fn holdouts_by_cpu(rows: &[CpuHoldouts], shown: usize, unit: Unit) -> String {
+    let mut out = String::new();
+    if rows.is_empty() {
+        return out;
+    }
+    let shown = if rows.len() <= shown + 1 {
+        rows.len()
+    } else {
+        shown
+    };
+    let (listed, rest) = rows.split_at(shown);
+    // A row is one holdout: a CPU, or the CPUs a pass found at once (a whole idle leaf).
+    let cpus_of = |rows: &[CpuHoldouts]| {
+        rows.iter()
+            .flat_map(|r| &r.cpus)
+            .collect::<std::collections::BTreeSet<_>>()
+            .len()
+    };
+    let fixed = |ns: u64| figure::fixed_number(ns as f64, unit);
+    let of = if rest.is_empty() {
+        String::new()
+    } else {
+        format!(" ({} of {} CPUs, --top)", cpus_of(listed), cpus_of(rows))
+    };
+    let _ = writeln!(
+        out,
+        "\nLast holdouts, by CPU, most grace periods first{of}:"
+    );
+    let lists: Vec<String> = listed.iter().map(|row| cpu_list(&row.cpus)).collect();
+    // As wide as the longest list of CPUs.
+    let width = lists.iter().map(String::len).max().unwrap_or(0).max(5);
+    if !listed.is_empty() {
+        let _ = writeln!(
+            out,
+            "  {:>width$}  {:>13}  {:>15}  {:>12}",
+            "CPU",
+            "GRACE PERIODS",
+            "FOUND BY A PASS",
+            format!("HELD ({})", unit.suffix()),
+        );
+    }
+    for (row, list) in listed.iter().zip(&lists) {
+        let _ = writeln!(
+            out,
+            "  {:>width$}  {:>13}  {:>15}  {:>12}",
+            list,
+            row.grace_periods,
+            row.found_by_pass,
+            fixed(row.held_ns)
+        );
+    }
+    if !rest.is_empty() {
+        let cpus = if listed.is_empty() {
+            format!("{} CPUs", cpus_of(rest))
+        } else {
+            format!("... {} more CPUs", cpus_of(rest))
+        };
+        let _ = writeln!(
+            out,
+            "  {cpus}: {} grace periods, {} found by a pass, held {} {} (-f json lists every CPU)",
+            rest.iter().map(|r| r.grace_periods).sum::<u64>(),
+            rest.iter().map(|r| r.found_by_pass).sum::<u64>(),
+            fixed(rest.iter().map(|r| r.held_ns).sum()),
+            unit.suffix(),
+        );
+    }
+    out
+}
+
+/// A grace period's last holdout in a few words.
+fn holdout_text(
+    holdout: Option<&crate::model::anatomy::Holdout>,
+    unit: crate::model::Unit,
+) -> String {
+    use crate::model::anatomy::Holdout;
+    match holdout {
+        None => "unknown (no report seen)".into(),
+        Some(Holdout::Cpu {
+            cpus,
+            found_by_pass,
+            sample,
+        }) => {
+            let which = match cpus.as_slice() {
+                [] => "no CPU".to_string(),
+                [cpu] => format!("CPU {cpu}"),
+                _ => format!("CPUs {} ({})", cpu_list(cpus), cpus.len()),
+            };
+            let how = if *found_by_pass {
+                "found quiescent by a pass"
+            } else {
+                "reported itself"
+            };
+            let running = sample
+                .as_ref()
+                .map_or(String::new(), |s| format!(", {}", super::running(s)));
+            format!("{which} ({how}{running})")
+        }
+        Some(Holdout::Task {
+            task,
+            cpu,
+            blocked_ns,
+            ..
+        }) => format!(
+            "blocked reader pid {} {} (on CPU {cpu}, blocked {})",
+            task.pid,
+            task.comm,
+            figure::exact(*blocked_ns, unit)
+        ),
+        Some(Holdout::Readers { task, cpus }) => format!(
+            "blocked readers of CPUs {}, the last pid {} {} (blocked before tracing began)",
+            cpu_list(cpus),
+            task.pid,
+            task.comm
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::LatencySummary;
+    use std::time::Duration;
+
+    /// `gp`'s summary of a machine of `cpus` CPUs: each a last holdout twice (once found by a
+    /// pass, 0.25 ms held each time), but the `worst`, each `n` times (half found by a pass,
+    /// 1 ms each), tallied as `gp` tallies them.
+    fn holdouts_model(cpus: u32, worst: &[(u32, u64)], shown: usize) -> GracePeriodsSummary {
+        use crate::model::{
+            aggregate::Layout,
+            anatomy::{GracePeriod, Holdout},
+            grace_periods::Tally,
+        };
+        let mut tally = Tally::new(Layout::Log2, Unit::Ms, shown);
+        let mut gp_seq = 0;
+        let mut add = |tally: &mut Tally, cpu: u32, found_by_pass: bool, held_ns: u64| {
+            gp_seq += 4;
+            tally.add(GracePeriod {
+                gp_seq,
+                started_ns: gp_seq * 1_000_000,
+                duration_ns: held_ns + 100_000,
+                phases: Default::default(),
+                request_wait_ns: None,
+                fqs_passes: u32::from(found_by_pass),
+                cpus_reported: cpus,
+                blocked_readers: 0,
+                last_holdout: Some(Holdout::Cpu {
+                    cpus: vec![cpu],
+                    found_by_pass,
+                    sample: None,
+                }),
+                held_ns,
+            });
+        };
+        for cpu in 0..cpus {
+            match worst.iter().find(|(c, _)| *c == cpu) {
+                Some(&(_, n)) => {
+                    for i in 0..n {
+                        add(&mut tally, cpu, i % 2 == 0, 1_000_000);
+                    }
+                }
+                None => {
+                    add(&mut tally, cpu, true, 250_000);
+                    add(&mut tally, cpu, false, 250_000);
+                }
+            }
+        }
+        GracePeriodsSummary {
+            elapsed: Duration::from_secs(10),
+            latency: LatencySummary {
+                map_name: "@gplat".into(),
+                unit: Unit::Ms,
+                series: vec![tally.duration().stats(None)],
+                percentile_error: crate::model::stats::PERCENTILE_ERROR,
+                losses: crate::model::Losses::default(),
+                stages: None,
+                cross_checks: Vec::new(),
+            },
+            phases: tally.phases(),
+            holdouts_by_cpu: tally.holdouts_by_cpu(),
+            holdout_cpus_shown: shown,
+            holdouts_by_task: tally.holdouts_by_task(),
+            slowest: Vec::new(),
+            by_gp_seq: tally.by_gp_seq(),
+            without_report: tally.without_report(),
+            unassembled: Default::default(),
+            lost: Default::default(),
+            rcu_node_leaves: Vec::new(),
+        }
+    }
+
+    /// The lines of the by-CPU table in `gp`'s summary, its title first.
+    fn holdouts_table(summary: &GracePeriodsSummary) -> Vec<String> {
+        let text = grace_periods_summary(summary);
+        let start = text
+            .find("Last holdouts, by CPU")
+            .unwrap_or_else(|| panic!("{text}"));
+        text[start..]
+            .lines()
+            .take_while(|l| !l.is_empty())
+            .map(String::from)
+            .collect()
+    }
+
+    #[test]
+    fn holdouts_of_384_cpus_list_the_worst_ten_and_sum_the_rest() {
+        // The worst ten out of CPU order, two of them tied (the lower CPU first).
+        let worst = [
+            (7, 100),
+            (300, 90),
+            (12, 90),
+            (255, 80),
+            (64, 70),
+            (128, 60),
+            (200, 50),
+            (3, 40),
+            (383, 30),
+            (90, 20),
+        ];
+        let summary = holdouts_model(384, &worst, 10);
+        // JSON's rows: every CPU.
+        assert_eq!(summary.holdouts_by_cpu.len(), 384);
+        let table = holdouts_table(&summary);
+        assert_eq!(
+            table,
+            [
+                "Last holdouts, by CPU, most grace periods first (10 of 384 CPUs, --top):",
+                "    CPU  GRACE PERIODS  FOUND BY A PASS     HELD (ms)",
+                "      7            100               50       100.000",
+                "     12             90               45        90.000",
+                "    300             90               45        90.000",
+                "    255             80               40        80.000",
+                "     64             70               35        70.000",
+                "    128             60               30        60.000",
+                "    200             50               25        50.000",
+                "      3             40               20        40.000",
+                "    383             30               15        30.000",
+                "     90             20               10        20.000",
+                "  ... 374 more CPUs: 748 grace periods, 374 found by a pass, held 187.000 ms \
+                 (-f json lists every CPU)",
+            ]
+        );
+        assert!(table.iter().all(|l| l.len() <= 120), "{table:#?}");
+        // Shown and summed add up to every grace period tallied.
+        let total: u64 = worst.iter().map(|(_, n)| n).sum::<u64>() + 748;
+        assert_eq!(summary.latency.series[0].count, total);
+    }
+
+    #[test]
+    fn holdouts_of_64_cpus_list_the_worst_ten_and_sum_the_rest() {
+        let worst = [
+            (7, 100),
+            (60, 90),
+            (12, 90),
+            (55, 80),
+            (33, 70),
+            (40, 60),
+            (20, 50),
+            (3, 40),
+            (63, 30),
+            (50, 20),
+        ];
+        let table = holdouts_table(&holdouts_model(64, &worst, 10));
+        assert_eq!(table.len(), 13, "{table:#?}");
+        assert_eq!(
+            table[0],
+            "Last holdouts, by CPU, most grace periods first (10 of 64 CPUs, --top):"
+        );
+        assert_eq!(
+            table[2],
+            "      7            100               50       100.000"
+        );
+        assert_eq!(
+            table[3],
+            "     12             90               45        90.000"
+        );
+        assert_eq!(
+            table[4],
+            "     60             90               45        90.000"
+        );
+        assert_eq!(
+            table[11],
+            "     50             20               10        20.000"
+        );
+        assert_eq!(
+            table[12],
+            "  ... 54 more CPUs: 108 grace periods, 54 found by a pass, held 27.000 ms \
+             (-f json lists every CPU)"
+        );
+    }
+
+    #[test]
+    fn holdouts_of_few_cpus_list_every_one_and_top_0_only_sums() {
+        // Two CPUs: both listed, nothing summed.
+        let table = holdouts_table(&holdouts_model(2, &[(1, 3)], 10));
+        assert_eq!(
+            table,
+            [
+                "Last holdouts, by CPU, most grace periods first:",
+                "    CPU  GRACE PERIODS  FOUND BY A PASS     HELD (ms)",
+                "      1              3                2         3.000",
+                "      0              2                1         0.500",
+            ]
+        );
+        // One CPU beyond --top is listed: summing it would take as many lines.
+        let table = holdouts_table(&holdouts_model(11, &[], 10));
+        assert_eq!(table.len(), 13, "{table:#?}");
+        assert!(!table.iter().any(|l| l.contains("more CPUs")), "{table:#?}");
+        // --top 0 lists no slowest grace period and no CPU: the one line holds them all.
+        let table = holdouts_table(&holdouts_model(384, &[], 0));
+        assert_eq!(
+            table,
+            [
+                "Last holdouts, by CPU, most grace periods first (0 of 384 CPUs, --top):",
+                "  384 CPUs: 768 grace periods, 384 found by a pass, held 192.000 ms \
+                 (-f json lists every CPU)",
+            ]
+        );
+    }
+}

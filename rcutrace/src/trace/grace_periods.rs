@@ -1,0 +1,119 @@
+//! The grace-period programs as every command that follows grace periods uses them (`gp`,
+//! `stall`, `serve`, `top`): their load-time constants, their events decoded, and the state
+//! they keep for reading (the grace period in progress, the expedited one).
+
+use std::time::Duration;
+
+use anyhow::Result;
+use rcutrace_common::{
+    attribution::MAX_STACKS,
+    gp::{
+        CpuState, EXPEDITED_LAST_END, EXPEDITED_LAST_START, EXPEDITED_SINCE, EXPEDITED_SLOTS,
+        GpEvent, GpState, MAX_BLOCKED,
+    },
+};
+
+use crate::{
+    kernel::{self, rcu_state::RcuLayout},
+    model::stall::ExpeditedState,
+    trace::tracer::{Constant, Tracer},
+};
+
+/// A CPU that has held a grace period up this long is sampled at each of its ticks (a few
+/// ticks at HZ=250: past the first force-quiescent-state pass).
+const HOLDOUT_SAMPLE_AFTER_NS: u64 = 10_000_000;
+
+/// What the grace-period programs send to user space.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum GpEvents {
+    /// Nothing: they keep the grace period's state and counts for reading (`top`).
+    None,
+    /// Every event, with stacks sampled on holdout CPUs (`gp`).
+    WithSamples,
+    /// The same, and a wake-up of user space at once when a grace period, normal or
+    /// expedited, passes `wake_after` (`stall`, whose watch then need not look often).
+    WithWakeAfter(Duration),
+    /// Every event but the holdout samples: the anatomy without stacks (`serve`).
+    WithoutSamples,
+}
+
+/// The grace-period programs' load-time constants and map sizes: where RCU's state lies in
+/// this kernel, and room for every possible CPU.
+pub fn constants(layout: &RcuLayout, cpus: u32, events: GpEvents) -> Vec<Constant> {
+    let (rcuname, msg) = layout.stall_warning.unwrap_or((0, 0));
+    let sample_after_ns = match events {
+        GpEvents::WithSamples | GpEvents::WithWakeAfter(_) => HOLDOUT_SAMPLE_AFTER_NS,
+        // No grace period gets that old.
+        GpEvents::WithoutSamples | GpEvents::None => u64::MAX,
+    };
+    let wake_after_ns = match events {
+        GpEvents::WithWakeAfter(after) => u64::try_from(after.as_nanos()).unwrap_or(u64::MAX),
+        _ => u64::MAX,
+    };
+    vec![
+        Constant::U32("GP_EVENTS", u32::from(events != GpEvents::None)),
+        Constant::U64("RCU_STATE_ADDRESS", layout.rcu_state),
+        Constant::U32("RCU_STATE_GP_SEQ", layout.gp_seq),
+        Constant::U32("RCU_NODE_QSMASK", layout.node_qsmask),
+        Constant::U32("RCU_NODE_GRPLO", layout.node_grplo),
+        Constant::U32("RCU_NODE_LEVEL", layout.node_level),
+        Constant::U32("RCU_LEAF_LEVEL", layout.tree.leaf_level()),
+        Constant::U32("TASK_RCU_READ_LOCK_NESTING", layout.task_nesting),
+        Constant::U32("STALL_WARNING_RCUNAME", rcuname),
+        Constant::U32("STALL_WARNING_MSG", msg),
+        Constant::U64("HOLDOUT_SAMPLE_AFTER_NS", sample_after_ns),
+        Constant::U64("STALL_WAKE_AFTER_NS", wake_after_ns),
+        Constant::MaxEntries("CPU_STATE", cpus),
+        Constant::MaxEntries("BLOCKED", MAX_BLOCKED),
+        Constant::MaxEntries("STACKS", MAX_STACKS),
+    ]
+}
+
+/// A ring record as the grace-period event it is, if it is long enough for one.
+pub fn decode(record: &[u8]) -> Option<GpEvent> {
+    rcutrace_common::latency::read_record(record)
+}
+
+/// What the programs keep of the expedited grace periods.
+pub fn expedited_state(tracer: &Tracer) -> Result<ExpeditedState> {
+    let slots = tracer.array_entries::<u64>("EXPEDITED_STATE", EXPEDITED_SLOTS)?;
+    let slot = |i: u32| slots.get(i as usize).copied().unwrap_or(0);
+    Ok(ExpeditedState {
+        since_ns: slot(EXPEDITED_SINCE),
+        last_start_ns: slot(EXPEDITED_LAST_START),
+        last_end_ns: slot(EXPEDITED_LAST_END),
+    })
+}
+
+/// The grace period waiting for quiescent states now, as the programs keep it.
+pub struct Waiting {
+    pub gp_seq: u64,
+    pub age: Duration,
+    /// Online CPUs that have not reported a quiescent state for it.
+    pub holdout_cpus: u64,
+}
+
+/// The grace period in progress, if one is waiting for quiescent states.
+pub fn grace_period_now(tracer: &Tracer, online: &[u32]) -> Result<Option<Waiting>> {
+    let Some(state) = tracer.array_entries::<GpState>("GP_STATE", 1)?.pop() else {
+        return Ok(None);
+    };
+    if state.waiting_since_ns == 0 {
+        return Ok(None);
+    }
+    let cpus: Vec<CpuState> =
+        tracer.array_entries("CPU_STATE", online.iter().max().map_or(0, |m| m + 1))?;
+    log::debug!("grace period in progress: {state:?}; per CPU: {cpus:?}");
+    let holdout_cpus = online
+        .iter()
+        .filter(|&&cpu| {
+            cpus.get(cpu as usize)
+                .is_some_and(|c| c.reported_gp_seq != state.gp_seq)
+        })
+        .count() as u64;
+    Ok(Some(Waiting {
+        gp_seq: state.gp_seq,
+        age: Duration::from_nanos(kernel::monotonic_ns().saturating_sub(state.waiting_since_ns)),
+        holdout_cpus,
+    }))
+}

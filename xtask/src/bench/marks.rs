@@ -1,0 +1,159 @@
+//! rcutrace's start-up timing marks (`rcutrace::trace::marks` at debug level) read back from
+//! its log, and the phases of its start-up they measure: BENCHMARKS.md says where this run's
+//! start-up went, not figures measured once by hand.
+
+/// rcutrace's log filter for a run whose start-up is taken apart: its marks, and the info
+/// lines that say how each probe was attached.
+pub const LOG_FILTER: &str = "info,rcutrace::trace::marks=debug";
+
+/// One step of the start-up and when it ended, in ms since rcutrace's `main` began.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Mark {
+    pub at_ms: f64,
+    pub step: String,
+}
+
+impl Mark {
+    /// The function of a `FUNCTION attached` mark (not `probes attached`, which ends a phase).
+    fn attached_function(&self) -> Option<&str> {
+        let function = self.step.strip_suffix(" attached")?;
+        (!function.contains(' ') && function != "probes").then_some(function)
+    }
+}
+
+/// A mark from one line of rcutrace's log (`[DEBUG rcutrace::trace::marks]    12.3 ms  STEP`).
+pub fn parse(line: &str) -> Option<Mark> {
+    let (_, rest) = line.split_once("rcutrace::trace::marks]")?;
+    let (at, step) = rest.trim_start().split_once(" ms  ")?;
+    Some(Mark {
+        at_ms: at.trim().parse().ok()?,
+        step: step.trim().to_string(),
+    })
+}
+
+/// Where one start-up's time went, in ms.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Phases {
+    /// The one pass over the kernel's BTF (and the command line before it).
+    pub btf_pass_ms: f64,
+    /// aya loading the narrowed object and creating its maps.
+    pub object_ms: f64,
+    /// The object's programs aya was given, of all it holds.
+    pub programs_kept: u32,
+    pub programs_in_object: u32,
+    /// Every probe attached, the own-work hooks included, and the time each took (from the
+    /// mark before it).
+    pub attaches: u32,
+    pub attach_min_ms: f64,
+    pub attach_max_ms: f64,
+    /// From the object loaded to the last probe attached.
+    pub attaching_ms: f64,
+    /// Types in the BTF aya is given for the trampolines, if any was built.
+    pub trampoline_btf_types: Option<u32>,
+}
+
+/// The phases of a start-up from its marks in order; `None` if a step is missing (an older
+/// rcutrace, or a log without its marks).
+pub fn phases(marks: &[Mark]) -> Option<Phases> {
+    let at = |step: &str| marks.iter().find(|m| m.step == step).map(|m| m.at_ms);
+    let number_after = |prefix: &str| {
+        marks.iter().find_map(|m| {
+            let rest = m.step.strip_prefix(prefix)?;
+            rest.split(|c: char| !c.is_ascii_digit())
+                .find(|s| !s.is_empty())?
+                .parse::<u32>()
+                .ok()
+        })
+    };
+    let loaded = at("object loaded, maps created")?;
+    let spans: Vec<f64> = marks
+        .windows(2)
+        .filter(|pair| pair[1].attached_function().is_some() && pair[1].at_ms > loaded)
+        .map(|pair| pair[1].at_ms - pair[0].at_ms)
+        .collect();
+    let narrowed = marks
+        .iter()
+        .find_map(|m| m.step.strip_prefix("eBPF object narrowed: "))?;
+    let mut numbers = narrowed
+        .split(|c: char| !c.is_ascii_digit())
+        .filter(|s| !s.is_empty())
+        .map(|s| s.parse::<u32>().ok());
+    Some(Phases {
+        btf_pass_ms: at("kernel BTF read")?,
+        object_ms: loaded - at("own-work constants found")?,
+        programs_kept: numbers.next()??,
+        programs_in_object: numbers.next()??,
+        attaches: spans.len() as u32,
+        attach_min_ms: spans.iter().copied().reduce(f64::min)?,
+        attach_max_ms: spans.iter().copied().reduce(f64::max)?,
+        attaching_ms: at("probes attached")? - loaded,
+        trampoline_btf_types: number_after("trampolines' BTF built: "),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LOG: &str = "\
+[DEBUG rcutrace::trace::marks]      2.0 ms  privileges checked
+[DEBUG rcutrace::trace::marks]     90.5 ms  kernel BTF read
+[DEBUG rcutrace::trace::marks]     91.0 ms  own-work constants found
+[DEBUG rcutrace::trace::marks]     91.2 ms  eBPF object narrowed: 21 of its 190 programs kept
+[DEBUG rcutrace::trace::marks]    141.0 ms  object loaded, maps created
+[INFO  rcutrace::trace::tracer] rcu_tasks_wait_gp: attached by kprobe (own_kprobe)
+[DEBUG rcutrace::trace::marks]    153.0 ms  rcu_tasks_wait_gp attached
+[DEBUG rcutrace::trace::marks]    160.0 ms  own-work hooks attached
+[DEBUG rcutrace::trace::marks]    180.0 ms  trampolines' BTF built: 22017 types
+[DEBUG rcutrace::trace::marks]    198.0 ms  synchronize_rcu attached
+[DEBUG rcutrace::trace::marks]    208.5 ms  call_rcu attached
+[DEBUG rcutrace::trace::marks]    209.0 ms  probes attached
+[DEBUG rcutrace::trace::marks]    212.0 ms  banner printed
+";
+
+    fn marks(log: &str) -> Vec<Mark> {
+        log.lines().filter_map(parse).collect()
+    }
+
+    #[test]
+    fn marks_are_read_from_the_log_and_other_lines_passed_over() {
+        let marks = marks(LOG);
+        assert_eq!(marks.len(), 12);
+        assert_eq!(
+            marks[1],
+            Mark {
+                at_ms: 90.5,
+                step: "kernel BTF read".into()
+            }
+        );
+    }
+
+    #[test]
+    fn each_phase_is_the_time_between_its_marks() {
+        let phases = phases(&marks(LOG)).unwrap();
+        assert_eq!(phases.btf_pass_ms, 90.5);
+        assert_eq!(phases.object_ms, 50.0);
+        assert_eq!((phases.programs_kept, phases.programs_in_object), (21, 190));
+        // The own-work hook from the object's load, the trampoline from the BTF's build.
+        assert_eq!(phases.attaches, 3);
+        assert_eq!(phases.attach_min_ms, 10.5);
+        assert_eq!(phases.attach_max_ms, 18.0);
+        assert_eq!(phases.attaching_ms, 68.0);
+        assert_eq!(phases.trampoline_btf_types, Some(22017));
+    }
+
+    #[test]
+    fn a_log_without_the_marks_gives_no_phases() {
+        assert_eq!(phases(&[]), None);
+        let without_btf: Vec<Mark> = marks(LOG)
+            .into_iter()
+            .filter(|m| m.step != "kernel BTF read")
+            .collect();
+        assert_eq!(phases(&without_btf), None);
+        let kprobes_only: Vec<Mark> = marks(LOG)
+            .into_iter()
+            .filter(|m| !m.step.starts_with("trampolines'"))
+            .collect();
+        assert_eq!(phases(&kprobes_only).unwrap().trampoline_btf_types, None);
+    }
+}
