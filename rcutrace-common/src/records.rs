@@ -379,6 +379,9 @@ pub struct GracePeriodsSummary {
     pub holdouts_by_task: Vec<TaskHoldoutsRecord>,
     pub begun_before_tracing: u64,
     pub incomplete: u64,
+    /// Grace periods between two seen of which nothing was seen (a gap in `gp_seq`).
+    #[serde(default)]
+    pub unseen: u64,
     pub spurious_inits: u64,
     /// Reports from no `rcu_node` of the tree read at start-up, left out.
     #[serde(default)]

@@ -20,7 +20,7 @@ use aya_ebpf::{
     },
     macros::map,
     maps::{Array, HashMap, PerCpuArray},
-    programs::{FEntryContext, ProbeContext, RetProbeContext, TracePointContext},
+    programs::{FEntryContext, FExitContext, ProbeContext, RetProbeContext, TracePointContext},
 };
 use rcutrace_common::{attribution::NO_STACK, gp::*};
 
@@ -169,40 +169,71 @@ program! {
     }
 }
 
+/// `rcu_gp_init()`'s entry: the kthread begins a grace period.
+#[inline(always)]
+fn on_init_start<C: EbpfContext>(ctx: &C) {
+    let Some(state) = state() else { return };
+    // rcu_seq_start() will make the counter odd in its state bits: the new grace
+    // period's number, which reports during the initialisation already carry.
+    if let Some(current) = read::<u64>(gp_seq_address()) {
+        unsafe {
+            (*state).gp_seq = current.wrapping_add(1);
+            (*state).waiting_since_ns = 0;
+        }
+    }
+    if sending() {
+        send(ctx, EVENT_INIT_START, 0, 0, false);
+    }
+}
+
+/// `rcu_gp_init()`'s return, true when it started a grace period.
+#[inline(always)]
+fn on_init_end<C: EbpfContext>(ctx: &C, started: bool) {
+    let Some(state) = state() else { return };
+    let current = read::<u64>(gp_seq_address()).unwrap_or(0);
+    unsafe {
+        if started {
+            (*state).gp_seq = current;
+            (*state).waiting_since_ns = bpf_ktime_get_ns();
+        } else {
+            (*state).waiting_since_ns = 0;
+        }
+    }
+    if sending() {
+        send(ctx, EVENT_INIT_END, current, u64::from(started), false);
+    }
+}
+
 program! {
     kprobe fn gp_init_kprobe(ctx: ProbeContext) -> u32 {
-        let Some(state) = state() else { return 0 };
-        // rcu_seq_start() will make the counter odd in its state bits: the new grace
-        // period's number, which reports during the initialisation already carry.
-        if let Some(current) = read::<u64>(gp_seq_address()) {
-            unsafe {
-                (*state).gp_seq = current.wrapping_add(1);
-                (*state).waiting_since_ns = 0;
-            }
-        }
-        if sending() {
-            send(&ctx, EVENT_INIT_START, 0, 0, false);
-        }
+        on_init_start(&ctx);
         0
     }
 }
 
 program! {
     kretprobe fn gp_init_kretprobe(ctx: RetProbeContext) -> u32 {
-        let started = ctx.ret::<u64>() & 0xff != 0;
-        let Some(state) = state() else { return 0 };
-        let current = read::<u64>(gp_seq_address()).unwrap_or(0);
-        unsafe {
-            if started {
-                (*state).gp_seq = current;
-                (*state).waiting_since_ns = bpf_ktime_get_ns();
-            } else {
-                (*state).waiting_since_ns = 0;
-            }
-        }
-        if sending() {
-            send(&ctx, EVENT_INIT_END, current, u64::from(started), false);
-        }
+        on_init_end(&ctx, ctx.ret::<u64>() & 0xff != 0);
+        0
+    }
+}
+
+// The grace period's milestones in the kthread have trampoline programs too, tried first: a
+// kprobe is skipped while any other kprobe program, or a map operation from user space
+// (rcutrace's own scrape among them), holds this CPU's BPF lock, as when the kthread
+// preempts it; a grace period whose start and end were both skipped would go unseen. A
+// trampoline is skipped only inside itself, which the kthread never is.
+program! {
+    fentry fn gp_init_fentry(ctx: FEntryContext) -> u32 {
+        on_init_start(&ctx);
+        0
+    }
+}
+
+program! {
+    fexit fn gp_init_fexit(ctx: FExitContext) -> u32 {
+        // rcu_gp_init() takes no argument: its return value comes first.
+        on_init_end(&ctx, ctx.arg::<u64>(0) & 0xff != 0);
         0
     }
 }
@@ -348,23 +379,48 @@ program! {
     }
 }
 
+/// `rcu_gp_cleanup()`'s entry: the wait for quiescent states is over.
+#[inline(always)]
+fn on_cleanup_start<C: EbpfContext>(ctx: &C) {
+    if let Some(state) = state() {
+        unsafe { (*state).waiting_since_ns = 0 };
+    }
+    if sending() {
+        send(ctx, EVENT_CLEANUP_START, 0, 0, false);
+    }
+}
+
+#[inline(always)]
+fn on_cleanup_end<C: EbpfContext>(ctx: &C) {
+    if sending() {
+        send(ctx, EVENT_CLEANUP_END, 0, 0, false);
+    }
+}
+
 program! {
     kprobe fn gp_cleanup_kprobe(ctx: ProbeContext) -> u32 {
-        if let Some(state) = state() {
-            unsafe { (*state).waiting_since_ns = 0 };
-        }
-        if sending() {
-            send(&ctx, EVENT_CLEANUP_START, 0, 0, false);
-        }
+        on_cleanup_start(&ctx);
         0
     }
 }
 
 program! {
     kretprobe fn gp_cleanup_kretprobe(ctx: RetProbeContext) -> u32 {
-        if sending() {
-            send(&ctx, EVENT_CLEANUP_END, 0, 0, false);
-        }
+        on_cleanup_end(&ctx);
+        0
+    }
+}
+
+program! {
+    fentry fn gp_cleanup_fentry(ctx: FEntryContext) -> u32 {
+        on_cleanup_start(&ctx);
+        0
+    }
+}
+
+program! {
+    fexit fn gp_cleanup_fexit(ctx: FExitContext) -> u32 {
+        on_cleanup_end(&ctx);
         0
     }
 }

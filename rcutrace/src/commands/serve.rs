@@ -208,6 +208,7 @@ pub async fn run(args: &ServeArgs) -> Result<()> {
                             grace_periods.assembler.unassembled.began_before_tracing,
                         ),
                         ("incomplete", grace_periods.assembler.unassembled.incomplete),
+                        ("unseen", grace_periods.assembler.unassembled.unseen),
                         (
                             "in_progress",
                             u64::from(grace_periods.assembler.in_progress()),

@@ -191,6 +191,9 @@ struct InProgress {
     /// The kthread's last event (init, a pass, a report it made): when it last ran, as far
     /// as the hooks can tell.
     kthread_seen_ns: u64,
+    /// Whether `rcu_gp_init()`'s entry was seen: without it the grace period's start is
+    /// unknown, and it is counted incomplete when it ends.
+    start_seen: bool,
 }
 
 /// The grace period in progress, as a stall watch sees it.
@@ -218,8 +221,13 @@ pub struct BlockedReader {
 pub struct Unassembled {
     /// Grace periods under way when tracing started (their beginning was not seen).
     pub began_before_tracing: u64,
-    /// A grace period whose end was not seen before the next began (an event lost).
+    /// A grace period seen in part after tracing began: its start or end, or its number,
+    /// was not seen (an event lost).
     pub incomplete: u64,
+    /// Grace periods between two seen of which nothing was seen: their number is the gap
+    /// in `rcu_state.gp_seq` that no grace period counted here fills (the kernel skipped
+    /// the hooks of both their start and their end).
+    pub unseen: u64,
     /// Times the kthread ran init for nothing (`rcu_gp_init()` returned false).
     pub spurious_inits: u64,
     /// Reports to an address that is no node of the tree read at start-up, or of bits that
@@ -250,6 +258,14 @@ pub struct Assembler {
     latest: HashMap<u32, (u64, u64, Sample)>,
     done: Vec<GracePeriod>,
     pub unassembled: Unassembled,
+    /// The number of the latest grace period seen to start (`rcu_gp_init()` returning true).
+    last_gp_seq: Option<u64>,
+    /// Grace periods counted incomplete since `last_gp_seq` without a number of their own:
+    /// they fill part of the next gap in `gp_seq`.
+    unnumbered: u64,
+    /// Whether any grace period was seen to start: an end without a start after that is
+    /// an incomplete grace period, not one that began before tracing.
+    start_seen: bool,
 }
 
 fn comm(bytes: &[u8; 16]) -> String {
@@ -289,7 +305,33 @@ impl Assembler {
             latest: HashMap::new(),
             done: Vec::new(),
             unassembled: Unassembled::default(),
+            last_gp_seq: None,
+            unnumbered: 0,
+            start_seen: false,
         }
+    }
+
+    /// Counts a grace period seen in part; `numbered`: its `gp_seq` was seen.
+    fn incomplete(&mut self, numbered: bool) {
+        self.unassembled.incomplete += 1;
+        if !numbered {
+            self.unnumbered += 1;
+        }
+    }
+
+    /// A grace period numbered `gp_seq` started: the grace periods since the last one
+    /// numbered that were counted nowhere were skipped whole.
+    fn numbered(&mut self, gp_seq: u64) {
+        if let Some(last) = self.last_gp_seq {
+            let advance = gp_seq.wrapping_sub(last);
+            // Numbers only grow (and wrap around the word).
+            if (advance as i64) > 0 {
+                let between = (advance >> GP_SEQ_STATE_BITS).saturating_sub(1);
+                self.unassembled.unseen += between.saturating_sub(self.unnumbered);
+            }
+        }
+        self.last_gp_seq = Some(gp_seq);
+        self.unnumbered = 0;
     }
 
     pub fn add(&mut self, event: &GpEvent) {
@@ -301,9 +343,10 @@ impl Assembler {
                 self.pending_request_ns.get_or_insert(at);
             }
             gp::EVENT_INIT_START => {
-                if self.current.is_some() {
-                    self.unassembled.incomplete += 1;
+                if let Some(unfinished) = self.current.take() {
+                    self.incomplete(unfinished.gp_seq.is_some());
                 }
+                self.start_seen = true;
                 self.left = None;
                 self.current = Some(InProgress {
                     started_ns: at,
@@ -318,6 +361,7 @@ impl Assembler {
                     last: None,
                     reported: BTreeSet::new(),
                     kthread_seen_ns: at,
+                    start_seen: true,
                 });
             }
             gp::EVENT_INIT_END => match (&mut self.current, event.extra != 0) {
@@ -325,6 +369,7 @@ impl Assembler {
                     current.gp_seq = Some(event.value);
                     current.init_end_ns = Some(at);
                     current.kthread_seen_ns = at;
+                    self.numbered(event.value);
                 }
                 (Some(current), false) => {
                     // The request that woke it still waits for a grace period.
@@ -332,7 +377,28 @@ impl Assembler {
                     self.current = None;
                     self.unassembled.spurious_inits += 1;
                 }
-                (None, _) => {}
+                (None, true) => {
+                    // Its start was skipped: followed from here, counted incomplete.
+                    self.start_seen = true;
+                    self.left = None;
+                    self.current = Some(InProgress {
+                        started_ns: at,
+                        kthread_pid: event.pid,
+                        request_ns: self.pending_request_ns.take(),
+                        gp_seq: Some(event.value),
+                        init_end_ns: Some(at),
+                        cleanup_start_ns: None,
+                        fqs_passes: 0,
+                        cpus_reported: 0,
+                        blocked_readers: 0,
+                        last: None,
+                        reported: BTreeSet::new(),
+                        kthread_seen_ns: at,
+                        start_seen: false,
+                    });
+                    self.numbered(event.value);
+                }
+                (None, false) => {}
             },
             gp::EVENT_FQS => {
                 if let Some(current) = &mut self.current {
@@ -455,10 +521,16 @@ impl Assembler {
                 }
             }
             gp::EVENT_CLEANUP_END => match self.current.take() {
-                Some(current) => match self.finish(current, at) {
-                    Some(done) => self.done.push(done),
-                    None => self.unassembled.incomplete += 1,
-                },
+                Some(current) => {
+                    let numbered = current.gp_seq.is_some();
+                    match self.finish(current, at) {
+                        Some(done) => self.done.push(done),
+                        None => self.incomplete(numbered),
+                    }
+                }
+                // Before any start was seen, the end of one under way when tracing began;
+                // after, one whose start and number were both skipped.
+                None if self.start_seen => self.incomplete(false),
                 None => self.unassembled.began_before_tracing += 1,
             },
             _ => {}
@@ -466,6 +538,9 @@ impl Assembler {
     }
 
     fn finish(&mut self, current: InProgress, ended_ns: u64) -> Option<GracePeriod> {
+        if !current.start_seen {
+            return None;
+        }
         let gp_seq = current.gp_seq?;
         let init_end = current.init_end_ns?;
         // Cleanup seen to begin before init ended is no grace period's order of events.
@@ -882,6 +957,7 @@ mod tests {
             Unassembled {
                 began_before_tracing: 1,
                 incomplete: 0,
+                unseen: 0,
                 spurious_inits: 1,
                 undecoded_reports: 0
             }
@@ -898,6 +974,60 @@ mod tests {
         assert_eq!(a.unassembled.incomplete, 1);
         let mut a = assemble(&one_grace_period(400, 0)[1..]);
         assert_eq!(a.take_done()[0].request_wait_ns, None);
+    }
+
+    /// Grace period `n` (numbered 0x105 + 4n), 2000 ns after the one before.
+    fn numbered_grace_period(n: u64) -> Vec<GpEvent> {
+        one_grace_period(400, 0)
+            .into_iter()
+            .map(|mut e| {
+                e.at_ns += 2000 * n;
+                if e.kind == gp::EVENT_INIT_END {
+                    e.value += 4 * n;
+                }
+                e
+            })
+            .collect()
+    }
+
+    #[test]
+    fn grace_periods_the_kernel_skipped_whole_are_counted_from_gp_seq() {
+        fn kinds(n: u64, skipped: &[u32]) -> Vec<GpEvent> {
+            numbered_grace_period(n)
+                .into_iter()
+                .filter(|e| !skipped.contains(&e.kind))
+                .collect()
+        }
+        let all = [
+            gp::EVENT_INIT_START,
+            gp::EVENT_INIT_END,
+            gp::EVENT_CLEANUP_END,
+        ];
+        // The second grace period's hooks all skipped, the fourth's start and number (its
+        // end seen: incomplete), the fifth's start only (followed from its number).
+        let events: Vec<GpEvent> = [
+            kinds(0, &[]),
+            kinds(1, &all),
+            kinds(2, &[]),
+            kinds(3, &all[..2]),
+            kinds(4, &all[..1]),
+            kinds(5, &[]),
+        ]
+        .concat();
+        let mut a = assemble(&events);
+        assert_eq!(a.take_done().len(), 3);
+        assert_eq!(
+            (
+                a.unassembled.unseen,
+                a.unassembled.incomplete,
+                a.unassembled.began_before_tracing
+            ),
+            (1, 2, 0)
+        );
+        // One whose start was skipped is in progress from its number on.
+        let mut a = assemble(&kinds(0, &all[..1])[..3]);
+        assert!(a.in_progress());
+        assert!(a.take_done().is_empty());
     }
 
     /// A 64-CPU machine: four leaves of 16 under a root. Every CPU's report reaches its

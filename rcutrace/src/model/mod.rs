@@ -643,8 +643,8 @@ pub struct GracePeriodMetrics {
     pub phases: Vec<(&'static str, LatencyHistogram)>,
     /// Those grace periods by their last holdout.
     pub last_holdouts: Vec<(LastHoldout, u64)>,
-    /// Grace periods seen in part, by cause: `began_before_tracing`, `incomplete` (an event
-    /// lost), `in_progress` (under way at the scrape).
+    /// Grace periods not in the phases, by cause: `began_before_tracing`, `incomplete` (an
+    /// event lost), `unseen` (a gap in `gp_seq`), `in_progress` (under way at the scrape).
     pub partial: Vec<(&'static str, u64)>,
 }
 

@@ -255,6 +255,7 @@ fn grace_periods_summary(s: &GracePeriodsSummary) -> records::GracePeriodsSummar
             .collect(),
         begun_before_tracing: s.unassembled.began_before_tracing,
         incomplete: s.unassembled.incomplete,
+        unseen: s.unassembled.unseen,
         spurious_inits: s.unassembled.spurious_inits,
         undecoded_reports: s.unassembled.undecoded_reports,
         lost_events: s.lost.events,

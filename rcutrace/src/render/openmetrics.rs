@@ -143,8 +143,9 @@ impl Collector for Exposition {
             }
             let mut partial = encoder.encode_descriptor(
                 "rcutrace_grace_periods_partial",
-                "Grace periods seen in part, not in the phase histograms: begun before tracing, \
-                 incomplete (an event lost), in progress at this scrape (0 or 1)",
+                "Grace periods not in the phase histograms: begun before tracing, incomplete \
+                 (an event lost), unseen (the kernel skipped their hooks: a gap in gp_seq), in \
+                 progress at this scrape (0 or 1)",
                 None,
                 MetricType::Gauge,
             )?;

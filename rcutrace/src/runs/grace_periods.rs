@@ -82,6 +82,7 @@ pub fn summary(
         unassembled: Unassembled {
             began_before_tracing: s.begun_before_tracing,
             incomplete: s.incomplete,
+            unseen: s.unseen,
             spurious_inits: s.spurious_inits,
             undecoded_reports: s.undecoded_reports,
         },

@@ -96,8 +96,11 @@ const TRAMPOLINE_UNSAFE: &[&str] = &["__rcu_read_lock", "__rcu_read_unlock"];
 
 /// The grace-period hooks that also have a trampoline program (the others run where a
 /// trampoline's own `rcu_read_lock()` would recurse): the quiescent-state report, which a
-/// kprobe misses when it fires inside another kprobe's handler on the same CPU.
-const GP_TRAMPOLINE_HOOKS: &[&str] = &["report"];
+/// kprobe misses when it fires inside another kprobe's handler on the same CPU, and the
+/// kthread's milestones, which a kprobe misses while a map operation from user space holds
+/// the CPU's BPF lock (the kthread preempting a scrape): both skipped, a grace period would
+/// go unseen.
+const GP_TRAMPOLINE_HOOKS: &[&str] = &["report", "init", "cleanup"];
 
 impl Probe {
     /// `(category, name)` where this probe is a tracepoint, written `category:name` in place
@@ -855,9 +858,16 @@ mod tests {
     }
 
     #[test]
-    fn grace_period_hooks_are_kprobes_whatever_is_asked_but_the_report() {
+    fn grace_period_hooks_are_kprobes_whatever_is_asked_but_the_report_and_milestones() {
+        let trampolined = [
+            GRACE_PERIODS.report,
+            GRACE_PERIODS.init,
+            GRACE_PERIODS.init_return,
+            GRACE_PERIODS.cleanup,
+            GRACE_PERIODS.cleanup_return,
+        ];
         for probe in GRACE_PERIODS.in_attach_order() {
-            if probe == GRACE_PERIODS.report {
+            if trampolined.contains(&probe) {
                 continue;
             }
             for choice in [
@@ -883,13 +893,26 @@ mod tests {
                 (Method::Kprobe, "gp_report_kprobe".to_string())
             ]
         );
+        // So are the kthread's milestones: every one a grace period is assembled from.
         assert_eq!(
-            GRACE_PERIODS
-                .init_return
-                .program(Method::Kretprobe)
-                .as_deref(),
-            Some("gp_init_kretprobe")
+            plan(&GRACE_PERIODS.init_return, AttachChoice::Auto, Keys::Plain),
+            vec![
+                (Method::Fexit, "gp_init_fexit".to_string()),
+                (Method::Kretprobe, "gp_init_kretprobe".to_string())
+            ]
         );
+        assert_eq!(
+            plan(&GRACE_PERIODS.cleanup, AttachChoice::Kprobe, Keys::Plain),
+            vec![(Method::Kprobe, "gp_cleanup_kprobe".to_string())]
+        );
+        for probe in GRACE_PERIODS_NEEDED {
+            assert_eq!(
+                plan_methods(probe, AttachChoice::Auto).len(),
+                2,
+                "{}",
+                probe.function
+            );
+        }
         assert_eq!(
             GRACE_PERIODS.tick.program(Method::Kprobe).as_deref(),
             Some("gp_tick_kprobe")

@@ -142,11 +142,15 @@ pub(super) fn grace_periods_summary(summary: &GracePeriodsSummary) -> String {
     let l = &summary.lost;
     let _ = writeln!(
         out,
-        "\nNot assembled: {} begun before tracing, {} incomplete, {} inits for nothing{}; lost: \
+        "\nNot assembled: {} begun before tracing, {} incomplete{}, {} inits for nothing{}; lost: \
          {} events, {} stacks, {} blocked readers not followed, {} kernel reads failed, {} \
          missed by the kernel",
         u.began_before_tracing,
         u.incomplete,
+        match u.unseen {
+            0 => String::new(),
+            n => format!(", {n} unseen (skipped whole by the kernel)"),
+        },
         u.spurious_inits,
         match u.undecoded_reports {
             0 => String::new(),
