@@ -420,6 +420,10 @@ pub struct GpArgs {
     /// one line (-f json lists every CPU).
     #[arg(long, default_value_t = 10, value_name = "N", value_parser = parse_gp_top, allow_negative_numbers = true)]
     pub top: usize,
+    /// How to hook the functions that have a trampoline program (the kthread's milestones,
+    /// the quiescent-state report); the others are always kprobes.
+    #[arg(long, value_enum, default_value_t = AttachChoice::Auto, value_name = "METHOD")]
+    pub attach: AttachChoice,
 }
 
 #[derive(Debug, Args)]

@@ -67,7 +67,7 @@ pub async fn run(args: &GpArgs, format: Format) -> Result<Report> {
         Request {
             probes: &probes,
             constants: constants(&layout, cpus, GpEvents::WithSamples),
-            choice: Default::default(),
+            choice: args.attach,
             by: None,
             need: Need::These(GRACE_PERIODS_NEEDED),
             duration: args.common.duration(),
