@@ -341,7 +341,7 @@ fn assemble(
 
     let mut maps = latency_histograms(&rows);
     if options.by_cpu {
-        maps.extend(per_cpu_maps(raw, &rows_kept));
+        maps.extend(per_cpu_maps(raw, &rows_kept, options.top));
     }
     Report {
         time: None,
@@ -511,15 +511,17 @@ fn latency_histograms(rows: &[Building]) -> Vec<Map> {
 /// `@cpu_queued[cpu]`, `@cpu_invoked[cpu]`, `@cpu_before[cpu]` and `@cpu_pending[cpu]` (the
 /// CPU whose list holds it): each adds up to its column over every row (QUEUED, INVOKED,
 /// BEFORE, PENDING). CPUs with nothing to count are left out, as bpftrace leaves out keys
-/// never set.
-fn per_cpu_maps(raw: &Raw, rows: &BTreeSet<(u64, Via)>) -> Vec<Map> {
+/// never set; past the `top` busiest CPUs of each map the rest are folded into one entry, so
+/// that a machine of hundreds of CPUs takes a dozen lines and the sums stay whole.
+fn per_cpu_maps(raw: &Raw, rows: &BTreeSet<(u64, Via)>, top: usize) -> Vec<Map> {
     let by_cpu = |values: &[u64]| -> Vec<(String, u64)> {
-        values
+        let entries = values
             .iter()
             .enumerate()
             .filter(|(_, n)| **n > 0)
             .map(|(cpu, n)| (cpu.to_string(), *n))
-            .collect()
+            .collect();
+        fold_top(entries, top, |n| *n, |a, b| *a += b)
     };
     let slot = |s: u32| raw.totals.get(s as usize).cloned().unwrap_or_default();
     let mut pending = vec![0u64; raw.totals.first().map_or(0, Vec::len)];
@@ -1009,6 +1011,30 @@ mod tests {
                 ("@cpu_before", vec![("0".into(), 7), ("1".into(), 4)]),
                 ("@cpu_pending", vec![("1".into(), 2)]),
             ]
+        );
+    }
+
+    #[test]
+    fn per_cpu_totals_of_many_cpus_fold_past_the_top_and_add_up() {
+        let mut raw = raw();
+        // 384 CPUs, CPU n queueing n + 1 callbacks.
+        raw.totals[TOTAL_QUEUED as usize] = (1..=384).collect();
+        let report = assemble(&raw, &names(), &options(10, true), Duration::from_secs(5));
+        let queued = report
+            .maps
+            .iter()
+            .find_map(|m| match m {
+                Map::Count(c) if c.name == "@cpu_queued" => Some(c.entries.clone()),
+                _ => None,
+            })
+            .expect("@cpu_queued");
+        assert_eq!(queued.len(), 11);
+        assert_eq!(queued[0], ("383".to_string(), 384));
+        assert_eq!(queued[9], ("374".to_string(), 375));
+        assert_eq!(queued[10], ("[other: 374 keys]".to_string(), (1..=374).sum()));
+        assert_eq!(
+            queued.iter().map(|(_, n)| n).sum::<u64>(),
+            (1..=384).sum::<u64>()
         );
     }
 
