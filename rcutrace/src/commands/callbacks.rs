@@ -1031,7 +1031,10 @@ mod tests {
         assert_eq!(queued.len(), 11);
         assert_eq!(queued[0], ("383".to_string(), 384));
         assert_eq!(queued[9], ("374".to_string(), 375));
-        assert_eq!(queued[10], ("[other: 374 keys]".to_string(), (1..=374).sum()));
+        assert_eq!(
+            queued[10],
+            ("[other: 374 keys]".to_string(), (1..=374).sum())
+        );
         assert_eq!(
             queued.iter().map(|(_, n)| n).sum::<u64>(),
             (1..=384).sum::<u64>()

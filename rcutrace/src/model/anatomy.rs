@@ -192,7 +192,8 @@ struct InProgress {
     /// as the hooks can tell.
     kthread_seen_ns: u64,
     /// Whether `rcu_gp_init()`'s entry was seen: without it the grace period's start is
-    /// unknown, and it is counted incomplete when it ends.
+    /// unknown, and it is counted incomplete when it ends (or begun before tracing, when no
+    /// grace period was seen to start before it).
     start_seen: bool,
 }
 
@@ -378,8 +379,8 @@ impl Assembler {
                     self.unassembled.spurious_inits += 1;
                 }
                 (None, true) => {
-                    // Its start was skipped: followed from here, counted incomplete.
-                    self.start_seen = true;
+                    // Its start was skipped, or came before tracing did: followed from here,
+                    // counted incomplete or begun before tracing when it ends.
                     self.left = None;
                     self.current = Some(InProgress {
                         started_ns: at,
@@ -521,6 +522,9 @@ impl Assembler {
                 }
             }
             gp::EVENT_CLEANUP_END => match self.current.take() {
+                Some(current) if !current.start_seen && !self.start_seen => {
+                    self.unassembled.began_before_tracing += 1;
+                }
                 Some(current) => {
                     let numbered = current.gp_seq.is_some();
                     match self.finish(current, at) {
@@ -1024,10 +1028,22 @@ mod tests {
             ),
             (1, 2, 0)
         );
-        // One whose start was skipped is in progress from its number on.
+        // One whose start was skipped is in progress from its number on; the first one seen,
+        // its start before tracing began, is counted so when it ends.
         let mut a = assemble(&kinds(0, &all[..1])[..3]);
         assert!(a.in_progress());
         assert!(a.take_done().is_empty());
+        let events = [kinds(0, &all[..1]), kinds(1, &[])].concat();
+        let mut a = assemble(&events);
+        assert_eq!(a.take_done().len(), 1);
+        assert_eq!(
+            (
+                a.unassembled.began_before_tracing,
+                a.unassembled.incomplete,
+                a.unassembled.unseen
+            ),
+            (1, 0, 0)
+        );
     }
 
     /// A 64-CPU machine: four leaves of 16 under a root. Every CPU's report reaches its
