@@ -667,13 +667,25 @@ impl GracePeriodProbes {
 }
 
 /// The milestones of each grace period that `srlat --stages` joins calls to: the same hooks
-/// as `gp`'s, the ends first so that every grace period begun is seen whole.
+/// as `gp`'s, the ends first so that every grace period begun is seen whole. Kprobes first:
+/// a trampoline attached on 7.3 leaves tasks-RCU and SRCU work behind (its old image freed
+/// after their grace periods) whose kworkers call `synchronize_rcu()`, expedited under
+/// `rcu_expedited`, in the window that times the user's own calls; an expedited call then
+/// waits behind rcutrace's. A short run that times calls is hurt more by that than by a
+/// skipped kprobe, which its joins count.
 pub const GRACE_PERIOD_BOUNDS: [Probe; 4] = [
-    GRACE_PERIODS.cleanup_return,
-    GRACE_PERIODS.cleanup,
-    GRACE_PERIODS.init_return,
-    GRACE_PERIODS.init,
+    kprobe_first(GRACE_PERIODS.cleanup_return),
+    kprobe_first(GRACE_PERIODS.cleanup),
+    kprobe_first(GRACE_PERIODS.init_return),
+    kprobe_first(GRACE_PERIODS.init),
 ];
+
+const fn kprobe_first(probe: Probe) -> Probe {
+    Probe {
+        prefer_kprobe: true,
+        ..probe
+    }
+}
 
 const fn stage_hook(function: &'static str, side: Side, hook: &'static str) -> Probe {
     Probe {
@@ -978,7 +990,28 @@ mod tests {
                 .as_deref(),
             Some("stages_queue_call_rcu_hurry_kprobe")
         );
-        assert_eq!(GRACE_PERIOD_BOUNDS.last(), Some(&GRACE_PERIODS.init));
+        // gp's milestones, init's entry last, tried by kprobe first.
+        let init = GRACE_PERIOD_BOUNDS[3];
+        assert_eq!(
+            (init.function, init.side, init.programs),
+            (
+                GRACE_PERIODS.init.function,
+                GRACE_PERIODS.init.side,
+                GRACE_PERIODS.init.programs
+            )
+        );
+        for bound in GRACE_PERIOD_BOUNDS {
+            assert_eq!(
+                plan_methods(&bound, AttachChoice::Auto)[0],
+                if bound.side == Side::Entry {
+                    Method::Kprobe
+                } else {
+                    Method::Kretprobe
+                },
+                "{}",
+                bound.function
+            );
+        }
     }
 
     #[test]
