@@ -312,6 +312,27 @@ impl Assembler {
         }
     }
 
+    /// Follows a grace period from `at`, where the kthread `pid` began it (`start_seen`) or
+    /// was first seen in it; the request waiting is its.
+    fn begin(&mut self, at: u64, pid: u32, start_seen: bool) -> &mut InProgress {
+        self.left = None;
+        self.current.insert(InProgress {
+            started_ns: at,
+            kthread_pid: pid,
+            request_ns: self.pending_request_ns.take(),
+            gp_seq: None,
+            init_end_ns: None,
+            cleanup_start_ns: None,
+            fqs_passes: 0,
+            cpus_reported: 0,
+            blocked_readers: 0,
+            last: None,
+            reported: BTreeSet::new(),
+            kthread_seen_ns: at,
+            start_seen,
+        })
+    }
+
     /// Counts a grace period seen in part; `numbered`: its `gp_seq` was seen.
     fn incomplete(&mut self, numbered: bool) {
         self.unassembled.incomplete += 1;
@@ -348,22 +369,7 @@ impl Assembler {
                     self.incomplete(unfinished.gp_seq.is_some());
                 }
                 self.start_seen = true;
-                self.left = None;
-                self.current = Some(InProgress {
-                    started_ns: at,
-                    kthread_pid: event.pid,
-                    request_ns: self.pending_request_ns.take(),
-                    gp_seq: None,
-                    init_end_ns: None,
-                    cleanup_start_ns: None,
-                    fqs_passes: 0,
-                    cpus_reported: 0,
-                    blocked_readers: 0,
-                    last: None,
-                    reported: BTreeSet::new(),
-                    kthread_seen_ns: at,
-                    start_seen: true,
-                });
+                self.begin(at, event.pid, true);
             }
             gp::EVENT_INIT_END => match (&mut self.current, event.extra != 0) {
                 (Some(current), true) => {
@@ -381,22 +387,9 @@ impl Assembler {
                 (None, true) => {
                     // Its start was skipped, or came before tracing did: followed from here,
                     // counted incomplete or begun before tracing when it ends.
-                    self.left = None;
-                    self.current = Some(InProgress {
-                        started_ns: at,
-                        kthread_pid: event.pid,
-                        request_ns: self.pending_request_ns.take(),
-                        gp_seq: Some(event.value),
-                        init_end_ns: Some(at),
-                        cleanup_start_ns: None,
-                        fqs_passes: 0,
-                        cpus_reported: 0,
-                        blocked_readers: 0,
-                        last: None,
-                        reported: BTreeSet::new(),
-                        kthread_seen_ns: at,
-                        start_seen: false,
-                    });
+                    let current = self.begin(at, event.pid, false);
+                    current.gp_seq = Some(event.value);
+                    current.init_end_ns = Some(at);
                     self.numbered(event.value);
                 }
                 (None, false) => {}
