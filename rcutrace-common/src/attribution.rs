@@ -68,7 +68,8 @@ pub struct Attribution {
     pub tgid: u32,
     /// CPU the event happened on, for BY_CPU.
     pub cpu: u32,
-    pub _padding: u32,
+    /// Whose doing the event was, in `run` (`followed::ORIGIN_*`); 0 in the other commands.
+    pub origin: u32,
     /// Key of the caller's stack in the stack map (`stack_hash`), for BY_STACK; NO_STACK when
     /// it could not be kept.
     pub stack: u64,

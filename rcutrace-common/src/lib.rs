@@ -8,6 +8,7 @@
 pub mod attribution;
 pub mod callbacks;
 pub mod counters;
+pub mod followed;
 pub mod gp;
 pub mod hist;
 pub mod latency;

@@ -62,6 +62,9 @@ pub enum Record {
     ExpeditedStallEnded(ExpeditedStallEnded),
     #[serde(rename = "rcutrace_stall_summary")]
     StallSummary(StallSummary),
+    /// `rcutrace run`: where the command's time went, after the histograms of its waits.
+    #[serde(rename = "rcutrace_run_summary")]
+    RunSummary(RunSummary),
     /// `srlat --stages`: one timed function's calls taken apart, per path and stage.
     #[serde(rename = "rcutrace_stages_summary")]
     StagesSummary(StagesSummary),
@@ -569,6 +572,66 @@ pub struct ExpeditedStallEnded {
     /// one overwrote that record between two looks: to the later one's start, an upper bound).
     pub duration_ns: u64,
     pub warnings: u32,
+}
+
+/// `rcutrace run`'s account of one command: its time, the RCU waits in it and in the work it
+/// caused, and what an expedited grace period would have saved.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunSummary {
+    /// The command line as given.
+    pub command: String,
+    /// Its exit status, where it exited; the signal that ended it, where one did; neither
+    /// where tracing ended first (Ctrl-C).
+    pub exit_status: Option<i32>,
+    pub signal: Option<i32>,
+    /// From its start to its exit (or to the end of tracing).
+    pub wall_ns: u64,
+    /// Its processes' CPU time, user and system, as the kernel reports it at their exit.
+    pub cpu_ns: Option<u64>,
+    /// Its threads' time switched out: asleep (or blocked), and runnable but waiting for a
+    /// CPU; summed over the threads.
+    pub off_cpu_asleep_ns: u64,
+    pub off_cpu_runnable_ns: u64,
+    /// Of that, the part inside RCU waits (the threads slept there, or waited for a CPU).
+    #[serde(default)]
+    pub in_waits_asleep_ns: u64,
+    #[serde(default)]
+    pub in_waits_runnable_ns: u64,
+    /// Threads followed (the command's first included), and forks the programs had no room
+    /// to follow.
+    pub threads: u64,
+    pub threads_lost: u64,
+    /// Switches back in whose switch out was not seen (the off-CPU map was full): not counted.
+    pub off_cpu_unseen: u64,
+    /// The time the command's threads spent inside RCU waits, each moment once (a wait inside
+    /// another counts once), summed over the threads.
+    pub rcu_wait_ns: u64,
+    /// The same for the work items it caused.
+    pub caused_rcu_wait_ns: u64,
+    /// Each waiting function, in the command and in the work it caused.
+    pub waits: Vec<RunWait>,
+    /// Work items queued by the command (or by work it caused), run to their end, not
+    /// followed for want of room, and still queued or running when tracing ended.
+    pub work_queued: u64,
+    pub work_done: u64,
+    pub work_lost: u64,
+    pub work_unfinished: u64,
+    /// Tracing ended at `--linger` with work still unfinished.
+    pub linger_expired: bool,
+    /// The mean synchronize_rcu_expedited() seen in this run, where one was.
+    pub expedited_mean_ns: Option<u64>,
+    /// The kernel's `rcutree.rcu_normal_wake_from_gp`, where it has the parameter.
+    pub normal_wake_from_gp: Option<bool>,
+}
+
+/// One waiting function's calls, by the command itself or by work it caused.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunWait {
+    pub function: String,
+    pub caused_work: bool,
+    pub calls: u64,
+    pub total_ns: u64,
+    pub max_ns: u64,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

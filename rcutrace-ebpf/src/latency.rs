@@ -15,7 +15,7 @@ use aya_ebpf::{
 };
 use rcutrace_common::latency::*;
 
-use crate::{attribution, own_work, window};
+use crate::{attribution, followed, own_work, window};
 
 /// Bit `timed` set where that function's entry and return are the same function (srlat),
 /// so that a second entry on a thread with a start recorded means its return was lost.
@@ -42,12 +42,30 @@ fn add_stat(timed: u32, stat: u32) {
     }
 }
 
-/// Whether calls of this process are timed at all (and their stages followed): not
-/// rcutrace's own, nor those the tasks-RCU kthreads make for its reader probe's switching.
+/// Whether calls of this thread are timed at all (and their stages followed): not
+/// rcutrace's own, nor those the tasks-RCU kthreads make for its reader probe's switching;
+/// in `run`, only the command's and those of the work it caused.
 #[inline(always)]
-pub fn wanted(tgid: u32, is_self: bool) -> bool {
+pub fn wanted(tgid: u32, tid: u32, is_self: bool) -> bool {
+    if followed::following() {
+        return followed::origin(tid) != rcutrace_common::followed::ORIGIN_NONE;
+    }
     let target = window::constant(&TARGET_TGID);
     !is_self && (target == 0 || tgid == target) && !window::switching_kthread(tgid)
+}
+
+/// Whether thread `tid` is inside a timed call of its own (not rcutrace's doing).
+#[inline(always)]
+pub fn in_wait(tid: u32) -> bool {
+    let mut timed = 0;
+    while timed < MAX_TIMED {
+        let key = InFlightKey { tid, timed };
+        if unsafe { IN_FLIGHT.get(&key) }.is_some_and(|call| call.start_ns != OWN_CALL_START) {
+            return true;
+        }
+        timed += 1;
+    }
+    false
 }
 
 #[inline(always)]
@@ -56,7 +74,7 @@ fn on_entry<C: EbpfContext>(ctx: &C, timed: u32) {
         return;
     }
     let (tgid, tid, is_self) = window::current();
-    if !wanted(tgid, is_self) {
+    if !wanted(tgid, tid, is_self) {
         return;
     }
     add_stat(timed, STAT_ENTRIES);
@@ -80,7 +98,10 @@ fn on_entry<C: EbpfContext>(ctx: &C, timed: u32) {
         }
         return;
     }
-    let (attribution, stack_kept) = attribution::attribute(ctx, timed, tgid);
+    let (mut attribution, stack_kept) = attribution::attribute(ctx, timed, tgid);
+    if followed::following() {
+        attribution.origin = followed::origin(tid);
+    }
     if !stack_kept {
         add_stat(timed, STAT_LOST_STACK);
     }
@@ -100,7 +121,7 @@ fn on_return(timed: u32) {
     }
     let now = unsafe { bpf_ktime_get_ns() };
     let (tgid, tid, is_self) = window::current();
-    if !wanted(tgid, is_self) {
+    if !wanted(tgid, tid, is_self) {
         return;
     }
     let key = InFlightKey { tid, timed };
@@ -134,7 +155,7 @@ fn on_found_nothing(timed: u32) {
         return;
     }
     let (tgid, tid, is_self) = window::current();
-    if !wanted(tgid, is_self) {
+    if !wanted(tgid, tid, is_self) {
         return;
     }
     // Deleting fails where no entry was seen: only calls timed from their entry count.

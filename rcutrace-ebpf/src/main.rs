@@ -36,6 +36,7 @@ mod atomic;
 mod attribution;
 mod callbacks;
 mod counters;
+mod followed;
 mod gp;
 mod hash;
 mod latency;

@@ -64,8 +64,8 @@ fn send(kind: u32, value: u64, extra: u64) {
 /// Whether the current thread's calls are the traced ones.
 #[inline(always)]
 fn traced_caller() -> bool {
-    let (tgid, _, is_self) = window::current();
-    window::running() && latency::wanted(tgid, is_self)
+    let (tgid, tid, is_self) = window::current();
+    window::running() && latency::wanted(tgid, tid, is_self)
 }
 
 program! {

@@ -56,6 +56,21 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Run a command and say how much of its time went to waiting on RCU: each wait
+    /// (synchronize_rcu(), rcu_barrier(), synchronize_srcu(), synchronize_net(), ...) in its
+    /// threads and in the work items they queued, with the call sites, and what an expedited
+    /// grace period would have saved.
+    #[command(after_help = "Examples:\n  \
+        sudo rcutrace run -- unshare -n true\n  \
+        sudo rcutrace run -- ip netns del blue\n  \
+        sudo rcutrace run --func synchronize_rcu_tasks -- bpftool prog load prog.o /sys/fs/bpf/p\n  \
+        sudo rcutrace run --linger 30 -- rmdir /sys/fs/cgroup/job\n  \
+        sudo rcutrace -f json run -- ./teardown.sh > teardown.json\n  \
+        sudo rcutrace run --flamegraph waits.svg -- ./teardown.sh\n\n\
+        The command runs as the user who ran sudo (SUDO_UID), else as rcutrace's own user;\n\
+        --user chooses. Its output is its own; rcutrace's report follows it. The exit status\n\
+        is the command's (128 + the signal that ended it; 127 if it could not be found).")]
+    Run(RunArgs),
     /// Count RCU readers, updaters and grace periods, and print their ratios.
     #[command(after_help = "Examples:\n  \
         sudo rcutrace count                      # 10 seconds\n  \
@@ -484,6 +499,32 @@ impl Secs {
 }
 
 #[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Also time this waiting RCU updater (repeatable), beside synchronize_rcu(),
+    /// synchronize_rcu_expedited(), rcu_barrier(), synchronize_srcu(), synchronize_rcu_tasks(),
+    /// synchronize_rcu_tasks_trace() and synchronize_net(); at most 8 in all.
+    #[arg(long, value_parser = parse_waiting_function, value_name = "NAME")]
+    pub func: Vec<&'static str>,
+    /// Run the command as this user (a name or a uid) and its groups.
+    #[arg(long, value_name = "USER")]
+    pub user: Option<String>,
+    /// After the command exits, follow the work it queued until it is done, for at most this
+    /// many seconds.
+    #[arg(long, default_value_t = 10, value_name = "SECS")]
+    pub linger: u64,
+    /// Kernel stacks to print per function: the N with the most time waited, the rest summed
+    /// on one line (0: all).
+    #[arg(long, default_value_t = 10, value_name = "N")]
+    pub top: usize,
+    /// How to hook the waiting functions' returns (their entries are kprobes, for the stacks).
+    #[arg(long, value_enum, default_value_t = AttachChoice::Auto, value_name = "METHOD")]
+    pub attach: AttachChoice,
+    /// The command and its arguments (after `--`, so that its options stay its own).
+    #[arg(required = true, trailing_var_arg = true, value_name = "CMD")]
+    pub command: Vec<std::ffi::OsString>,
+}
+
+#[derive(Debug, Args)]
 pub struct SrlatArgs {
     #[command(flatten)]
     pub latency: LatencyArgs,
@@ -637,6 +678,7 @@ fn check_stacks(cli: &Cli) -> Result<(), clap::Error> {
         Command::Gplat(args) => needs_by_stack(&args.by, &args.over_time),
         Command::Srlat(args) => needs_by_stack(&args.latency.by, &args.latency.over_time),
         Command::Gp(args) => interval_free(&args.over_time),
+        Command::Run(_) => Ok(()),
         Command::Report(args) if args.files.len() == 2 => Err(conflict(format!(
             "{asked} draws one run's stacks; a comparison of two runs prints as text only"
         ))),

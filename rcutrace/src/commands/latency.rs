@@ -26,10 +26,10 @@ use crate::{
 
 /// One timed function of a run: what is timed, the map it prints as, and its unit.
 #[derive(Clone, Debug)]
-struct Timing {
-    timed: Timed,
-    map_name: String,
-    unit: Unit,
+pub(super) struct Timing {
+    pub(super) timed: Timed,
+    pub(super) map_name: String,
+    pub(super) unit: Unit,
 }
 
 pub async fn gplat(args: &LatencyArgs, format: Format) -> Result<Report> {
@@ -125,7 +125,7 @@ fn map_name(function: &str) -> String {
 }
 
 /// Expedited grace periods take microseconds, normal ones milliseconds.
-fn default_unit(function: &str) -> Unit {
+pub(super) fn default_unit(function: &str) -> Unit {
     if function.contains("expedited") {
         Unit::Us
     } else {
@@ -227,15 +227,15 @@ async fn run(
 
 /// When a report's samples are checked against the entries, and how a disagreement is said.
 #[derive(Clone, Copy)]
-struct Checking {
+pub(super) struct Checking {
     /// Every report covers the window from its opening (the in-flight calls at a period's
     /// start are known only there).
-    whole_window: bool,
-    format: Format,
+    pub(super) whole_window: bool,
+    pub(super) format: Format,
 }
 
 /// The histograms and statistics of the samples that arrived in one period.
-fn report(
+pub(super) fn report(
     period: &Period<'_>,
     timings: &[Timing],
     by: &ByArgs,

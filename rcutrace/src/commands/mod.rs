@@ -9,6 +9,7 @@ pub mod count;
 pub mod gp;
 pub mod latency;
 pub mod report;
+pub mod run;
 pub mod serve;
 pub mod stall;
 pub mod top;
@@ -66,6 +67,7 @@ pub fn run(cli: &Cli) -> Result<Printed> {
             Command::Callbacks(args) => callbacks::run(args, format).await.map(Some),
             Command::Gp(args) => gp::run(args, format).await.map(Some),
             Command::Stall(args) => stall::run(args, format).await.map(Some),
+            Command::Run(args) => run::run(args, format).await.map(Some),
             Command::Report(_) => Err(anyhow::anyhow!("report reads files, it does not trace")),
         }
     })?;
@@ -79,6 +81,8 @@ pub fn run(cli: &Cli) -> Result<Printed> {
     save(&report);
     let status = match &report.summary {
         Summary::Stall(s) if s.stopped_at_warning => ExitCode::from(STALL_WARNED),
+        // The command's own status, as a shell's would be (128 + the signal that ended it).
+        Summary::Run(run) => run::exit_code(&run.figures),
         _ => ExitCode::SUCCESS,
     };
     Ok(Printed {

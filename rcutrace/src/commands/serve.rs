@@ -114,7 +114,7 @@ pub async fn run(args: &ServeArgs) -> Result<()> {
     };
     let grace_periods = RefCell::new(GracePeriods::new(assembler));
     let stalls = RefCell::new(StallCounter::default());
-    let mut watch_stalls = |tracer: &Tracer| {
+    let mut watch_stalls = |tracer: &mut Tracer| {
         if let Some(now) = grace_period_now(tracer, &online)? {
             stalls
                 .borrow_mut()
@@ -432,6 +432,7 @@ fn metrics(
                     Programs::GracePeriod(_) => "grace_periods",
                     Programs::Stages(_) => "stages",
                     Programs::OwnWork(_) => "own_work",
+                    Programs::Followed(_) => "followed",
                 },
                 method: method.to_string(),
             })

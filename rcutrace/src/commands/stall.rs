@@ -151,7 +151,7 @@ pub async fn run(args: &StallArgs, format: Format) -> Result<Report> {
             }
         }
     };
-    let mut check = |tracer: &Tracer| -> Result<WatchNext> {
+    let mut check = |tracer: &mut Tracer| -> Result<WatchNext> {
         let mut state = state.borrow_mut();
         let state = &mut *state;
         let now_ns = kernel::monotonic_ns();

@@ -18,6 +18,7 @@ pub mod misses;
 pub mod rcu_state;
 pub mod rcu_tree;
 pub mod symbols;
+pub mod tracefs;
 
 use std::{
     collections::{HashMap, HashSet},

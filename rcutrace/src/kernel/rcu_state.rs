@@ -16,8 +16,6 @@ use crate::model::tree::RcuTree;
 const GP_SEQ: Field = ("rcu_state", "gp_seq");
 const NODE_QSMASK: Field = ("rcu_node", "qsmask");
 const TASK_NESTING: Field = ("task_struct", "rcu_read_lock_nesting");
-/// The `rcu:rcu_stall_warning` tracepoint's record, as tracefs describes it.
-const STALL_WARNING_FORMAT: &str = "events/rcu/rcu_stall_warning/format";
 
 const STALL_TIMEOUT: &str = "/sys/module/rcupdate/parameters/rcu_cpu_stall_timeout";
 
@@ -91,33 +89,14 @@ pub fn layout() -> Result<RcuLayout> {
     })
 }
 
-/// Where the stall-warning tracepoint's `rcuname` and `msg` pointers are in its record, from
-/// its format file in tracefs; `None` where the kernel (or tracefs) does not have it.
+/// Where the stall-warning tracepoint's `rcuname` and `msg` pointers are in its record;
+/// `None` where the kernel (or tracefs) does not have it.
 fn stall_warning_offsets() -> Option<(u32, u32)> {
-    let format = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"]
-        .iter()
-        .find_map(|root| std::fs::read_to_string(format!("{root}/{STALL_WARNING_FORMAT}")).ok())?;
+    let format = super::tracefs::format("rcu", "rcu_stall_warning")?;
     Some((
-        field_offset(&format, "rcuname")?,
-        field_offset(&format, "msg")?,
+        super::tracefs::field_offset(&format, "rcuname")?,
+        super::tracefs::field_offset(&format, "msg")?,
     ))
-}
-
-/// The offset of `field` in a tracepoint's format description, whose lines read
-/// `field:const char * msg;\toffset:16;\tsize:8;\tsigned:0;`.
-fn field_offset(format: &str, field: &str) -> Option<u32> {
-    format.lines().find_map(|line| {
-        let mut parts = line.trim().split(';');
-        let declaration = parts.next()?.trim().strip_prefix("field:")?;
-        let name = declaration.rsplit([' ', '*']).next()?;
-        if name != field {
-            return None;
-        }
-        parts
-            .find_map(|p| p.trim().strip_prefix("offset:"))?
-            .parse()
-            .ok()
-    })
 }
 
 /// The kernel's RCU CPU stall timeout (`rcu_cpu_stall_timeout`, seconds; writable at run
@@ -135,20 +114,6 @@ pub fn stall_timeout() -> Result<std::time::Duration> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn tracepoint_field_offsets_from_the_format_file() {
-        let format = "name: rcu_stall_warning\nID: 362\nformat:\n\
-            \tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\
-            \tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n\
-            \tfield:const char * rcuname;\toffset:8;\tsize:8;\tsigned:0;\n\
-            \tfield:const char * msg;\toffset:16;\tsize:8;\tsigned:0;\n\n\
-            print fmt: \"%s %s\", REC->rcuname, REC->msg\n";
-        assert_eq!(field_offset(format, "rcuname"), Some(8));
-        assert_eq!(field_offset(format, "msg"), Some(16));
-        assert_eq!(field_offset(format, "common_pid"), Some(4));
-        assert_eq!(field_offset(format, "absent"), None);
-    }
 
     /// SRCU's fields at 6.12-like offsets, with the segments' numbers `gp_seq_size` bytes each.
     fn srcu_offsets(gp_seq_size: u32) -> HashMap<Field, u32> {

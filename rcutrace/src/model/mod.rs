@@ -11,6 +11,7 @@ pub mod anatomy;
 pub mod attribution;
 pub mod checks;
 pub mod grace_periods;
+pub mod run;
 pub mod stacks;
 pub mod stages;
 pub mod stall;
@@ -353,6 +354,18 @@ pub enum Summary {
     Callbacks(CallbacksSummary),
     GracePeriods(Box<GracePeriodsSummary>),
     Stall(StallSummary),
+    Run(Box<run::RunSummary>),
+}
+
+impl Summary {
+    /// The latency summaries of a report that times calls (`srlat`, `gplat`, `run`).
+    pub fn latency(&self) -> Option<&[LatencySummary]> {
+        match self {
+            Summary::Latency(summaries) => Some(summaries),
+            Summary::Run(run) => Some(&run.latency),
+            _ => None,
+        }
+    }
 }
 
 /// What `rcutrace stall` says when its window ends.

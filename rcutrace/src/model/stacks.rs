@@ -46,9 +46,9 @@ pub struct NoStacks(pub &'static str);
 pub fn of_report(report: &Report) -> Result<WeightedStacks, NoStacks> {
     match &report.summary {
         Summary::Count(_) => count_stacks(report),
-        Summary::Latency(summaries) => {
+        Summary::Latency(_) | Summary::Run(_) => {
             let mut stacks = Vec::new();
-            for summary in summaries {
+            for summary in report.summary.latency().unwrap_or_default() {
                 for series in &summary.series {
                     let Some(key) = series.key.as_deref().filter(|k| is_stack_key(k)) else {
                         return Err(NoStacks(

@@ -42,6 +42,10 @@ fn title(report: &Report) -> String {
             let maps: Vec<&str> = summaries.iter().map(|s| s.map_name.as_str()).collect();
             format!("Time waited by kernel stack ({})", maps.join(", "))
         }
+        Summary::Run(run) => format!(
+            "Time waited on RCU by kernel stack, in `{}` and the work it caused",
+            run.figures.command
+        ),
         Summary::GracePeriods(_) => "Slowest grace periods, by their last holdout's stack".into(),
         Summary::Callbacks(_) | Summary::Stall(_) => "Kernel stacks".into(),
     }

@@ -93,6 +93,16 @@ fn records(report: &Report) -> Vec<Record> {
             }
         }
         Summary::Callbacks(s) => records.push(Record::CallbacksSummary(callbacks_summary(s))),
+        Summary::Run(run) => {
+            for summary in &run.latency {
+                let layout = report.maps.iter().find_map(|map| match map {
+                    Map::Hist(h) if h.name == summary.map_name => Some(hist_layout(&h.buckets)),
+                    _ => None,
+                });
+                records.extend(latency_summary(summary, layout));
+            }
+            records.push(Record::RunSummary(run.figures.clone()));
+        }
         Summary::Stall(s) => records.push(Record::StallSummary(records::StallSummary {
             elapsed_s: s.elapsed.as_secs_f64(),
             thresholds_ns: s.thresholds.iter().map(|t| t.as_nanos() as u64).collect(),

@@ -107,6 +107,13 @@ fn what_ran(report: &Report) -> Option<(&'static str, Vec<String>)> {
         Summary::Callbacks(_) => Some(("callbacks", Vec::new())),
         Summary::GracePeriods(_) => Some(("gp", Vec::new())),
         Summary::Stall(_) => Some(("stall", Vec::new())),
+        Summary::Run(run) => Some((
+            "run",
+            run.latency
+                .iter()
+                .map(|s| s.map_name.trim_start_matches('@').to_string())
+                .collect(),
+        )),
         // bpftrace's runs have no summaries: nothing to tell.
         Summary::Latency(summaries) if summaries.is_empty() => None,
         Summary::Latency(summaries) if summaries.iter().any(|s| s.map_name == "@gplat") => {
@@ -377,9 +384,7 @@ fn aligned(a: &Buckets, b: &Buckets) -> Option<(Buckets, Buckets)> {
 }
 
 fn stats(report: &Report, name: &str, key: &Option<String>) -> Option<(SeriesStats, Unit)> {
-    let Summary::Latency(summaries) = &report.summary else {
-        return None;
-    };
+    let summaries = report.summary.latency()?;
     let summary = summaries.iter().find(|s| s.map_name == name)?;
     let series = summary.series.iter().find(|s| &s.key == key)?;
     Some((series.clone(), summary.unit))

@@ -18,6 +18,7 @@ use rcutrace_common::{
 use super::figures::{percentiles, seconds, unit};
 use crate::{
     model::checks::CrossCheck,
+    model::run::RunSummary,
     model::stats::PERCENTILE_ERROR,
     model::{
         Buckets, CallbackCounts, CallbackRow, CallbackTotals, CallbacksSummary, CountMap,
@@ -129,6 +130,8 @@ struct ReportBeingRead {
     callbacks_summary: Option<CallbacksSummary>,
     /// `gp`'s tables and its slowest grace periods.
     gp_summary: Option<records::GracePeriodsSummary>,
+    /// `run`'s account of its command.
+    run_summary: Option<records::RunSummary>,
     grace_periods: Vec<records::GracePeriod>,
     /// `srlat --stages`: each function's stages and the calls taken apart.
     stages: Vec<records::StagesSummary>,
@@ -283,6 +286,10 @@ impl ReportBeingRead {
                 self.gp_summary = Some(s);
             }
             Record::GracePeriod(g) => self.grace_periods.push(g),
+            Record::RunSummary(s) => {
+                self.summarized.get_or_insert(line);
+                self.run_summary = Some(s);
+            }
             Record::StagesSummary(s) => {
                 self.summarized.get_or_insert(line);
                 self.stages.push(s);
@@ -407,7 +414,10 @@ impl ReportBeingRead {
             (None, None, Some(summary)) => Summary::GracePeriods(Box::new(
                 super::grace_periods::summary(&summary, &self.grace_periods, latency)?,
             )),
-            (None, None, None) => Summary::Latency(latency),
+            (None, None, None) => match self.run_summary {
+                Some(figures) => Summary::Run(Box::new(RunSummary { latency, figures })),
+                None => Summary::Latency(latency),
+            },
         };
         Ok(Report {
             time: self.time,

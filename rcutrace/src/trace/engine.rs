@@ -115,7 +115,7 @@ pub struct Request<'a> {
 /// kernel sent to wake user space).
 pub struct Watch<'a> {
     pub every: Duration,
-    pub check: &'a mut dyn FnMut(&Tracer) -> Result<WatchNext>,
+    pub check: &'a mut dyn FnMut(&mut Tracer) -> Result<WatchNext>,
     pub now: Option<&'a Cell<bool>>,
 }
 
@@ -425,7 +425,7 @@ async fn run_window<R>(
         let Some(watch) = watch.as_mut() else {
             return Ok(Next::Never);
         };
-        Ok(match (watch.check)(&tracer.borrow())? {
+        Ok(match (watch.check)(&mut tracer.borrow_mut())? {
             WatchNext::Continue => Next::At(Instant::now() + watch.every),
             WatchNext::Within(due) => Next::At(Instant::now() + due),
             WatchNext::EndWindow => Next::EndWindow,

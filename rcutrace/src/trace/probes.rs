@@ -75,6 +75,9 @@ pub enum Programs {
     /// The programs that follow rcutrace's own tasks-RCU work (`request`, `list`,
     /// `grace_period`): kprobes only, since a trampoline would itself queue such work.
     OwnWork(&'static str),
+    /// `run`'s programs that follow the command's threads and the work they cause (`fork`,
+    /// `switch`, `queue_work`, ...): scheduler and workqueue tracepoints.
+    Followed(&'static str),
 }
 
 /// One hook: a kernel function, the side, and the programs that can serve it.
@@ -149,6 +152,7 @@ impl Probe {
             Programs::OwnWork(hook) => {
                 (method == Method::Kprobe).then(|| format!("own_work_{hook}_kprobe"))
             }
+            Programs::Followed(hook) => Some(format!("followed_{hook}_{method}")),
             Programs::Counter(_) | Programs::Timed(_) | Programs::TimedFoundNothing(_) => None,
         }
     }
@@ -245,7 +249,8 @@ impl Counted {
             | Programs::Callbacks(_)
             | Programs::GracePeriod(_)
             | Programs::Stages(_)
-            | Programs::OwnWork(_) => {
+            | Programs::OwnWork(_)
+            | Programs::Followed(_) => {
                 unreachable!("counted functions use counter programs")
             }
         }
@@ -352,6 +357,41 @@ pub const OWN_WORK: &[Probe] = &[
     own_work("try_check_zero", "srcu_grace_period"),
 ];
 
+const fn followed(tracepoint: &'static str, hook: &'static str) -> Probe {
+    Probe {
+        function: tracepoint,
+        side: Side::Entry,
+        programs: Programs::Followed(hook),
+        prefer_kprobe: false,
+    }
+}
+
+/// What `run` follows its command by: the tree of threads forked from it (each leaves when
+/// its task is freed), their switches off and on the CPU, and the work items they queue,
+/// from queueing to the end of their run in a kworker. Tracepoints every kernel has.
+pub const FOLLOWED: &[Probe] = &[
+    followed("sched:sched_process_fork", "fork"),
+    followed("sched:sched_process_free", "free"),
+    followed("sched:sched_switch", "switch"),
+    followed("workqueue:workqueue_queue_work", "queue_work"),
+    followed("workqueue:workqueue_execute_start", "execute_start"),
+    followed("workqueue:workqueue_execute_end", "execute_end"),
+];
+
+/// The updaters `run` times in the command and in the work it causes, where the kernel has
+/// them (at most `MAX_TIMED` with `--func`'s): every way a caller waits for a grace period
+/// or for callbacks. Nested waits (synchronize_net() calling synchronize_rcu()) are each
+/// timed; the command's total counts the time once.
+pub const RUN_WAITS: &[&str] = &[
+    "synchronize_rcu",
+    "synchronize_rcu_expedited",
+    "rcu_barrier",
+    "synchronize_srcu",
+    "synchronize_rcu_tasks",
+    "synchronize_rcu_tasks_trace",
+    "synchronize_net",
+];
+
 /// The functions of the own-work hooks that must be there for them to work (the trace
 /// flavour is gone from 7.3's tasks RCU).
 pub const OWN_WORK_ESSENTIAL: &[&str] = &[
@@ -415,7 +455,8 @@ impl Timed {
             | Programs::Callbacks(_)
             | Programs::GracePeriod(_)
             | Programs::Stages(_)
-            | Programs::OwnWork(_) => {
+            | Programs::OwnWork(_)
+            | Programs::Followed(_) => {
                 unreachable!("timed probes use timed programs")
             }
         }

@@ -15,14 +15,15 @@ use crate::{kernel::kprobe_table::Counted, trace::probes::Probe, trace::tracer::
 
 /// The per-CPU arrays of counters: `count`'s per-function counts and its losses, the
 /// latency programs' per-function statistics, and `gp`'s counts and what its programs could
-/// not send.
-const ARRAYS: [&str; 6] = [
+/// not send, and `run`'s account of its command's threads and work.
+const ARRAYS: [&str; 7] = [
     "COUNTS",
     "COUNT_LOSSES",
     "STATS",
     "GP_LOSSES",
     "GP_COUNTS",
     "OWN_STATS",
+    "FOLLOW_COUNTS",
 ];
 
 /// Counters as read at one moment, or the differences between two such readings.

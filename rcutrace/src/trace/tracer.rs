@@ -371,6 +371,30 @@ impl Tracer {
             .context("opening or closing the tracing window")
     }
 
+    /// Marks thread `tid` as the launcher of `run`'s command (`on`), or no longer: what it
+    /// forks meanwhile is followed as the command; nothing it does itself counts.
+    pub fn follow_launcher(&mut self, tid: u32, on: bool) -> Result<()> {
+        let map = self
+            .maps
+            .get_mut("TREE")
+            .ok_or_else(|| anyhow!("map TREE missing from the eBPF object"))?;
+        let mut tree: BpfHashMap<&mut MapData, u32, u8> =
+            BpfHashMap::try_from(map).context("opening TREE")?;
+        let done = if on {
+            tree.insert(tid, rcutrace_common::followed::TREE_LAUNCHER, 0)
+        } else {
+            tree.remove(&tid)
+        };
+        done.with_context(|| format!("marking thread {tid} as the command's launcher"))
+    }
+
+    /// Whether work `run`'s command caused is still queued or running.
+    pub fn caused_work_unfinished(&self) -> Result<u64> {
+        let queued = self.hash_entries::<u64, u8>("CAUSED")?.len();
+        let running = self.hash_entries::<u32, u8>("WORKING")?.len();
+        Ok((queued + running) as u64)
+    }
+
     /// Takes the ring buffer of latency samples, for the session to drain while tracing runs.
     pub fn take_samples(&mut self) -> Result<RingBuf<MapData>> {
         let map = self

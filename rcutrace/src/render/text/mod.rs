@@ -6,6 +6,7 @@ mod count;
 mod gp;
 mod latency;
 mod maps;
+mod run;
 mod stages;
 mod stall;
 
@@ -19,6 +20,7 @@ use count::count_summary;
 use gp::grace_periods_summary;
 use latency::latency_summary;
 use maps::maps;
+use run::run_summary;
 use stall::stall_summary;
 
 pub use maps::banner;
@@ -33,12 +35,13 @@ pub fn report(report: &Report) -> String {
         None => String::from("\n\n"),
     };
     // Exact buckets print their bounds, which need the unit their summary states.
-    let unit_of = |name: &str| match &report.summary {
-        Summary::Latency(summaries) => summaries
+    let unit_of = |name: &str| {
+        report
+            .summary
+            .latency()?
             .iter()
             .find(|s| s.map_name == name)
-            .map(|s| s.unit),
-        _ => None,
+            .map(|s| s.unit)
     };
     out.push_str(&maps(&report.maps, &unit_of));
     match &report.summary {
@@ -51,6 +54,12 @@ pub fn report(report: &Report) -> String {
         Summary::Callbacks(summary) => out.push_str(&callbacks_summary(summary)),
         Summary::GracePeriods(summary) => out.push_str(&grace_periods_summary(summary)),
         Summary::Stall(summary) => out.push_str(&stall_summary(summary)),
+        Summary::Run(summary) => {
+            for latency in &summary.latency {
+                out.push_str(&latency_summary(latency));
+            }
+            out.push_str(&run_summary(&summary.figures));
+        }
     }
     out
 }

@@ -1,0 +1,247 @@
+//! `rcutrace run -- CMD` on Debian's 6.1, 6.12 and 7.3, in a guest with two `rcu_node`
+//! leaves (4 CPUs, `rcutree.rcu_fanout_leaf=2`), one boot per kernel for every scenario:
+//!
+//! - N `membarrier()` calls: exactly N synchronize_rcu() waits in the command's own thread,
+//!   the time waited within 2 % of the time it slept, and all of that sleep inside the waits;
+//! - the same calls then a 300 ms sleep: the sleep is shown apart from the RCU waits;
+//! - network namespaces created and dropped: their cleanup (`cleanup_net`, run by a kworker
+//!   after the command exits) is work the command caused, with its waits and their stacks,
+//!   followed to its end;
+//! - the test module's rcu_barrier() and synchronize_srcu() ops: their counts exact;
+//! - the command's exit status is rcutrace's (3 for 3, 128 + the signal), and one that cannot
+//!   start is said as a shell says it, with 127.
+
+mod support;
+
+use std::{collections::HashMap, time::Duration};
+
+use rcutrace_common::records::{Record, RunSummary};
+use support::{boot_with_module_on, sections};
+
+const SYNCS: u64 = 20;
+const BARRIERS: u64 = 3;
+const SRCU_SYNCS: u64 = 4;
+const NAMESPACES: u64 = 3;
+const SLEEP_MS: u64 = 300;
+
+/// One rcutrace run in the guest: its stdout, stderr and exit status.
+struct Traced {
+    out: String,
+    err: String,
+    status: i32,
+}
+
+impl Traced {
+    fn from(sections: &HashMap<String, String>, name: &str) -> Traced {
+        let part = |p: &str| {
+            sections
+                .get(&format!("{name}.{p}"))
+                .cloned()
+                .unwrap_or_else(|| panic!("no {name}.{p} in the guest output: {sections:#?}"))
+        };
+        Traced {
+            out: part("out"),
+            err: part("err"),
+            status: part("status").trim().parse().unwrap(),
+        }
+    }
+
+    fn assert_status(&self, name: &str, status: i32) {
+        assert_eq!(
+            self.status, status,
+            "{name}: stdout:\n{}\nstderr:\n{}",
+            self.out, self.err
+        );
+        assert!(!self.err.contains("panicked"), "{name}: {}", self.err);
+    }
+
+    /// The `rcutrace_run_summary` of a `-f json` run.
+    fn summary(&self, name: &str) -> RunSummary {
+        let records: Vec<Record> = self
+            .out
+            .lines()
+            .filter(|line| line.starts_with('{'))
+            .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{line}: {e}")))
+            .collect();
+        records
+            .into_iter()
+            .find_map(|r| match r {
+                Record::RunSummary(s) => Some(s),
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("{name}: no run summary in:\n{}", self.out))
+    }
+}
+
+/// The calls of `function` made by the command itself (`caused_work` false) or by the work it
+/// caused.
+fn calls(summary: &RunSummary, function: &str, caused_work: bool) -> u64 {
+    summary
+        .waits
+        .iter()
+        .filter(|w| w.function == function && w.caused_work == caused_work)
+        .map(|w| w.calls)
+        .sum()
+}
+
+fn within(a: u64, b: u64, fraction: f64) -> bool {
+    (a as f64 - b as f64).abs() <= fraction * b as f64
+}
+
+fn run_scenarios(series: &str) {
+    let script = format!(
+        "insmod /lib/rcutrace_test.ko || exit 1\n\
+         r() {{ name=$1; shift; rcutrace \"$@\" >/tmp/o 2>/tmp/e; s=$?; \
+         echo \"=== $name.out\"; cat /tmp/o; echo \"=== $name.err\"; cat /tmp/e; \
+         echo \"=== $name.status\"; echo $s; }}\n\
+         r membarrier -f json run -- rcu-workload membarrier {SYNCS}\n\
+         r sleeper -f json run -- sh -c 'rcu-workload membarrier 5; usleep {sleep_us}'\n\
+         r netns -f json run -- sh -c 'for i in $(seq {NAMESPACES}); do unshare -n true; done'\n\
+         r netns_text run -- unshare -n true\n\
+         r barrier -f json run -- rcu-workload module rcu_barrier {BARRIERS}\n\
+         r srcu -f json run -- rcu-workload module synchronize_srcu {SRCU_SYNCS}\n\
+         r exit3 run -- sh -c 'exit 3'\n\
+         r killed run -- sh -c 'kill -TERM $$'\n\
+         r missing run -- no-such-command\n\
+         r not_a_file run -- /no/such/file\n",
+        sleep_us = SLEEP_MS * 1000,
+    );
+    let guest = boot_with_module_on(
+        series,
+        &script,
+        4,
+        1024,
+        &["rcutree.rcu_fanout_leaf=2"],
+        Duration::from_secs(400),
+    );
+    let sections = sections(&guest.stdout);
+
+    // Only RCU waits: every call seen, and the time waited is the time asleep.
+    let membarrier = Traced::from(&sections, "membarrier");
+    membarrier.assert_status("membarrier", 0);
+    let s = membarrier.summary("membarrier");
+    assert_eq!(calls(&s, "synchronize_rcu", false), SYNCS, "{s:#?}");
+    assert_eq!(
+        (s.exit_status, s.threads, s.threads_lost),
+        (Some(0), 1, 0),
+        "{s:#?}"
+    );
+    assert!(
+        within(s.rcu_wait_ns, s.off_cpu_asleep_ns, 0.02),
+        "RCU wait against the time asleep: {s:#?}"
+    );
+    assert!(
+        within(s.in_waits_asleep_ns, s.off_cpu_asleep_ns, 0.02),
+        "the sleep is inside the waits: {s:#?}"
+    );
+    // The waits' sleep is part of them, and the command's time adds up to at most its wall.
+    assert!(s.in_waits_asleep_ns <= s.rcu_wait_ns, "{s:#?}");
+    assert!(
+        s.cpu_ns.unwrap() + s.off_cpu_asleep_ns + s.off_cpu_runnable_ns <= s.wall_ns,
+        "{s:#?}"
+    );
+    assert_eq!((s.off_cpu_unseen, s.work_lost), (0, 0), "{s:#?}");
+
+    // A timer's sleep is not RCU's.
+    let sleeper = Traced::from(&sections, "sleeper");
+    sleeper.assert_status("sleeper", 0);
+    let s = sleeper.summary("sleeper");
+    assert_eq!(calls(&s, "synchronize_rcu", false), 5, "{s:#?}");
+    // The shell and rcu-workload at least (busybox may run usleep inside the shell).
+    assert!(s.threads >= 2, "{s:#?}");
+    assert!(
+        s.off_cpu_asleep_ns - s.in_waits_asleep_ns >= SLEEP_MS * 1_000_000,
+        "the sleep apart: {s:#?}"
+    );
+
+    // Dropping a network namespace queues its cleanup: waits in a kworker, the command's doing.
+    let netns = Traced::from(&sections, "netns");
+    netns.assert_status("netns", 0);
+    let s = netns.summary("netns");
+    let caused: u64 = s
+        .waits
+        .iter()
+        .filter(|w| w.caused_work)
+        .map(|w| w.calls)
+        .sum();
+    assert!(caused >= NAMESPACES, "{s:#?}");
+    assert!(s.caused_rcu_wait_ns > 0, "{s:#?}");
+    assert!(
+        s.work_queued >= NAMESPACES && s.work_done == s.work_queued,
+        "{s:#?}"
+    );
+    assert_eq!(
+        (s.work_unfinished, s.work_lost, s.linger_expired),
+        (0, 0, false),
+        "{s:#?}"
+    );
+    let hists: Vec<&str> = netns
+        .out
+        .lines()
+        .filter(|l| l.starts_with("{\"type\": \"hist\""))
+        .collect();
+    assert!(
+        hists.iter().any(|h| h.contains("cleanup_net")),
+        "the cleanup's stack: {}",
+        netns.out
+    );
+    let text = Traced::from(&sections, "netns_text");
+    text.assert_status("netns_text", 0);
+    assert!(
+        text.out
+            .contains("\nCommand: unshare -n true (exit status 0)\n"),
+        "{}",
+        text.out
+    );
+    assert!(text.out.contains("  Work it caused: "), "{}", text.out);
+    assert!(text.out.contains("cleanup_net+"), "{}", text.out);
+
+    // The module's waits, exact.
+    for (name, function, n) in [
+        ("barrier", "rcu_barrier", BARRIERS),
+        ("srcu", "synchronize_srcu", SRCU_SYNCS),
+    ] {
+        let traced = Traced::from(&sections, name);
+        traced.assert_status(name, 0);
+        let s = traced.summary(name);
+        assert_eq!(calls(&s, function, false), n, "{name}: {s:#?}");
+    }
+
+    // The command's status is rcutrace's.
+    Traced::from(&sections, "exit3").assert_status("exit3", 3);
+    let killed = Traced::from(&sections, "killed");
+    killed.assert_status("killed", 128 + 15);
+    assert!(
+        killed.out.contains("(killed by signal 15)"),
+        "{}",
+        killed.out
+    );
+    let missing = Traced::from(&sections, "missing");
+    missing.assert_status("missing", 127);
+    assert_eq!(
+        missing.err,
+        "rcutrace: no-such-command: command not found\n"
+    );
+    assert_eq!(missing.out, "", "nothing attached, nothing printed");
+    let not_a_file = Traced::from(&sections, "not_a_file");
+    not_a_file.assert_status("not_a_file", 127);
+    assert_eq!(
+        not_a_file.err,
+        "rcutrace: /no/such/file: No such file or directory\n"
+    );
+}
+
+#[test]
+fn run_on_6_1() {
+    run_scenarios("6.1");
+}
+
+#[test]
+fn run_on_6_12() {
+    run_scenarios("6.12");
+}
+
+#[test]
+fn run_on_7_3() {
+    run_scenarios("7.3");
+}
