@@ -189,8 +189,14 @@ pub async fn run(args: &RunArgs, format: Format) -> Result<Report> {
 
 /// A function with no call seen and none lost.
 fn said_nothing(summary: &crate::model::LatencySummary) -> bool {
+    let stacks_lost = summary.losses.stacks_lost.unwrap_or(0);
+    let others = crate::model::Losses {
+        stacks_lost: None,
+        ..summary.losses
+    };
     summary.series.iter().all(|s| s.count == 0)
-        && summary.losses == Default::default()
+        && stacks_lost == 0
+        && others == Default::default()
         && summary.cross_checks.iter().all(|c| c.agrees())
 }
 

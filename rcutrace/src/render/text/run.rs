@@ -74,15 +74,17 @@ pub(super) fn run_summary(f: &RunFigures) -> String {
     if calls == 0 {
         let _ = writeln!(out, "  Waiting on RCU: none in its own threads");
     } else {
+        let off_in_waits = f.in_waits_asleep_ns + f.in_waits_runnable_ns;
         let _ = writeln!(
             out,
-            "  Waiting on RCU: {} in {}; asleep there {} ({} of its time asleep), waiting for a \
-         CPU there {}",
+            "  Waiting on RCU: {} in {}: asleep {} ({} of its time asleep), waiting for a CPU \
+             {}, on the CPU {}",
             ms(f.rcu_wait_ns),
             plural(calls, "call", "calls"),
             ms(f.in_waits_asleep_ns),
             percent(f.in_waits_asleep_ns, f.off_cpu_asleep_ns),
             ms(f.in_waits_runnable_ns),
+            ms(f.rcu_wait_ns.saturating_sub(off_in_waits)),
         );
         table(&mut out, &own);
     }
@@ -235,8 +237,8 @@ mod tests {
         );
         assert!(
             text.contains(
-                "  Waiting on RCU: 40.000 ms in 2 calls; asleep there 39.000 ms (97.5% of its \
-                 time asleep), waiting for a CPU there 0.500 ms\n"
+                "  Waiting on RCU: 40.000 ms in 2 calls: asleep 39.000 ms (97.5% of its time \
+                 asleep), waiting for a CPU 0.500 ms, on the CPU 0.500 ms\n"
             ),
             "{text}"
         );
