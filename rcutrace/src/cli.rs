@@ -247,11 +247,22 @@ pub struct Common {
     /// How to hook kernel functions. Readers (__rcu_read_lock) are always kprobes.
     #[arg(long, value_enum, default_value_t = AttachChoice::Auto, value_name = "METHOD")]
     pub attach: AttachChoice,
+    /// Run CMD once tracing has begun, and trace until it exits, as bpftrace's -c does (CMD
+    /// is split at spaces; sh -c '...' for more). srlat times only the calls of its process
+    /// tree.
+    #[arg(
+        short = 'c',
+        long = "command",
+        value_name = "CMD",
+        conflicts_with = "secs"
+    )]
+    pub command: Option<String>,
 }
 
 impl Common {
+    /// How long to trace: `--secs`, or until `-c`'s command exits.
     pub fn duration(&self) -> Option<Duration> {
-        (self.secs > 0).then(|| Duration::from_secs(self.secs))
+        (self.secs > 0 && self.command.is_none()).then(|| Duration::from_secs(self.secs))
     }
 }
 
@@ -361,7 +372,7 @@ pub struct CountArgs {
     /// Each window starts counting 100 ms after its attach, at a random point of its period;
     /// ON_MS is at least 100 and PERIOD_MS at least ON_MS + 200, since every attach and detach
     /// waits for grace periods.
-    #[arg(long, value_name = "ON_MS/PERIOD_MS", conflicts_with = "by")]
+    #[arg(long, value_name = "ON_MS/PERIOD_MS", conflicts_with_all = ["by", "command"])]
     pub sample_readers: Option<ReaderSampling>,
 }
 
@@ -490,11 +501,22 @@ pub struct Secs {
     /// Seconds to trace (0: until Ctrl-C). Ctrl-C always ends early and still prints.
     #[arg(long, default_value_t = 10, value_name = "N")]
     pub secs: u64,
+    /// Run CMD once tracing has begun, and trace until it exits, as bpftrace's -c does (CMD
+    /// is split at spaces; sh -c '...' for more). srlat times only the calls of its process
+    /// tree.
+    #[arg(
+        short = 'c',
+        long = "command",
+        value_name = "CMD",
+        conflicts_with = "secs"
+    )]
+    pub command: Option<String>,
 }
 
 impl Secs {
+    /// How long to trace: `--secs`, or until `-c`'s command exits.
     pub fn duration(&self) -> Option<Duration> {
-        (self.secs > 0).then(|| Duration::from_secs(self.secs))
+        (self.secs > 0 && self.command.is_none()).then(|| Duration::from_secs(self.secs))
     }
 }
 
@@ -537,7 +559,7 @@ pub struct SrlatArgs {
     #[arg(long, value_parser = parse_waiting_function, value_name = "NAME")]
     pub func: Vec<&'static str>,
     /// Only calls made by this process (it must be running).
-    #[arg(long, value_parser = parse_pid, value_name = "PID", allow_negative_numbers = true)]
+    #[arg(long, value_parser = parse_pid, value_name = "PID", allow_negative_numbers = true, conflicts_with = "command")]
     pub pid: Option<u32>,
     /// Take each synchronize_rcu() / synchronize_rcu_expedited() call apart: waiting for a
     /// grace period to start, the grace period, and from its end to the caller running
@@ -811,6 +833,63 @@ mod tests {
 
     fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
         Cli::try_parse_from(std::iter::once("rcutrace").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn run_takes_the_command_after_its_own_options() {
+        let Command::Run(run) = parse(&["run", "--linger", "3", "--", "ip", "-n", "x"])
+            .unwrap()
+            .command
+        else {
+            panic!("not run");
+        };
+        assert_eq!(run.linger, 3);
+        assert_eq!(run.command, ["ip", "-n", "x"]);
+        // Without `--`, the command's own options stay its own after its name.
+        let Command::Run(run) = parse(&["run", "unshare", "-n", "true"]).unwrap().command else {
+            panic!("not run");
+        };
+        assert_eq!(run.command, ["unshare", "-n", "true"]);
+        assert!(parse(&["run"]).is_err(), "a command is required");
+        assert!(parse(&["run", "--func", "no_such_wait", "--", "true"]).is_err());
+    }
+
+    #[test]
+    fn dash_c_runs_a_command_in_place_of_the_seconds() {
+        let Command::Srlat(srlat) = parse(&["srlat", "-c", "rcu-workload membarrier 5"])
+            .unwrap()
+            .command
+        else {
+            panic!("not srlat");
+        };
+        assert_eq!(
+            srlat.latency.common.command.as_deref(),
+            Some("rcu-workload membarrier 5")
+        );
+        assert_eq!(
+            srlat.latency.common.duration(),
+            None,
+            "until the command exits"
+        );
+        let Command::Gp(gp) = parse(&["gp", "--command", "true"]).unwrap().command else {
+            panic!("not gp");
+        };
+        assert_eq!(
+            (gp.common.command.as_deref(), gp.common.duration()),
+            (Some("true"), None)
+        );
+        for conflicting in [
+            &["count", "-c", "true", "--secs", "5"][..],
+            &["srlat", "-c", "true", "--pid", "1"],
+            &["count", "-c", "true", "--sample-readers", "100/1000"],
+        ] {
+            let error = parse(conflicting).unwrap_err();
+            assert_eq!(
+                error.kind(),
+                clap::error::ErrorKind::ArgumentConflict,
+                "{conflicting:?}"
+            );
+        }
     }
 
     #[test]

@@ -122,7 +122,7 @@ fn draw(mut file: runs::save::SaveFile, run: Option<&model::Report>) -> anyhow::
 /// Runtime failures: the error and its causes, one per line, and exit status 1.
 fn report(error: &anyhow::Error) -> ExitCode {
     // `run`'s command could not be started: said as a shell says it, with its status.
-    if let Some(not_started) = error.downcast_ref::<commands::run::NotStarted>() {
+    if let Some(not_started) = error.downcast_ref::<trace::launch::NotStarted>() {
         eprintln!("rcutrace: {not_started}");
         return ExitCode::from(not_started.status);
     }

@@ -10,20 +10,27 @@
 //!   followed to its end;
 //! - the test module's rcu_barrier() and synchronize_srcu() ops: their counts exact;
 //! - the command's exit status is rcutrace's (3 for 3, 128 + the signal), and one that cannot
-//!   start is said as a shell says it, with 127.
+//!   start is said as a shell says it, with 127;
+//! - `-c CMD` as bpftrace's: `srlat -c` times exactly the command's calls while another
+//!   process makes its own, `count`, `gp` and `callbacks` stop when the command exits (well
+//!   before their default 10 s), and `callbacks -c` sees the module's callbacks queued.
 
 mod support;
 
 use std::{collections::HashMap, time::Duration};
 
 use rcutrace_common::records::{Record, RunSummary};
-use support::{boot_with_module_on, sections};
+use support::{boot_with_module_on, callback_row, callbacks_summary, sections};
 
 const SYNCS: u64 = 20;
 const BARRIERS: u64 = 3;
 const SRCU_SYNCS: u64 = 4;
 const NAMESPACES: u64 = 3;
 const SLEEP_MS: u64 = 300;
+/// `-c`'s command: `membarrier()` calls, each a `synchronize_rcu()`.
+const C_SYNCS: u64 = 7;
+const C_CALLBACKS: u64 = 10;
+const MODULE_CB: &str = "rcutrace_test_cb [rcutrace_test]";
 
 /// One rcutrace run in the guest: its stdout, stderr and exit status.
 struct Traced {
@@ -104,7 +111,13 @@ fn run_scenarios(series: &str) {
          r exit3 run -- sh -c 'exit 3'\n\
          r killed run -- sh -c 'kill -TERM $$'\n\
          r missing run -- no-such-command\n\
-         r not_a_file run -- /no/such/file\n",
+         r not_a_file run -- /no/such/file\n\
+         rcu-workload membarrier 1000000 >/dev/null & other=$!\n\
+         r srlat_c srlat -c 'rcu-workload membarrier {C_SYNCS}'\n\
+         kill $other; wait $other\n\
+         r count_c count -c 'rcu-workload membarrier 5'\n\
+         r gp_c gp -c 'rcu-workload membarrier 5'\n\
+         r callbacks_c -f json callbacks -c 'rcu-workload module call_rcu {C_CALLBACKS}'\n",
         sleep_us = SLEEP_MS * 1000,
     );
     let guest = boot_with_module_on(
@@ -234,6 +247,40 @@ fn run_scenarios(series: &str) {
         not_a_file.err,
         "rcutrace: /no/such/file: No such file or directory\n"
     );
+
+    // -c: srlat times the command's calls and no other process's.
+    let srlat = Traced::from(&sections, "srlat_c");
+    srlat.assert_status("srlat_c", 0);
+    assert!(
+        srlat.out.contains(&format!("\n@srlat count {C_SYNCS}, ")),
+        "{}",
+        srlat.out
+    );
+    // The others stop with the command, long before their default 10 s.
+    let count = Traced::from(&sections, "count_c");
+    count.assert_status("count_c", 0);
+    let secs: f64 = count
+        .out
+        .lines()
+        .find_map(|l| l.strip_prefix("Over ")?.split(' ').next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no window in: {}", count.out));
+    assert!(secs < 5.0, "{}", count.out);
+    let synchronized = count
+        .out
+        .lines()
+        .find_map(|l| l.strip_prefix("@[synchronize_rcu]: ")?.parse::<u64>().ok())
+        .unwrap_or(0);
+    assert!(synchronized >= 5, "{}", count.out);
+    Traced::from(&sections, "gp_c").assert_status("gp_c", 0);
+    let callbacks = Traced::from(&sections, "callbacks_c");
+    callbacks.assert_status("callbacks_c", 0);
+    let records: Vec<Record> = callbacks
+        .out
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{line}: {e}")))
+        .collect();
+    let row = callback_row(callbacks_summary(&records), MODULE_CB, "call_rcu");
+    assert_eq!(row.queued, C_CALLBACKS, "{row:#?}");
 }
 
 #[test]

@@ -60,6 +60,7 @@ pub async fn run(args: &CallbacksArgs, format: Format) -> Result<Report> {
         }
     };
     let symbols = SymbolKeeper::new();
+    let launch = super::launch_of(args.common.command.as_deref())?;
     let request = Request {
         probes: &probes,
         constants,
@@ -73,6 +74,7 @@ pub async fn run(args: &CallbacksArgs, format: Format) -> Result<Report> {
         traced_process: None,
         sample_readers: None,
         watch: None,
+        launch: launch.as_ref(),
         at_close: Some(&mut look_at_lists),
         symbols: Some(&symbols),
         format,
@@ -83,7 +85,7 @@ pub async fn run(args: &CallbacksArgs, format: Format) -> Result<Report> {
         by_cpu: args.by == Some(CallbacksBy::Cpu),
     };
     let mut cgroups = CgroupPaths::new();
-    trace(request, None, &mut |period| {
+    let report = trace(request, None, &mut |period| {
         let mut raw = read(period)?;
         raw.lists_at_close = lists_at_close.get();
         let names = function_names(&raw, &symbols);
@@ -99,7 +101,9 @@ pub async fn run(args: &CallbacksArgs, format: Format) -> Result<Report> {
         report.environment = period.environment();
         Ok(report)
     })
-    .await
+    .await?;
+    super::launched(launch.as_ref())?;
+    Ok(report)
 }
 
 /// Everything the eBPF maps hold when tracing stops.

@@ -42,8 +42,9 @@ pub async fn run(args: &CountArgs, format: Format) -> Result<Report> {
     };
     // Kept for every interval.
     let symbols = SymbolKeeper::new();
+    let launch = super::launch_of(args.common.command.as_deref())?;
     let mut cgroups = CgroupPaths::new();
-    trace(
+    let report = trace(
         Request {
             probes: &probes,
             constants,
@@ -56,6 +57,7 @@ pub async fn run(args: &CountArgs, format: Format) -> Result<Report> {
             traced_process: None,
             sample_readers: args.sample_readers,
             watch: None,
+            launch: launch.as_ref(),
             at_close: None,
             symbols: (args.by.by == Some(By::Stack)).then_some(&symbols),
             format,
@@ -63,7 +65,9 @@ pub async fn run(args: &CountArgs, format: Format) -> Result<Report> {
         None,
         &mut |period| report(period, &args.by, &symbols, format, &mut cgroups),
     )
-    .await
+    .await?;
+    super::launched(launch.as_ref())?;
+    Ok(report)
 }
 
 /// The counts of one period, as a map and their ratios.

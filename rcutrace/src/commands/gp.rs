@@ -63,7 +63,8 @@ pub async fn run(args: &GpArgs, format: Format) -> Result<Report> {
         }
     };
     let symbols = SymbolKeeper::new();
-    trace(
+    let launch = super::launch_of(args.common.command.as_deref())?;
+    let report = trace(
         Request {
             probes: &probes,
             constants: constants(&layout, cpus, GpEvents::WithSamples),
@@ -76,6 +77,7 @@ pub async fn run(args: &GpArgs, format: Format) -> Result<Report> {
             traced_process: None,
             sample_readers: None,
             watch: None,
+            launch: launch.as_ref(),
             at_close: None,
             symbols: Some(&symbols),
             format,
@@ -116,7 +118,9 @@ pub async fn run(args: &GpArgs, format: Format) -> Result<Report> {
             Ok(report)
         },
     )
-    .await
+    .await?;
+    super::launched(launch.as_ref())?;
+    Ok(report)
 }
 
 fn report(

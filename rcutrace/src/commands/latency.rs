@@ -19,7 +19,8 @@ use crate::{
     model::{HistMap, LatencySummary, Losses, Map, Report, Summary, Unit},
     render::Format,
     trace::engine::{Need, Period, Request},
-    trace::probes::{self, Probe, Timed},
+    trace::launch::{self, Following},
+    trace::probes::{self, FOLLOWED_TREE, Probe, Timed},
     trace::stages,
     trace::tracer::{Constant, Tracer},
 };
@@ -38,7 +39,8 @@ pub async fn gplat(args: &LatencyArgs, format: Format) -> Result<Report> {
         map_name: "@gplat".into(),
         unit: args.unit.unwrap_or(Unit::Ms),
     };
-    run(&[timing], args, None, None, format).await
+    // The grace-period kthread is no one's process tree: -c only says when to stop.
+    run(&[timing], args, Callers::All, None, format).await
 }
 
 pub async fn srlat(args: &SrlatArgs, format: Format) -> Result<Report> {
@@ -76,7 +78,12 @@ pub async fn srlat(args: &SrlatArgs, format: Format) -> Result<Report> {
     } else {
         None
     };
-    run(&timings, &args.latency, args.pid, stages, format).await
+    let callers = match (args.pid, &args.latency.common.command) {
+        (Some(pid), _) => Callers::Process(pid),
+        (None, Some(_)) => Callers::LaunchedTree,
+        (None, None) => Callers::All,
+    };
+    run(&timings, &args.latency, callers, stages, format).await
 }
 
 /// The functions `srlat` times, in the order given, each once: `--func`, `--expedited`, or
@@ -141,22 +148,41 @@ fn layout(args: &LatencyArgs) -> Layout {
     }
 }
 
+/// Whose calls are timed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Callers {
+    All,
+    /// `--pid`: one process's.
+    Process(u32),
+    /// `-c`: those of the launched command's process tree.
+    LaunchedTree,
+}
+
 async fn run(
     timings: &[Timing],
     args: &LatencyArgs,
-    pid: Option<u32>,
+    callers: Callers,
     stages: Option<stages::Plan>,
     format: Format,
 ) -> Result<Report> {
+    let pid = match callers {
+        Callers::Process(pid) => Some(pid),
+        Callers::All | Callers::LaunchedTree => None,
+    };
+    let launch = super::launch_of(args.common.command.as_deref())?;
     let same_function_mask = timings
         .iter()
         .filter(|t| t.timed.same_function())
         .fold(0u32, |mask, t| mask | 1 << t.timed.index());
-    let timed_probes: Vec<Probe> = timings.iter().flat_map(|t| t.timed.probes()).collect();
+    let mut timed_probes: Vec<Probe> = timings.iter().flat_map(|t| t.timed.probes()).collect();
     let mut constants = vec![
         Constant::U32("SAME_FUNCTION_MASK", same_function_mask),
         Constant::U32("TARGET_TGID", pid.unwrap_or(0)),
     ];
+    if callers == Callers::LaunchedTree {
+        constants.extend(launch::following_constants(Following::Tree)?);
+        timed_probes.extend(FOLLOWED_TREE);
+    }
     // With --stages, the hooks that take calls apart go in first, so that every call timed
     // has its entry seen; the timed probes and their joining partners must all attach.
     let (probes, needed, joiner) = match stages {
@@ -188,7 +214,7 @@ async fn run(
         format,
     };
     let mut cgroups = CgroupPaths::new();
-    trace(
+    let report = trace(
         Request {
             probes: &probes,
             constants,
@@ -201,6 +227,7 @@ async fn run(
             traced_process: pid,
             sample_readers: None,
             watch: None,
+            launch: launch.as_ref(),
             at_close: None,
             symbols: (args.by.by == Some(By::Stack)).then_some(&symbols),
             format,
@@ -222,7 +249,9 @@ async fn run(
             Ok(report)
         },
     )
-    .await
+    .await?;
+    super::launched(launch.as_ref())?;
+    Ok(report)
 }
 
 /// When a report's samples are checked against the entries, and how a disagreement is said.
@@ -493,6 +522,7 @@ mod tests {
             common: crate::cli::Common {
                 secs: 1,
                 attach: Default::default(),
+                command: None,
             },
             over_time: Default::default(),
             unit: None,
@@ -512,6 +542,7 @@ mod tests {
                 common: crate::cli::Common {
                     secs: 1,
                     attach: Default::default(),
+                    command: None,
                 },
                 over_time: Default::default(),
                 unit: None,

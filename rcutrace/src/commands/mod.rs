@@ -27,6 +27,7 @@ use crate::{
     render::{self, Format},
     runs,
     trace::engine::{MakeReport, Period, Request, print, trace_with},
+    trace::launch::Launch,
     trace::session::{Consume, Due},
     trace::tracer::Tracer,
 };
@@ -123,6 +124,22 @@ pub async fn trace(
         print(&render::report(format, &report))
     };
     trace_with(request, consume, &mut make_stamped, &mut print_report).await
+}
+
+/// `-c CMD`: the command to run in the window, where one is given.
+fn launch_of(command: Option<&str>) -> Result<Option<Launch>> {
+    command
+        .map(|line| Launch::from_line(line, None))
+        .transpose()
+}
+
+/// The error that ended a `-c` command's window (it could not start, or waiting for it
+/// failed), if one did.
+fn launched(launch: Option<&Launch>) -> Result<()> {
+    match launch.and_then(Launch::take_failure) {
+        Some(error) => Err(error),
+        None => Ok(()),
+    }
 }
 
 /// `--save`: writes `report` to the run's save file, if it has one, as `-f json` prints it.

@@ -145,6 +145,7 @@ pub async fn run(args: &ServeArgs) -> Result<()> {
                 check: &mut watch_stalls,
                 now: None,
             }),
+            launch: None,
             at_close: None,
             symbols: None,
             format: Format::Text,

@@ -243,6 +243,7 @@ pub async fn run(args: &StallArgs, format: Format) -> Result<Report> {
                 check: &mut check,
                 now: Some(&look_now),
             }),
+            launch: None,
             at_close: None,
             symbols: Some(&symbols),
             format,

@@ -144,6 +144,7 @@ pub async fn run(args: &TopArgs) -> Result<()> {
             traced_process: None,
             sample_readers: Some(args.sample_readers),
             watch: None,
+            launch: None,
             at_close: None,
             symbols: Some(&symbols),
             format: Format::Text,

@@ -73,7 +73,9 @@ fn report_on(text: &str) {
 /// rcutrace's and bpftrace's runs of every kind, as `-f json` writes them: what the cases
 /// take apart and change.
 fn seeds() -> Vec<Vec<String>> {
-    use super::saved::tests::{callbacks_report, count_report, hist, latency, live, log2, series};
+    use super::saved::tests::{
+        callbacks_report, count_report, hist, latency, live, log2, run_report, series,
+    };
     let mut reports = vec![
         count_report(None, 5, true),
         Report::of_counts(
@@ -126,6 +128,7 @@ fn seeds() -> Vec<Vec<String>> {
         ),
         callbacks_report(),
         grace_periods(),
+        run_report(),
     ];
     let mut staged = latency(
         vec![hist(None, log2(&[6, 0]))],
@@ -564,6 +567,7 @@ fn any_record() -> impl Strategy<Value = String> {
         "rcutrace_grace_period",
         "rcutrace_stall_warning",
         "rcutrace_stall_summary",
+        "rcutrace_run_summary",
         "rcutrace_stages_summary",
         "rcutrace_call_stages",
         "rcutrace_environment",

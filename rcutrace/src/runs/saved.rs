@@ -835,6 +835,65 @@ pub(crate) mod tests {
         }
     }
 
+    /// `run`'s report of two synchronize_rcu() calls, keyed by stack.
+    pub(crate) fn run_report() -> Report {
+        use crate::model::run::{RunFigures, RunWait};
+        let key = "\n    synchronize_rcu+5\n    __x64_sys_membarrier+490\n";
+        let Summary::Latency(latency) = latency(
+            vec![hist(Some(key), log2(&[16_000_000, 20_000_000]))],
+            vec![series(Some(key), 2)],
+            Unit::Ms,
+        )
+        .summary
+        else {
+            unreachable!()
+        };
+        Report {
+            time: None,
+            maps: vec![hist(Some(key), log2(&[16_000_000, 20_000_000]))],
+            summary: Summary::Run(Box::new(RunSummary {
+                latency,
+                figures: RunFigures {
+                    command: "rcu-workload membarrier 2".into(),
+                    exit_status: Some(0),
+                    wall_ns: 40_000_000,
+                    off_cpu_asleep_ns: 35_000_000,
+                    in_waits_asleep_ns: 35_000_000,
+                    threads: 1,
+                    rcu_wait_ns: 36_000_000,
+                    waits: vec![RunWait {
+                        function: "synchronize_rcu".into(),
+                        caused_work: false,
+                        calls: 2,
+                        total_ns: 36_000_000,
+                        max_ns: 20_000_000,
+                    }],
+                    ..Default::default()
+                },
+            })),
+            environment: None,
+        }
+    }
+
+    /// `run`'s report: the waits' histograms by stack, then the command's account, printed
+    /// again as it was, and its stacks drawn as the live run's.
+    #[test]
+    fn a_run_prints_again_byte_for_byte() {
+        let report = run_report();
+        let text = live(Format::Text, &report);
+        assert!(
+            text.contains("Command: rcu-workload membarrier 2"),
+            "{text}"
+        );
+        assert_eq!(replayed(&report), text);
+        let saved = parse(live(Format::Json, &report).as_bytes()).unwrap();
+        assert_eq!(
+            crate::model::stacks::of_report(&saved.reports[0]),
+            crate::model::stacks::of_report(&report)
+        );
+        assert!(crate::model::stacks::of_report(&report).is_ok());
+    }
+
     #[test]
     fn stages_print_again_byte_for_byte() {
         let mut report = latency(

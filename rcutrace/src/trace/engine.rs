@@ -27,6 +27,7 @@ use crate::{
     model::attribution::{self, By},
     render::{self, Format},
     trace::{
+        launch::{LOOK_EVERY, Launch},
         marks,
         probes::{self, AttachChoice, Keys, Method, Probe, READERS},
         readings::Reading,
@@ -98,6 +99,8 @@ pub struct Request<'a> {
     pub sample_readers: Option<ReaderSampling>,
     /// Work to do every so often while the window is open (`stall`'s watch).
     pub watch: Option<Watch<'a>>,
+    /// A command to run in the window, which ends with it (`run`, `-c`); it takes the watch.
+    pub launch: Option<&'a Launch>,
     /// A last look at the kernel while the programs still count, just before the window
     /// closes (`callbacks` reads the callback lists' lengths there).
     pub at_close: Option<&'a mut dyn FnMut(&Tracer)>,
@@ -420,13 +423,22 @@ async fn run_window<R>(
     });
     let mut switch = || switch_readers(&mut tracer.borrow_mut(), sampler);
     let mut watch = request.watch.take();
-    let watch_every = watch.as_ref().map(|w| (w.every, w.now));
+    // A command launched in the window takes the watch's place (no command has both).
+    let launch = request.launch;
+    let watch_every = match (&watch, launch) {
+        (Some(w), _) => Some((w.every, w.now)),
+        (None, Some(_)) => Some((LOOK_EVERY, None)),
+        (None, None) => None,
+    };
     let mut watch_once = || {
-        let Some(watch) = watch.as_mut() else {
-            return Ok(Next::Never);
+        let next = match (watch.as_mut(), launch) {
+            (Some(watch), _) => (watch.check)(&mut tracer.borrow_mut())?,
+            (None, Some(launch)) => launch.look(&mut tracer.borrow_mut())?,
+            (None, None) => return Ok(Next::Never),
         };
-        Ok(match (watch.check)(&mut tracer.borrow_mut())? {
-            WatchNext::Continue => Next::At(Instant::now() + watch.every),
+        let every = watch.as_ref().map_or(LOOK_EVERY, |w| w.every);
+        Ok(match next {
+            WatchNext::Continue => Next::At(Instant::now() + every),
             WatchNext::Within(due) => Next::At(Instant::now() + due),
             WatchNext::EndWindow => Next::EndWindow,
         })

@@ -5,11 +5,13 @@
 //! `countdown` on a terminal and `server` answering `serve`'s scrapes), `readings` reads the
 //! programs' counters while it runs, and `sampling` switches the reader probe on and off;
 //! `grace_periods` is what the grace-period programs take and give (their constants, events
-//! and state), `stages` what `srlat --stages` adds to a run; `marks` times the start-up.
+//! and state), `stages` what `srlat --stages` adds to a run; `launch` runs a command inside
+//! the window (`run`, `-c`); `marks` times the start-up.
 
 pub mod countdown;
 pub mod engine;
 pub mod grace_periods;
+pub mod launch;
 pub mod marks;
 pub mod object;
 pub mod probes;

@@ -366,12 +366,16 @@ const fn followed(tracepoint: &'static str, hook: &'static str) -> Probe {
     }
 }
 
-/// What `run` follows its command by: the tree of threads forked from it (each leaves when
-/// its task is freed), their switches off and on the CPU, and the work items they queue,
-/// from queueing to the end of their run in a kworker. Tracepoints every kernel has.
-pub const FOLLOWED: &[Probe] = &[
+/// What a launched command (`run`, `-c`) is followed by: the tree of threads forked from it,
+/// each until its task is freed. Tracepoints every kernel has.
+pub const FOLLOWED_TREE: &[Probe] = &[
     followed("sched:sched_process_fork", "fork"),
     followed("sched:sched_process_free", "free"),
+];
+
+/// What `run` follows besides: the tree's switches off and on the CPU, and the work items it
+/// queues, from queueing to the end of their run in a kworker.
+pub const FOLLOWED_WORK: &[Probe] = &[
     followed("sched:sched_switch", "switch"),
     followed("workqueue:workqueue_queue_work", "queue_work"),
     followed("workqueue:workqueue_execute_start", "execute_start"),
