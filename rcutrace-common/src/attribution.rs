@@ -76,6 +76,9 @@ pub struct Attribution {
     /// The caller's cgroup v2 id (its directory's inode number in the cgroup2 mount), for
     /// the BY_CGROUP modes.
     pub cgroup: u64,
+    /// In `run`, the first argument of a wait that takes its domain there (the `srcu_struct`
+    /// of synchronize_srcu()); 0 elsewhere.
+    pub domain: u64,
     /// Command name, NUL-padded, for BY_COMM and BY_PID.
     pub comm: [u8; 16],
 }

@@ -628,6 +628,10 @@ pub struct RunSummary {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RunWait {
     pub function: String,
+    /// The domain waited on, where the function takes one (synchronize_srcu()'s
+    /// `srcu_struct`: its symbol, `NAME [module]`, or its address where no symbol names it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub domain: Option<String>,
     pub caused_work: bool,
     pub calls: u64,
     pub total_ns: u64,

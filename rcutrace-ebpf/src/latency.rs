@@ -21,6 +21,10 @@ use crate::{attribution, followed, own_work, window};
 /// so that a second entry on a thread with a start recorded means its return was lost.
 #[unsafe(no_mangle)]
 static SAME_FUNCTION_MASK: u32 = 0;
+/// Bit `timed` set where that function's first argument is the domain it waits on (the
+/// `srcu_struct` of synchronize_srcu()), kept with each call in `run`.
+#[unsafe(no_mangle)]
+static DOMAIN_ARG_MASK: u32 = 0;
 /// Only calls made by this process (thread group id) count; 0 keeps all.
 #[unsafe(no_mangle)]
 static TARGET_TGID: u32 = 0;
@@ -69,7 +73,7 @@ pub fn in_wait(tid: u32) -> bool {
 }
 
 #[inline(always)]
-fn on_entry<C: EbpfContext>(ctx: &C, timed: u32) {
+fn on_entry<C: EbpfContext>(ctx: &C, timed: u32, first_arg: u64) {
     if !window::running() {
         return;
     }
@@ -101,6 +105,9 @@ fn on_entry<C: EbpfContext>(ctx: &C, timed: u32) {
     let (mut attribution, stack_kept) = attribution::attribute(ctx, timed, tgid);
     if followed::following() {
         attribution.origin = followed::origin(tid);
+        if window::constant(&DOMAIN_ARG_MASK) & (1 << timed) != 0 {
+            attribution.domain = first_arg;
+        }
     }
     if !stack_kept {
         add_stat(timed, STAT_LOST_STACK);
@@ -216,14 +223,14 @@ macro_rules! timed_programs {
     ($($timed:literal => $kprobe:ident, $fentry:ident, $kretprobe:ident, $fexit:ident;)*) => {$(
         program! {
             kprobe fn $kprobe(ctx: ProbeContext) -> u32 {
-                on_entry(&ctx, $timed);
+                on_entry(&ctx, $timed, ctx.arg::<u64>(0).unwrap_or(0));
                 0
             }
         }
 
         program! {
             fentry fn $fentry(ctx: FEntryContext) -> u32 {
-                on_entry(&ctx, $timed);
+                on_entry(&ctx, $timed, ctx.arg::<u64>(0));
                 0
             }
         }

@@ -43,7 +43,7 @@ fn script_runs_several_commands_in_one_boot(series: &str) {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(3), "{series}\n{stdout}\n{stderr}");
     let lines: Vec<&str> = stdout.lines().collect();
-    assert_eq!(lines.len(), 6, "{series}: {stdout:?}");
+    assert_eq!(lines.len(), 8, "{series}: {stdout:?}");
     // The script's output and nothing else: no apt, cargo or set-up line before it.
     assert_eq!(
         lines[..4],
@@ -56,8 +56,10 @@ fn script_runs_several_commands_in_one_boot(series: &str) {
         "{series}: {stdout:?}"
     );
     assert!(lines[4].starts_with("slowest_ns: "), "{stdout:?}");
+    assert!(lines[5].starts_with("elapsed_ns: "), "{stdout:?}");
+    assert!(lines[6].starts_with("cpu_ns: "), "{stdout:?}");
     assert!(
-        lines[5].starts_with("Attaching ") && lines[5].ends_with(" probes..."),
+        lines[7].starts_with("Attaching ") && lines[7].ends_with(" probes..."),
         "{series}: {stdout:?}"
     );
     assert!(stderr.contains("to stderr\n"), "{stderr}");

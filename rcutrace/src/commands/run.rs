@@ -63,6 +63,12 @@ pub async fn run(args: &RunArgs, format: Format) -> Result<Report> {
         "SAME_FUNCTION_MASK",
         (1 << timings.len()) - 1,
     ));
+    let domain_arg_mask = functions
+        .iter()
+        .zip(0..)
+        .filter(|(f, _)| run::takes_domain(f))
+        .fold(0u32, |mask, (_, index)| mask | 1 << index);
+    constants.push(Constant::U32("DOMAIN_ARG_MASK", domain_arg_mask));
     let by = ByArgs {
         by: Some(By::Stack),
         top: args.top,
@@ -71,18 +77,24 @@ pub async fn run(args: &RunArgs, format: Format) -> Result<Report> {
     let aggregate = RefCell::new(Aggregate::new(Layout::Log2, units));
     let waits: RefCell<Vec<Wait>> = RefCell::new(Vec::new());
     let mut consume = |record: &[u8]| {
-        if record_kind(record) == Some(RECORD_SAMPLE)
-            && let Some(sample) = read_record::<Sample>(record)
-        {
-            waits.borrow_mut().push(Wait {
-                timed: sample.key.event,
-                tid: sample.tid,
-                origin: sample.key.origin,
-                start_ns: sample.start_ns,
-                nanos: sample.nanos,
-            });
-        }
-        aggregate.borrow_mut().add(record);
+        let Some(mut sample) =
+            read_record::<Sample>(record).filter(|_| record_kind(record) == Some(RECORD_SAMPLE))
+        else {
+            aggregate.borrow_mut().add(record);
+            return;
+        };
+        waits.borrow_mut().push(Wait {
+            timed: sample.key.event,
+            tid: sample.tid,
+            origin: sample.key.origin,
+            domain: sample.key.domain,
+            start_ns: sample.start_ns,
+            nanos: sample.nanos,
+        });
+        // The histograms are by stack alone: whose and which domain are in the account.
+        sample.key.origin = 0;
+        sample.key.domain = 0;
+        aggregate.borrow_mut().add_sample(&sample);
     };
     let symbols = SymbolKeeper::new();
     let mut cgroups = CgroupPaths::new();
@@ -133,11 +145,14 @@ pub async fn run(args: &RunArgs, format: Format) -> Result<Report> {
                 latency.into_iter().partition(|s| !said_nothing(s));
             let mut maps = report.maps;
             maps.retain(|m| !silent.iter().any(|s| s.map_name == m.name()));
+            let names = symbols.names();
+            let mut domain = |address| run::domain_name(&names.frame(address));
             let figures = figures(
                 period,
                 launch.outcome()?,
                 &waits.borrow(),
                 &functions,
+                &mut domain,
                 run::command_line(&words),
             )?;
             Ok(Report {
@@ -216,12 +231,13 @@ fn figures(
     outcome: Outcome,
     waits: &[Wait],
     functions: &[&str],
+    domain: &mut dyn FnMut(u64) -> String,
     command: String,
 ) -> Result<RunFigures> {
     let counts = period.counters.array("FOLLOW_COUNTS");
     let count = |slot: u32| counts.get(slot as usize).copied().unwrap_or(0);
     let threads = count(FOLLOW_THREADS);
-    let rows = run::wait_rows(waits, functions);
+    let rows = run::wait_rows(waits, functions, domain);
     Ok(RunFigures {
         command,
         exit_status: outcome.exit_status(),

@@ -23,6 +23,8 @@ pub struct Wait {
     pub tid: u32,
     /// `followed::ORIGIN_*`.
     pub origin: u32,
+    /// The domain waited on (an `srcu_struct`'s address), 0 where the function has none.
+    pub domain: u64,
     pub start_ns: u64,
     pub nanos: u64,
 }
@@ -52,30 +54,61 @@ pub fn time_waiting(waits: &[Wait], origin: u32) -> u64 {
     total + open.map_or(0, |(_, s, e)| e - s)
 }
 
-/// One row per function and origin that had calls: the command's first, then the work it
-/// caused, each in the order `functions` names them.
-pub fn wait_rows(waits: &[Wait], functions: &[&str]) -> Vec<RunWait> {
+/// One row per function, domain and origin that had calls: the command's first, then the
+/// work it caused, each in the order `functions` names them, domains by address; `domain`
+/// names a domain.
+pub fn wait_rows(
+    waits: &[Wait],
+    functions: &[&str],
+    domain: &mut dyn FnMut(u64) -> String,
+) -> Vec<RunWait> {
     let mut rows = Vec::new();
     for origin in [ORIGIN_COMMAND, ORIGIN_CAUSED_WORK] {
         for (index, function) in functions.iter().enumerate() {
-            let calls: Vec<u64> = waits
+            let mut domains: Vec<u64> = waits
                 .iter()
                 .filter(|w| w.origin == origin && w.timed as usize == index)
-                .map(|w| w.nanos)
+                .map(|w| w.domain)
                 .collect();
-            if calls.is_empty() {
-                continue;
+            domains.sort_unstable();
+            domains.dedup();
+            for address in domains {
+                let calls: Vec<u64> = waits
+                    .iter()
+                    .filter(|w| {
+                        w.origin == origin && w.timed as usize == index && w.domain == address
+                    })
+                    .map(|w| w.nanos)
+                    .collect();
+                rows.push(RunWait {
+                    function: function.to_string(),
+                    domain: (address != 0).then(|| domain(address)),
+                    caused_work: origin == ORIGIN_CAUSED_WORK,
+                    calls: calls.len() as u64,
+                    total_ns: calls.iter().sum(),
+                    max_ns: calls.iter().copied().max().unwrap_or(0),
+                });
             }
-            rows.push(RunWait {
-                function: function.to_string(),
-                caused_work: origin == ORIGIN_CAUSED_WORK,
-                calls: calls.len() as u64,
-                total_ns: calls.iter().sum(),
-                max_ns: calls.iter().copied().max().unwrap_or(0),
-            });
         }
     }
     rows
+}
+
+/// The functions whose first argument is the domain they wait on.
+pub fn takes_domain(function: &str) -> bool {
+    matches!(
+        function,
+        "synchronize_srcu" | "synchronize_srcu_expedited" | "srcu_barrier"
+    )
+}
+
+/// A domain's name from the symbol that starts at its address (`NAME+0 [module]` as a frame
+/// prints it, without the offset), or the frame as it is (`0x...`, `NAME+OFFSET`).
+pub fn domain_name(frame: &str) -> String {
+    match frame.split_once("+0") {
+        Some((name, rest)) if rest.is_empty() || rest.starts_with(' ') => format!("{name}{rest}"),
+        _ => frame.to_string(),
+    }
 }
 
 /// The mean synchronize_rcu_expedited() of the run, in the command or its work.
@@ -128,6 +161,7 @@ mod tests {
             timed,
             tid,
             origin,
+            domain: 0,
             start_ns,
             nanos,
         }
@@ -158,12 +192,15 @@ mod tests {
             wait(0, 7, ORIGIN_COMMAND, 20, 30),
             wait(1, 99, ORIGIN_CAUSED_WORK, 0, 5),
         ];
-        let rows = wait_rows(&waits, &["synchronize_rcu", "rcu_barrier"]);
+        let rows = wait_rows(&waits, &["synchronize_rcu", "rcu_barrier"], &mut |_| {
+            unreachable!("no domain")
+        });
         assert_eq!(
             rows,
             [
                 RunWait {
                     function: "synchronize_rcu".into(),
+                    domain: None,
                     caused_work: false,
                     calls: 2,
                     total_ns: 40,
@@ -171,6 +208,7 @@ mod tests {
                 },
                 RunWait {
                     function: "rcu_barrier".into(),
+                    domain: None,
                     caused_work: true,
                     calls: 1,
                     total_ns: 5,
@@ -181,9 +219,39 @@ mod tests {
     }
 
     #[test]
+    fn srcu_waits_are_apart_by_domain() {
+        let on = |domain, nanos| Wait {
+            domain,
+            ..wait(0, 7, ORIGIN_COMMAND, 0, nanos)
+        };
+        let waits = [on(0xa0, 10), on(0xb0, 20), on(0xa0, 30)];
+        let rows = wait_rows(&waits, &["synchronize_srcu"], &mut |a| format!("{a:#x}"));
+        let by_domain: Vec<(Option<&str>, u64, u64)> = rows
+            .iter()
+            .map(|r| (r.domain.as_deref(), r.calls, r.total_ns))
+            .collect();
+        assert_eq!(by_domain, [(Some("0xa0"), 2, 40), (Some("0xb0"), 1, 20)]);
+        assert!(takes_domain("synchronize_srcu") && !takes_domain("synchronize_rcu"));
+    }
+
+    #[test]
+    fn a_domain_is_named_by_the_symbol_at_its_address() {
+        assert_eq!(
+            domain_name("rcutrace_test_srcu+0 [rcutrace_test]"),
+            "rcutrace_test_srcu [rcutrace_test]"
+        );
+        assert_eq!(domain_name("tracepoint_srcu+0"), "tracepoint_srcu");
+        // Inside another object, or no symbol at all: as the frame says.
+        assert_eq!(domain_name("kvm_vm_stats+40"), "kvm_vm_stats+40");
+        assert_eq!(domain_name("srcu+05"), "srcu+05");
+        assert_eq!(domain_name("0xffff88800a1b2c00"), "0xffff88800a1b2c00");
+    }
+
+    #[test]
     fn an_expedited_saving_needs_the_runs_expedited_cost() {
         let normal = RunWait {
             function: "synchronize_rcu".into(),
+            domain: None,
             caused_work: false,
             calls: 4,
             total_ns: 64_000_000,

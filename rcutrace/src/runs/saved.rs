@@ -863,6 +863,7 @@ pub(crate) mod tests {
                     rcu_wait_ns: 36_000_000,
                     waits: vec![RunWait {
                         function: "synchronize_rcu".into(),
+                        domain: None,
                         caused_work: false,
                         calls: 2,
                         total_ns: 36_000_000,

@@ -325,7 +325,7 @@ fn run_as(user: Option<&str>) -> Result<Option<RunAs>> {
         Some(user) => match password_entry(user) {
             Some(entry) => entry,
             None => crate::cli::usage_error(&format!(
-                "--user {user}: no such user (give a name or a uid from the password database)"
+                "--user {user}: no such user in the password database (give its name, or a uid)"
             ))
             .exit(),
         },
@@ -344,16 +344,23 @@ fn run_as(user: Option<&str>) -> Result<Option<RunAs>> {
 }
 
 /// A user's ids and groups from the password and group databases, by name or uid.
+/// A uid the database lacks is taken as it is, with the group of the same number (as
+/// `sudo -u '#UID'` takes it).
 fn password_entry(user: &str) -> Option<RunAs> {
-    let passwd = match user.parse::<libc::uid_t>() {
-        Ok(uid) => unsafe { libc::getpwuid(uid) },
-        Err(_) => {
+    let number = user.parse::<libc::uid_t>().ok();
+    let passwd = match number {
+        Some(uid) => unsafe { libc::getpwuid(uid) },
+        None => {
             let name = CString::new(user).ok()?;
             unsafe { libc::getpwnam(name.as_ptr()) }
         }
     };
     if passwd.is_null() {
-        return None;
+        return number.map(|id| RunAs {
+            uid: id,
+            gid: id,
+            groups: vec![id],
+        });
     }
     let (uid, gid, name) = unsafe { ((*passwd).pw_uid, (*passwd).pw_gid, (*passwd).pw_name) };
     let mut groups = vec![0 as libc::gid_t; 256];

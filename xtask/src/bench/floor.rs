@@ -107,8 +107,11 @@ impl Mechanism {
             // it also hooks (a second program on one trampoline would make the kernel replace
             // it, running grace periods of rcutrace's own); the driver checks its log.
             (Tracer::Rcutrace(Attach::Auto), Job::Srlat) => Some(Mechanism::KprobeFexit),
-            // A reader mode only.
-            (Tracer::RcutraceSampled, Job::Srlat) => None,
+            // A reader mode only; the namespace load's tracers time no synchronize_rcu() loop.
+            (
+                Tracer::RcutraceSampled | Tracer::RcutraceRun | Tracer::RcutraceSrlatCommand,
+                Job::Srlat,
+            ) => None,
         }
     }
 }

@@ -23,7 +23,7 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use crate::vm::{self, Kernel, shell_quote};
-use sample::{Job, Load, Watcher};
+use sample::{Job, Load, Tracer, Watcher};
 
 pub use date::today;
 pub use previous::against as against_previous;
@@ -41,6 +41,34 @@ delete(@start[tid]); }";
 /// How the benchmark samples readers (`rcutrace count --sample-readers`): 5% of the time, in
 /// windows as short as rcutrace allows.
 pub const SAMPLE_READERS: &str = "100/2000";
+
+/// Network namespaces each run of the namespace load creates and drops.
+pub const NAMESPACES: u64 = 20;
+
+/// The tracers of the namespace load, in the order of the first repetition: none,
+/// `rcutrace run`, `rcutrace srlat -c` on the same functions, and bpftrace timing them.
+pub const NAMESPACE_TRACERS: [Tracer; 4] = [
+    Tracer::None,
+    Tracer::RcutraceRun,
+    Tracer::RcutraceSrlatCommand,
+    Tracer::Bpftrace,
+];
+
+/// bpftrace's nearest to `rcutrace run`: each of `functions` timed by its caller's kernel
+/// stack, system-wide (bpftrace cannot follow a command's work), for `-c LOAD`.
+pub fn bpftrace_waits_script(functions: &[&str]) -> String {
+    functions
+        .iter()
+        .map(|f| {
+            format!(
+                "kprobe:{f} {{ @start_{f}[tid] = nsecs; }} \
+                 kretprobe:{f} /@start_{f}[tid]/ {{ @{f}[kstack] = \
+                 hist(nsecs - @start_{f}[tid]); delete(@start_{f}[tid]); }}"
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
 
 /// User-space work per getppid() call in the paced load, where readers are a small part of
 /// the work (as on most machines), so that the probe slowing the readers it samples barely
@@ -110,9 +138,12 @@ impl Sizes {
         // up to ~20 s with its tail, and the referee's own start.
         let footprints = footprint::IDLE_WINDOW
             + Duration::from_secs(30 + 2 * footprint::Footprinted::ALL.len() as u64 * 20);
+        // The namespace load: four runs, each a launch and up to ~20 s of load and its tail.
+        let namespaces = Duration::from_secs(4 * 30);
         let rep = loops(readers, updaters)
             + Duration::from_secs((6 + watches) * self.window_secs + 10 * (launches + watches + 2))
-            + footprints;
+            + footprints
+            + namespaces;
         // The bpf_stats pass: every tracer once.
         let stats = loops(readers - 1, updaters - 1) + Duration::from_secs(10 * launches);
         (rep * self.reps + stats) * 3 + Duration::from_secs(180)

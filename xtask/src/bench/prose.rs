@@ -7,7 +7,10 @@ use std::fmt::Write as _;
 use super::run::Outcome;
 use super::sample::{Attach, Config, Job, Load, Metric, Tracer, Watcher};
 use super::table::{self, Row, RowId, Summary};
-use super::{BPFTRACE_COUNT, BPFTRACE_SRLAT, MEMBARRIER_WARMUP, PACED_WORK, SAMPLE_READERS};
+use super::{
+    BPFTRACE_COUNT, BPFTRACE_SRLAT, MEMBARRIER_WARMUP, NAMESPACES, PACED_WORK, SAMPLE_READERS,
+    bpftrace_waits_script,
+};
 use super::{floor, footprint};
 
 const HEADER: &str = include_str!("prose/header.md");
@@ -97,6 +100,8 @@ pub fn benchmarks_md(outcome: &Outcome, command: &str, date: &str) -> String {
             ("srlat_script", BPFTRACE_SRLAT.into()),
             ("floor_scripts", floor_scripts().join("\n  ")),
             ("sample_readers", SAMPLE_READERS.into()),
+            ("namespaces", NAMESPACES.to_string()),
+            ("netns_script", bpftrace_waits_script(&["F"])),
             ("paced_us", PACED_WORK.as_micros().to_string()),
             ("paced_calls", num(paced_calls, 0)),
             ("paced_call_us", num(paced_calls.map(|c| 1e6 / c), 0)),

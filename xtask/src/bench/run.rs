@@ -38,7 +38,7 @@ pub fn run(opts: &Options, echo: bool) -> Result<Outcome> {
         bail!("{HOST_BPFTRACE} is missing after scripts/setup --bench");
     }
     opts.kernel.resolve()?;
-    let (rcutrace, _workload) = build::build_all()?;
+    let (rcutrace, workload) = build::build_all()?;
     let driver = build::build_bench()?;
 
     let s = opts.sizes;
@@ -54,6 +54,7 @@ pub fn run(opts: &Options, echo: bool) -> Result<Outcome> {
         files: vec![
             (rcutrace, "/bin/rcutrace".into()),
             (driver, "/bin/rcu-bench".into()),
+            (workload, "/bin/rcu-workload".into()),
             (PathBuf::from(HOST_BPFTRACE), HOST_BPFTRACE.into()),
         ],
         script,

@@ -88,10 +88,13 @@ pub enum Metric {
     /// The calls of one family of RCU functions that one run of a tracer caused, by its start
     /// and exit (see `footprint`).
     Footprint(Family),
+    /// Wall-clock ns per network namespace created and dropped (`rcu-workload netns`), as
+    /// the load timed itself.
+    NetnsNs,
 }
 
 impl Metric {
-    pub const ALL: [Metric; 41] = [
+    pub const ALL: [Metric; 42] = [
         Metric::GetppidNs,
         Metric::EventsPerCall,
         Metric::MembarrierWallNs,
@@ -133,6 +136,7 @@ impl Metric {
         Metric::Footprint(Family::Kvfree),
         Metric::Footprint(Family::Waits),
         Metric::Footprint(Family::GracePeriods),
+        Metric::NetnsNs,
     ];
 
     pub fn name(self) -> &'static str {
@@ -178,6 +182,7 @@ impl Metric {
             Metric::Footprint(Family::Kvfree) => "footprint_kvfree",
             Metric::Footprint(Family::Waits) => "footprint_waits",
             Metric::Footprint(Family::GracePeriods) => "footprint_grace_periods",
+            Metric::NetnsNs => "netns_ns",
         }
     }
 
@@ -198,6 +203,11 @@ pub enum Tracer {
     Floor(Mechanism),
     /// `rcutrace count --sample-readers` as `SAMPLE_READERS` says.
     RcutraceSampled,
+    /// `rcutrace run -- LOAD`: the load's waits, its work's and its time off the CPU.
+    RcutraceRun,
+    /// `rcutrace srlat -c LOAD` on the same waiting functions: the nearest a latency command
+    /// comes to `run`.
+    RcutraceSrlatCommand,
 }
 
 /// rcutrace's `--attach` choice.
@@ -225,7 +235,7 @@ impl Tracer {
     /// rcutrace as a user runs it.
     pub const RCUTRACE: Tracer = Tracer::Rcutrace(Attach::Auto);
 
-    pub const ALL: [Tracer; 9] = [
+    pub const ALL: [Tracer; 11] = [
         Tracer::None,
         Tracer::RCUTRACE,
         Tracer::Rcutrace(Attach::Kprobe),
@@ -235,6 +245,8 @@ impl Tracer {
         Tracer::Floor(Mechanism::KprobeFexit),
         Tracer::Floor(Mechanism::Fentry),
         Tracer::RcutraceSampled,
+        Tracer::RcutraceRun,
+        Tracer::RcutraceSrlatCommand,
     ];
 
     /// As written in a sample line: `rcutrace`, `rcutrace-fentry`, `floor-kprobe-fexit`.
@@ -247,6 +259,8 @@ impl Tracer {
             Tracer::Bpftrace => "bpftrace".into(),
             Tracer::Floor(mechanism) => format!("floor-{}", mechanism.name()),
             Tracer::RcutraceSampled => "rcutrace-sampled".into(),
+            Tracer::RcutraceRun => "rcutrace-run".into(),
+            Tracer::RcutraceSrlatCommand => "rcutrace-srlat-c".into(),
         }
     }
 }

@@ -8,7 +8,7 @@ use super::floor::Mechanism;
 use super::sample::{
     Attach, Config, Family, Footprinted, Job, Load, Metric, Samples, Tracer, Watcher,
 };
-use super::{SAMPLE_READERS, Sizes};
+use super::{NAMESPACES, SAMPLE_READERS, Sizes};
 
 /// Every row of the table, in order; rows are found by this, never by their label.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -58,6 +58,13 @@ pub enum RowId {
     /// The calls of one family of RCU functions that one run of a command causes by its start
     /// and exit: rcutrace's, and bpftrace's hooking the same functions the same way.
     Footprint(Footprinted, Family),
+    /// The namespace load: its wall time per namespace with no tracer, under `rcutrace run`
+    /// and under bpftrace timing the same waits; what each adds; what `srlat -c` on the same
+    /// functions adds; and `run`'s addition over `srlat -c`'s.
+    NetnsWall,
+    NetnsAdded,
+    NetnsSrlatAdded,
+    NetnsRunOverSrlat,
 }
 
 impl RowId {
@@ -93,6 +100,18 @@ impl RowId {
                 .into(),
             RowId::PacedEstimateAllowed => {
                 "Estimate ÷ count, the load's speed inside the windows allowed for".into()
+            }
+            RowId::NetnsWall => format!(
+                "Network namespace created and dropped (`rcu-workload netns {NAMESPACES}`), \
+                 wall clock per namespace: `rcutrace run` / bpftrace timing the same waits by \
+                 stack (ms)"
+            ),
+            RowId::NetnsAdded => "Added per namespace (ms)".into(),
+            RowId::NetnsSrlatAdded => {
+                "Added per namespace by `rcutrace srlat -c` on the same functions (ms)".into()
+            }
+            RowId::NetnsRunOverSrlat => {
+                "Added per namespace by `rcutrace run` − by `rcutrace srlat -c` (ms)".into()
             }
             RowId::MembarrierWall => "`membarrier()` call, wall clock, mean (µs)".into(),
             RowId::MembarrierAddedWall => "Added per `membarrier()` call, wall clock (µs)".into(),
@@ -605,6 +624,30 @@ impl Summary {
                 Config::Footprint(tracer, command),
             )
         };
+        let ms = |v: Option<f64>| v.map(|ns| ns / 1e6);
+        let netns_added = |tracer| added(Metric::NetnsNs, tracer);
+        let run_over_srlat = netns_added(Tracer::RcutraceRun)
+            .zip(netns_added(Tracer::RcutraceSrlatCommand))
+            .map(|(run, srlat)| run - srlat);
+        rows.extend([
+            row(RowId::NetnsWall, 2)
+                .untraced(ms(none(Metric::NetnsNs)))
+                .traced((
+                    ms(m(Metric::NetnsNs, Under(Tracer::RcutraceRun))),
+                    ms(m(Metric::NetnsNs, Under(Bpftrace))),
+                )),
+            row(RowId::NetnsAdded, 2)
+                .traced((
+                    ms(netns_added(Tracer::RcutraceRun)),
+                    ms(netns_added(Bpftrace)),
+                ))
+                .with_ratio_of_added(),
+            row(RowId::NetnsSrlatAdded, 2)
+                .rcutrace_only(ms(netns_added(Tracer::RcutraceSrlatCommand))),
+            row(RowId::NetnsRunOverSrlat, 2)
+                .rcutrace_only(ms(run_over_srlat))
+                .rcutrace_at_most(0.0, "≤ 0"),
+        ]);
         for command in Footprinted::ALL {
             rows.extend(Family::ALL.map(|family| {
                 row(RowId::Footprint(command, family), 0)
@@ -786,6 +829,10 @@ sample program_runs_per_s rcutrace-stall-busy 2200
 sample switches_per_s rcutrace-stall-busy 310
 sample startup_ms rcutrace-stall-idle 400
 sample rss_kib rcutrace-stall-busy 7168
+sample netns_ns none 30000000
+sample netns_ns rcutrace-run 31000000
+sample netns_ns rcutrace-srlat-c 32000000
+sample netns_ns bpftrace 34000000
 sample bogus line
 ";
 
@@ -808,6 +855,25 @@ sample bogus line
             }
         }
         Summary::new(&samples, Sizes::FULL)
+    }
+
+    #[test]
+    fn namespace_rows_and_targets() {
+        let summary = summary();
+        let row = |id| summary.row(id).unwrap();
+        let wall = row(RowId::NetnsWall);
+        assert_eq!(
+            (wall.none, wall.rcutrace, wall.bpftrace),
+            (Some(30.0), Some(31.0), Some(34.0))
+        );
+        let added = row(RowId::NetnsAdded);
+        assert_eq!((added.rcutrace, added.bpftrace), (Some(1.0), Some(4.0)));
+        assert_eq!(added.ratio, Some(0.25));
+        assert_eq!(row(RowId::NetnsSrlatAdded).rcutrace, Some(2.0));
+        // run adds 1 ms, srlat -c 2 ms: 1 ms less, within the target.
+        let over = row(RowId::NetnsRunOverSrlat);
+        assert_eq!(over.rcutrace, Some(-1.0));
+        assert!(!over.misses_target());
     }
 
     #[test]
@@ -914,8 +980,8 @@ sample bogus line
             "{table}"
         );
         let targets = summary.targets();
-        // 13, and one per footprint row.
-        assert_eq!(targets.lines().count(), 13 + 20, "{targets}");
+        // 13, the namespace load's, and one per footprint row.
+        assert_eq!(targets.lines().count(), 13 + 1 + 20, "{targets}");
         assert!(
             targets
                 .contains("share of the whole count run (%): 0.29 %, target rcutrace < 1 %: met"),

@@ -22,6 +22,9 @@ USAGE:
                                  the same from T threads released at once, N calls each
     rcu-workload bursts B N MS   B bursts of N membarrier calls each, MS milliseconds apart, in
                                  this one process (known counts spread over time)
+    rcu-workload netns N         create and drop N network namespaces, one after the other,
+                                 each in a child of its own (the kernel tears each down
+                                 later, in its cleanup_net worker)
     rcu-workload background      run a mixed RCU load until killed
     rcu-workload module OP N [ARG]
                                  have the test module (rcutrace_test.ko, loaded) perform OP N
@@ -41,8 +44,11 @@ USAGE:
     rcu-workload --help          show this text
 
 The counting subcommands print `getppid: N` or `membarrier: N` when done; `membarrier` also
-prints `slowest_ns: T`, the longest single call as user space timed it. `module` prints
+prints `slowest_ns: T`, the longest single call as user space timed it, then `elapsed_ns: T`
+and `cpu_ns: T`, the calls' wall time and this thread's CPU time over them (bursts and pauses
+included). `module` prints
 `pid: P` before it starts, then `done: N` and `elapsed_ns: T` (the whole request).
+`netns` prints `netns: N` and `elapsed_ns: T` (the whole loop).
 `starve-kthread` prints `kthread: PID` once it spins, `starved_ns: T` when done. `bpf-readers`
 prints `pid: P`, then `bpf_prog: rcu_readers` once loaded and `readers: N` once run.
 `background` mixes bursts of getppid (readers), short-lived child processes, socket, pipe and
@@ -73,6 +79,7 @@ fn main() {
         ["bursts", b, n, ms] => membarrier(count(b), count(n), Duration::from_millis(count(ms))),
         ["membarrier-threads", t, n] => membarrier_threads(count(t), count(n)),
         ["background"] => background(),
+        ["netns", n] => netns(count(n)),
         ["module", op, n] => module(op, count(n), None),
         ["module", op, n, arg] => module(op, count(n), Some(count(arg))),
         ["starve-kthread", name, cpu, ms] => starve_kthread(name, count(cpu), count(ms)),
@@ -80,13 +87,15 @@ fn main() {
         ["bpf-readers", n] => bpf_readers(count(n)),
         ["bpf-readers", ..] => usage_error("`bpf-readers` needs a count N"),
         [] => usage_error("missing subcommand"),
-        [cmd @ ("getppid" | "membarrier")] => usage_error(&format!("`{cmd}` needs a count N")),
+        [cmd @ ("getppid" | "membarrier" | "netns")] => {
+            usage_error(&format!("`{cmd}` needs a count N"))
+        }
         ["bursts", ..] => usage_error("`bursts` needs B, N and MS"),
         ["membarrier-threads", ..] => {
             usage_error("`membarrier-threads` needs T threads and N calls")
         }
         ["module", ..] => usage_error("`module` needs an op and a count N, then an optional ARG"),
-        [cmd, ..] if ["getppid", "membarrier", "background"].contains(cmd) => {
+        [cmd, ..] if ["getppid", "membarrier", "netns", "background"].contains(cmd) => {
             usage_error(&format!("too many arguments for `{cmd}`"))
         }
         [cmd, ..] => usage_error(&format!("unknown subcommand `{cmd}`")),
@@ -97,7 +106,7 @@ fn usage_error(msg: &str) -> ! {
     eprintln!(
         "rcu-workload: {msg}\n\
          accepted: `getppid N`, `membarrier N`, `membarrier-threads T N`, `bursts B N MS`, \
-         `background`, `module OP N [ARG]`, `starve-kthread NAME CPU MS`, `bpf-readers N`, \
+         `netns N`, `background`, `module OP N [ARG]`, `starve-kthread NAME CPU MS`, `bpf-readers N`, \
          `--help`"
     );
     exit(2)
@@ -170,6 +179,7 @@ fn membarrier(bursts: u64, n: u64, pause: Duration) {
     // The slowest call as user space saw it: an upper bound for the kernel-side latency.
     let mut slowest = Duration::ZERO;
     let total = bursts * n;
+    let (started, cpu_at_start) = (Instant::now(), thread_cpu());
     for burst in 0..bursts {
         if burst > 0 {
             std::thread::sleep(pause);
@@ -187,8 +197,22 @@ fn membarrier(bursts: u64, n: u64, pause: Duration) {
             }
         }
     }
+    let (elapsed, cpu) = (started.elapsed(), thread_cpu() - cpu_at_start);
     println!("membarrier: {total}");
     println!("slowest_ns: {}", slowest.as_nanos());
+    println!("elapsed_ns: {}", elapsed.as_nanos());
+    println!("cpu_ns: {}", cpu.as_nanos());
+}
+
+/// This thread's CPU time so far (user and system).
+fn thread_cpu() -> Duration {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes the timespec it is given.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut now) };
+    Duration::new(now.tv_sec as u64, now.tv_nsec as u32)
 }
 
 /// The test module's control file.
@@ -330,6 +354,20 @@ fn fork_and_reap() {
             _ => {}
         }
     }
+}
+
+/// N short-lived network namespaces in a row, timed as a whole.
+fn netns(n: u64) {
+    let start = Instant::now();
+    for _ in 0..n {
+        if let Err(e) = short_lived_network_namespace() {
+            eprintln!("rcu-workload: {e}");
+            exit(1);
+        }
+    }
+    let elapsed = start.elapsed();
+    println!("netns: {n}");
+    println!("elapsed_ns: {}", elapsed.as_nanos());
 }
 
 /// A child enters a network namespace of its own and exits; the kernel tears the namespace

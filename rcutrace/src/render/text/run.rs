@@ -40,9 +40,13 @@ fn table(out: &mut String, rows: &[&RunWait]) {
         "FUNCTION", "CALLS", "TOTAL", "MEAN", "MAX"
     );
     for row in rows {
+        let domain = row
+            .domain
+            .as_ref()
+            .map_or(String::new(), |d| format!("  on {d}"));
         let _ = writeln!(
             out,
-            "    {:<30} {:>7} {:>14} {:>14} {:>14}",
+            "    {:<30} {:>7} {:>14} {:>14} {:>14}{domain}",
             row.function,
             row.calls,
             ms(row.total_ns),
@@ -211,6 +215,7 @@ mod tests {
             rcu_wait_ns: 40_000_000,
             waits: vec![RunWait {
                 function: "synchronize_rcu".into(),
+                domain: None,
                 caused_work: false,
                 calls: 2,
                 total_ns: 40_000_000,
