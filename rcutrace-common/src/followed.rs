@@ -1,6 +1,20 @@
 //! Layout of the maps behind `rcutrace run`: the command's threads (its process tree), the
 //! work items they queued and the kworkers running them, and their time off the CPU.
 
+/// The updaters `run` times in the command and in the work it causes, where the kernel has
+/// them (at most `latency::MAX_TIMED` with `--func`'s): every way a caller waits for a grace
+/// period or for callbacks. Nested waits (synchronize_net() calling synchronize_rcu()) are
+/// each timed; the command's total counts the time once.
+pub const RUN_WAITS: [&str; 7] = [
+    "synchronize_rcu",
+    "synchronize_rcu_expedited",
+    "rcu_barrier",
+    "synchronize_srcu",
+    "synchronize_rcu_tasks",
+    "synchronize_rcu_tasks_trace",
+    "synchronize_net",
+];
+
 /// Threads of the command's tree followed at once; a fork past this is counted as lost.
 pub const MAX_FOLLOWED_THREADS: u32 = 32768;
 /// Work items queued by the command (or by work it caused) not yet run.

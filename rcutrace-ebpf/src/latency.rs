@@ -72,8 +72,14 @@ pub fn in_wait(tid: u32) -> bool {
     false
 }
 
+/// Whether timed function `timed` takes the domain it waits on first (`DOMAIN_ARG_MASK`).
 #[inline(always)]
-fn on_entry<C: EbpfContext>(ctx: &C, timed: u32, first_arg: u64) {
+fn takes_domain(timed: u32) -> bool {
+    window::constant(&DOMAIN_ARG_MASK) & (1 << timed) != 0
+}
+
+#[inline(always)]
+fn on_entry<C: EbpfContext>(ctx: &C, timed: u32, domain: u64) {
     if !window::running() {
         return;
     }
@@ -105,9 +111,7 @@ fn on_entry<C: EbpfContext>(ctx: &C, timed: u32, first_arg: u64) {
     let (mut attribution, stack_kept) = attribution::attribute(ctx, timed, tgid);
     if followed::following() {
         attribution.origin = followed::origin(tid);
-        if window::constant(&DOMAIN_ARG_MASK) & (1 << timed) != 0 {
-            attribution.domain = first_arg;
-        }
+        attribution.domain = domain;
     }
     if !stack_kept {
         add_stat(timed, STAT_LOST_STACK);
@@ -223,14 +227,18 @@ macro_rules! timed_programs {
     ($($timed:literal => $kprobe:ident, $fentry:ident, $kretprobe:ident, $fexit:ident;)*) => {$(
         program! {
             kprobe fn $kprobe(ctx: ProbeContext) -> u32 {
-                on_entry(&ctx, $timed, ctx.arg::<u64>(0).unwrap_or(0));
+                let domain = if takes_domain($timed) { ctx.arg::<u64>(0).unwrap_or(0) } else { 0 };
+                on_entry(&ctx, $timed, domain);
                 0
             }
         }
 
         program! {
             fentry fn $fentry(ctx: FEntryContext) -> u32 {
-                on_entry(&ctx, $timed, ctx.arg::<u64>(0));
+                // A function of no argument has none to read: the verifier refuses the load,
+                // unless the constant's branch is pruned.
+                let domain = if takes_domain($timed) { ctx.arg::<u64>(0) } else { 0 };
+                on_entry(&ctx, $timed, domain);
                 0
             }
         }

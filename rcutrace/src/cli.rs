@@ -247,6 +247,20 @@ pub struct Common {
     /// How to hook kernel functions. Readers (__rcu_read_lock) are always kprobes.
     #[arg(long, value_enum, default_value_t = AttachChoice::Auto, value_name = "METHOD")]
     pub attach: AttachChoice,
+    #[command(flatten)]
+    pub launch: LaunchArgs,
+}
+
+impl Common {
+    /// How long to trace: `--secs`, or until `-c`'s command exits.
+    pub fn duration(&self) -> Option<Duration> {
+        self.launch.window(self.secs)
+    }
+}
+
+/// bpftrace's `-c`, for the commands that trace for a window.
+#[derive(Debug, Default, Args)]
+pub struct LaunchArgs {
     /// Run CMD once tracing has begun, and trace until it exits, as bpftrace's -c does (CMD
     /// is split at spaces; sh -c '...' for more). srlat times only the calls of its process
     /// tree.
@@ -259,10 +273,10 @@ pub struct Common {
     pub command: Option<String>,
 }
 
-impl Common {
-    /// How long to trace: `--secs`, or until `-c`'s command exits.
-    pub fn duration(&self) -> Option<Duration> {
-        (self.secs > 0 && self.command.is_none()).then(|| Duration::from_secs(self.secs))
+impl LaunchArgs {
+    /// `--secs` seconds (0: until Ctrl-C), or until the command exits.
+    fn window(&self, secs: u64) -> Option<Duration> {
+        (secs > 0 && self.command.is_none()).then(|| Duration::from_secs(secs))
     }
 }
 
@@ -501,22 +515,14 @@ pub struct Secs {
     /// Seconds to trace (0: until Ctrl-C). Ctrl-C always ends early and still prints.
     #[arg(long, default_value_t = 10, value_name = "N")]
     pub secs: u64,
-    /// Run CMD once tracing has begun, and trace until it exits, as bpftrace's -c does (CMD
-    /// is split at spaces; sh -c '...' for more). srlat times only the calls of its process
-    /// tree.
-    #[arg(
-        short = 'c',
-        long = "command",
-        value_name = "CMD",
-        conflicts_with = "secs"
-    )]
-    pub command: Option<String>,
+    #[command(flatten)]
+    pub launch: LaunchArgs,
 }
 
 impl Secs {
     /// How long to trace: `--secs`, or until `-c`'s command exits.
     pub fn duration(&self) -> Option<Duration> {
-        (self.secs > 0 && self.command.is_none()).then(|| Duration::from_secs(self.secs))
+        self.launch.window(self.secs)
     }
 }
 
@@ -863,7 +869,7 @@ mod tests {
             panic!("not srlat");
         };
         assert_eq!(
-            srlat.latency.common.command.as_deref(),
+            srlat.latency.common.launch.command.as_deref(),
             Some("rcu-workload membarrier 5")
         );
         assert_eq!(
@@ -875,7 +881,7 @@ mod tests {
             panic!("not gp");
         };
         assert_eq!(
-            (gp.common.command.as_deref(), gp.common.duration()),
+            (gp.common.launch.command.as_deref(), gp.common.duration()),
             (Some("true"), None)
         );
         for conflicting in [

@@ -60,7 +60,7 @@ pub async fn run(args: &CallbacksArgs, format: Format) -> Result<Report> {
         }
     };
     let symbols = SymbolKeeper::new();
-    let launch = super::launch_of(args.common.command.as_deref())?;
+    let launch = super::launch_of(args.common.launch.command.as_deref())?;
     let request = Request {
         probes: &probes,
         constants,

@@ -42,7 +42,7 @@ pub async fn run(args: &CountArgs, format: Format) -> Result<Report> {
     };
     // Kept for every interval.
     let symbols = SymbolKeeper::new();
-    let launch = super::launch_of(args.common.command.as_deref())?;
+    let launch = super::launch_of(args.common.launch.command.as_deref())?;
     let mut cgroups = CgroupPaths::new();
     let report = trace(
         Request {

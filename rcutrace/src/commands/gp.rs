@@ -63,7 +63,7 @@ pub async fn run(args: &GpArgs, format: Format) -> Result<Report> {
         }
     };
     let symbols = SymbolKeeper::new();
-    let launch = super::launch_of(args.common.command.as_deref())?;
+    let launch = super::launch_of(args.common.launch.command.as_deref())?;
     let report = trace(
         Request {
             probes: &probes,

@@ -78,7 +78,7 @@ pub async fn srlat(args: &SrlatArgs, format: Format) -> Result<Report> {
     } else {
         None
     };
-    let callers = match (args.pid, &args.latency.common.command) {
+    let callers = match (args.pid, &args.latency.common.launch.command) {
         (Some(pid), _) => Callers::Process(pid),
         (None, Some(_)) => Callers::LaunchedTree,
         (None, None) => Callers::All,
@@ -169,7 +169,7 @@ async fn run(
         Callers::Process(pid) => Some(pid),
         Callers::All | Callers::LaunchedTree => None,
     };
-    let launch = super::launch_of(args.common.command.as_deref())?;
+    let launch = super::launch_of(args.common.launch.command.as_deref())?;
     let same_function_mask = timings
         .iter()
         .filter(|t| t.timed.same_function())
@@ -522,7 +522,7 @@ mod tests {
             common: crate::cli::Common {
                 secs: 1,
                 attach: Default::default(),
-                command: None,
+                launch: Default::default(),
             },
             over_time: Default::default(),
             unit: None,
@@ -542,7 +542,7 @@ mod tests {
                 common: crate::cli::Common {
                     secs: 1,
                     attach: Default::default(),
-                    command: None,
+                    launch: Default::default(),
                 },
                 over_time: Default::default(),
                 unit: None,

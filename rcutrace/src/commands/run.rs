@@ -26,7 +26,7 @@ use crate::{
     trace::{
         engine::{Need, Period, Request},
         launch::{self, Following, Launch, Outcome},
-        probes::{self, FOLLOWED_TREE, FOLLOWED_WORK, Probe, RUN_WAITS},
+        probes::{self, FOLLOWED_TREE, FOLLOWED_WORK, Probe},
         tracer::Constant,
     },
 };

@@ -382,20 +382,6 @@ pub const FOLLOWED_WORK: &[Probe] = &[
     followed("workqueue:workqueue_execute_end", "execute_end"),
 ];
 
-/// The updaters `run` times in the command and in the work it causes, where the kernel has
-/// them (at most `MAX_TIMED` with `--func`'s): every way a caller waits for a grace period
-/// or for callbacks. Nested waits (synchronize_net() calling synchronize_rcu()) are each
-/// timed; the command's total counts the time once.
-pub const RUN_WAITS: &[&str] = &[
-    "synchronize_rcu",
-    "synchronize_rcu_expedited",
-    "rcu_barrier",
-    "synchronize_srcu",
-    "synchronize_rcu_tasks",
-    "synchronize_rcu_tasks_trace",
-    "synchronize_net",
-];
-
 /// The functions of the own-work hooks that must be there for them to work (the trace
 /// flavour is gone from 7.3's tasks RCU).
 pub const OWN_WORK_ESSENTIAL: &[&str] = &[

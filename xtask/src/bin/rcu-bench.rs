@@ -491,6 +491,7 @@ fn latency_path(opts: &Options, tracer: Tracer, tag: &str) -> Result<(), String>
 /// The waiting functions `rcutrace run` times that this kernel has, for the tracers that
 /// time the same ones.
 fn run_waits() -> Result<Vec<&'static str>, String> {
+    // rcutrace_common::followed::RUN_WAITS, which this guest-side driver does not link.
     const RUN_WAITS: [&str; 7] = [
         "synchronize_rcu",
         "synchronize_rcu_expedited",
