@@ -560,8 +560,8 @@ pub struct SrlatArgs {
     #[arg(long)]
     pub expedited: bool,
     /// Time this function instead of synchronize_rcu(): any RCU updater that blocks its
-    /// caller (synchronize_*, rcu_barrier*, srcu_barrier, cond_synchronize_*). Repeat it for
-    /// one histogram per function, in one run (at most 8).
+    /// caller (synchronize_*, rcu_barrier*, srcu_barrier, cond_synchronize_*, and
+    /// synchronize_net). Repeat it for one histogram per function, in one run (at most 8).
     #[arg(long, value_parser = parse_waiting_function, value_name = "NAME")]
     pub func: Vec<&'static str>,
     /// Only calls made by this process (it must be running).

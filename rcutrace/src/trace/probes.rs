@@ -423,7 +423,12 @@ pub fn waiting_functions() -> impl Iterator<Item = &'static str> {
         .iter()
         .filter(|c| c.role == Waits)
         .map(Counted::function)
+        .chain(WAITING_WRAPPERS.iter().copied())
 }
+
+/// Functions outside RCU that wait for its grace periods, timed like its own (`srlat --func`,
+/// `run`), never counted: networking's, around synchronize_rcu() and its expedited form.
+const WAITING_WRAPPERS: &[&str] = &["synchronize_net"];
 
 /// An interval rcutrace times: from `entry`'s start to `exit`'s return on the same thread.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -1189,9 +1194,12 @@ mod tests {
             "rcu_barrier",
             "srcu_barrier",
             "cond_synchronize_rcu",
+            "synchronize_net",
         ] {
             assert!(waiting.contains(&f), "{f}");
         }
         assert!(!waiting.contains(&"call_rcu"));
+        // A wrapper is timed, never counted.
+        assert!(!counted_functions(true).any(|c| c.function() == "synchronize_net"));
     }
 }
