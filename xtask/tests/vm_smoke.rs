@@ -69,19 +69,24 @@ fn workload_runs(series: &str) {
     let lines: Vec<&str> = out.stdout.lines().collect();
     assert_eq!(
         lines.len(),
-        5,
+        7,
         "stdout: {}\nstderr: {}",
         out.stdout,
         out.stderr
     );
     assert_eq!(lines[0], "membarrier: 20");
-    let slowest: u64 = lines[1]
-        .strip_prefix("slowest_ns: ")
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("no slowest_ns: {}", out.stdout));
-    assert!(slowest > 0);
+    let number = |line: &str, key: &str| -> u64 {
+        line.strip_prefix(key)
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no {key}: {}", out.stdout))
+    };
+    let slowest = number(lines[1], "slowest_ns: ");
+    let elapsed = number(lines[2], "elapsed_ns: ");
+    // The slowest call is one of the loop's; the loop slept through grace periods.
+    assert!(slowest > 0 && slowest <= elapsed, "{}", out.stdout);
+    assert!(number(lines[3], "cpu_ns: ") < elapsed, "{}", out.stdout);
     assert_eq!(
-        lines[2..],
+        lines[4..],
         ["getppid: 1000", "bad usage: 2", "background: 143"]
     );
     assert!(
