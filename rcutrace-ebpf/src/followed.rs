@@ -125,14 +125,14 @@ program! {
 
 program! {
     tracepoint fn followed_switch_tracepoint(ctx: TracePointContext) -> u32 {
-        let now = unsafe { bpf_ktime_get_ns() };
-        if let (Some(prev), Some(state)) = (
-            field::<u32>(&ctx, &SWITCH_PREV_PID),
-            field::<u64>(&ctx, &SWITCH_PREV_STATE),
-        ) && command_thread(prev)
+        // Every context switch of the machine comes here: anything beyond the two lookups is
+        // done for the command's threads only.
+        if let Some(prev) = field::<u32>(&ctx, &SWITCH_PREV_PID)
+            && command_thread(prev)
+            && let Some(state) = field::<u64>(&ctx, &SWITCH_PREV_STATE)
         {
             let out = SwitchedOut {
-                since_ns: now,
+                since_ns: unsafe { bpf_ktime_get_ns() },
                 runnable: runnable(state) as u32,
                 in_wait: crate::latency::in_wait(prev) as u32,
             };
@@ -148,7 +148,7 @@ program! {
         match unsafe { OFF_CPU.get(&next) }.copied() {
             Some(out) => {
                 let _ = OFF_CPU.remove(&next);
-                let off = now.saturating_sub(out.since_ns);
+                let off = unsafe { bpf_ktime_get_ns() }.saturating_sub(out.since_ns);
                 let (slot, in_wait_slot) = if out.runnable != 0 {
                     (FOLLOW_OFF_CPU_RUNNABLE_NS, FOLLOW_IN_WAITS_RUNNABLE_NS)
                 } else {

@@ -51,11 +51,21 @@ fn add_stat(timed: u32, stat: u32) {
 /// in `run`, only the command's and those of the work it caused.
 #[inline(always)]
 pub fn wanted(tgid: u32, tid: u32, is_self: bool) -> bool {
+    caller_origin(tgid, tid, is_self).is_some()
+}
+
+/// `wanted`, with whose doing the call is where it is wanted (`followed::origin` in `run`,
+/// `ORIGIN_NONE` elsewhere): looked up once.
+#[inline(always)]
+fn caller_origin(tgid: u32, tid: u32, is_self: bool) -> Option<u32> {
+    use rcutrace_common::followed::ORIGIN_NONE;
     if followed::following() {
-        return followed::origin(tid) != rcutrace_common::followed::ORIGIN_NONE;
+        let origin = followed::origin(tid);
+        return (origin != ORIGIN_NONE).then_some(origin);
     }
     let target = window::constant(&TARGET_TGID);
-    !is_self && (target == 0 || tgid == target) && !window::switching_kthread(tgid)
+    (!is_self && (target == 0 || tgid == target) && !window::switching_kthread(tgid))
+        .then_some(ORIGIN_NONE)
 }
 
 /// Whether thread `tid` is inside a timed call of its own (not rcutrace's doing).
@@ -84,9 +94,9 @@ fn on_entry<C: EbpfContext>(ctx: &C, timed: u32, domain: u64) {
         return;
     }
     let (tgid, tid, is_self) = window::current();
-    if !wanted(tgid, tid, is_self) {
+    let Some(origin) = caller_origin(tgid, tid, is_self) else {
         return;
-    }
+    };
     add_stat(timed, STAT_ENTRIES);
     let key = InFlightKey { tid, timed };
     // A left-out call is accounted for already, returned or not.
@@ -109,10 +119,9 @@ fn on_entry<C: EbpfContext>(ctx: &C, timed: u32, domain: u64) {
         return;
     }
     let (mut attribution, stack_kept) = attribution::attribute(ctx, timed, tgid);
-    if followed::following() {
-        attribution.origin = followed::origin(tid);
-        attribution.domain = domain;
-    }
+    // Both 0 but in `run`.
+    attribution.origin = origin;
+    attribution.domain = domain;
     if !stack_kept {
         add_stat(timed, STAT_LOST_STACK);
     }

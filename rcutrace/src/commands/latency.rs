@@ -113,13 +113,18 @@ fn on_this_kernel(functions: Vec<&'static str>) -> Result<Vec<&'static str>> {
             absent.join(", ")
         );
     }
+    say_not_timed(&absent);
+    Ok(here)
+}
+
+/// Names once, on stderr, the functions asked for that this kernel lacks.
+pub(super) fn say_not_timed(absent: &[&str]) {
     if !absent.is_empty() {
         eprintln!(
             "rcutrace: not on this kernel (absent or inlined), not timed: {}",
             absent.join(", ")
         );
     }
-    Ok(here)
 }
 
 /// The seed scripts' names for the two classic maps; `@FUNCTION` for the rest.

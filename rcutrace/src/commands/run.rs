@@ -197,12 +197,7 @@ fn functions(extra: &[&'static str]) -> Result<Vec<&'static str>> {
         .copied()
         .filter(|f| !present.contains(*f))
         .collect();
-    if !absent.is_empty() {
-        eprintln!(
-            "rcutrace: not on this kernel (absent or inlined), not timed: {}",
-            absent.join(", ")
-        );
-    }
+    latency::say_not_timed(&absent);
     let here: Vec<&'static str> = wanted
         .into_iter()
         .filter(|f| present.contains(*f))

@@ -2,6 +2,8 @@
 //! command's own threads, or the work items it caused), the time spent waiting with nested
 //! waits counted once, and what an expedited grace period would have saved.
 
+use std::collections::BTreeMap;
+
 use rcutrace_common::followed::{ORIGIN_CAUSED_WORK, ORIGIN_COMMAND};
 pub use rcutrace_common::records::{RunSummary as RunFigures, RunWait};
 
@@ -62,36 +64,29 @@ pub fn wait_rows(
     functions: &[&str],
     domain: &mut dyn FnMut(u64) -> String,
 ) -> Vec<RunWait> {
-    let mut rows = Vec::new();
-    for origin in [ORIGIN_COMMAND, ORIGIN_CAUSED_WORK] {
-        for (index, function) in functions.iter().enumerate() {
-            let mut domains: Vec<u64> = waits
-                .iter()
-                .filter(|w| w.origin == origin && w.timed as usize == index)
-                .map(|w| w.domain)
-                .collect();
-            domains.sort_unstable();
-            domains.dedup();
-            for address in domains {
-                let calls: Vec<u64> = waits
-                    .iter()
-                    .filter(|w| {
-                        w.origin == origin && w.timed as usize == index && w.domain == address
-                    })
-                    .map(|w| w.nanos)
-                    .collect();
-                rows.push(RunWait {
-                    function: function.to_string(),
-                    domain: (address != 0).then(|| domain(address)),
-                    caused_work: origin == ORIGIN_CAUSED_WORK,
-                    calls: calls.len() as u64,
-                    total_ns: calls.iter().sum(),
-                    max_ns: calls.iter().copied().max().unwrap_or(0),
-                });
-            }
-        }
+    // The command's before its work's (ORIGIN_COMMAND < ORIGIN_CAUSED_WORK), then by
+    // function and domain.
+    let mut groups: BTreeMap<(u32, u32, u64), RunWait> = BTreeMap::new();
+    for w in waits
+        .iter()
+        .filter(|w| [ORIGIN_COMMAND, ORIGIN_CAUSED_WORK].contains(&w.origin))
+    {
+        let Some(function) = functions.get(w.timed as usize) else {
+            continue;
+        };
+        let row = groups
+            .entry((w.origin, w.timed, w.domain))
+            .or_insert_with(|| RunWait {
+                function: function.to_string(),
+                domain: (w.domain != 0).then(|| domain(w.domain)),
+                caused_work: w.origin == ORIGIN_CAUSED_WORK,
+                ..RunWait::default()
+            });
+        row.calls += 1;
+        row.total_ns += w.nanos;
+        row.max_ns = row.max_ns.max(w.nanos);
     }
-    rows
+    groups.into_values().collect()
 }
 
 /// The functions whose first argument is the domain they wait on.

@@ -491,16 +491,6 @@ fn latency_path(opts: &Options, tracer: Tracer, tag: &str) -> Result<(), String>
 /// The waiting functions `rcutrace run` times that this kernel has, for the tracers that
 /// time the same ones.
 fn run_waits() -> Result<Vec<&'static str>, String> {
-    // rcutrace_common::followed::RUN_WAITS, which this guest-side driver does not link.
-    const RUN_WAITS: [&str; 7] = [
-        "synchronize_rcu",
-        "synchronize_rcu_expedited",
-        "rcu_barrier",
-        "synchronize_srcu",
-        "synchronize_rcu_tasks",
-        "synchronize_rcu_tasks_trace",
-        "synchronize_net",
-    ];
     let kallsyms = std::fs::read_to_string("/proc/kallsyms")
         .map_err(|e| format!("reading /proc/kallsyms: {e}"))?;
     let present = |f: &&str| {
@@ -508,7 +498,11 @@ fn run_waits() -> Result<Vec<&'static str>, String> {
             .lines()
             .any(|l| l.split_whitespace().nth(2) == Some(*f))
     };
-    Ok(RUN_WAITS.iter().copied().filter(present).collect())
+    Ok(rcutrace_common::followed::RUN_WAITS
+        .iter()
+        .copied()
+        .filter(present)
+        .collect())
 }
 
 /// `NAMESPACES` network namespaces created and dropped, timed by the load itself: with no

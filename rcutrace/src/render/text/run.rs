@@ -174,6 +174,26 @@ fn saved(out: &mut String, f: &RunFigures) {
 }
 
 fn losses(out: &mut String, f: &RunFigures) {
+    // The command ran, so its first thread was forked: none seen means the fork hook never
+    // fired, and every figure of it here is missing, not zero.
+    let ran = f.exit_status.is_some() || f.signal.is_some();
+    if ran && f.threads == 0 {
+        let _ = writeln!(
+            out,
+            "  WARNING: the fork tracepoint saw none of its threads: nothing of the command \
+             was followed, and its figures here are not its own"
+        );
+    }
+    // The command ran, so its first thread was forked: none seen means the fork hook never
+    // fired, and every figure of it here is missing, not zero.
+    let ran = f.exit_status.is_some() || f.signal.is_some();
+    if ran && f.threads == 0 {
+        let _ = writeln!(
+            out,
+            "  WARNING: the fork tracepoint saw none of its threads: nothing of the command \
+             was followed, and its figures here are not its own"
+        );
+    }
     if f.threads_lost > 0 {
         let _ = writeln!(
             out,
@@ -278,6 +298,18 @@ mod tests {
         );
         assert!(
             text.contains("1 work item was still queued or running when --linger ran out"),
+            "{text}"
+        );
+        assert!(!text.contains("fork tracepoint"), "{text}");
+    }
+
+    #[test]
+    fn a_fork_hook_that_never_fired_is_said() {
+        let mut f = figures();
+        f.threads = 0;
+        let text = run_summary(&f);
+        assert!(
+            text.contains("WARNING: the fork tracepoint saw none of its threads"),
             "{text}"
         );
     }
