@@ -1,7 +1,7 @@
 //! `rcutrace run`: the command's process tree (every thread forked from it, followed from the
 //! scheduler's fork tracepoint), the work items its threads queue (and the work those queue
 //! in turn) while a kworker runs them, and the time the command's threads spend off the CPU.
-//! The timed waits (`latency`) ask `origin` whose doing a call is.
+//! The timed waits (`latency`) ask `origin` whose doing a call is, from the maps kept here.
 //!
 //! Tracepoint fields are read at offsets user space took from each tracepoint's format file.
 
@@ -13,7 +13,10 @@ use aya_ebpf::{
 };
 use rcutrace_common::followed::*;
 
-use crate::window;
+use crate::{
+    origin::{TREE, WORKING, command_thread, origin},
+    window,
+};
 
 /// Offsets of the fields read, in each tracepoint's record.
 #[unsafe(no_mangle)]
@@ -34,21 +37,11 @@ static QUEUE_WORK_WORK: u32 = 0;
 static EXECUTE_START_WORK: u32 = 0;
 #[unsafe(no_mangle)]
 static EXECUTE_END_WORK: u32 = 0;
-/// 1 in `run`: timed calls count only where `origin` says they are the command's doing.
-#[unsafe(no_mangle)]
-static FOLLOWING: u32 = 0;
 
-// Declared with one entry: `run` sizes them at load time.
-/// The command's threads, by thread id (`TREE_COMMAND`), and while it starts the thread of
-/// rcutrace that launches it (`TREE_LAUNCHER`).
-#[map]
-static TREE: HashMap<u32, u8> = HashMap::with_max_entries(1, 0);
+// Declared with one entry: `run` sizes them at load time (`origin`'s maps too).
 /// Work items queued by the tree or by caused work, not yet begun, by address.
 #[map]
 static CAUSED: HashMap<u64, u8> = HashMap::with_max_entries(1, 0);
-/// Kworkers running a caused work item now, by thread id.
-#[map]
-static WORKING: HashMap<u32, u8> = HashMap::with_max_entries(1, 0);
 /// The command's threads now switched out, by thread id.
 #[map]
 static OFF_CPU: HashMap<u32, SwitchedOut> = HashMap::with_max_entries(1, 0);
@@ -61,29 +54,6 @@ fn add(slot: u32, amount: u64) {
         // Per CPU, but a tracepoint program can be preempted on a preemptible kernel.
         unsafe { crate::atomic::add(counter, amount) };
     }
-}
-
-/// Whether only followed calls count (`run`).
-#[inline(always)]
-pub fn following() -> bool {
-    window::constant(&FOLLOWING) != 0
-}
-
-/// Whose doing a call made now by thread `tid` is (`ORIGIN_*`).
-#[inline(always)]
-pub fn origin(tid: u32) -> u32 {
-    if command_thread(tid) {
-        ORIGIN_COMMAND
-    } else if unsafe { WORKING.get(&tid) }.is_some() {
-        ORIGIN_CAUSED_WORK
-    } else {
-        ORIGIN_NONE
-    }
-}
-
-#[inline(always)]
-fn command_thread(tid: u32) -> bool {
-    unsafe { TREE.get(&tid) }.is_some_and(|&mark| mark == TREE_COMMAND)
 }
 
 #[inline(always)]

@@ -15,7 +15,7 @@ use aya_ebpf::{
 };
 use rcutrace_common::latency::*;
 
-use crate::{attribution, followed, own_work, window};
+use crate::{attribution, origin, own_work, window};
 
 /// Bit `timed` set where that function's entry and return are the same function (srlat),
 /// so that a second entry on a thread with a start recorded means its return was lost.
@@ -54,13 +54,13 @@ pub fn wanted(tgid: u32, tid: u32, is_self: bool) -> bool {
     caller_origin(tgid, tid, is_self).is_some()
 }
 
-/// `wanted`, with whose doing the call is where it is wanted (`followed::origin` in `run`,
+/// `wanted`, with whose doing the call is where it is wanted (`origin::origin` in `run`,
 /// `ORIGIN_NONE` elsewhere): looked up once.
 #[inline(always)]
 fn caller_origin(tgid: u32, tid: u32, is_self: bool) -> Option<u32> {
     use rcutrace_common::followed::ORIGIN_NONE;
-    if followed::following() {
-        let origin = followed::origin(tid);
+    if origin::following() {
+        let origin = origin::origin(tid);
         return (origin != ORIGIN_NONE).then_some(origin);
     }
     let target = window::constant(&TARGET_TGID);

@@ -4,7 +4,9 @@
 //! `latency` (entry/return pairs per timed function, for `rcutrace gplat` and `srlat`) and
 //! `callbacks` (every RCU callback from queueing to invocation, for `rcutrace callbacks`) and
 //! `gp` (each grace period's events, for `rcutrace gp`) and `stages` (what a timed
-//! `synchronize_rcu()` waited for, for `srlat --stages`).
+//! `synchronize_rcu()` waited for, for `srlat --stages`) and `followed` (a command's threads,
+//! the work they queue and their time off the CPU, for `rcutrace run`), with `origin` saying
+//! whose doing a timed call is there.
 //! `window` (is tracing on, is this rcutrace itself) serves all; `attribution` (the `--by`
 //! key) the first two.
 #![no_std]
@@ -40,6 +42,7 @@ mod followed;
 mod gp;
 mod hash;
 mod latency;
+mod origin;
 mod own_work;
 mod stages;
 mod window;

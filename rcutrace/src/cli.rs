@@ -11,6 +11,7 @@ use crate::{
     model::attribution::By,
     render::Format,
     trace::engine::Interval,
+    trace::launch::RunAs,
     trace::probes::{self, AttachChoice},
     trace::sampling::ReaderSampling,
 };
@@ -312,6 +313,12 @@ fn parse_interval(text: &str) -> Result<u64, String> {
     }
 }
 
+/// `--user`: a name from the password database, or a uid.
+fn parse_user(text: &str) -> Result<RunAs, String> {
+    RunAs::named(text)
+        .ok_or_else(|| "no such user in the password database (give its name, or a uid)".into())
+}
+
 /// A whole number as a user types one: digits only (no sign, no fraction).
 fn whole_number(text: &str) -> Option<u64> {
     let text = text.trim();
@@ -534,8 +541,8 @@ pub struct RunArgs {
     #[arg(long, value_parser = parse_waiting_function, value_name = "NAME")]
     pub func: Vec<&'static str>,
     /// Run the command as this user (a name or a uid) and its groups.
-    #[arg(long, value_name = "USER")]
-    pub user: Option<String>,
+    #[arg(long, value_name = "USER", value_parser = parse_user)]
+    pub user: Option<RunAs>,
     /// After the command exits, follow the work it queued until it is done, for at most this
     /// many seconds.
     #[arg(long, default_value_t = 10, value_name = "SECS")]

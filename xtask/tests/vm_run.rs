@@ -276,7 +276,9 @@ fn run_scenarios(series: &str) {
     let no_user = Traced::from(&sections, "no_user");
     no_user.assert_status("no_user", 2);
     assert!(
-        no_user.err.contains("--user no-such-user: no such user"),
+        no_user
+            .err
+            .contains("'no-such-user' for '--user <USER>': no such user"),
         "{}",
         no_user.err
     );

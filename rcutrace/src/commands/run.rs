@@ -43,7 +43,7 @@ pub fn exit_code(figures: &RunFigures) -> ExitCode {
 pub async fn run(args: &RunArgs, format: Format) -> Result<Report> {
     let launch = Launch::new(
         &args.command,
-        args.user.as_deref(),
+        args.user.as_ref(),
         Some(Duration::from_secs(args.linger)),
     )?;
     let functions = functions(&args.func)?;

@@ -33,7 +33,7 @@ use crate::{
         Unit, anatomy::Assembler, grace_periods::Tally,
     },
     render::{self, Format},
-    trace::engine::{Need, Period, Request, Watch, WatchNext, trace_with},
+    trace::engine::{Need, Period, Request, trace_with},
     trace::grace_periods::{self, GpEvents, expedited_state, grace_period_now},
     trace::probes::{
         self, EXPEDITED_END, EXPEDITED_START, GRACE_PERIODS, KERNEL_STALL_WARNING, Probe, Programs,
@@ -42,6 +42,7 @@ use crate::{
     trace::server,
     trace::session::Due,
     trace::tracer::{Constant, Tracer},
+    trace::watch::{Watch, WatchNext},
 };
 
 /// The timed functions, each with the histogram it feeds.

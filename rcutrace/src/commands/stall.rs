@@ -32,13 +32,14 @@ use crate::{
     },
     render::{self, Format},
     trace::{
-        engine::{self, Need, Request, Watch, WatchNext, print},
+        engine::{self, Need, Request, print},
         grace_periods::{self, GpEvents, expedited_state},
         probes::{
             EXPEDITED_END, EXPEDITED_START, GRACE_PERIODS, GRACE_PERIODS_NEEDED,
             KERNEL_STALL_WARNING, Probe,
         },
         tracer::Tracer,
+        watch::{Watch, WatchNext},
     },
 };
 

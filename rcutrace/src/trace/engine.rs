@@ -4,7 +4,7 @@
 //! `Period`. The steps keep their order: the start-up marks (`marks`) time them.
 
 use std::{
-    cell::{Cell, RefCell},
+    cell::RefCell,
     collections::HashSet,
     fmt::Write as _,
     io::Write as _,
@@ -36,6 +36,7 @@ use crate::{
             self, Consume, Due, Interrupts, Next, Reports, Samples, Scheduled, Trigger, Window,
         },
         tracer::{self, Attachment, Constant, Tracer},
+        watch::{Watch, WatchNext},
     },
 };
 
@@ -108,27 +109,6 @@ pub struct Request<'a> {
     /// keep while the window is open, so that they are named as they were when captured.
     pub symbols: Option<&'a SymbolKeeper>,
     pub format: Format,
-}
-
-/// A check made while the window is open, at most `every` apart, with the tracer at hand (to
-/// read its maps, e.g. kernel stacks), after the events so far are consumed; it says when it
-/// is next due, or that the window is over. The event buffer is then read only by the check
-/// (and when the kernel says it is filling): every wake-up costs an always-on command. The
-/// check is also made at once when the consumer of the events sets `now` (an event the
-/// kernel sent to wake user space).
-pub struct Watch<'a> {
-    pub every: Duration,
-    pub check: &'a mut dyn FnMut(&mut Tracer) -> Result<WatchNext>,
-    pub now: Option<&'a Cell<bool>>,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum WatchNext {
-    /// After `every`.
-    Continue,
-    /// After this long.
-    Within(Duration),
-    EndWindow,
 }
 
 /// `--interval N [--cumulative]`.

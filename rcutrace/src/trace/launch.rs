@@ -19,8 +19,8 @@ use anyhow::{Context as _, Result};
 use rcutrace_common::followed::{MAX_CAUSED_WORK, MAX_FOLLOWED_THREADS};
 
 use super::{
-    engine::WatchNext,
     tracer::{Constant, Tracer},
+    watch::WatchNext,
 };
 use crate::kernel::tracefs;
 
@@ -85,12 +85,16 @@ impl Outcome {
 impl Launch {
     /// `words` (the program first), found as a shell finds it, to run as `user` (`--user`) or
     /// as the user who ran sudo; an error that says why where it cannot be started.
-    pub fn new(words: &[OsString], user: Option<&str>, linger: Option<Duration>) -> Result<Launch> {
+    pub fn new(
+        words: &[OsString],
+        user: Option<&RunAs>,
+        linger: Option<Duration>,
+    ) -> Result<Launch> {
         let (first, args) = words.split_first().context("no command to run")?;
         Ok(Launch {
             program: find_program(first)?,
             args: args.to_vec(),
-            run_as: run_as(user)?,
+            run_as: run_as(user),
             linger,
             state: RefCell::new(State::NotStarted),
         })
@@ -313,64 +317,53 @@ fn find_program(name: &OsString) -> Result<PathBuf> {
 }
 
 /// Whom the command runs as, where not as rcutrace itself.
-struct RunAs {
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunAs {
     uid: libc::uid_t,
     gid: libc::gid_t,
     groups: Vec<libc::gid_t>,
 }
 
 /// `--user`, else the user who ran sudo (as sudo's `SUDO_UID` says), else rcutrace's own.
-fn run_as(user: Option<&str>) -> Result<Option<RunAs>> {
-    let entry = match user {
-        Some(user) => match password_entry(user) {
-            Some(entry) => entry,
-            None => crate::cli::usage_error(&format!(
-                "--user {user}: no such user in the password database (give its name, or a uid)"
-            ))
-            .exit(),
-        },
-        None => {
-            let sudo_uid = std::env::var("SUDO_UID").ok();
-            match sudo_uid.filter(|_| unsafe { libc::geteuid() } == 0) {
-                Some(uid) => match password_entry(&uid) {
-                    Some(entry) => entry,
-                    None => return Ok(None),
-                },
-                None => return Ok(None),
-            }
-        }
-    };
-    Ok(Some(entry))
+fn run_as(user: Option<&RunAs>) -> Option<RunAs> {
+    if let Some(user) = user {
+        return Some(user.clone());
+    }
+    let sudo_uid = std::env::var("SUDO_UID").ok();
+    let uid = sudo_uid.filter(|_| unsafe { libc::geteuid() } == 0)?;
+    RunAs::named(&uid)
 }
 
-/// A user's ids and groups from the password and group databases, by name or uid.
-/// A uid the database lacks is taken as it is, with the group of the same number (as
-/// `sudo -u '#UID'` takes it).
-fn password_entry(user: &str) -> Option<RunAs> {
-    let number = user.parse::<libc::uid_t>().ok();
-    let passwd = match number {
-        Some(uid) => unsafe { libc::getpwuid(uid) },
-        None => {
-            let name = CString::new(user).ok()?;
-            unsafe { libc::getpwnam(name.as_ptr()) }
+impl RunAs {
+    /// A user's ids and groups from the password and group databases, by name or uid.
+    /// A uid the database lacks is taken as it is, with the group of the same number (as
+    /// `sudo -u '#UID'` takes it).
+    pub fn named(user: &str) -> Option<RunAs> {
+        let number = user.parse::<libc::uid_t>().ok();
+        let passwd = match number {
+            Some(uid) => unsafe { libc::getpwuid(uid) },
+            None => {
+                let name = CString::new(user).ok()?;
+                unsafe { libc::getpwnam(name.as_ptr()) }
+            }
+        };
+        if passwd.is_null() {
+            return number.map(|id| RunAs {
+                uid: id,
+                gid: id,
+                groups: vec![id],
+            });
         }
-    };
-    if passwd.is_null() {
-        return number.map(|id| RunAs {
-            uid: id,
-            gid: id,
-            groups: vec![id],
-        });
+        let (uid, gid, name) = unsafe { ((*passwd).pw_uid, (*passwd).pw_gid, (*passwd).pw_name) };
+        let mut groups = vec![0 as libc::gid_t; 256];
+        let mut count = groups.len() as libc::c_int;
+        let found = unsafe { libc::getgrouplist(name, gid, groups.as_mut_ptr(), &mut count) };
+        groups.truncate(if found < 0 { 0 } else { count as usize });
+        if groups.is_empty() {
+            groups.push(gid);
+        }
+        Some(RunAs { uid, gid, groups })
     }
-    let (uid, gid, name) = unsafe { ((*passwd).pw_uid, (*passwd).pw_gid, (*passwd).pw_name) };
-    let mut groups = vec![0 as libc::gid_t; 256];
-    let mut count = groups.len() as libc::c_int;
-    let found = unsafe { libc::getgrouplist(name, gid, groups.as_mut_ptr(), &mut count) };
-    groups.truncate(if found < 0 { 0 } else { count as usize });
-    if groups.is_empty() {
-        groups.push(gid);
-    }
-    Some(RunAs { uid, gid, groups })
 }
 
 /// What the programs follow of a launched command.

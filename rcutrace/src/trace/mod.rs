@@ -6,7 +6,8 @@
 //! programs' counters while it runs, and `sampling` switches the reader probe on and off;
 //! `grace_periods` is what the grace-period programs take and give (their constants, events
 //! and state), `stages` what `srlat --stages` adds to a run; `launch` runs a command inside
-//! the window (`run`, `-c`); `marks` times the start-up.
+//! the window (`run`, `-c`), which `watch` looks at while it is open; `marks` times the
+//! start-up.
 
 pub mod countdown;
 pub mod engine;
@@ -21,3 +22,4 @@ pub mod server;
 pub mod session;
 pub mod stages;
 pub mod tracer;
+pub mod watch;
