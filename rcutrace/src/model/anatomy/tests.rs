@@ -1,0 +1,535 @@
+use super::*;
+
+fn event(at_ns: u64, kind: u32, pid: u32) -> GpEvent {
+    GpEvent {
+        at_ns,
+        kind,
+        pid,
+        tgid: pid,
+        ..Default::default()
+    }
+}
+
+fn with(mut e: GpEvent, value: u64, extra: u64) -> GpEvent {
+    e.value = value;
+    e.extra = extra;
+    e
+}
+
+const KTHREAD: u32 = 15;
+
+/// The tree of a 2-CPU machine: one node, the root, is the leaf.
+fn flat() -> RcuTree {
+    RcuTree::modelled(2, 16, 64)
+}
+
+fn root(tree: &RcuTree) -> u64 {
+    tree.nodes()[0].address
+}
+
+/// A grace period 1000..2000 ns whose last report (CPU `cpu`, by `reporter`) is at 1600.
+fn one_grace_period(reporter: u32, cpu: u64) -> Vec<GpEvent> {
+    vec![
+        event(900, gp::EVENT_REQUEST, 300),
+        event(1000, gp::EVENT_INIT_START, KTHREAD),
+        with(event(1100, gp::EVENT_INIT_END, KTHREAD), 0x105, 1),
+        event(1200, gp::EVENT_FQS, KTHREAD),
+        with(event(1300, gp::EVENT_REPORT, KTHREAD), 0b01, root(&flat())),
+        with(
+            event(1600, gp::EVENT_REPORT, reporter),
+            1 << cpu,
+            root(&flat()),
+        ),
+        event(1700, gp::EVENT_CLEANUP_START, KTHREAD),
+        event(2000, gp::EVENT_CLEANUP_END, KTHREAD),
+    ]
+}
+
+fn assemble(events: &[GpEvent]) -> Assembler {
+    let mut assembler = Assembler::new(flat(), &[]);
+    events.iter().for_each(|e| assembler.add(e));
+    assembler
+}
+
+#[test]
+fn phases_add_up_to_the_duration_and_name_the_last_cpu() {
+    let mut a = assemble(&one_grace_period(400, 1));
+    let done = a.take_done();
+    assert_eq!(done.len(), 1);
+    let g = &done[0];
+    assert_eq!(g.gp_seq, 0x105);
+    assert_eq!(g.duration_ns, 1000);
+    assert_eq!(
+        g.phases,
+        Phases {
+            init_ns: 100,
+            quiescent_wait_ns: 500,
+            kthread_wake_ns: 100,
+            cleanup_ns: 300
+        }
+    );
+    let p = g.phases;
+    assert_eq!(
+        p.init_ns + p.quiescent_wait_ns + p.kthread_wake_ns + p.cleanup_ns,
+        g.duration_ns
+    );
+    assert_eq!(g.request_wait_ns, Some(100));
+    assert_eq!((g.fqs_passes, g.cpus_reported), (1, 2));
+    assert_eq!(g.held_ns, 500);
+    assert_eq!(
+        g.last_holdout,
+        Some(Holdout::Cpu {
+            cpus: vec![1],
+            found_by_pass: false,
+            sample: None
+        })
+    );
+    assert!(!a.in_progress());
+}
+
+#[test]
+fn a_report_by_the_kthread_is_a_pass_and_a_sample_of_that_cpu_comes_along() {
+    let mut events = one_grace_period(KTHREAD, 1);
+    let mut sample = with(
+        event(1500, gp::EVENT_HOLDOUT_SAMPLE, 77),
+        gp::MODE_KERNEL,
+        0x105,
+    );
+    sample.cpu = 1;
+    sample.stack = 42;
+    sample.comm[..4].copy_from_slice(b"spin");
+    // A sample for another grace period, and one of another CPU, do not come along.
+    let mut stale = with(
+        event(1400, gp::EVENT_HOLDOUT_SAMPLE, 78),
+        gp::MODE_USER,
+        0x101,
+    );
+    stale.cpu = 0;
+    let mut later = sample;
+    later.at_ns = 1550;
+    later.value = gp::MODE_USER;
+    events.insert(5, later);
+    events.insert(5, sample);
+    events.insert(5, stale);
+    let done = assemble(&events).take_done();
+    let Some(Holdout::Cpu {
+        cpus,
+        found_by_pass,
+        sample: Some(sample),
+    }) = &done[0].last_holdout
+    else {
+        panic!("no sampled CPU holdout: {:?}", done[0].last_holdout);
+    };
+    assert_eq!((cpus.as_slice(), *found_by_pass), (&[1][..], true));
+    assert_eq!(sample.task.comm, "spin");
+    assert_eq!((sample.mode, sample.stack), (Mode::Kernel, Some(42)));
+}
+
+/// The sample shown is the CPU's last inside a reader: not the page fault before the
+/// reader began, nor the tick that found it gone; without a reader seen, the first.
+#[test]
+fn a_holdout_is_shown_by_its_last_sample_inside_a_reader() {
+    let shown = |samples: &[(u64, u64)]| {
+        let mut events = one_grace_period(KTHREAD, 1);
+        for (i, &(mode, stack)) in samples.iter().enumerate().rev() {
+            let mut sample = with(
+                event(1500 + i as u64, gp::EVENT_HOLDOUT_SAMPLE, 77),
+                mode,
+                0x105,
+            );
+            sample.cpu = 1;
+            sample.stack = stack;
+            events.insert(5, sample);
+        }
+        let done = assemble(&events).take_done();
+        match &done[0].last_holdout {
+            Some(Holdout::Cpu {
+                sample: Some(sample),
+                ..
+            }) => sample.stack,
+            other => panic!("no sampled CPU holdout: {other:?}"),
+        }
+    };
+    let reader = gp::MODE_KERNEL | gp::SAMPLE_IN_READER;
+    assert_eq!(
+        shown(&[
+            (gp::MODE_KERNEL, 7),
+            (reader, 42),
+            (reader, 43),
+            (gp::MODE_KERNEL, 99)
+        ]),
+        Some(43)
+    );
+    assert_eq!(
+        shown(&[
+            (gp::MODE_KERNEL, 7),
+            (gp::MODE_KERNEL, 8),
+            (gp::MODE_USER, 9)
+        ]),
+        Some(7)
+    );
+}
+
+#[test]
+fn a_blocked_reader_that_leaves_last_is_the_holdout() {
+    let mut block = with(event(500, gp::EVENT_BLOCK, 321), 1, 0);
+    block.stack = 9;
+    block.cpu = 1;
+    let mut events = vec![block];
+    events.extend(one_grace_period(400, 1));
+    // Leaves after the CPUs reported, before cleanup.
+    events.insert(7, event(1650, gp::EVENT_UNBLOCK, 321));
+    let done = assemble(&events).take_done();
+    let g = &done[0];
+    assert_eq!(g.blocked_readers, 1);
+    assert_eq!(
+        g.last_holdout,
+        Some(Holdout::Task {
+            task: Task {
+                pid: 321,
+                tgid: 321,
+                comm: String::new()
+            },
+            cpu: 1,
+            blocked_ns: 1150,
+            stack: Some(9)
+        })
+    );
+    assert_eq!(g.held_ns, 550);
+    assert_eq!(g.phases.kthread_wake_ns, 50);
+}
+
+#[test]
+fn a_reader_that_blocked_during_init_holds_it() {
+    let mut events = one_grace_period(400, 1);
+    // Between init's entry (1000) and return (1100): no CPU state to judge by, and init
+    // makes the readers queued by then ones the grace period waits for.
+    events.insert(2, with(event(1050, gp::EVENT_BLOCK, 321), 1, 0));
+    events.insert(7, event(1650, gp::EVENT_UNBLOCK, 321));
+    let done = assemble(&events).take_done();
+    assert_eq!(done[0].blocked_readers, 1);
+    assert_eq!(
+        done[0].last_holdout.as_ref().map(Holdout::kind),
+        Some("task")
+    );
+}
+
+#[test]
+fn a_reader_that_blocked_after_its_cpu_reported_does_not_hold_it() {
+    let mut events = one_grace_period(400, 1);
+    // Blocked during the wait with its CPU already reported (extra 0), leaves before
+    // cleanup: not this grace period's holdout.
+    events.insert(5, with(event(1350, gp::EVENT_BLOCK, 321), 1, 0));
+    events.insert(7, event(1650, gp::EVENT_UNBLOCK, 321));
+    let done = assemble(&events).take_done();
+    assert_eq!(done[0].blocked_readers, 0);
+    assert_eq!(
+        done[0].last_holdout.as_ref().map(Holdout::kind),
+        Some("cpu")
+    );
+}
+
+#[test]
+fn a_reader_that_blocked_while_its_cpu_owed_the_grace_period_holds_it() {
+    // During the wait, its CPU not yet reported for 0x105 (the event's extra): held.
+    let mut events = one_grace_period(400, 1);
+    events.insert(5, with(event(1350, gp::EVENT_BLOCK, 321), 1, 0x105));
+    events.insert(7, event(1650, gp::EVENT_UNBLOCK, 321));
+    let done = assemble(&events).take_done();
+    assert_eq!(done[0].blocked_readers, 1);
+    // Owing an earlier grace period is not owing this one.
+    let mut events = one_grace_period(400, 1);
+    events.insert(5, with(event(1350, gp::EVENT_BLOCK, 321), 1, 0x101));
+    events.insert(7, event(1650, gp::EVENT_UNBLOCK, 321));
+    assert_eq!(assemble(&events).take_done()[0].blocked_readers, 0);
+}
+
+#[test]
+fn a_block_stamped_before_init_ended_holds_it_whenever_it_arrives() {
+    // The context switch read the programs' state before another CPU initialised the
+    // grace period, and its event reached the ring after init's return: the kernel
+    // queued the task before init looked at its node, so the grace period waits for it.
+    let mut events = one_grace_period(400, 1);
+    events.insert(3, with(event(1050, gp::EVENT_BLOCK, 321), 1, 0));
+    events.insert(7, event(1650, gp::EVENT_UNBLOCK, 321));
+    let done = assemble(&events).take_done();
+    assert_eq!(done[0].blocked_readers, 1);
+    assert_eq!(
+        done[0].last_holdout.as_ref().map(Holdout::kind),
+        Some("task")
+    );
+}
+
+#[test]
+fn a_grace_period_missing_a_cpu_report_has_no_last_holdout() {
+    // CPU 1's report (the last) was skipped by the kernel: CPU 0's earlier one is not
+    // what ended the wait, and the whole wait to cleanup is the wait for reports.
+    let mut events = one_grace_period(400, 1);
+    events.remove(5);
+    let mut a = Assembler::new(flat(), &[0, 1]);
+    events.iter().for_each(|e| a.add(e));
+    let g = &a.take_done()[0];
+    assert_eq!(g.last_holdout, None);
+    assert_eq!(g.phases.quiescent_wait_ns, 1700 - 1100);
+    assert_eq!(g.phases.kthread_wake_ns, 0);
+    // With every report seen, the last one is the holdout.
+    let mut a = Assembler::new(flat(), &[0, 1]);
+    one_grace_period(400, 1).iter().for_each(|e| a.add(e));
+    assert!(a.take_done()[0].last_holdout.is_some());
+}
+
+#[test]
+fn what_cannot_be_assembled_is_counted() {
+    let mut events = vec![
+        // The end of one that began before tracing.
+        event(10, gp::EVENT_CLEANUP_START, KTHREAD),
+        event(20, gp::EVENT_CLEANUP_END, KTHREAD),
+        // A spurious wake-up: the request carries over to the next init.
+        event(30, gp::EVENT_REQUEST, 300),
+        event(40, gp::EVENT_INIT_START, KTHREAD),
+        with(event(50, gp::EVENT_INIT_END, KTHREAD), 0x101, 0),
+    ];
+    let mut next = one_grace_period(400, 0);
+    next.remove(0);
+    events.extend(next);
+    let mut a = assemble(&events);
+    let done = a.take_done();
+    assert_eq!(done.len(), 1);
+    assert_eq!(done[0].request_wait_ns, Some(1000 - 30));
+    assert_eq!(
+        a.unassembled,
+        Unassembled {
+            began_before_tracing: 1,
+            incomplete: 0,
+            unseen: 0,
+            spurious_inits: 1,
+            undecoded_reports: 0
+        }
+    );
+    // Without a waking request the wait before init is unknown, not zero; a grace
+    // period whose end was lost is counted as such.
+    let mut events = one_grace_period(400, 0);
+    events.remove(0);
+    events.pop();
+    events.extend(one_grace_period(400, 0));
+    let mut a = assemble(&events);
+    let done = a.take_done();
+    assert_eq!(done.len(), 1);
+    assert_eq!(a.unassembled.incomplete, 1);
+    let mut a = assemble(&one_grace_period(400, 0)[1..]);
+    assert_eq!(a.take_done()[0].request_wait_ns, None);
+}
+
+/// Grace period `n` (numbered 0x105 + 4n), 2000 ns after the one before.
+fn numbered_grace_period(n: u64) -> Vec<GpEvent> {
+    one_grace_period(400, 0)
+        .into_iter()
+        .map(|mut e| {
+            e.at_ns += 2000 * n;
+            if e.kind == gp::EVENT_INIT_END {
+                e.value += 4 * n;
+            }
+            e
+        })
+        .collect()
+}
+
+#[test]
+fn grace_periods_the_kernel_skipped_whole_are_counted_from_gp_seq() {
+    fn kinds(n: u64, skipped: &[u32]) -> Vec<GpEvent> {
+        numbered_grace_period(n)
+            .into_iter()
+            .filter(|e| !skipped.contains(&e.kind))
+            .collect()
+    }
+    let all = [
+        gp::EVENT_INIT_START,
+        gp::EVENT_INIT_END,
+        gp::EVENT_CLEANUP_END,
+    ];
+    // The second grace period's hooks all skipped, the fourth's start and number (its
+    // end seen: incomplete), the fifth's start only (followed from its number).
+    let events: Vec<GpEvent> = [
+        kinds(0, &[]),
+        kinds(1, &all),
+        kinds(2, &[]),
+        kinds(3, &all[..2]),
+        kinds(4, &all[..1]),
+        kinds(5, &[]),
+    ]
+    .concat();
+    let mut a = assemble(&events);
+    assert_eq!(a.take_done().len(), 3);
+    assert_eq!(
+        (
+            a.unassembled.unseen,
+            a.unassembled.incomplete,
+            a.unassembled.began_before_tracing
+        ),
+        (1, 2, 0)
+    );
+    // One whose start was skipped is in progress from its number on; the first one seen,
+    // its start before tracing began, is counted so when it ends.
+    let mut a = assemble(&kinds(0, &all[..1])[..3]);
+    assert!(a.in_progress());
+    assert!(a.take_done().is_empty());
+    let events = [kinds(0, &all[..1]), kinds(1, &[])].concat();
+    let mut a = assemble(&events);
+    assert_eq!(a.take_done().len(), 1);
+    assert_eq!(
+        (
+            a.unassembled.began_before_tracing,
+            a.unassembled.incomplete,
+            a.unassembled.unseen
+        ),
+        (1, 0, 0)
+    );
+}
+
+/// A 64-CPU machine: four leaves of 16 under a root. Every CPU's report reaches its
+/// leaf; `last` follows the CPUs' reports (all by the kthread's pass, at 1300).
+fn on_64_cpus(last: Vec<GpEvent>) -> Vec<GpEvent> {
+    let tree = RcuTree::modelled(64, 16, 64);
+    let leaves: Vec<u64> = tree.leaves().map(|n| n.address).collect();
+    let mut events = vec![
+        event(1000, gp::EVENT_INIT_START, KTHREAD),
+        with(event(1100, gp::EVENT_INIT_END, KTHREAD), 0x105, 1),
+    ];
+    events.extend(
+        leaves
+            .iter()
+            .map(|&leaf| with(event(1300, gp::EVENT_REPORT, KTHREAD), 0xffff, leaf)),
+    );
+    events.extend(last);
+    events.push(event(1700, gp::EVENT_CLEANUP_START, KTHREAD));
+    events.push(event(2000, gp::EVENT_CLEANUP_END, KTHREAD));
+    events
+}
+
+fn assemble_on_64_cpus(events: &[GpEvent]) -> Assembler {
+    let mut a = Assembler::new(
+        RcuTree::modelled(64, 16, 64),
+        &(0..64).collect::<Vec<u32>>(),
+    );
+    events.iter().for_each(|e| a.add(e));
+    a
+}
+
+#[test]
+fn a_reader_blocked_on_cpu_40_that_leaves_last_is_named_through_the_root() {
+    let tree = RcuTree::modelled(64, 16, 64);
+    let root = root(&tree);
+    let mut block = with(event(500, gp::EVENT_BLOCK, 321), 1, 0);
+    block.cpu = 40;
+    block.stack = 9;
+    let mut events = vec![block];
+    // The reader leaves: its leaf (2, CPUs 32-47) reports itself to the root as bit 2.
+    events.extend(on_64_cpus(vec![
+        event(1600, gp::EVENT_UNBLOCK, 321),
+        with(event(1610, gp::EVENT_REPORT, 321), 1 << 2, root),
+    ]));
+    let mut a = assemble_on_64_cpus(&events);
+    let g = &a.take_done()[0];
+    assert_eq!(
+        g.last_holdout,
+        Some(Holdout::Task {
+            task: Task {
+                pid: 321,
+                tgid: 321,
+                comm: String::new()
+            },
+            cpu: 40,
+            blocked_ns: 1100,
+            stack: Some(9)
+        })
+    );
+    // The leaf's report counts no CPU: each had reported at its leaf.
+    assert_eq!((g.cpus_reported, g.blocked_readers), (64, 1));
+    assert_eq!(g.held_ns, 1610 - 1100);
+    assert_eq!(a.unassembled.undecoded_reports, 0);
+}
+
+#[test]
+fn a_reader_judged_not_to_hold_it_is_the_holdout_when_its_leaf_says_so() {
+    // Blocked after its CPU reported for this grace period (extra 0): the assembler's own
+    // judgement says it holds nothing, but its leaf's report to the root says it did.
+    let root = root(&RcuTree::modelled(64, 16, 64));
+    let mut events = on_64_cpus(vec![
+        event(1600, gp::EVENT_UNBLOCK, 321),
+        with(event(1610, gp::EVENT_REPORT, 321), 1 << 3, root),
+    ]);
+    let mut block = with(event(1350, gp::EVENT_BLOCK, 321), 1, 0);
+    block.cpu = 63;
+    events.insert(6, block);
+    let g = &assemble_on_64_cpus(&events).take_done()[0];
+    assert_eq!(g.blocked_readers, 1);
+    assert!(
+        matches!(&g.last_holdout, Some(Holdout::Task { task, cpu: 63, .. }) if task.pid == 321),
+        "{g:?}"
+    );
+}
+
+#[test]
+fn a_reader_blocked_before_tracing_is_named_with_its_leafs_cpus() {
+    let root = root(&RcuTree::modelled(64, 16, 64));
+    let mut leaving = with(event(1610, gp::EVENT_REPORT, 321), 1 << 2, root);
+    leaving.comm[..6].copy_from_slice(b"reader");
+    let g = &assemble_on_64_cpus(&on_64_cpus(vec![leaving])).take_done()[0];
+    assert_eq!(
+        g.last_holdout,
+        Some(Holdout::Readers {
+            task: Task {
+                pid: 321,
+                tgid: 321,
+                comm: "reader".into()
+            },
+            cpus: (32..48).collect(),
+        })
+    );
+    assert_eq!(g.last_holdout.as_ref().map(Holdout::kind), Some("task"));
+    assert_eq!(g.blocked_readers, 1);
+}
+
+#[test]
+fn a_pass_that_finds_a_whole_leaf_idle_names_every_cpu_of_it() {
+    // The last leaf's CPUs are reported last, all at once, by the kthread.
+    let tree = RcuTree::modelled(64, 16, 64);
+    let last_leaf = tree.leaves().last().unwrap().address;
+    let mut events = on_64_cpus(Vec::new());
+    events.remove(5);
+    events.insert(
+        5,
+        with(event(1500, gp::EVENT_REPORT, KTHREAD), 0xffff, last_leaf),
+    );
+    let g = &assemble_on_64_cpus(&events).take_done()[0];
+    assert_eq!(
+        g.last_holdout,
+        Some(Holdout::Cpu {
+            cpus: (48..64).collect(),
+            found_by_pass: true,
+            sample: None
+        })
+    );
+    assert_eq!(g.cpus_reported, 64);
+}
+
+#[test]
+fn a_report_from_no_node_of_the_tree_is_counted_not_read_as_cpus() {
+    let mut events = one_grace_period(400, 1);
+    events.insert(5, with(event(1500, gp::EVENT_REPORT, 400), 0b10, 0x1234));
+    let mut a = assemble(&events);
+    assert_eq!(a.unassembled.undecoded_reports, 1);
+    // The grace period still ends with CPU 1's own report.
+    assert!(matches!(
+        a.take_done()[0].last_holdout,
+        Some(Holdout::Cpu { ref cpus, .. }) if cpus == &[1]
+    ));
+}
+
+#[test]
+fn gp_seq_counts_grace_periods_in_steps_of_four() {
+    assert_eq!(grace_periods_by_gp_seq(0x105, 0x105), 1);
+    assert_eq!(grace_periods_by_gp_seq(0x105, 0x115), 5);
+    // The counter starts below zero and wraps.
+    assert_eq!(grace_periods_by_gp_seq(u64::MAX - 2, 1), 2);
+}
