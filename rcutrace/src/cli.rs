@@ -240,28 +240,23 @@ pub struct ReportArgs {
     pub junit: Option<std::path::PathBuf>,
 }
 
+/// What every tracing command takes: how long to trace (`Length`) and how to hook the
+/// kernel's functions; `gp` and `stall` choose their hooks themselves and take `Length` alone.
 #[derive(Debug, Args)]
 pub struct Common {
-    /// Seconds to trace (0: until Ctrl-C). Ctrl-C always ends early and still prints.
-    #[arg(long, default_value_t = 10, value_name = "N", value_parser = parse_secs, allow_negative_numbers = true)]
-    pub secs: u64,
+    #[command(flatten)]
+    pub length: Length,
     /// How to hook kernel functions. Readers (__rcu_read_lock) are always kprobes.
     #[arg(long, value_enum, default_value_t = AttachChoice::Auto, value_name = "METHOD")]
     pub attach: AttachChoice,
-    #[command(flatten)]
-    pub launch: LaunchArgs,
 }
 
-impl Common {
-    /// How long to trace: `--secs`, or until `-c`'s command exits.
-    pub fn duration(&self) -> Option<Duration> {
-        self.launch.window(self.secs)
-    }
-}
-
-/// bpftrace's `-c`, for the commands that trace for a window.
-#[derive(Debug, Default, Args)]
-pub struct LaunchArgs {
+/// How long to trace: `--secs`, or as long as `-c`'s command runs.
+#[derive(Debug, Args)]
+pub struct Length {
+    /// Seconds to trace (0: until Ctrl-C). Ctrl-C always ends early and still prints.
+    #[arg(long, default_value_t = 10, value_name = "N", value_parser = parse_secs, allow_negative_numbers = true)]
+    pub secs: u64,
     /// Run CMD once tracing has begun, and trace until it exits, as bpftrace's -c does (CMD
     /// is split at spaces; sh -c '...' for more). srlat times only the calls of its process
     /// tree.
@@ -274,10 +269,15 @@ pub struct LaunchArgs {
     pub command: Option<String>,
 }
 
-impl LaunchArgs {
-    /// `--secs` seconds (0: until Ctrl-C), or until the command exits.
-    fn window(&self, secs: u64) -> Option<Duration> {
-        (secs > 0 && self.command.is_none()).then(|| Duration::from_secs(secs))
+impl Length {
+    /// `--secs` seconds, or `None`: until Ctrl-C (`--secs 0`) or until the command exits.
+    pub fn duration(&self) -> Option<Duration> {
+        (self.secs > 0 && self.command.is_none()).then(|| Duration::from_secs(self.secs))
+    }
+
+    /// `-c`'s command line.
+    pub fn command(&self) -> Option<&str> {
+        self.command.as_deref()
     }
 }
 
@@ -456,7 +456,7 @@ pub struct LatencyArgs {
 #[derive(Debug, Args)]
 pub struct GpArgs {
     #[command(flatten)]
-    pub common: Secs,
+    pub length: Length,
     #[command(flatten)]
     pub over_time: OverTime,
     /// Unit of the histogram and the tables.
@@ -514,23 +514,6 @@ pub fn parse_threshold(text: &str) -> Result<Duration, String> {
         return Err(format!("{text:?} is outside 10ms to 86400s"));
     }
     Ok(Duration::from_secs_f64(secs))
-}
-
-/// How long to trace, for the commands that choose their hooks themselves.
-#[derive(Debug, Args)]
-pub struct Secs {
-    /// Seconds to trace (0: until Ctrl-C). Ctrl-C always ends early and still prints.
-    #[arg(long, default_value_t = 10, value_name = "N")]
-    pub secs: u64,
-    #[command(flatten)]
-    pub launch: LaunchArgs,
-}
-
-impl Secs {
-    /// How long to trace: `--secs`, or until `-c`'s command exits.
-    pub fn duration(&self) -> Option<Duration> {
-        self.launch.window(self.secs)
-    }
 }
 
 #[derive(Debug, Args)]

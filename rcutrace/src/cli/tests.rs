@@ -57,11 +57,11 @@ fn dash_c_runs_a_command_in_place_of_the_seconds() {
         panic!("not srlat");
     };
     assert_eq!(
-        srlat.latency.common.launch.command.as_deref(),
+        srlat.latency.common.length.command(),
         Some("rcu-workload membarrier 5")
     );
     assert_eq!(
-        srlat.latency.common.duration(),
+        srlat.latency.common.length.duration(),
         None,
         "until the command exits"
     );
@@ -69,7 +69,7 @@ fn dash_c_runs_a_command_in_place_of_the_seconds() {
         panic!("not gp");
     };
     assert_eq!(
-        (gp.common.launch.command.as_deref(), gp.common.duration()),
+        (gp.length.command(), gp.length.duration()),
         (Some("true"), None)
     );
     for conflicting in [
@@ -96,9 +96,12 @@ fn defaults() {
     let Command::Count(count) = parse(&["count"]).unwrap().command else {
         panic!("not count");
     };
-    assert_eq!(count.common.secs, 10);
+    assert_eq!(count.common.length.secs, 10);
     assert_eq!(count.common.attach, AttachChoice::Auto);
-    assert_eq!(count.common.duration(), Some(Duration::from_secs(10)));
+    assert_eq!(
+        count.common.length.duration(),
+        Some(Duration::from_secs(10))
+    );
     assert!(!count.all);
     assert_eq!((count.by.by, count.by.top), (None, 20));
     let Command::Count(count) = parse(&["count", "--secs", "0", "--all", "--by", "stack"])
@@ -107,7 +110,7 @@ fn defaults() {
     else {
         panic!("not count");
     };
-    assert_eq!(count.common.duration(), None);
+    assert_eq!(count.common.length.duration(), None);
     assert!(count.all);
     assert_eq!(count.by.by, Some(By::Stack));
 }

@@ -60,14 +60,14 @@ pub async fn run(args: &CallbacksArgs, format: Format) -> Result<Report> {
         }
     };
     let symbols = SymbolKeeper::new();
-    let launch = super::launch_of(args.common.launch.command.as_deref())?;
+    let launch = super::launch_of(args.common.length.command())?;
     let request = Request {
         probes: &probes,
         constants,
         choice: args.common.attach,
         by: None,
         need: Need::These(NEEDED),
-        duration: args.common.duration(),
+        duration: args.common.length.duration(),
         // The extremes and pending callbacks are state, not counters: no intervals.
         interval: None,
         listener: None,

@@ -42,7 +42,7 @@ pub async fn run(args: &CountArgs, format: Format) -> Result<Report> {
     };
     // Kept for every interval.
     let symbols = SymbolKeeper::new();
-    let launch = super::launch_of(args.common.launch.command.as_deref())?;
+    let launch = super::launch_of(args.common.length.command())?;
     let mut cgroups = CgroupPaths::new();
     let report = trace(
         Request {
@@ -51,7 +51,7 @@ pub async fn run(args: &CountArgs, format: Format) -> Result<Report> {
             choice: args.common.attach,
             by: args.by.by,
             need: Need::Any,
-            duration: args.common.duration(),
+            duration: args.common.length.duration(),
             interval: args.over_time.interval(),
             listener: None,
             traced_process: None,

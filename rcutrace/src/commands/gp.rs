@@ -63,7 +63,7 @@ pub async fn run(args: &GpArgs, format: Format) -> Result<Report> {
         }
     };
     let symbols = SymbolKeeper::new();
-    let launch = super::launch_of(args.common.launch.command.as_deref())?;
+    let launch = super::launch_of(args.length.command())?;
     let report = trace(
         Request {
             probes: &probes,
@@ -71,7 +71,7 @@ pub async fn run(args: &GpArgs, format: Format) -> Result<Report> {
             choice: args.attach,
             by: None,
             need: Need::These(GRACE_PERIODS_NEEDED),
-            duration: args.common.duration(),
+            duration: args.length.duration(),
             interval: args.over_time.interval(),
             listener: None,
             traced_process: None,

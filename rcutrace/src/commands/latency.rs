@@ -78,7 +78,7 @@ pub async fn srlat(args: &SrlatArgs, format: Format) -> Result<Report> {
     } else {
         None
     };
-    let callers = match (args.pid, &args.latency.common.launch.command) {
+    let callers = match (args.pid, args.latency.common.length.command()) {
         (Some(pid), _) => Callers::Process(pid),
         (None, Some(_)) => Callers::LaunchedTree,
         (None, None) => Callers::All,
@@ -174,7 +174,7 @@ async fn run(
         Callers::Process(pid) => Some(pid),
         Callers::All | Callers::LaunchedTree => None,
     };
-    let launch = super::launch_of(args.common.launch.command.as_deref())?;
+    let launch = super::launch_of(args.common.length.command())?;
     let same_function_mask = timings
         .iter()
         .filter(|t| t.timed.same_function())
@@ -226,7 +226,7 @@ async fn run(
             choice: args.common.attach,
             by: args.by.by,
             need: needed.as_deref().map_or(Need::All, Need::These),
-            duration: args.common.duration(),
+            duration: args.common.length.duration(),
             interval: args.over_time.interval(),
             listener: None,
             traced_process: pid,
@@ -525,9 +525,11 @@ mod tests {
         };
         let args = |linear, buckets| LatencyArgs {
             common: crate::cli::Common {
-                secs: 1,
+                length: crate::cli::Length {
+                    secs: 1,
+                    command: None,
+                },
                 attach: Default::default(),
-                launch: Default::default(),
             },
             over_time: Default::default(),
             unit: None,
@@ -545,9 +547,11 @@ mod tests {
         let args = |func: &[&'static str], expedited| SrlatArgs {
             latency: LatencyArgs {
                 common: crate::cli::Common {
-                    secs: 1,
+                    length: crate::cli::Length {
+                        secs: 1,
+                        command: None,
+                    },
                     attach: Default::default(),
-                    launch: Default::default(),
                 },
                 over_time: Default::default(),
                 unit: None,
