@@ -148,6 +148,9 @@ fn chosen(reports: Vec<Report>, index: Option<usize>, file: &Path) -> Result<Vec
 }
 
 #[cfg(test)]
+mod fuzz;
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use crate::model::{CountMap, CountSummary, Map, Summary};

@@ -6,8 +6,6 @@
 
 pub mod compare;
 pub mod figures;
-#[cfg(test)]
-mod fuzz;
 pub mod gate;
 pub mod grace_periods;
 pub mod intervals;

@@ -14,7 +14,6 @@ use proptest::{
 };
 use serde_json::{Map as JsonMap, Value, json};
 
-use super::{compare, gate::Condition, intervals, saved};
 use crate::{
     model::{
         Buckets, GracePeriodRow, GracePeriodsSummary, LatencySummary, Losses, PhaseStats, Report,
@@ -23,6 +22,7 @@ use crate::{
         stacks,
     },
     render::{self, Format},
+    runs::{compare, gate::Condition, intervals, saved},
 };
 use rcutrace_common::hist::Linear;
 
@@ -162,8 +162,8 @@ fn seeds() -> Vec<Vec<String>> {
     }
     runs.push(counts);
     runs.push(latencies);
-    runs.push(include_str!("golden/bpftrace-0.17-issue.json").to_string());
-    runs.push(include_str!("golden/bpftrace-0.17-large-values.json").to_string());
+    runs.push(include_str!("../../runs/golden/bpftrace-0.17-issue.json").to_string());
+    runs.push(include_str!("../../runs/golden/bpftrace-0.17-large-values.json").to_string());
     runs.iter()
         .map(|run| run.lines().map(String::from).collect())
         .collect()
