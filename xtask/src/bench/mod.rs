@@ -2,8 +2,8 @@
 //! in one guest by the rcu-bench driver (`xtask/src/bin/rcu-bench.rs`), summarised as medians.
 //!
 //! One job per file: `run` boots the guest and runs the driver, `sample` is the line format
-//! both ends share (metrics, configurations), `floor` the empty programs that measure each
-//! attach mechanism's own cost, `footprint` the RCU work a tracer's start and exit cause,
+//! both ends share (metrics, configurations, the attach mechanisms they name), `floor` the
+//! empty programs that measure each attach mechanism's own cost, `footprint` the RCU work a tracer's start and exit cause,
 //! `marks` rcutrace's start-up timing marks, `stats` the median, `table` the rows and their targets,
 //! `prose` BENCHMARKS.md around the table, `previous` this run against the table it replaces,
 //! `date` its date stamp.

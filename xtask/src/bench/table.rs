@@ -4,9 +4,8 @@
 
 use std::fmt::Write as _;
 
-use super::floor::Mechanism;
 use super::sample::{
-    Attach, Config, Family, Footprinted, Job, Load, Metric, Samples, Tracer, Watcher,
+    Attach, Config, Family, Footprinted, Job, Load, Mechanism, Metric, Samples, Tracer, Watcher,
 };
 use super::{NAMESPACES, SAMPLE_READERS, Sizes};
 

@@ -12,10 +12,12 @@ use std::time::{Duration, Instant};
 
 use std::sync::Mutex;
 
-use xtask::bench::floor::{self, Hook, Mechanism};
+use xtask::bench::floor;
 use xtask::bench::footprint::{self, Family, Footprinted};
 use xtask::bench::marks;
-use xtask::bench::sample::{Attach, Config, Job, Load, Metric, Sample, Tracer, Watcher};
+use xtask::bench::sample::{
+    Attach, Config, Hook, Job, Load, Mechanism, Metric, Sample, Tracer, Watcher,
+};
 use xtask::bench::stats::median;
 use xtask::bench::{
     BPFTRACE_COUNT, BPFTRACE_SRLAT, MEMBARRIER_WARMUP, NAMESPACE_TRACERS, NAMESPACES, PACED_WORK,
