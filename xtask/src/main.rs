@@ -87,7 +87,7 @@ struct BenchArgs {
     #[arg(long, default_value_t = vm::DEFAULT_CPUS, value_parser = clap::value_parser!(u32).range(2..=64))]
     cpus: u32,
     /// Guest memory in MiB (bpftrace's libraries take about 200 MB of the initramfs).
-    #[arg(long, default_value_t = bench::DEFAULT_MEMORY_MB, value_parser = clap::value_parser!(u32).range(1024..))]
+    #[arg(long, default_value_t = vm::BPFTRACE_MEMORY_MB, value_parser = clap::value_parser!(u32).range(1024..))]
     memory_mb: u32,
     /// Give up and kill the guest after this many seconds (default: from the sizes).
     #[arg(long)]

@@ -22,7 +22,7 @@ mod table;
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use crate::vm::{self, Kernel, shell_quote};
+use crate::vm::{self, BPFTRACE_MEMORY_MB, Kernel, shell_quote};
 use sample::{Job, Load, Tracer, Watcher};
 
 pub use date::today;
@@ -30,13 +30,6 @@ pub use previous::against as against_previous;
 pub use prose::benchmarks_md;
 pub use run::{Outcome, run};
 pub use table::{Row, RowId, Summary, Target};
-
-/// The seed's reader count, run by bpftrace exactly as written.
-pub const BPFTRACE_COUNT: &str = "kprobe:__rcu_read_lock { @ = count(); }";
-/// The seed's synchronize_rcu() latency script, run by bpftrace exactly as written.
-pub const BPFTRACE_SRLAT: &str = "kprobe:synchronize_rcu { @start[tid] = nsecs; } \
-kretprobe:synchronize_rcu /@start[tid]/ { @srlat = hist((nsecs - @start[tid]) / 1000000); \
-delete(@start[tid]); }";
 
 /// How the benchmark samples readers (`rcutrace count --sample-readers`): 5% of the time, in
 /// windows as short as rcutrace allows.
@@ -83,10 +76,6 @@ pub const SETTLE: Duration = Duration::from_millis(300);
 /// pay for emulating freshly changed code, which is the emulator's cost, not the probe's.
 pub const MEMBARRIER_WARMUP: u64 = 3;
 
-/// Debian's bpftrace, which scripts/setup --bench installs.
-pub const HOST_BPFTRACE: &str = "/usr/bin/bpftrace";
-/// The guest needs room for bpftrace's ~200 MB of libraries in its initramfs.
-pub const DEFAULT_MEMORY_MB: u32 = 3072;
 /// Where the latest full-size table is kept, relative to the workspace root.
 pub const BENCHMARKS_MD: &str = "BENCHMARKS.md";
 
@@ -167,7 +156,7 @@ impl Options {
             kernel,
             sizes,
             cpus: vm::DEFAULT_CPUS,
-            memory_mb: DEFAULT_MEMORY_MB,
+            memory_mb: BPFTRACE_MEMORY_MB,
             timeout: None,
         }
     }
@@ -195,7 +184,7 @@ impl Options {
             (
                 "--memory-mb",
                 u64::from(self.memory_mb),
-                u64::from(DEFAULT_MEMORY_MB),
+                u64::from(BPFTRACE_MEMORY_MB),
             ),
         ] {
             if value != default {

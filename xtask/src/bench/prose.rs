@@ -7,11 +7,9 @@ use std::fmt::Write as _;
 use super::run::Outcome;
 use super::sample::{Attach, Config, Job, Load, Metric, Tracer, Watcher};
 use super::table::{self, Row, RowId, Summary};
-use super::{
-    BPFTRACE_COUNT, BPFTRACE_SRLAT, MEMBARRIER_WARMUP, NAMESPACES, PACED_WORK, SAMPLE_READERS,
-    bpftrace_waits_script,
-};
+use super::{MEMBARRIER_WARMUP, NAMESPACES, PACED_WORK, SAMPLE_READERS, bpftrace_waits_script};
 use super::{floor, footprint};
+use crate::bpftrace::{BPFTRACE_COUNT, BPFTRACE_SRLAT};
 
 const HEADER: &str = include_str!("prose/header.md");
 const WHAT_WAS_RUN: &str = include_str!("prose/what_was_run.md");

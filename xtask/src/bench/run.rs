@@ -7,7 +7,8 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 
 use super::sample::Samples;
-use super::{HOST_BPFTRACE, Options, Summary};
+use super::{Options, Summary};
+use crate::bpftrace::HOST_BPFTRACE;
 use crate::vm::{self, GuestJob};
 use crate::{build, setup};
 

@@ -20,9 +20,10 @@ use xtask::bench::sample::{
 };
 use xtask::bench::stats::median;
 use xtask::bench::{
-    BPFTRACE_COUNT, BPFTRACE_SRLAT, MEMBARRIER_WARMUP, NAMESPACE_TRACERS, NAMESPACES, PACED_WORK,
-    SAMPLE_READERS, SETTLE, bpftrace_waits_script,
+    MEMBARRIER_WARMUP, NAMESPACE_TRACERS, NAMESPACES, PACED_WORK, SAMPLE_READERS, SETTLE,
+    bpftrace_waits_script,
 };
+use xtask::bpftrace::{BPFTRACE_COUNT, BPFTRACE_SRLAT};
 use xtask::guest::{online_cpus, sys_getppid};
 
 const USAGE: &str = "\
