@@ -1,12 +1,15 @@
-//! `cargo xtask bench`: rcutrace against bpftrace and against no tracer, measured side by side
-//! in one guest by the rcu-bench driver (`xtask/src/bin/rcu-bench.rs`), summarised as medians.
+//! The benchmark behind `cargo xtask bench`: rcutrace against bpftrace and against no tracer,
+//! measured side by side in one guest by the rcu-bench driver (`bench/src/bin/rcu-bench.rs`),
+//! summarised as medians. This library is the host side, which the `bench` binary
+//! (`bench/src/main.rs`, what `cargo xtask bench` hands over to) runs, and what the two sides
+//! share.
 //!
 //! One job per file: `run` boots the guest and runs the driver, `sample` is the line format
 //! both ends share (metrics, configurations, the attach mechanisms they name), `floor` the
-//! empty programs that measure each attach mechanism's own cost, `footprint` the RCU work a tracer's start and exit cause,
-//! `marks` rcutrace's start-up timing marks, `stats` the median, `table` the rows and their targets,
-//! `prose` BENCHMARKS.md around the table, `previous` this run against the table it replaces,
-//! `date` its date stamp.
+//! empty programs that measure each attach mechanism's own cost, `footprint` the RCU work a
+//! tracer's start and exit cause, `marks` rcutrace's start-up timing marks, `stats` the median,
+//! `table` the rows and their targets, `prose` BENCHMARKS.md around the table, `previous` this
+//! run against the table it replaces, `date` its date stamp.
 
 mod date;
 pub mod floor;
@@ -22,8 +25,8 @@ mod table;
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use crate::vm::{self, BPFTRACE_MEMORY_MB, Kernel, shell_quote};
 use sample::{Job, Load, Tracer, Watcher};
+use xtask::vm::{self, BPFTRACE_MEMORY_MB, Kernel, shell_quote};
 
 pub use date::today;
 pub use previous::against as against_previous;

@@ -5,7 +5,7 @@
 //! The empty programs are bpftrace scripts with empty blocks (bpftrace still attaches the
 //! probe and runs a program that does nothing), so no product option exists for them.
 
-use super::sample::{Hook, Job, Mechanism};
+use crate::sample::{Hook, Job, Mechanism};
 
 /// The function a job's timed work exercises and its tracers hook.
 pub fn hooked_function(job: Job) -> &'static str {

@@ -7,8 +7,8 @@
 
 use std::collections::HashMap;
 
-pub use super::footprint::{Family, Footprinted};
-use super::stats::median;
+pub use crate::footprint::{Family, Footprinted};
+use crate::stats::median;
 
 /// Everything the guest driver measures.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

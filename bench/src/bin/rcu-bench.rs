@@ -12,14 +12,14 @@ use std::time::{Duration, Instant};
 
 use std::sync::Mutex;
 
-use xtask::bench::floor;
-use xtask::bench::footprint::{self, Family, Footprinted};
-use xtask::bench::marks;
-use xtask::bench::sample::{
+use rcu_bench::floor;
+use rcu_bench::footprint::{self, Family, Footprinted};
+use rcu_bench::marks;
+use rcu_bench::sample::{
     Attach, Config, Hook, Job, Load, Mechanism, Metric, Sample, Tracer, Watcher,
 };
-use xtask::bench::stats::median;
-use xtask::bench::{
+use rcu_bench::stats::median;
+use rcu_bench::{
     MEMBARRIER_WARMUP, NAMESPACE_TRACERS, NAMESPACES, PACED_WORK, SAMPLE_READERS, SETTLE,
     bpftrace_waits_script,
 };
@@ -1455,7 +1455,7 @@ fn first_line_of(program: &str, arg: &str) -> String {
     }
 }
 
-/// The footprint of each command (see `xtask::bench::footprint`): an idle window for the
+/// The footprint of each command (see `rcu_bench::footprint`): an idle window for the
 /// guest's own rate, then each command's run under rcutrace and under bpftrace hooking what
 /// rcutrace hooked in that run, each in a window of its own, all counted by one referee.
 fn footprints(opts: &Options, rep: u32, tag: &str) -> Result<(), String> {
