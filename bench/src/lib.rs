@@ -1,8 +1,7 @@
 //! The benchmark behind `cargo xtask bench`: rcutrace against bpftrace and against no tracer,
 //! measured side by side in one guest by the rcu-bench driver (`bench/src/bin/rcu-bench.rs`),
-//! summarised as medians. This library is the host side, which the `bench` binary
-//! (`bench/src/main.rs`, what `cargo xtask bench` hands over to) runs, and what the two sides
-//! share.
+//! summarised as medians. The host side is run by the `bench` binary (`bench/src/main.rs`,
+//! which `cargo xtask bench` hands over to); `guest` holds the driver's measurements.
 //!
 //! One job per file: `run` boots the guest and runs the driver, `sample` is the line format
 //! both ends share (metrics, configurations, the attach mechanisms they name), `floor` the
@@ -14,6 +13,7 @@
 mod date;
 pub mod floor;
 pub mod footprint;
+pub mod guest;
 pub mod marks;
 mod previous;
 mod prose;
