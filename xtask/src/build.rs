@@ -14,8 +14,12 @@ pub const RCUTRACE_BIN: &str = "rcutrace";
 /// rcutrace is built for this target: statically linked against musl, so the one file runs on
 /// any x86_64 Linux, the busybox guests (which have no C library) included.
 pub const STATIC_TARGET: &str = "x86_64-unknown-linux-musl";
-/// The guest-side benchmark driver (`xtask/src/bin/rcu-bench.rs`).
+/// The benchmark's package (`bench/`): a crate of its own, which depends on this one.
+pub const BENCH_PACKAGE: &str = "rcu-bench";
+/// The guest-side benchmark driver (`bench/src/bin/rcu-bench.rs`).
 pub const BENCH_BIN: &str = "rcu-bench";
+/// The benchmark's host side (`bench/src/main.rs`), which `cargo xtask bench` runs.
+pub const BENCH_HOST_BIN: &str = "bench";
 
 /// `cargo`, run in the workspace root.
 pub fn cargo() -> Command {
@@ -49,7 +53,7 @@ pub fn build_workload() -> Result<PathBuf> {
 
 /// Builds the benchmark driver in release mode and returns its path.
 pub fn build_bench() -> Result<PathBuf> {
-    cargo_build_release(&["-p", "xtask", "--bin", BENCH_BIN])
+    cargo_build_release(&["-p", BENCH_PACKAGE, "--bin", BENCH_BIN])
         .context("building the benchmark driver failed")?;
     existing(workspace::release_binary(BENCH_BIN))
 }

@@ -1,6 +1,6 @@
 //! Developer tasks for rcutrace: building the workspace and running jobs in Debian kernels under QEMU.
 
-pub mod bench;
+pub mod bpftrace;
 pub mod build;
 pub mod cpio;
 pub mod dist;

@@ -6,7 +6,7 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, Parser, Subcommand};
 
 use xtask::vm::{self, GuestJob, Kernel, shell_quote};
-use xtask::{bench, build, dist, setup, soak, workspace};
+use xtask::{build, dist, setup, soak, workspace};
 
 #[derive(Parser)]
 #[command(about = "Developer tasks for rcutrace")]
@@ -34,11 +34,13 @@ enum Cmd {
     Test,
     /// Measure rcutrace against bpftrace and against no tracer in one guest; full-size runs
     /// write the table to BENCHMARKS.md.
-    #[command(after_help = "EXAMPLES:\n    \
-        cargo xtask bench\n    \
-        cargo xtask bench --kernel 6.1\n    \
-        cargo xtask bench --reps 1 --calls 20000 --membarriers 5 --window 1   (quick look, not recorded)")]
-    Bench(BenchArgs),
+    // The benchmark's own binary parses the arguments: `cargo xtask bench --help` is its help.
+    #[command(disable_help_flag = true)]
+    Bench {
+        /// The benchmark's arguments (`cargo xtask bench --help` lists them).
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
     /// Boot chosen scenarios again and again on one kernel and count the boots that passed,
     /// hung or failed, with the state collected at each hang (not part of `cargo xtask test`).
     #[command(after_help = "EXAMPLES:\n    \
@@ -64,34 +66,6 @@ struct SoakArgs {
     /// Guest CPUs (at least 2: membarrier needs them to call synchronize_rcu()).
     #[arg(long, default_value_t = vm::DEFAULT_CPUS, value_parser = clap::value_parser!(u32).range(2..=64))]
     cpus: u32,
-}
-
-#[derive(Args)]
-struct BenchArgs {
-    /// Kernel to boot: 6.1, 6.12, 7.3 (downloaded by scripts/setup) or a path to a vmlinuz.
-    #[arg(long, default_value = "6.12")]
-    kernel: Kernel,
-    /// Repetitions of every measurement (medians are quoted).
-    #[arg(long, default_value_t = bench::Sizes::FULL.reps, value_parser = clap::value_parser!(u32).range(1..))]
-    reps: u32,
-    /// getppid() calls per reader-path measurement.
-    #[arg(long, default_value_t = bench::Sizes::FULL.calls, value_parser = clap::value_parser!(u64).range(1..))]
-    calls: u64,
-    /// membarrier(MEMBARRIER_CMD_GLOBAL) calls per latency-path measurement.
-    #[arg(long, default_value_t = bench::Sizes::FULL.membarriers, value_parser = clap::value_parser!(u64).range(1..))]
-    membarriers: u64,
-    /// Seconds of each tracer's CPU-time run.
-    #[arg(long, default_value_t = bench::Sizes::FULL.window_secs, value_parser = clap::value_parser!(u64).range(1..))]
-    window: u64,
-    /// Guest CPUs (at least 2: membarrier needs them to call synchronize_rcu()).
-    #[arg(long, default_value_t = vm::DEFAULT_CPUS, value_parser = clap::value_parser!(u32).range(2..=64))]
-    cpus: u32,
-    /// Guest memory in MiB (bpftrace's libraries take about 200 MB of the initramfs).
-    #[arg(long, default_value_t = bench::DEFAULT_MEMORY_MB, value_parser = clap::value_parser!(u32).range(1024..))]
-    memory_mb: u32,
-    /// Give up and kill the guest after this many seconds (default: from the sizes).
-    #[arg(long)]
-    timeout: Option<u64>,
 }
 
 #[derive(Args)]
@@ -133,7 +107,7 @@ fn main() -> ExitCode {
         Cmd::Dist => dist_command(),
         Cmd::Vm(args) => vm_command(args),
         Cmd::Test => test_command(),
-        Cmd::Bench(args) => bench_command(args),
+        Cmd::Bench { args } => bench_command(&args),
         Cmd::Soak(args) => soak_command(args),
     };
     // Printed here rather than returned so a set RUST_BACKTRACE does not bury the message.
@@ -260,57 +234,20 @@ fn vm_command(args: VmArgs) -> Result<ExitCode> {
     Ok(ExitCode::from(u8::try_from(status).unwrap_or(1)))
 }
 
-fn bench_command(args: BenchArgs) -> Result<ExitCode> {
-    let sizes = bench::Sizes {
-        reps: args.reps,
-        calls: args.calls,
-        membarriers: args.membarriers,
-        window_secs: args.window,
-    };
-    let mut opts = bench::Options::new(args.kernel, sizes);
-    opts.cpus = args.cpus;
-    opts.memory_mb = args.memory_mb;
-    opts.timeout = args.timeout.map(Duration::from_secs);
-    eprintln!(
-        "xtask: benchmarking on {} with {} CPUs: {} repetitions (guest time limit {:.0} s)",
-        opts.kernel,
-        opts.cpus,
-        sizes.reps,
-        opts.timeout
-            .unwrap_or_else(|| sizes.timeout())
-            .as_secs_f64()
-    );
-    let outcome = bench::run(&opts, true)?;
-    println!(
-        "\nKernel {}, {}; whole guest run {:.0} s\n",
-        outcome.kernel_release,
-        opts.command(),
-        outcome.elapsed.as_secs_f64()
-    );
-    println!("{}", outcome.summary.table());
-    println!("{}", outcome.summary.targets());
-    if sizes.is_full() {
-        let path = workspace::root().join(bench::BENCHMARKS_MD);
-        let mut text = bench::benchmarks_md(&outcome, &opts.command(), &bench::today());
-        // Whether this run agrees with the one it replaces: read before it is overwritten.
-        let previous = std::fs::read_to_string(&path).unwrap_or_default();
-        if let Some(section) = bench::against_previous(&previous, &text) {
-            text.push_str(&section);
-        }
-        std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
-        eprintln!("xtask: table written to {}", bench::BENCHMARKS_MD);
-    } else {
-        eprintln!(
-            "xtask: reduced sizes: {} left as it was (full size: --reps {} --calls {} \
-             --membarriers {} --window {} or more)",
-            bench::BENCHMARKS_MD,
-            bench::Sizes::FULL.reps,
-            bench::Sizes::FULL.calls,
-            bench::Sizes::FULL.membarriers,
-            bench::Sizes::FULL.window_secs
-        );
-    }
-    Ok(ExitCode::SUCCESS)
+/// The benchmark is a crate of its own (`bench/`), which depends on this one: its host binary
+/// takes the arguments, `--help` included, and its exit status is this command's.
+fn bench_command(args: &[String]) -> Result<ExitCode> {
+    let status = build::cargo()
+        .args(["run", "--quiet", "--package", build::BENCH_PACKAGE])
+        .args(["--bin", build::BENCH_HOST_BIN, "--"])
+        .args(args)
+        .status()
+        .context("could not run cargo")?;
+    Ok(match status.code() {
+        Some(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
+        // Killed by a signal: cargo or the benchmark has said why, if anything.
+        None => ExitCode::FAILURE,
+    })
 }
 
 fn soak_command(args: SoakArgs) -> Result<ExitCode> {

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 use clap::ValueEnum;
 
-use crate::bench::{BPFTRACE_SRLAT, HOST_BPFTRACE};
+use crate::bpftrace::{BPFTRACE_SRLAT, HOST_BPFTRACE};
 use crate::hang::KernelState;
 use crate::vm::{self, GuestJob, GuestTimeout, Kernel, shell_quote};
 use crate::{build, testmod, workspace};
@@ -184,7 +184,7 @@ pub fn run(opts: &Options) -> Result<Report> {
             job.timeout = opts.timeout;
             if *scenario == Scenario::SeedSrlat {
                 job = job.file(HOST_BPFTRACE, HOST_BPFTRACE);
-                job.memory_mb = crate::bench::DEFAULT_MEMORY_MB;
+                job.memory_mb = vm::BPFTRACE_MEMORY_MB;
             }
             if let Some(module) = &module {
                 job = job.file(module, testmod::GUEST_PATH);

@@ -31,6 +31,9 @@ pub const QEMU: &str = "qemu-system-x86_64";
 pub const BUSYBOX: &str = "/bin/busybox";
 pub const DEFAULT_CPUS: u32 = 2;
 pub const DEFAULT_MEMORY_MB: u32 = 2048;
+/// A guest with bpftrace in it (the benchmark's, and some tests' and soak scenarios'): room
+/// for bpftrace's ~200 MB of libraries in its initramfs.
+pub const BPFTRACE_MEMORY_MB: u32 = 3072;
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
 /// Kernel series that scripts/setup downloads.
 /// (7.3 is Debian's newest, from trixie-backports; its test module is built in a Debian 13 chroot.)

@@ -9,6 +9,7 @@ use rcutrace_common::records::{
     CallbackRow, CallbacksSummary, GracePeriod, GracePeriodsSummary, HistValue, LastHoldout,
     Record, StallWarning,
 };
+use xtask::bpftrace::HOST_BPFTRACE;
 use xtask::vm::{self, GuestJob, GuestOutput, Kernel};
 
 /// Both binaries, built once per test process.
@@ -139,9 +140,8 @@ pub fn boot_with_files(
 /// Like `boot`, with Debian's bpftrace at /usr/bin/bpftrace (and the memory its libraries
 /// need in the initramfs), to count beside rcutrace in the same guest.
 pub fn boot_with_bpftrace(series: &str, script: &str) -> GuestOutput {
-    let mut job =
-        guest_job(series, script).file(xtask::bench::HOST_BPFTRACE, xtask::bench::HOST_BPFTRACE);
-    job.memory_mb = xtask::bench::DEFAULT_MEMORY_MB;
+    let mut job = guest_job(series, script).file(HOST_BPFTRACE, HOST_BPFTRACE);
+    job.memory_mb = vm::BPFTRACE_MEMORY_MB;
     run_job(job)
 }
 

@@ -6,10 +6,11 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 
-use super::sample::Samples;
-use super::{HOST_BPFTRACE, Options, Summary};
-use crate::vm::{self, GuestJob};
-use crate::{build, setup};
+use crate::sample::Samples;
+use crate::{Options, Summary};
+use xtask::bpftrace::HOST_BPFTRACE;
+use xtask::vm::{self, GuestJob};
+use xtask::{build, setup};
 
 /// What one benchmark run measured.
 #[derive(Debug, Clone)]

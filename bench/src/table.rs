@@ -4,11 +4,10 @@
 
 use std::fmt::Write as _;
 
-use super::floor::Mechanism;
-use super::sample::{
-    Attach, Config, Family, Footprinted, Job, Load, Metric, Samples, Tracer, Watcher,
+use crate::sample::{
+    Attach, Config, Family, Footprinted, Job, Load, Mechanism, Metric, Samples, Tracer, Watcher,
 };
-use super::{NAMESPACES, SAMPLE_READERS, Sizes};
+use crate::{NAMESPACES, SAMPLE_READERS, Sizes};
 
 /// Every row of the table, in order; rows are found by this, never by their label.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -846,7 +845,7 @@ sample bogus line
                     _ => (10.0, 20.0),
                 };
                 for (tracer, value) in [(RCUTRACE, rcutrace), (Bpftrace, bpftrace)] {
-                    samples.add(super::super::sample::Sample {
+                    samples.add(crate::sample::Sample {
                         metric: Metric::Footprint(family),
                         config: Config::Footprint(tracer, command),
                         value,

@@ -4,14 +4,12 @@
 
 use std::fmt::Write as _;
 
-use super::run::Outcome;
-use super::sample::{Attach, Config, Job, Load, Metric, Tracer, Watcher};
-use super::table::{self, Row, RowId, Summary};
-use super::{
-    BPFTRACE_COUNT, BPFTRACE_SRLAT, MEMBARRIER_WARMUP, NAMESPACES, PACED_WORK, SAMPLE_READERS,
-    bpftrace_waits_script,
-};
-use super::{floor, footprint};
+use crate::run::Outcome;
+use crate::sample::{Attach, Config, Job, Load, Metric, Tracer, Watcher};
+use crate::table::{self, Row, RowId, Summary};
+use crate::{MEMBARRIER_WARMUP, NAMESPACES, PACED_WORK, SAMPLE_READERS, bpftrace_waits_script};
+use crate::{floor, footprint};
+use xtask::bpftrace::{BPFTRACE_COUNT, BPFTRACE_SRLAT};
 
 const HEADER: &str = include_str!("prose/header.md");
 const WHAT_WAS_RUN: &str = include_str!("prose/what_was_run.md");
@@ -169,7 +167,7 @@ fn footprint_notes(outcome: &Outcome) -> String {
             ("referee_hooks", referee_hooks),
             ("tail", footprint::TAIL.as_secs().to_string()),
             ("idle", footprint::IDLE_WINDOW.as_secs().to_string()),
-            ("settle", super::SETTLE.as_millis().to_string()),
+            ("settle", crate::SETTLE.as_millis().to_string()),
             (
                 "runs",
                 runs.iter()
@@ -541,9 +539,9 @@ fn watch_notes(summary: &Summary) -> String {
 mod tests {
     use std::time::Duration;
 
-    use super::super::{Options, Sizes, sample::Samples, table};
     use super::*;
-    use crate::vm::Kernel;
+    use crate::{Options, Sizes, sample::Samples, table};
+    use xtask::vm::Kernel;
 
     #[test]
     fn fields_are_filled_once() {

@@ -1,16 +1,19 @@
-//! `cargo xtask bench`: rcutrace against bpftrace and against no tracer, measured side by side
-//! in one guest by the rcu-bench driver (`xtask/src/bin/rcu-bench.rs`), summarised as medians.
+//! The benchmark behind `cargo xtask bench`: rcutrace against bpftrace and against no tracer,
+//! measured side by side in one guest by the rcu-bench driver (`bench/src/bin/rcu-bench.rs`),
+//! summarised as medians. The host side is run by the `bench` binary (`bench/src/main.rs`,
+//! which `cargo xtask bench` hands over to); `guest` holds the driver's measurements.
 //!
 //! One job per file: `run` boots the guest and runs the driver, `sample` is the line format
-//! both ends share (metrics, configurations), `floor` the empty programs that measure each
-//! attach mechanism's own cost, `footprint` the RCU work a tracer's start and exit cause,
-//! `marks` rcutrace's start-up timing marks, `stats` the median, `table` the rows and their targets,
-//! `prose` BENCHMARKS.md around the table, `previous` this run against the table it replaces,
-//! `date` its date stamp.
+//! both ends share (metrics, configurations, the attach mechanisms they name), `floor` the
+//! empty programs that measure each attach mechanism's own cost, `footprint` the RCU work a
+//! tracer's start and exit cause, `marks` rcutrace's start-up timing marks, `stats` the median,
+//! `table` the rows and their targets, `prose` BENCHMARKS.md around the table, `previous` this
+//! run against the table it replaces, `date` its date stamp.
 
 mod date;
 pub mod floor;
 pub mod footprint;
+pub mod guest;
 pub mod marks;
 mod previous;
 mod prose;
@@ -22,21 +25,14 @@ mod table;
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use crate::vm::{self, Kernel, shell_quote};
 use sample::{Job, Load, Tracer, Watcher};
+use xtask::vm::{self, BPFTRACE_MEMORY_MB, Kernel, shell_quote};
 
 pub use date::today;
 pub use previous::against as against_previous;
 pub use prose::benchmarks_md;
 pub use run::{Outcome, run};
 pub use table::{Row, RowId, Summary, Target};
-
-/// The seed's reader count, run by bpftrace exactly as written.
-pub const BPFTRACE_COUNT: &str = "kprobe:__rcu_read_lock { @ = count(); }";
-/// The seed's synchronize_rcu() latency script, run by bpftrace exactly as written.
-pub const BPFTRACE_SRLAT: &str = "kprobe:synchronize_rcu { @start[tid] = nsecs; } \
-kretprobe:synchronize_rcu /@start[tid]/ { @srlat = hist((nsecs - @start[tid]) / 1000000); \
-delete(@start[tid]); }";
 
 /// How the benchmark samples readers (`rcutrace count --sample-readers`): 5% of the time, in
 /// windows as short as rcutrace allows.
@@ -83,10 +79,6 @@ pub const SETTLE: Duration = Duration::from_millis(300);
 /// pay for emulating freshly changed code, which is the emulator's cost, not the probe's.
 pub const MEMBARRIER_WARMUP: u64 = 3;
 
-/// Debian's bpftrace, which scripts/setup --bench installs.
-pub const HOST_BPFTRACE: &str = "/usr/bin/bpftrace";
-/// The guest needs room for bpftrace's ~200 MB of libraries in its initramfs.
-pub const DEFAULT_MEMORY_MB: u32 = 3072;
 /// Where the latest full-size table is kept, relative to the workspace root.
 pub const BENCHMARKS_MD: &str = "BENCHMARKS.md";
 
@@ -167,7 +159,7 @@ impl Options {
             kernel,
             sizes,
             cpus: vm::DEFAULT_CPUS,
-            memory_mb: DEFAULT_MEMORY_MB,
+            memory_mb: BPFTRACE_MEMORY_MB,
             timeout: None,
         }
     }
@@ -195,7 +187,7 @@ impl Options {
             (
                 "--memory-mb",
                 u64::from(self.memory_mb),
-                u64::from(DEFAULT_MEMORY_MB),
+                u64::from(BPFTRACE_MEMORY_MB),
             ),
         ] {
             if value != default {

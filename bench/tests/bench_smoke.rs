@@ -3,8 +3,8 @@
 //! numbers. Whether the targets are met is the full-size benchmark's business, not this test's.
 //! Needs what scripts/setup --bench installs (which the benchmark runs itself).
 
-use xtask::bench::sample::{Config, Family, Footprinted, Metric, Tracer};
-use xtask::bench::{self, Options, Row, Sizes};
+use rcu_bench::sample::{Config, Family, Footprinted, Metric, Tracer};
+use rcu_bench::{self as bench, Options, Row, Sizes};
 use xtask::vm::Kernel;
 use xtask::workspace;
 

@@ -1,12 +1,14 @@
 //! What the guest driver measures and how it tells the host: `sample METRIC CONFIG VALUE`
 //! lines, written and read through the same types, so that the two ends cannot disagree on a
 //! name.
+//!
+//! The attach mechanisms (`Mechanism`, and the `Hook`s each puts on a function) are here too:
+//! a configuration names them, and `floor` builds its empty programs from them.
 
 use std::collections::HashMap;
 
-pub use super::floor::Mechanism;
-pub use super::footprint::{Family, Footprinted};
-use super::stats::median;
+pub use crate::footprint::{Family, Footprinted};
+use crate::stats::median;
 
 /// Everything the guest driver measures.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -304,6 +306,105 @@ impl Job {
                 Tracer::Floor(Mechanism::KprobeFexit),
                 Tracer::Floor(Mechanism::Fentry),
             ],
+        }
+    }
+}
+
+/// One program's place on the hooked function.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Hook {
+    Kprobe,
+    Kretprobe,
+    Fentry,
+    Fexit,
+}
+
+impl Hook {
+    /// As rcutrace's log names it (`synchronize_rcu: attached by fexit (...)`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Hook::Kprobe => "kprobe",
+            Hook::Kretprobe => "kretprobe",
+            Hook::Fentry => "fentry",
+            Hook::Fexit => "fexit",
+        }
+    }
+
+    /// Patched in through a BPF trampoline rather than a kprobe.
+    pub fn is_trampoline(self) -> bool {
+        matches!(self, Hook::Fentry | Hook::Fexit)
+    }
+}
+
+/// How a function's programs are attached: its entry alone (the reader), or its entry and its
+/// return (synchronize_rcu()).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Mechanism {
+    /// kprobe at entry, kretprobe at return.
+    Kprobe,
+    /// kprobe at entry, fexit at return.
+    KprobeFexit,
+    /// fentry at entry, fexit at return.
+    Fentry,
+}
+
+impl Mechanism {
+    pub const ALL: [Mechanism; 3] = [Mechanism::Kprobe, Mechanism::KprobeFexit, Mechanism::Fentry];
+
+    /// As written in a sample line's configuration.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mechanism::Kprobe => "kprobe",
+            Mechanism::KprobeFexit => "kprobe-fexit",
+            Mechanism::Fentry => "fentry",
+        }
+    }
+
+    /// The hooks it puts on `job`'s function, entry first; `None` where it must never be used.
+    pub fn hooks(self, job: Job) -> Option<Vec<Hook>> {
+        let (entry, ret) = match self {
+            Mechanism::Kprobe => (Hook::Kprobe, Hook::Kretprobe),
+            Mechanism::KprobeFexit => (Hook::Kprobe, Hook::Fexit),
+            Mechanism::Fentry => (Hook::Fentry, Hook::Fexit),
+        };
+        match job {
+            // The BPF trampoline takes rcu_read_lock() itself: on the reader it recurses
+            // (6.4+ refuse it, Debian's 6.1 hangs). Readers are kprobes, entry only.
+            Job::Count => (!entry.is_trampoline()).then(|| vec![entry]),
+            Job::Srlat => Some(vec![entry, ret]),
+        }
+    }
+
+    /// The hooks on `job`'s function, as a table row names them: "kprobe + kretprobe".
+    pub fn label(self, job: Job) -> String {
+        self.hooks(job)
+            .unwrap_or_default()
+            .iter()
+            .map(|h| h.name())
+            .collect::<Vec<_>>()
+            .join(" + ")
+    }
+
+    /// The mechanism `tracer` uses on `job`'s function; `None` for no tracer.
+    pub fn of(tracer: Tracer, job: Job) -> Option<Mechanism> {
+        match (tracer, job) {
+            (Tracer::None, _) => None,
+            (Tracer::Floor(mechanism), _) => Some(mechanism),
+            // Readers are always kprobes, whatever the tracer.
+            (_, Job::Count) => Some(Mechanism::Kprobe),
+            // The seed's latency script.
+            (Tracer::Bpftrace, Job::Srlat) => Some(Mechanism::Kprobe),
+            (Tracer::Rcutrace(Attach::Kprobe), Job::Srlat) => Some(Mechanism::Kprobe),
+            (Tracer::Rcutrace(Attach::Fentry), Job::Srlat) => Some(Mechanism::Fentry),
+            // rcutrace's probe table prefers a kprobe at the entry of a function whose return
+            // it also hooks (a second program on one trampoline would make the kernel replace
+            // it, running grace periods of rcutrace's own); the driver checks its log.
+            (Tracer::Rcutrace(Attach::Auto), Job::Srlat) => Some(Mechanism::KprobeFexit),
+            // A reader mode only; the namespace load's tracers time no synchronize_rcu() loop.
+            (
+                Tracer::RcutraceSampled | Tracer::RcutraceRun | Tracer::RcutraceSrlatCommand,
+                Job::Srlat,
+            ) => None,
         }
     }
 }

@@ -1,0 +1,112 @@
+//! The benchmark's host side, which `cargo xtask bench` hands its arguments to: one guest
+//! running the rcu-bench driver, its table printed, and written to BENCHMARKS.md at full size.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use clap::Parser;
+
+use rcu_bench::{self as bench, Sizes};
+use xtask::vm::{self, Kernel};
+use xtask::workspace;
+
+/// Measure rcutrace against bpftrace and against no tracer in one guest; full-size runs
+/// write the table to BENCHMARKS.md.
+#[derive(Parser)]
+#[command(
+    name = "cargo xtask bench",
+    bin_name = "cargo xtask bench",
+    after_help = "EXAMPLES:\n    \
+        cargo xtask bench\n    \
+        cargo xtask bench --kernel 6.1\n    \
+        cargo xtask bench --reps 1 --calls 20000 --membarriers 5 --window 1   (quick look, not recorded)"
+)]
+struct BenchArgs {
+    /// Kernel to boot: 6.1, 6.12, 7.3 (downloaded by scripts/setup) or a path to a vmlinuz.
+    #[arg(long, default_value = "6.12")]
+    kernel: Kernel,
+    /// Repetitions of every measurement (medians are quoted).
+    #[arg(long, default_value_t = Sizes::FULL.reps, value_parser = clap::value_parser!(u32).range(1..))]
+    reps: u32,
+    /// getppid() calls per reader-path measurement.
+    #[arg(long, default_value_t = Sizes::FULL.calls, value_parser = clap::value_parser!(u64).range(1..))]
+    calls: u64,
+    /// membarrier(MEMBARRIER_CMD_GLOBAL) calls per latency-path measurement.
+    #[arg(long, default_value_t = Sizes::FULL.membarriers, value_parser = clap::value_parser!(u64).range(1..))]
+    membarriers: u64,
+    /// Seconds of each tracer's CPU-time run.
+    #[arg(long, default_value_t = Sizes::FULL.window_secs, value_parser = clap::value_parser!(u64).range(1..))]
+    window: u64,
+    /// Guest CPUs (at least 2: membarrier needs them to call synchronize_rcu()).
+    #[arg(long, default_value_t = vm::DEFAULT_CPUS, value_parser = clap::value_parser!(u32).range(2..=64))]
+    cpus: u32,
+    /// Guest memory in MiB (bpftrace's libraries take about 200 MB of the initramfs).
+    #[arg(long, default_value_t = vm::BPFTRACE_MEMORY_MB, value_parser = clap::value_parser!(u32).range(1024..))]
+    memory_mb: u32,
+    /// Give up and kill the guest after this many seconds (default: from the sizes).
+    #[arg(long)]
+    timeout: Option<u64>,
+}
+
+fn main() -> ExitCode {
+    // Printed here rather than returned so a set RUST_BACKTRACE does not bury the message; as
+    // xtask's own, since `cargo xtask bench` is what ran.
+    bench_command(BenchArgs::parse()).unwrap_or_else(|e| {
+        eprintln!("xtask: error: {e:#}");
+        ExitCode::FAILURE
+    })
+}
+
+fn bench_command(args: BenchArgs) -> Result<ExitCode> {
+    let sizes = Sizes {
+        reps: args.reps,
+        calls: args.calls,
+        membarriers: args.membarriers,
+        window_secs: args.window,
+    };
+    let mut opts = bench::Options::new(args.kernel, sizes);
+    opts.cpus = args.cpus;
+    opts.memory_mb = args.memory_mb;
+    opts.timeout = args.timeout.map(Duration::from_secs);
+    eprintln!(
+        "xtask: benchmarking on {} with {} CPUs: {} repetitions (guest time limit {:.0} s)",
+        opts.kernel,
+        opts.cpus,
+        sizes.reps,
+        opts.timeout
+            .unwrap_or_else(|| sizes.timeout())
+            .as_secs_f64()
+    );
+    let outcome = bench::run(&opts, true)?;
+    println!(
+        "\nKernel {}, {}; whole guest run {:.0} s\n",
+        outcome.kernel_release,
+        opts.command(),
+        outcome.elapsed.as_secs_f64()
+    );
+    println!("{}", outcome.summary.table());
+    println!("{}", outcome.summary.targets());
+    if sizes.is_full() {
+        let path = workspace::root().join(bench::BENCHMARKS_MD);
+        let mut text = bench::benchmarks_md(&outcome, &opts.command(), &bench::today());
+        // Whether this run agrees with the one it replaces: read before it is overwritten.
+        let previous = std::fs::read_to_string(&path).unwrap_or_default();
+        if let Some(section) = bench::against_previous(&previous, &text) {
+            text.push_str(&section);
+        }
+        std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+        eprintln!("xtask: table written to {}", bench::BENCHMARKS_MD);
+    } else {
+        eprintln!(
+            "xtask: reduced sizes: {} left as it was (full size: --reps {} --calls {} \
+             --membarriers {} --window {} or more)",
+            bench::BENCHMARKS_MD,
+            Sizes::FULL.reps,
+            Sizes::FULL.calls,
+            Sizes::FULL.membarriers,
+            Sizes::FULL.window_secs
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
