@@ -1,10 +1,10 @@
-//! rcutrace's start-up timing marks (`rcutrace::trace::marks` at debug level) read back from
+//! rcutrace's start-up timing marks (`rcutrace::marks` at debug level) read back from
 //! its log, and the phases of its start-up they measure: BENCHMARKS.md says where this run's
 //! start-up went, not figures measured once by hand.
 
 /// rcutrace's log filter for a run whose start-up is taken apart: its marks, and the info
 /// lines that say how each probe was attached.
-pub const LOG_FILTER: &str = "info,rcutrace::trace::marks=debug";
+pub const LOG_FILTER: &str = "info,rcutrace::marks=debug";
 
 /// One step of the start-up and when it ended, in ms since rcutrace's `main` began.
 #[derive(Clone, Debug, PartialEq)]
@@ -21,9 +21,9 @@ impl Mark {
     }
 }
 
-/// A mark from one line of rcutrace's log (`[DEBUG rcutrace::trace::marks]    12.3 ms  STEP`).
+/// A mark from one line of rcutrace's log (`[DEBUG rcutrace::marks]    12.3 ms  STEP`).
 pub fn parse(line: &str) -> Option<Mark> {
-    let (_, rest) = line.split_once("rcutrace::trace::marks]")?;
+    let (_, rest) = line.split_once("rcutrace::marks]")?;
     let (at, step) = rest.trim_start().split_once(" ms  ")?;
     Some(Mark {
         at_ms: at.trim().parse().ok()?,
@@ -96,19 +96,19 @@ mod tests {
     use super::*;
 
     const LOG: &str = "\
-[DEBUG rcutrace::trace::marks]      2.0 ms  privileges checked
-[DEBUG rcutrace::trace::marks]     90.5 ms  kernel BTF read
-[DEBUG rcutrace::trace::marks]     91.0 ms  own-work constants found
-[DEBUG rcutrace::trace::marks]     91.2 ms  eBPF object narrowed: 21 of its 190 programs kept
-[DEBUG rcutrace::trace::marks]    141.0 ms  object loaded, maps created
+[DEBUG rcutrace::marks]      2.0 ms  privileges checked
+[DEBUG rcutrace::marks]     90.5 ms  kernel BTF read
+[DEBUG rcutrace::marks]     91.0 ms  own-work constants found
+[DEBUG rcutrace::marks]     91.2 ms  eBPF object narrowed: 21 of its 190 programs kept
+[DEBUG rcutrace::marks]    141.0 ms  object loaded, maps created
 [INFO  rcutrace::trace::tracer] rcu_tasks_wait_gp: attached by kprobe (own_kprobe)
-[DEBUG rcutrace::trace::marks]    153.0 ms  rcu_tasks_wait_gp attached
-[DEBUG rcutrace::trace::marks]    160.0 ms  own-work hooks attached
-[DEBUG rcutrace::trace::marks]    180.0 ms  trampolines' BTF built: 22017 types
-[DEBUG rcutrace::trace::marks]    198.0 ms  synchronize_rcu attached
-[DEBUG rcutrace::trace::marks]    208.5 ms  call_rcu attached
-[DEBUG rcutrace::trace::marks]    209.0 ms  probes attached
-[DEBUG rcutrace::trace::marks]    212.0 ms  banner printed
+[DEBUG rcutrace::marks]    153.0 ms  rcu_tasks_wait_gp attached
+[DEBUG rcutrace::marks]    160.0 ms  own-work hooks attached
+[DEBUG rcutrace::marks]    180.0 ms  trampolines' BTF built: 22017 types
+[DEBUG rcutrace::marks]    198.0 ms  synchronize_rcu attached
+[DEBUG rcutrace::marks]    208.5 ms  call_rcu attached
+[DEBUG rcutrace::marks]    209.0 ms  probes attached
+[DEBUG rcutrace::marks]    212.0 ms  banner printed
 ";
 
     fn marks(log: &str) -> Vec<Mark> {

@@ -15,6 +15,8 @@ pub const BY_STACK: u32 = 4;
 pub const BY_CGROUP: u32 = 5;
 pub const BY_CGROUP_COMM: u32 = 6;
 pub const BY_CGROUP_PID: u32 = 7;
+/// The SRCU domain the call is on: its `srcu_struct`, the first argument of the SRCU functions.
+pub const BY_SRCU: u32 = 8;
 
 /// Distinct kernel stacks that can be kept; more are counted as lost.
 pub const MAX_STACKS: u32 = 8192;
@@ -76,8 +78,8 @@ pub struct Attribution {
     /// The caller's cgroup v2 id (its directory's inode number in the cgroup2 mount), for
     /// the BY_CGROUP modes.
     pub cgroup: u64,
-    /// In `run`, the first argument of a wait that takes its domain there (the `srcu_struct`
-    /// of synchronize_srcu()); 0 elsewhere.
+    /// The SRCU domain (`srcu_struct` address) of a call on one, for BY_SRCU and in `run`;
+    /// 0 elsewhere.
     pub domain: u64,
     /// Command name, NUL-padded, for BY_COMM and BY_PID.
     pub comm: [u8; 16],

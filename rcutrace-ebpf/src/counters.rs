@@ -63,6 +63,21 @@ fn bump_preemptible(map: &PerCpuArray<u64>, slot: u32) {
     }
 }
 
+/// Bit `slot` set where that function's first argument is its SRCU domain, with `--by srcu`.
+#[unsafe(no_mangle)]
+static DOMAIN_SLOTS: u64 = window::UNSET_U64 + 22;
+
+#[inline(always)]
+fn takes_domain(slot: u32) -> bool {
+    window::constant(&DOMAIN_SLOTS) & (1 << slot) != 0
+}
+
+/// Whether the program reads its function's first argument: a callback head or a domain.
+#[inline(always)]
+fn takes_first(slot: u32) -> bool {
+    takes_head(slot) || takes_domain(slot)
+}
+
 /// Whether `slot`'s function takes an `rcu_head` first (its programs then read it).
 #[inline(always)]
 fn takes_head(slot: u32) -> bool {
@@ -70,9 +85,10 @@ fn takes_head(slot: u32) -> bool {
 }
 
 /// One event of `slot`, counted by a program that runs with preemption off (`kprobe`) or not;
-/// `head` is the `rcu_head` the call queues (0 where it queues none).
+/// `first` is the function's first argument where the program reads it (`takes_first`).
 #[inline(always)]
-fn count<C: EbpfContext>(ctx: &C, slot: u32, kprobe: bool, head: u64) {
+fn count<C: EbpfContext>(ctx: &C, slot: u32, kprobe: bool, first: u64) {
+    let head = if takes_head(slot) { first } else { 0 };
     let (tgid, tid, is_self) = window::current();
     let normal = window::constant(&NORMAL_HEAD_SLOTS) & (1 << slot) != 0;
     if is_self
@@ -93,15 +109,17 @@ fn count<C: EbpfContext>(ctx: &C, slot: u32, kprobe: bool, head: u64) {
         }
         return;
     }
-    count_keyed(ctx, slot, tgid);
+    let domain = if takes_domain(slot) { first } else { 0 };
+    count_keyed(ctx, slot, tgid, domain);
 }
 
 #[inline(always)]
-fn count_keyed<C: EbpfContext>(ctx: &C, slot: u32, tgid: u32) {
+fn count_keyed<C: EbpfContext>(ctx: &C, slot: u32, tgid: u32, domain: u64) {
     if !window::running() {
         return;
     }
-    let (key, stack_kept) = attribution::attribute(ctx, slot, tgid);
+    let (mut key, stack_kept) = attribution::attribute(ctx, slot, tgid);
+    key.domain = domain;
     if !stack_kept {
         bump_preemptible(&COUNT_LOSSES, LOST_STACK);
     }
@@ -121,7 +139,7 @@ program! {
             bump_preempt_off(&COUNTS, READ_LOCK);
         } else {
             let (tgid, _, _) = window::current();
-            count_keyed(&ctx, READ_LOCK, tgid);
+            count_keyed(&ctx, READ_LOCK, tgid, 0);
         }
         0
     }
@@ -153,16 +171,16 @@ macro_rules! counter_programs {
     ($($slot:literal => $kprobe:ident, $fentry:ident;)*) => {$(
         program! {
             kprobe fn $kprobe(ctx: ProbeContext) -> u32 {
-                let head = if takes_head($slot) { ctx.arg::<u64>(0).unwrap_or(0) } else { 0 };
-                count(&ctx, $slot, true, head);
+                let first = if takes_first($slot) { ctx.arg::<u64>(0).unwrap_or(0) } else { 0 };
+                count(&ctx, $slot, true, first);
                 0
             }
         }
 
         program! {
             fentry fn $fentry(ctx: FEntryContext) -> u32 {
-                let head = if takes_head($slot) { ctx.arg::<u64>(0) } else { 0 };
-                count(&ctx, $slot, false, head);
+                let first = if takes_first($slot) { ctx.arg::<u64>(0) } else { 0 };
+                count(&ctx, $slot, false, first);
                 0
             }
         }

@@ -401,7 +401,9 @@ pub struct CountArgs {
 #[derive(Debug, Default, Args)]
 pub struct ByArgs {
     /// Key every map by the caller's command name, process id, CPU, kernel stack or cgroup
-    /// (v2, as its path below the cgroup mount; cgroup,comm and cgroup,pid add the caller).
+    /// (v2, as its path below the cgroup mount; cgroup,comm and cgroup,pid add the caller),
+    /// or by the SRCU domain called on (srcu: count then counts the SRCU functions, srlat
+    /// takes it with --func synchronize_srcu and the other SRCU waits).
     #[arg(long, value_enum, value_name = "KEY")]
     pub by: Option<By>,
     /// With --by: keep the N largest keys of each map and fold the rest into one
@@ -644,6 +646,7 @@ pub fn check(cli: &Cli) -> Result<(), clap::Error> {
             ),
         ));
     }
+    check_by_srcu(cli)?;
     check_stacks(cli)?;
     if let Command::Report(args) = &cli.command
         && args.files.len() < 2
@@ -663,6 +666,45 @@ pub fn check(cli: &Cli) -> Result<(), clap::Error> {
         ));
     }
     Ok(())
+}
+
+/// `--by srcu` keys calls on an SRCU domain: srlat takes it for SRCU waits alone, gplat (which
+/// times normal RCU's grace periods) not at all.
+fn check_by_srcu(cli: &Cli) -> Result<(), clap::Error> {
+    let srcu_waits = || {
+        probes::waiting_functions()
+            .filter(|f| crate::model::attribution::takes_srcu_domain(f))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let message = match &cli.command {
+        Command::Gplat(args) if args.by.by == Some(By::Srcu) => format!(
+            "--by srcu keys calls by the SRCU domain they are on; gplat times normal RCU's grace \
+             periods (srlat --func {} --by srcu times SRCU's waits)",
+            srcu_waits()
+        ),
+        Command::Srlat(args) if args.latency.by.by == Some(By::Srcu) => {
+            let not_srcu = match (args.func.as_slice(), args.expedited) {
+                (_, true) => Some("synchronize_rcu_expedited"),
+                ([], false) => Some("synchronize_rcu"),
+                (functions, false) => functions
+                    .iter()
+                    .copied()
+                    .find(|f| !crate::model::attribution::takes_srcu_domain(f)),
+            };
+            match not_srcu {
+                Some(function) => format!(
+                    "--by srcu keys waits by the SRCU domain they wait on, and {function} waits \
+                     on none: time SRCU's waits with --func ({})",
+                    srcu_waits()
+                ),
+                None => return Ok(()),
+            }
+        }
+        _ => return Ok(()),
+    };
+    Err(<Cli as clap::CommandFactory>::command()
+        .error(clap::error::ErrorKind::ArgumentConflict, message))
 }
 
 /// `-f folded` and `--flamegraph` need a run with kernel stacks: `--by stack`, or `gp`.

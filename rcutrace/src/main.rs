@@ -15,6 +15,7 @@ mod commands;
 mod docs_check;
 mod generate;
 mod kernel;
+mod marks;
 mod memory;
 mod model;
 mod render;
@@ -32,7 +33,7 @@ use crate::cli::Cli;
 static ALLOCATOR: memory::RetainingAllocator = memory::RetainingAllocator;
 
 fn main() -> ExitCode {
-    trace::marks::start();
+    marks::start();
     if let Some(dir) = generate::requested() {
         return match generate::write_all(&dir) {
             Ok(written) => {

@@ -83,7 +83,9 @@
  * of the module, listed in /proc/kallsyms as "t rcutrace_test_cb [rcutrace_test]" and so on.
  *
  * Which functions exist is decided at build time: the Kbuild file defines RCUTRACE_TEST_HAVE_f
- * as 1 for each function f of KERNEL_FUNCS that the kernel's Module.symvers exports, else 0.
+ * as 1 for each function f of KERNEL_FUNCS that the kernel's Module.symvers exports, else 0;
+ * since 7.0 the tasks-trace calls are inline wrappers over SRCU's, present where the kernel
+ * exports rcu_tasks_trace_srcu_struct.
  */
 
 #include <linux/atomic.h>

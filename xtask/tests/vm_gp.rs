@@ -53,7 +53,7 @@ fn holdouts(series: &str) {
          i=0\n\
          while ! grep -q \"read $2 times\" \"$1\" && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done\n\
          EOF\n\
-         export RUST_LOG=rcutrace::trace::marks=debug\n\
+         export RUST_LOG=rcutrace::marks=debug\n\
          traced unload_gp 'gp --secs 0 --top 50 -f json' 'sh -c \"sh /tmp/symbols_read.sh /tmp/unload_gp.err 1; /bin/rcu-workload module block_reader 1 {BLOCK_MS}; sleep 0.5; rmmod rcutrace_test\"'\n\
          echo '=== unload_gp_modules'; cat /proc/modules\n\
          insmod /lib/rcutrace_test.ko || exit 1\n\

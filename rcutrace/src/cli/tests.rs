@@ -542,3 +542,59 @@ fn each_command_help_says_its_own_defaults() {
         help("serve")
     );
 }
+
+#[test]
+fn by_srcu_is_for_calls_on_an_srcu_domain() {
+    for ok in [
+        &["srlat", "--func", "synchronize_srcu", "--by", "srcu"][..],
+        &[
+            "srlat",
+            "--func",
+            "synchronize_srcu_expedited",
+            "--func",
+            "srcu_barrier",
+            "--by",
+            "srcu",
+        ],
+        &["count", "--by", "srcu"],
+        &["count", "--all", "--by", "srcu", "--top", "5"],
+    ] {
+        assert!(check(&parse(ok).unwrap()).is_ok(), "{ok:?}");
+    }
+    for (bad, says) in [
+        (
+            &["srlat", "--by", "srcu"][..],
+            "synchronize_rcu waits on none: time SRCU's waits with --func (",
+        ),
+        (
+            &["srlat", "--expedited", "--by", "srcu"],
+            "synchronize_rcu_expedited waits on none",
+        ),
+        (
+            &[
+                "srlat",
+                "--func",
+                "synchronize_srcu",
+                "--func",
+                "rcu_barrier",
+                "--by",
+                "srcu",
+            ],
+            "rcu_barrier waits on none",
+        ),
+        (
+            &["gplat", "--by", "srcu"],
+            "gplat times normal RCU's grace periods",
+        ),
+    ] {
+        let err = check(&parse(bad).unwrap()).unwrap_err();
+        assert_eq!(err.exit_code(), 2, "{bad:?}");
+        assert!(err.to_string().contains(says), "{bad:?}: {err}");
+        assert!(
+            err.to_string()
+                .contains("srcu_barrier, synchronize_srcu, synchronize_srcu_expedited")
+                || bad[0] == "gplat",
+            "{err}"
+        );
+    }
+}

@@ -9,24 +9,31 @@ use rcutrace_common::{
     own_work,
 };
 
-use super::{stack_frames, trace};
+use super::{domain_names, stack_frames, trace};
 use crate::{
     cli::{ByArgs, CountArgs},
     kernel,
     kernel::cgroups::CgroupPaths,
     kernel::symbols::keeper::SymbolKeeper,
-    model::attribution::{By, fold_top, key_text},
+    model::attribution::{By, Namers, fold_top, key_text},
     model::checks,
     model::{CountMap, CountSummary, KeyedLosses, Map, Report, Summary},
     render::Format,
     trace::engine::{Need, Period, Request},
-    trace::probes::{COUNTED, Counted, GP_INIT_FOUND_NOTHING, Probe, counted_functions},
+    trace::probes::{
+        COUNTED, Counted, CountedSet, GP_INIT_FOUND_NOTHING, Probe, counted_functions,
+    },
     trace::sampling,
     trace::tracer::Constant,
 };
 
 pub async fn run(args: &CountArgs, format: Format) -> Result<Report> {
-    let mut probes: Vec<Probe> = counted_functions(args.all).map(|c| c.probe).collect();
+    let set = match (args.by.by, args.all) {
+        (Some(By::Srcu), _) => CountedSet::Srcu,
+        (None | Some(_), true) => CountedSet::All,
+        (None | Some(_), false) => CountedSet::Default,
+    };
+    let mut probes: Vec<Probe> = counted_functions(set).map(|c| c.probe).collect();
     if args.all {
         // Tells the inits that started a grace period from those that found none.
         probes.push(GP_INIT_FOUND_NOTHING);
@@ -59,7 +66,7 @@ pub async fn run(args: &CountArgs, format: Format) -> Result<Report> {
             watch: None,
             launch: launch.as_ref(),
             at_close: None,
-            symbols: (args.by.by == Some(By::Stack)).then_some(&symbols),
+            symbols: matches!(args.by.by, Some(By::Stack | By::Srcu)).then_some(&symbols),
             format,
         },
         None,
@@ -166,14 +173,14 @@ fn keyed<'a>(
 ) -> Keyed<'a> {
     let mut frames = stack_frames(period.tracer, symbols);
     let mut cgroup = |id| cgroups.path(id);
-    let (totals, entries) = keyed_entries(
-        &counts,
-        period.counters.keyed_counts(),
-        by,
-        top,
-        &mut frames,
-        &mut cgroup,
-    );
+    let mut domain = domain_names(symbols);
+    let mut names = Namers {
+        frames: &mut frames,
+        cgroup: &mut cgroup,
+        domain: &mut domain,
+    };
+    let (totals, entries) =
+        keyed_entries(&counts, period.counters.keyed_counts(), by, top, &mut names);
     let losses = period.counters.array("COUNT_LOSSES");
     let loss = |slot: u32| losses.get(slot as usize).copied().unwrap_or(0);
     let keyed_losses = KeyedLosses {
@@ -190,8 +197,7 @@ fn keyed_entries<'a, 'k>(
     keyed: impl IntoIterator<Item = (&'k Attribution, u64)>,
     by: By,
     top: usize,
-    frames: &mut dyn FnMut(u64) -> Vec<String>,
-    cgroup: &mut dyn FnMut(u64) -> String,
+    names: &mut Namers<'_>,
 ) -> (Counts<'a>, Vec<(String, u64)>) {
     let mut totals: Vec<(&Counted, u64)> = counts.iter().map(|(c, _)| (*c, 0)).collect();
     let mut entries = Vec::new();
@@ -203,8 +209,8 @@ fn keyed_entries<'a, 'k>(
         let function = total.0.function();
         let text = match by {
             // The stack's first frame is the function itself.
-            By::Stack if key.stack != NO_STACK => key_text(by, key, frames, cgroup),
-            _ => format!("{}, {function}", key_text(by, key, frames, cgroup)),
+            By::Stack if key.stack != NO_STACK => key_text(by, key, names),
+            _ => format!("{}, {function}", key_text(by, key, names)),
         };
         entries.push((text, n));
     }
@@ -339,8 +345,11 @@ mod tests {
             keys.iter().map(|(k, n)| (k, *n)),
             By::Cpu,
             default_top(),
-            &mut |_| Vec::new(),
-            &mut |_| String::new(),
+            &mut Namers {
+                frames: &mut |_| Vec::new(),
+                cgroup: &mut |_| String::new(),
+                domain: &mut |_| String::new(),
+            },
         );
         let total = totals.iter().map(|(_, n)| n).sum();
         let report = Report {

@@ -40,9 +40,9 @@ struct Stream {
 pub async fn run(args: &GpArgs, format: Format) -> Result<Report> {
     let probes: Vec<Probe> = GRACE_PERIODS.in_attach_order().to_vec();
     engine::read_btf_ahead(&probes, Default::default(), None);
-    crate::trace::marks::mark("kernel BTF read");
+    crate::marks::mark("kernel BTF read");
     let layout = kernel::rcu_state::layout()?;
-    crate::trace::marks::mark("RCU's layout and rcu_node tree read");
+    crate::marks::mark("RCU's layout and rcu_node tree read");
     let cpus = kernel::possible_cpus()?;
     let leaves = layout.tree.leaf_cpu_lists();
     let new_tally = || Tally::new(Layout::Log2, args.unit, args.top);

@@ -12,7 +12,7 @@ use crate::{
     kernel::cgroups::CgroupPaths,
     kernel::symbols::keeper::SymbolKeeper,
     model::aggregate::{Aggregate, Layout, Series},
-    model::attribution::{By, fold_top, key_text},
+    model::attribution::{self, By, Namers, fold_top, key_text},
     model::checks::{self, CrossCheck},
     model::stages::{Joiner, Staged, StagedFunction, StagesSummary},
     model::stats::PERCENTILE_ERROR,
@@ -180,9 +180,18 @@ async fn run(
         .filter(|t| t.timed.same_function())
         .fold(0u32, |mask, t| mask | 1 << t.timed.index());
     let mut timed_probes: Vec<Probe> = timings.iter().flat_map(|t| t.timed.probes()).collect();
+    // With --by srcu each call's domain is read: every function timed then takes one.
+    let domain_arg_mask = match args.by.by {
+        Some(By::Srcu) => timings
+            .iter()
+            .filter(|t| attribution::takes_srcu_domain(t.timed.entry.function))
+            .fold(0u32, |mask, t| mask | 1 << t.timed.index()),
+        _ => 0,
+    };
     let mut constants = vec![
         Constant::U32("SAME_FUNCTION_MASK", same_function_mask),
         Constant::U32("TARGET_TGID", pid.unwrap_or(0)),
+        Constant::U32("DOMAIN_ARG_MASK", domain_arg_mask),
     ];
     if callers == Callers::LaunchedTree {
         constants.extend(launch::following_constants(Following::Tree)?);
@@ -234,7 +243,7 @@ async fn run(
             watch: None,
             launch: launch.as_ref(),
             at_close: None,
-            symbols: (args.by.by == Some(By::Stack)).then_some(&symbols),
+            symbols: matches!(args.by.by, Some(By::Stack | By::Srcu)).then_some(&symbols),
             format,
         },
         Some(&mut consume),
@@ -397,9 +406,15 @@ fn keyed(
     };
     let mut frames = super::stack_frames(tracer, symbols);
     let mut cgroup = |id| cgroups.path(id);
+    let mut domain = super::domain_names(symbols);
+    let mut names = Namers {
+        frames: &mut frames,
+        cgroup: &mut cgroup,
+        domain: &mut domain,
+    };
     let texts: Vec<(String, Series)> = series
         .into_iter()
-        .map(|(key, s)| (key_text(key_by, &key, &mut frames, &mut cgroup), s))
+        .map(|(key, s)| (key_text(key_by, &key, &mut names), s))
         .collect();
     fold_top(texts, by.top, Series::count, Series::merge)
         .into_iter()

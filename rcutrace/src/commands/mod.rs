@@ -54,7 +54,7 @@ pub fn run(cli: &Cli) -> Result<Printed> {
     // Before anything reads the kernel: without privileges, kallsyms gives no addresses,
     // and a command that needs them would blame kptr_restrict instead.
     crate::kernel::check_privileges()?;
-    crate::trace::marks::mark("privileges checked");
+    crate::marks::mark("privileges checked");
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
@@ -171,6 +171,16 @@ pub fn stack_frames<'a>(
             names.get_or_insert_with(|| symbols.names()),
             tracer.stack(stack),
         )
+    }
+}
+
+/// Names SRCU domains by the symbol at their address, as the kernel had it when they were
+/// seen (kept by `symbols`), or by the address.
+pub fn domain_names(symbols: &SymbolKeeper) -> impl FnMut(u64) -> String + '_ {
+    let mut names = None;
+    move |address| {
+        let names = names.get_or_insert_with(|| symbols.names());
+        crate::model::attribution::domain_name(&names.frame(address))
     }
 }
 

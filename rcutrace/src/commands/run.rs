@@ -19,7 +19,7 @@ use crate::{
     model::{
         Report, Summary,
         aggregate::{Aggregate, Layout},
-        attribution::By,
+        attribution::{self, By},
         run::{self, RunFigures, RunSummary, Wait},
     },
     render::Format,
@@ -66,7 +66,7 @@ pub async fn run(args: &RunArgs, format: Format) -> Result<Report> {
     let domain_arg_mask = functions
         .iter()
         .zip(0..)
-        .filter(|(f, _)| run::takes_domain(f))
+        .filter(|(f, _)| attribution::takes_srcu_domain(f))
         .fold(0u32, |mask, (_, index)| mask | 1 << index);
     constants.push(Constant::U32("DOMAIN_ARG_MASK", domain_arg_mask));
     let by = ByArgs {
@@ -146,7 +146,7 @@ pub async fn run(args: &RunArgs, format: Format) -> Result<Report> {
             let mut maps = report.maps;
             maps.retain(|m| !silent.iter().any(|s| s.map_name == m.name()));
             let names = symbols.names();
-            let mut domain = |address| run::domain_name(&names.frame(address));
+            let mut domain = |address| attribution::domain_name(&names.frame(address));
             let figures = figures(
                 period,
                 launch.outcome()?,

@@ -36,8 +36,8 @@ use crate::{
     trace::engine::{Need, Period, Request, trace_with},
     trace::grace_periods::{self, GpEvents, expedited_state, grace_period_now},
     trace::probes::{
-        self, EXPEDITED_END, EXPEDITED_START, GRACE_PERIODS, KERNEL_STALL_WARNING, Probe, Programs,
-        Side, Timed, counted_functions,
+        self, CountedSet, EXPEDITED_END, EXPEDITED_START, GRACE_PERIODS, KERNEL_STALL_WARNING,
+        Probe, Programs, Side, Timed, counted_functions,
     },
     trace::server,
     trace::session::Due,
@@ -80,7 +80,9 @@ pub async fn run(args: &ServeArgs) -> Result<()> {
         cgroups: CgroupPaths::new(),
         top: StickyTop::new(args.top),
     };
-    let mut probes: Vec<Probe> = counted_functions(true).map(|c| c.probe).collect();
+    let mut probes: Vec<Probe> = counted_functions(CountedSet::All)
+        .map(|c| c.probe)
+        .collect();
     probes.extend(TIMED.iter().flat_map(|(t, _)| t.probes()));
     // The grace period in progress, kept by the kernel side of `gp` without sending events;
     // where the kernel's layout cannot be read, the other metrics are served without it.
@@ -373,7 +375,7 @@ fn metrics(
             .collect()
     };
     let mut calls = Vec::new();
-    for c in counted_functions(true) {
+    for c in counted_functions(CountedSet::All) {
         if period.attached.iter().any(|(p, _)| *p == c.probe) {
             calls.extend(counted(c.slot(), true));
         }
@@ -480,7 +482,7 @@ fn counts(
 }
 
 fn slot_function(slot: CounterSlot) -> &'static str {
-    counted_functions(true)
+    counted_functions(CountedSet::All)
         .find(|c| c.slot() == slot)
         .map_or("unknown", |c| c.function())
 }

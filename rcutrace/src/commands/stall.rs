@@ -70,9 +70,9 @@ pub async fn run(args: &StallArgs, format: Format) -> Result<Report> {
     let mut probes: Vec<Probe> = GRACE_PERIODS.in_attach_order().to_vec();
     probes.extend([EXPEDITED_START, EXPEDITED_END]);
     engine::read_btf_ahead(&probes, Default::default(), None);
-    crate::trace::marks::mark("kernel BTF read");
+    crate::marks::mark("kernel BTF read");
     let layout = rcu_state::layout()?;
-    crate::trace::marks::mark("RCU's layout and rcu_node tree read");
+    crate::marks::mark("RCU's layout and rcu_node tree read");
     let cpus = kernel::possible_cpus()?;
     let online = kernel::online_cpus()?;
     let thresholds = if args.warn_at.is_empty() {

@@ -72,9 +72,7 @@ pub fn layout() -> Result<RcuLayout> {
         "/proc/kallsyms gives no address for rcu_state (kernel.kptr_restrict hides \
          addresses, or the kernel lacks CONFIG_KALLSYMS_ALL)",
     )?;
-    crate::trace::marks::mark(
-        "rcu_state (and on a tree of nodes, its size) found in /proc/kallsyms",
-    );
+    crate::marks::mark("rcu_state (and on a tree of nodes, its size) found in /proc/kallsyms");
     let tree =
         super::rcu_tree::read(rcu_state, lookup).context("reading the kernel's rcu_node tree")?;
     Ok(RcuLayout {

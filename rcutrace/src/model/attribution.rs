@@ -22,6 +22,43 @@ pub enum By {
     /// The caller's cgroup and process id (with its command name).
     #[value(name = "cgroup,pid", alias = "pid,cgroup")]
     CgroupPid,
+    /// The SRCU domain (`struct srcu_struct`) called on: its symbol (`NAME [module]` for a
+    /// module's), or its address where no symbol starts there (one allocated at run time).
+    Srcu,
+}
+
+/// The functions whose first argument is the SRCU domain they act on (`struct srcu_struct *`),
+/// which `--by srcu` keys by it.
+pub const SRCU_FUNCTIONS: [&str; 7] = [
+    "call_srcu",
+    "synchronize_srcu",
+    "synchronize_srcu_expedited",
+    "srcu_barrier",
+    "get_state_synchronize_srcu",
+    "start_poll_synchronize_srcu",
+    "poll_state_synchronize_srcu",
+];
+
+/// Whether `function`'s first argument is an SRCU domain.
+pub fn takes_srcu_domain(function: &str) -> bool {
+    SRCU_FUNCTIONS.contains(&function)
+}
+
+/// A domain's name from the symbol that starts at its address (`NAME+0 [module]` as a frame
+/// prints it, without the offset), or the frame as it is (`0x...`, `NAME+OFFSET`).
+pub fn domain_name(frame: &str) -> String {
+    match frame.split_once("+0") {
+        Some((name, rest)) if rest.is_empty() || rest.starts_with(' ') => format!("{name}{rest}"),
+        _ => frame.to_string(),
+    }
+}
+
+/// What names the parts of a key that the programs give as numbers: a stack's id (its frames),
+/// a cgroup's id (its path), an SRCU domain's address (`domain_name`).
+pub struct Namers<'a> {
+    pub frames: &'a mut dyn FnMut(u64) -> Vec<String>,
+    pub cgroup: &'a mut dyn FnMut(u64) -> String,
+    pub domain: &'a mut dyn FnMut(u64) -> String,
 }
 
 /// The programs' `BY_MODE` constant for an optional `--by`.
@@ -35,29 +72,27 @@ pub fn mode(by: Option<By>) -> u32 {
         Some(By::Cgroup) => common::BY_CGROUP,
         Some(By::CgroupComm) => common::BY_CGROUP_COMM,
         Some(By::CgroupPid) => common::BY_CGROUP_PID,
+        Some(By::Srcu) => common::BY_SRCU,
     }
 }
 
 /// Key text as bpftrace prints it: a comm bare, `pid, comm`, a CPU number, a kernel stack
-/// (`\n    frame+off` per frame, deepest first, then `\n`), or a cgroup path first, then the
-/// rest (`/a, comm`). `frames` symbolizes a stack id, `cgroup` names a cgroup id.
-pub fn key_text(
-    by: By,
-    key: &Attribution,
-    frames: &mut dyn FnMut(u64) -> Vec<String>,
-    cgroup: &mut dyn FnMut(u64) -> String,
-) -> String {
+/// (`\n    frame+off` per frame, deepest first, then `\n`), a cgroup path first, then the
+/// rest (`/a, comm`), or an SRCU domain's name.
+pub fn key_text(by: By, key: &Attribution, names: &mut Namers<'_>) -> String {
+    let mut cgroup = |id| (names.cgroup)(id);
     match by {
         By::Cgroup => cgroup(key.cgroup),
         By::CgroupComm => format!("{}, {}", cgroup(key.cgroup), comm(&key.comm)),
         By::CgroupPid => format!("{}, {}, {}", cgroup(key.cgroup), key.tgid, comm(&key.comm)),
+        By::Srcu => (names.domain)(key.domain),
         By::Comm => comm(&key.comm),
         By::Pid => format!("{}, {}", key.tgid, comm(&key.comm)),
         By::Cpu => key.cpu.to_string(),
         By::Stack if key.stack == NO_STACK => "[stack lost]".to_string(),
         By::Stack => {
             let mut text = String::from("\n");
-            for frame in frames(key.stack) {
+            for frame in (names.frames)(key.stack) {
                 text.push_str("    ");
                 text.push_str(&frame);
                 text.push('\n');
@@ -167,7 +202,13 @@ mod tests {
         let mut frames =
             |id: u64| vec![format!("synchronize_rcu+{id}"), "do_syscall_64+135".into()];
         let mut cgroup = |id: u64| format!("/system.slice/unit-{id}.service");
-        let mut text = |by: By, k: &Attribution| key_text(by, k, &mut frames, &mut cgroup);
+        let mut domain = |address: u64| format!("{address:#x}");
+        let mut names = Namers {
+            frames: &mut frames,
+            cgroup: &mut cgroup,
+            domain: &mut domain,
+        };
+        let mut text = |by: By, k: &Attribution| key_text(by, k, &mut names);
         let k = key("kworker/u4:1");
         assert_eq!(text(By::Comm, &k), "kworker/u4:1");
         assert_eq!(text(By::Pid, &k), "152, kworker/u4:1");
@@ -192,6 +233,32 @@ mod tests {
             text(By::CgroupPid, &k),
             "/system.slice/unit-9.service, 152, kworker/u4:1"
         );
+        let srcu = Attribution {
+            domain: 0xffff_ffff_a040_2000,
+            ..k
+        };
+        assert_eq!(text(By::Srcu, &srcu), "0xffffffffa0402000");
+    }
+
+    #[test]
+    fn a_domain_is_named_by_the_symbol_that_starts_at_it() {
+        assert_eq!(
+            domain_name("rcutrace_test_srcu+0 [rcutrace_test]"),
+            "rcutrace_test_srcu [rcutrace_test]"
+        );
+        assert_eq!(domain_name("tracepoint_srcu+0"), "tracepoint_srcu");
+        // Inside another symbol, or none: the frame as it is, never another symbol's name.
+        assert_eq!(domain_name("kvm_vm_stats+40"), "kvm_vm_stats+40");
+        assert_eq!(domain_name("srcu+05"), "srcu+05");
+        assert_eq!(domain_name("0xffff88800a1b2c00"), "0xffff88800a1b2c00");
+    }
+
+    #[test]
+    fn the_srcu_functions_take_their_domain_first() {
+        assert!(takes_srcu_domain("synchronize_srcu"));
+        assert!(takes_srcu_domain("call_srcu"));
+        assert!(!takes_srcu_domain("synchronize_rcu"));
+        assert!(!takes_srcu_domain("srcu_read_lock"));
     }
 
     #[test]

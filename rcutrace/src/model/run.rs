@@ -89,23 +89,6 @@ pub fn wait_rows(
     groups.into_values().collect()
 }
 
-/// The functions whose first argument is the domain they wait on.
-pub fn takes_domain(function: &str) -> bool {
-    matches!(
-        function,
-        "synchronize_srcu" | "synchronize_srcu_expedited" | "srcu_barrier"
-    )
-}
-
-/// A domain's name from the symbol that starts at its address (`NAME+0 [module]` as a frame
-/// prints it, without the offset), or the frame as it is (`0x...`, `NAME+OFFSET`).
-pub fn domain_name(frame: &str) -> String {
-    match frame.split_once("+0") {
-        Some((name, rest)) if rest.is_empty() || rest.starts_with(' ') => format!("{name}{rest}"),
-        _ => frame.to_string(),
-    }
-}
-
 /// The mean synchronize_rcu_expedited() of the run, in the command or its work.
 pub fn expedited_mean(rows: &[RunWait]) -> Option<u64> {
     let (calls, total) = rows
@@ -226,20 +209,6 @@ mod tests {
             .map(|r| (r.domain.as_deref(), r.calls, r.total_ns))
             .collect();
         assert_eq!(by_domain, [(Some("0xa0"), 2, 40), (Some("0xb0"), 1, 20)]);
-        assert!(takes_domain("synchronize_srcu") && !takes_domain("synchronize_rcu"));
-    }
-
-    #[test]
-    fn a_domain_is_named_by_the_symbol_at_its_address() {
-        assert_eq!(
-            domain_name("rcutrace_test_srcu+0 [rcutrace_test]"),
-            "rcutrace_test_srcu [rcutrace_test]"
-        );
-        assert_eq!(domain_name("tracepoint_srcu+0"), "tracepoint_srcu");
-        // Inside another object, or no symbol at all: as the frame says.
-        assert_eq!(domain_name("kvm_vm_stats+40"), "kvm_vm_stats+40");
-        assert_eq!(domain_name("srcu+05"), "srcu+05");
-        assert_eq!(domain_name("0xffff88800a1b2c00"), "0xffff88800a1b2c00");
     }
 
     #[test]

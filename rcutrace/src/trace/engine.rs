@@ -23,12 +23,12 @@ use tokio::net::TcpListener;
 
 use crate::{
     kernel::{self, kprobe_table::KprobeTable, symbols::keeper::SymbolKeeper},
+    marks,
     model::Report,
     model::attribution::{self, By},
     render::{self, Format},
     trace::{
         launch::{LOOK_EVERY, Launch},
-        marks,
         probes::{self, AttachChoice, Keys, Method, Probe, READERS},
         readings::Reading,
         sampling::{ReaderSampling, SampledReaders, Sampler, Switch},
@@ -215,6 +215,11 @@ fn load(request: &Request<'_>, mut constants: Vec<Constant>, samples: bool) -> R
     constants.extend(own_work_constants());
     marks::mark("own-work constants found");
     constants.push(Constant::U32("BY_MODE", attribution::mode(request.by)));
+    let domain_slots = match request.by {
+        Some(By::Srcu) => probes::srcu_domain_slots(),
+        _ => 0,
+    };
+    constants.push(Constant::U64("DOMAIN_SLOTS", domain_slots));
     // The large maps are declared with one entry: only a run that uses one sizes it.
     if request.by.is_some() {
         constants.push(Constant::MaxEntries("KEYED_COUNTS", MAX_KEYED_COUNTS));
@@ -345,6 +350,11 @@ fn open(
     }
     marks::mark("banner printed");
     if let Some(symbols) = request.symbols {
+        // A command run in the window may unload at once what it used (a module): the
+        // first snapshot is read before it starts, not beside it.
+        if request.launch.is_some() {
+            drop(symbols.names());
+        }
         symbols.keep_while_tracing();
     }
     // A server is announced once it serves: after its probes are attached.

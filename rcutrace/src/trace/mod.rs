@@ -6,14 +6,12 @@
 //! programs' counters while it runs, and `sampling` switches the reader probe on and off;
 //! `grace_periods` is what the grace-period programs take and give (their constants, events
 //! and state), `stages` what `srlat --stages` adds to a run; `launch` runs a command inside
-//! the window (`run`, `-c`), which `watch` looks at while it is open; `marks` times the
-//! start-up.
+//! the window (`run`, `-c`), which `watch` looks at while it is open.
 
 pub mod countdown;
 pub mod engine;
 pub mod grace_periods;
 pub mod launch;
-pub mod marks;
 pub mod object;
 pub mod probes;
 pub mod readings;

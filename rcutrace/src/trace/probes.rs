@@ -6,6 +6,8 @@
 
 use std::fmt;
 
+use crate::model::attribution::takes_srcu_domain;
+
 use rcutrace_common::{
     callbacks,
     counters::{self, CounterSlot},
@@ -412,9 +414,33 @@ pub fn head_first_slots() -> (u64, u64) {
     (mask(QUEUE_HEAD_NORMAL), mask(QUEUE_HEAD_TASKS))
 }
 
-/// The functions `count` traces: the default set, or with `all` the whole table.
-pub fn counted_functions(all: bool) -> impl Iterator<Item = &'static Counted> {
-    COUNTED.iter().filter(move |c| all || c.by_default)
+/// Bit mask of the counter slots whose function takes its SRCU domain first, whose programs
+/// read it with `--by srcu`.
+pub fn srcu_domain_slots() -> u64 {
+    COUNTED
+        .iter()
+        .filter(|c| takes_srcu_domain(c.function()))
+        .fold(0u64, |mask, c| mask | 1 << c.slot())
+}
+
+/// Which functions `count` traces.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CountedSet {
+    /// The default seven.
+    Default,
+    /// `--all`: the whole table.
+    All,
+    /// `--by srcu`: those called on an SRCU domain.
+    Srcu,
+}
+
+/// The functions `count` traces.
+pub fn counted_functions(set: CountedSet) -> impl Iterator<Item = &'static Counted> {
+    COUNTED.iter().filter(move |c| match set {
+        CountedSet::Default => c.by_default,
+        CountedSet::All => true,
+        CountedSet::Srcu => takes_srcu_domain(c.function()),
+    })
 }
 
 /// Functions that block their caller: the ones `srlat --func` accepts.

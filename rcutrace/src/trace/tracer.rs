@@ -26,8 +26,9 @@ use crate::{
         self, btf,
         kprobe_table::{self, KprobeTable},
     },
+    marks,
     trace::{
-        marks, object,
+        object,
         probes::{AttachChoice, Keys, Method, Probe, Side, plan},
     },
 };

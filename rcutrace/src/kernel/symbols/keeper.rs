@@ -3,7 +3,8 @@
 //! the start-up path), then a cheap look every second at which modules and BPF programs are
 //! loaded, and a new snapshot only when one appeared. What goes away stays named by the
 //! snapshot that had it. A module loaded and unloaded between two looks is not known: its
-//! addresses print as unknown, never as a neighbour's.
+//! addresses print as unknown, never as a neighbour's. A run that starts a command in its
+//! window (`run`, `-c`) reads the first snapshot before the command starts.
 //!
 //! Runs that never name an address never read kallsyms: the keeper starts only for runs that
 //! keep stacks or function pointers, and a report asks it for names once for all its stacks.

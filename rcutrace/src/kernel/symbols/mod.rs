@@ -106,7 +106,7 @@ impl Symbolizer {
         };
         self.replace(Table::parse(&kallsyms, &extents), presence);
         self.reads += 1;
-        crate::trace::marks::mark(format_args!(
+        crate::marks::mark(format_args!(
             "kernel symbols read ({} symbols, {} gone kept; read {} times)",
             self.current.len(),
             self.departed.len(),

@@ -21,7 +21,7 @@ pub(super) fn count_summary(summary: &CountSummary) -> String {
         None => {
             let _ = writeln!(
                 out,
-                "  grace periods: not traced (rcu_gp_fqs_loop unavailable)"
+                "  grace periods: not traced (rcu_gp_fqs_loop not hooked: not asked for, or not on this kernel)"
             );
         }
         Some(gps) => {

@@ -400,9 +400,11 @@ fn inits_that_find_nothing_have_their_own_return_programs() {
 
 #[test]
 fn the_default_set_and_the_waiting_functions() {
-    let default: Vec<_> = counted_functions(false).map(Counted::function).collect();
+    let default: Vec<_> = counted_functions(CountedSet::Default)
+        .map(Counted::function)
+        .collect();
     assert_eq!(default.len(), 7);
-    assert!(counted_functions(true).count() > 30);
+    assert!(counted_functions(CountedSet::All).count() > 30);
     let waiting: Vec<_> = waiting_functions().collect();
     for f in [
         "synchronize_rcu",
@@ -415,5 +417,5 @@ fn the_default_set_and_the_waiting_functions() {
     }
     assert!(!waiting.contains(&"call_rcu"));
     // A wrapper is timed, never counted.
-    assert!(!counted_functions(true).any(|c| c.function() == "synchronize_net"));
+    assert!(!counted_functions(CountedSet::All).any(|c| c.function() == "synchronize_net"));
 }

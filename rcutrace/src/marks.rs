@@ -1,5 +1,5 @@
 //! Start-up timing marks: how long after `main` began each step of the start-up ended, logged
-//! at debug level (`RUST_LOG=rcutrace::trace::marks=debug`), so that where the time to the
+//! at debug level (`RUST_LOG=rcutrace::marks=debug`), so that where the time to the
 //! banner goes is measured rather than estimated. Off by default, a mark costs one check of
 //! the log level.
 

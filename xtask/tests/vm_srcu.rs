@@ -1,0 +1,152 @@
+//! SRCU by domain (`--by srcu`) on Debian's 6.1, 6.12 and 7.3, in a guest with two `rcu_node`
+//! leaves (4 CPUs, `rcutree.rcu_fanout_leaf=2`), one boot per kernel for every scenario. The
+//! test module calls SRCU's functions on its own `srcu_struct`, a known number of times:
+//!
+//! - `count --by srcu -c CMD` counts the module's calls exactly, each under the module's
+//!   domain by name (`rcutrace_test_srcu [rcutrace_test]`);
+//! - `srlat --func synchronize_srcu --func srcu_barrier --by srcu -c CMD` times exactly the
+//!   module's waits, under that name and no other;
+//! - the module's synchronize_rcu_tasks_trace(): on 7.3 (where tasks-trace RCU is SRCU) a
+//!   synchronize_srcu() on `rcu_tasks_trace_srcu_struct`, timed under that name, exactly; on
+//!   6.1 and 6.12 a function of its own, so no SRCU wait;
+//! - the module unloaded before `count`'s report: its domain still named as when called.
+
+mod support;
+
+use std::time::Duration;
+
+use rcutrace_common::records::Record;
+use support::{boot_with_module_on, run_named, sections};
+
+const CALL_SRCU: u64 = 10;
+const SYNCHRONIZE_SRCU: u64 = 4;
+const SRCU_BARRIER: u64 = 2;
+const TASKS_TRACE_SYNCS: u64 = 3;
+const MODULE_DOMAIN: &str = "rcutrace_test_srcu [rcutrace_test]";
+const TASKS_TRACE_DOMAIN: &str = "rcu_tasks_trace_srcu_struct";
+
+/// `(map, key, count)` of every latency summary of a `-f json` run.
+fn timed(records: &[Record]) -> Vec<(String, Option<String>, u64)> {
+    records
+        .iter()
+        .filter_map(|r| match r {
+            Record::LatencySummary(s) => Some((s.map.clone(), s.key.clone(), s.count)),
+            _ => None,
+        })
+        .filter(|(_, _, count)| *count > 0)
+        .collect()
+}
+
+fn srcu_scenarios(series: &str) {
+    let script = format!(
+        "insmod /lib/rcutrace_test.ko || exit 1\n\
+         printf 'rcu-workload module call_srcu {CALL_SRCU}\\n\
+         rcu-workload module synchronize_srcu {SYNCHRONIZE_SRCU}\\n\
+         rcu-workload module srcu_barrier {SRCU_BARRIER}\\n' > /tmp/ops.sh\n\
+         traced() {{ name=$1; shift; rcutrace \"$@\" >/tmp/o 2>/tmp/e; s=$?; \
+         echo \"=== $name.out\"; grep -v '^[a-z_]*: ' /tmp/o; \
+         echo \"=== $name.work\"; grep '^[a-z_]*: ' /tmp/o; \
+         echo \"=== $name.err\"; cat /tmp/e; echo \"=== $name.status\"; echo $s 0; }}\n\
+         traced count count --by srcu -c 'sh /tmp/ops.sh'\n\
+         traced srlat -f json srlat --func synchronize_srcu --func srcu_barrier --by srcu \
+           -c 'sh /tmp/ops.sh'\n\
+         traced trace -f json srlat --func synchronize_srcu --by srcu \
+           -c 'rcu-workload module synchronize_rcu_tasks_trace {TASKS_TRACE_SYNCS}'\n\
+         printf 'rcu-workload module synchronize_srcu {SYNCHRONIZE_SRCU}\\nrmmod rcutrace_test\\n' \
+           > /tmp/unload.sh\n\
+         traced unloaded count --by srcu -c 'sh /tmp/unload.sh'\n\
+         echo '=== left'; grep -c rcutrace_test /proc/kallsyms || true\n"
+    );
+    let guest = boot_with_module_on(
+        series,
+        &script,
+        4,
+        1024,
+        &["rcutree.rcu_fanout_leaf=2"],
+        Duration::from_secs(300),
+    );
+    let sections = sections(&guest.stdout);
+
+    // count: each of the module's calls once, under its domain's name.
+    let count = run_named(&sections, "count");
+    count.assert_ok("count");
+    for (function, n) in [
+        ("call_srcu", CALL_SRCU),
+        ("synchronize_srcu", SYNCHRONIZE_SRCU),
+        ("srcu_barrier", SRCU_BARRIER),
+    ] {
+        assert_eq!(
+            count.count(&format!("{MODULE_DOMAIN}, {function}")),
+            Some(n),
+            "{function}:\n{}",
+            count.out
+        );
+    }
+    assert!(
+        count
+            .out
+            .contains("calls lost to a full key map: 0, kernel stacks lost: 0"),
+        "{}",
+        count.out
+    );
+
+    // srlat -c: the command's waits alone, all on the module's domain.
+    let srlat = run_named(&sections, "srlat");
+    srlat.assert_ok("srlat");
+    let mut waits = timed(&srlat.records());
+    waits.sort();
+    let key = Some(MODULE_DOMAIN.to_string());
+    assert_eq!(
+        waits,
+        [
+            ("@srcu_barrier".to_string(), key.clone(), SRCU_BARRIER),
+            ("@synchronize_srcu".to_string(), key, SYNCHRONIZE_SRCU),
+        ],
+        "{}",
+        srlat.out
+    );
+
+    // Tasks-trace RCU: SRCU on 7.3, its own function before.
+    let trace = run_named(&sections, "trace");
+    trace.assert_ok("trace");
+    let expected = match series {
+        "7.3" => vec![(
+            "@synchronize_srcu".to_string(),
+            Some(TASKS_TRACE_DOMAIN.to_string()),
+            TASKS_TRACE_SYNCS,
+        )],
+        _ => Vec::new(),
+    };
+    assert_eq!(timed(&trace.records()), expected, "{}", trace.out);
+    assert!(
+        trace.work.contains(&format!("done: {TASKS_TRACE_SYNCS}")),
+        "{}\n{}",
+        trace.work,
+        trace.err
+    );
+
+    // The module unloaded before the report: its domain is named as it was when called.
+    let unloaded = run_named(&sections, "unloaded");
+    unloaded.assert_ok("unloaded");
+    assert_eq!(
+        unloaded.count(&format!("{MODULE_DOMAIN}, synchronize_srcu")),
+        Some(SYNCHRONIZE_SRCU),
+        "{}",
+        unloaded.out
+    );
+}
+
+#[test]
+fn srcu_on_6_1() {
+    srcu_scenarios("6.1");
+}
+
+#[test]
+fn srcu_on_6_12() {
+    srcu_scenarios("6.12");
+}
+
+#[test]
+fn srcu_on_7_3() {
+    srcu_scenarios("7.3");
+}
