@@ -11,6 +11,7 @@
 //! run against the table it replaces, `date` its date stamp.
 
 mod date;
+pub mod document;
 pub mod floor;
 pub mod footprint;
 pub mod guest;

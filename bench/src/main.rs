@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use clap::Parser;
 
-use rcu_bench::{self as bench, Sizes};
+use rcu_bench::{self as bench, Sizes, document};
 use xtask::vm::{self, Kernel};
 use xtask::workspace;
 
@@ -89,14 +89,26 @@ fn bench_command(args: BenchArgs) -> Result<ExitCode> {
     println!("{}", outcome.summary.targets());
     if sizes.is_full() {
         let path = workspace::root().join(bench::BENCHMARKS_MD);
-        let mut text = bench::benchmarks_md(&outcome, &opts.command(), &bench::today());
+        let series = document::series(&outcome.kernel_release).with_context(|| {
+            format!(
+                "no kernel series in the release {:?}",
+                outcome.kernel_release
+            )
+        })?;
+        let mut section = bench::benchmarks_md(&outcome, &opts.command(), &bench::today());
         // Whether this run agrees with the one it replaces: read before it is overwritten.
         let previous = std::fs::read_to_string(&path).unwrap_or_default();
-        if let Some(section) = bench::against_previous(&previous, &text) {
-            text.push_str(&section);
+        if let Some(before) = document::section(&previous, &series)
+            && let Some(comparison) = bench::against_previous(&before, &section)
+        {
+            section.push_str(&comparison);
         }
+        let text = document::with_section(&previous, &series, &section);
         std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
-        eprintln!("xtask: table written to {}", bench::BENCHMARKS_MD);
+        eprintln!(
+            "xtask: the {series} kernel's section written to {}",
+            bench::BENCHMARKS_MD
+        );
     } else {
         eprintln!(
             "xtask: reduced sizes: {} left as it was (full size: --reps {} --calls {} \

@@ -49,6 +49,14 @@ fn header<'a>(md: &'a str, key: &str) -> Option<&'a str> {
     })
 }
 
+/// The kernel's series and the guest's shape (`6.12`, `(Debian), 2 CPUs, ...`) from the
+/// `Kernel` line: runs on two releases of one series compare, on two CPU counts not.
+fn machine(md: &str) -> Option<(String, &str)> {
+    let kernel = header(md, "Kernel")?.strip_prefix('`')?;
+    let (release, shape) = kernel.split_once('`')?;
+    Some((crate::document::series(release)?, shape))
+}
+
 /// How far `now` is from `before`, in % of `before`; `None` when `before` is 0 and `now` not.
 fn apart_pct(before: f64, now: f64) -> Option<f64> {
     if before == 0.0 {
@@ -57,10 +65,10 @@ fn apart_pct(before: f64, now: f64) -> Option<f64> {
     Some(((now - before) / before).abs() * 100.0)
 }
 
-/// The section comparing this run's BENCHMARKS.md with the one it replaces, or `None` when
-/// there is nothing to compare with: no earlier file, or one from another kernel.
+/// The section comparing this run's table with the one it replaces, or `None` when there is
+/// nothing to compare with: no earlier table, or one from another kernel series or guest.
 pub fn against(previous_md: &str, current_md: &str) -> Option<String> {
-    if header(previous_md, "Kernel")? != header(current_md, "Kernel")? {
+    if machine(previous_md)? != machine(current_md)? {
         return None;
     }
     let before = rows(previous_md);
@@ -78,7 +86,7 @@ pub fn against(previous_md: &str, current_md: &str) -> Option<String> {
     }
     let date = header(previous_md, "Date").unwrap_or("?");
     let mut out = format!(
-        "\n## Against the previous full run\n\n\
+        "\n### Against the previous full run\n\n\
          This run's ratios beside those of the table it replaced (date: {date}), on the same \
          kernel. The ratios are measured side by side in one guest, so the host's speed, which \
          differs between runs under emulation, cancels out of them; rcutrace's own figures \
@@ -230,5 +238,18 @@ mod tests {
         assert!(against(&other, &md).is_none());
         assert!(against("", &md).is_none());
         assert!(against(&md, &md).unwrap().contains("1 of 1 ratios agree"));
+        // Another release of the series compares; another guest shape does not.
+        let update = on(
+            "`6.12.118+deb12-cloud-amd64` (Debian), 2 CPUs",
+            "2026-12-04",
+            row,
+        );
+        assert!(against(&md, &update).is_some());
+        let wider = on(
+            "`6.12.118+deb12-cloud-amd64` (Debian), 64 CPUs",
+            "2026-12-04",
+            row,
+        );
+        assert!(against(&md, &wider).is_none());
     }
 }

@@ -71,6 +71,10 @@ pub fn benchmarks_md(outcome: &Outcome, command: &str, date: &str) -> String {
         HEADER,
         &[
             ("kernel", outcome.kernel_release.clone()),
+            (
+                "series",
+                crate::document::series(&outcome.kernel_release).unwrap_or_else(|| "?".into()),
+            ),
             ("cpus", info("cpus")),
             ("bpftrace", info("bpftrace")),
             ("rcutrace", info("rcutrace")),
@@ -436,7 +440,7 @@ fn gap_notes(summary: &Summary) -> String {
     if notes.is_empty() {
         return String::new();
     }
-    let mut out = String::from("\n## Gaps\n\n");
+    let mut out = String::from("\n### Gaps\n\n");
     for note in notes {
         // One line per note, however the template wraps it.
         let words: Vec<&str> = note.lines().map(str::trim).collect();
@@ -602,7 +606,7 @@ mod tests {
             ),
             "{md}"
         );
-        assert!(md.contains("## Gaps"), "{md}");
+        assert!(md.contains("### Gaps"), "{md}");
         for note in [
             "- Added cost per `__rcu_read_lock` event: ratio 0.832, target 0.5.",
             "An empty program on the same kprobe costs 395 ns",
@@ -644,7 +648,7 @@ mod tests {
         let notes = watch_notes(&summary);
         assert_eq!(unfilled(&notes), Vec::<&str>::new(), "{notes}");
         for line in [
-            "## Always-on commands: `gp` and `stall`",
+            "### Always-on commands: `gp` and `stall`",
             "- `rcutrace gp --secs 0`, steady load: 0.400 % of a CPU (30.0 ms its own and 10.0 \
              ms its programs' in 10 s; 2000 program runs a second at 500 ns each; 300 context \
              switches a second), target rcutrace ≤ 0.5 %: met.",
