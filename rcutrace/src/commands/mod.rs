@@ -12,6 +12,7 @@ pub mod report;
 pub mod run;
 pub mod serve;
 pub mod stall;
+pub mod timed_calls;
 pub mod top;
 
 use std::process::ExitCode;

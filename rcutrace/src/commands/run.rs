@@ -12,7 +12,7 @@ use rcutrace_common::{
     latency::{MAX_TIMED, RECORD_SAMPLE, Sample, read_record, record_kind},
 };
 
-use super::latency::{self, Checking, Timing};
+use super::timed_calls::{self, Checking, Timing};
 use crate::{
     cli::{ByArgs, RunArgs},
     kernel::{self, cgroups::CgroupPaths, symbols::keeper::SymbolKeeper},
@@ -53,7 +53,7 @@ pub async fn run(args: &RunArgs, format: Format) -> Result<Report> {
         .map(|(&function, index)| Timing {
             timed: probes::timed_call(index, function),
             map_name: format!("@{function}"),
-            unit: latency::default_unit(function),
+            unit: timed_calls::default_unit(function),
         })
         .collect();
     let mut probes: Vec<Probe> = timings.iter().flat_map(|t| t.timed.probes()).collect();
@@ -127,7 +127,7 @@ pub async fn run(args: &RunArgs, format: Format) -> Result<Report> {
                 whole_window: true,
                 format,
             };
-            let report = latency::report(
+            let report = timed_calls::report(
                 period,
                 &timings,
                 &by,
@@ -197,7 +197,7 @@ fn functions(extra: &[&'static str]) -> Result<Vec<&'static str>> {
         .copied()
         .filter(|f| !present.contains(*f))
         .collect();
-    latency::say_not_timed(&absent);
+    timed_calls::say_not_timed(&absent);
     let here: Vec<&'static str> = wanted
         .into_iter()
         .filter(|f| present.contains(*f))
