@@ -58,6 +58,8 @@ pub struct Caller {
     pub via: Via,
     /// Non-zero when the call was counted (`ENTRY_CALLS`: in the window, not rcutrace's own).
     pub counted: u32,
+    /// The SRCU domain of a call_srcu(), with `--by srcu`; 0 otherwise.
+    pub domain: u64,
 }
 
 impl Caller {
@@ -142,24 +144,31 @@ pub const TOTAL_LOST_PENDING_FULL: u32 = 3;
 pub const TOTAL_LOST_ROWS_FULL_QUEUED: u32 = 4;
 pub const TOTAL_LOST_ROWS_FULL_INVOKED: u32 = 5;
 pub const TOTAL_INVOKED_BEFORE: u32 = 6;
-/// With `--by cgroup`: queueings counted in their row but in no cgroup, the cgroup map being
-/// full.
-pub const TOTAL_LOST_CGROUPS_FULL: u32 = 7;
+/// With `--by cgroup` or `--by srcu`: queueings counted in their row but in no cgroup or
+/// domain, the map of those being full.
+pub const TOTAL_LOST_QUEUED_BY_FULL: u32 = 7;
 /// Callbacks rcutrace's own process queued (its attaching, reading and detaching), from its
 /// first probe on: in no row, and their invocations not counted as queued before tracing.
 pub const TOTAL_OWN_QUEUED: u32 = 8;
 pub const TOTAL_SLOTS: u32 = 9;
 
-/// Most (cgroup, callback function) pairs `callbacks --by cgroup` tells apart: more are
-/// counted as lost.
-pub const MAX_CGROUP_ROWS: u32 = 4096;
+/// Most (cgroup or domain, callback function) pairs `callbacks --by cgroup|srcu` tells apart:
+/// more are counted as lost.
+pub const MAX_QUEUED_BY_ROWS: u32 = 4096;
 
-/// With `--by cgroup`: who queued a callback (the queueing task's cgroup v2 id) and its
-/// function.
+/// `CALLBACKS_BY` values: what the queueings are also counted by, besides their row.
+pub const QUEUED_BY_NONE: u32 = 0;
+/// The queueing task's cgroup (v2 id).
+pub const QUEUED_BY_CGROUP: u32 = 1;
+/// The SRCU domain a call_srcu() queued on (its `srcu_struct`); other queueings not.
+pub const QUEUED_BY_DOMAIN: u32 = 2;
+
+/// With `--by cgroup` or `--by srcu`: who queued a callback (the queueing task's cgroup v2 id,
+/// or the SRCU domain it went to) and its function.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct CgroupQueued {
-    pub cgroup: u64,
+pub struct QueuedBy {
+    pub by: u64,
     pub func: u64,
 }
 
@@ -171,5 +180,5 @@ mod pod {
     unsafe impl aya::Pod for super::CallbackKey {}
     unsafe impl aya::Pod for super::CallbackStats {}
     unsafe impl aya::Pod for super::Extremes {}
-    unsafe impl aya::Pod for super::CgroupQueued {}
+    unsafe impl aya::Pod for super::QueuedBy {}
 }

@@ -29,9 +29,10 @@ use crate::{
 /// Nanoseconds per display unit of the latency histograms.
 #[unsafe(no_mangle)]
 static CALLBACK_UNIT_NS: u32 = 1_000_000;
-/// Non-zero with `--by cgroup`: each queueing is also counted by the queueing task's cgroup.
+/// What each queueing is also counted by (`QUEUED_BY_*`): the queueing task's cgroup with
+/// `--by cgroup`, a call_srcu()'s domain with `--by srcu`.
 #[unsafe(no_mangle)]
-static CALLBACKS_BY_CGROUP: u32 = 0;
+static CALLBACKS_BY: u32 = QUEUED_BY_NONE;
 
 /// BPF_NOEXIST: insert only if the key is new.
 const NOEXIST: u64 = 1;
@@ -66,10 +67,11 @@ static NOTES_OVERWRITTEN: PerCpuArray<u64> = PerCpuArray::with_max_entries(VIA_C
 /// progress as the window opened, not counted in `ENTRY_CALLS`).
 #[map]
 static NOTES_FROM_BEFORE: PerCpuArray<u64> = PerCpuArray::with_max_entries(VIA_COUNT, 0);
-/// Queueings by the queueing task's cgroup v2 id and the callback function (`--by cgroup`
-/// sizes it: MAX_CGROUP_ROWS). The enqueue runs in the task that called call_rcu() and friends.
+/// Queueings by the queueing task's cgroup v2 id or their SRCU domain, and the callback
+/// function (`--by cgroup|srcu` sizes it: MAX_QUEUED_BY_ROWS). The enqueue runs in the task
+/// that called call_rcu() and friends.
 #[map]
-static QUEUED_BY_CGROUP: HashMap<CgroupQueued, u64> = HashMap::with_max_entries(1, 0);
+static QUEUED_BY: HashMap<QueuedBy, u64> = HashMap::with_max_entries(1, 0);
 
 #[inline(always)]
 fn total(slot: u32) {
@@ -103,7 +105,7 @@ fn count_via(counts: &PerCpuArray<u64>, via: Via) {
 }
 
 #[inline(always)]
-fn note_caller(head: u64, via: Via) {
+fn note_caller(head: u64, via: Via, domain: u64) {
     let counted = running() && !current().2;
     if let Some(caller) = CALLER.get_ptr_mut(0) {
         let last = unsafe { *caller };
@@ -115,6 +117,7 @@ fn note_caller(head: u64, via: Via) {
                 head,
                 via,
                 counted: u32::from(counted),
+                domain,
             }
         };
     }
@@ -123,22 +126,23 @@ fn note_caller(head: u64, via: Via) {
     }
 }
 
-/// The entry point whose note names `head`, the note taken so that a later call's note
-/// does not count it as overwritten; `VIA_OTHER` when the note names another head.
+/// The entry point whose note names `head`, and the domain it noted, the note taken so that
+/// a later call's note does not count it as overwritten; `VIA_OTHER` when the note names
+/// another head.
 #[inline(always)]
-fn take_note(head: u64) -> Via {
+fn take_note(head: u64) -> (Via, u64) {
     let Some(caller) = CALLER.get_ptr_mut(0) else {
-        return VIA_OTHER;
+        return (VIA_OTHER, 0);
     };
     let note = unsafe { *caller };
     if note.head != head {
-        return VIA_OTHER;
+        return (VIA_OTHER, 0);
     }
     unsafe { (*caller).head = 0 };
     if note.counted == 0 {
         count_via(&NOTES_FROM_BEFORE, note.via);
     }
-    note.via
+    (note.via, note.domain)
 }
 
 #[inline(always)]
@@ -164,8 +168,8 @@ fn on_enqueue(head: u64, barrier: bool) {
         return;
     }
     let now = unsafe { bpf_ktime_get_ns() };
-    let via = if barrier {
-        VIA_BARRIER
+    let (via, domain) = if barrier {
+        (VIA_BARRIER, 0)
     } else {
         take_note(head)
     };
@@ -176,8 +180,10 @@ fn on_enqueue(head: u64, barrier: bool) {
         Some(stats) => {
             total(TOTAL_QUEUED);
             unsafe { atomic::add(&raw mut (*stats).queued, 1) };
-            if constant(&CALLBACKS_BY_CGROUP) != 0 {
-                count_cgroup(func);
+            match constant(&CALLBACKS_BY) {
+                QUEUED_BY_CGROUP => count_queued_by(unsafe { bpf_get_current_cgroup_id() }, func),
+                QUEUED_BY_DOMAIN if via == VIA_CALL_SRCU => count_queued_by(domain, func),
+                _ => {}
             }
         }
         None => total(TOTAL_LOST_ROWS_FULL_QUEUED),
@@ -216,16 +222,13 @@ fn on_enqueue(head: u64, barrier: bool) {
     }
 }
 
-/// One more queueing of `func` for the current task's cgroup, as for its row.
+/// One more queueing of `func` under `by` (a cgroup id or a domain), as for its row.
 #[inline(always)]
-fn count_cgroup(func: u64) {
-    let key = CgroupQueued {
-        cgroup: unsafe { bpf_get_current_cgroup_id() },
-        func,
-    };
-    match crate::hash::get_or_insert(&QUEUED_BY_CGROUP, &key, &0) {
+fn count_queued_by(by: u64, func: u64) {
+    let key = QueuedBy { by, func };
+    match crate::hash::get_or_insert(&QUEUED_BY, &key, &0) {
         Some(count) => unsafe { atomic::add(count, 1) },
-        None => total(TOTAL_LOST_CGROUPS_FULL),
+        None => total(TOTAL_LOST_QUEUED_BY_FULL),
     }
 }
 
@@ -305,23 +308,31 @@ fn record_extremes(key: &CallbackKey, nanos: u64) {
 }
 
 /// The entry points' programs: each notes the head it is given (argument `$head`: call_srcu
-/// takes its srcu_struct first) with its own `Via`.
+/// takes its srcu_struct first, which it notes with `--by srcu`) with its own `Via`.
 macro_rules! caller_programs {
     ($($via:ident, $head:literal => $kprobe:ident, $fentry:ident;)*) => {$(
         program! {
             kprobe fn $kprobe(ctx: ProbeContext) -> u32 {
-                note_caller(ctx.arg::<u64>($head).unwrap_or(0), $via);
+                let domain = if $head == 1 && by_domain() { ctx.arg::<u64>(0).unwrap_or(0) } else { 0 };
+                note_caller(ctx.arg::<u64>($head).unwrap_or(0), $via, domain);
                 0
             }
         }
 
         program! {
             fentry fn $fentry(ctx: FEntryContext) -> u32 {
-                note_caller(ctx.arg::<u64>($head), $via);
+                let domain = if $head == 1 && by_domain() { ctx.arg::<u64>(0) } else { 0 };
+                note_caller(ctx.arg::<u64>($head), $via, domain);
                 0
             }
         }
     )*};
+}
+
+/// Whether queueings are counted by SRCU domain (`--by srcu`).
+#[inline(always)]
+fn by_domain() -> bool {
+    constant(&CALLBACKS_BY) == QUEUED_BY_DOMAIN
 }
 
 caller_programs! {

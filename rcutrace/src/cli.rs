@@ -434,6 +434,8 @@ pub enum CallbacksBy {
     Cpu,
     /// Callbacks queued, by the queueing task's cgroup (v2) path.
     Cgroup,
+    /// Callbacks queued by call_srcu(), by the SRCU domain (srcu_struct) they went to.
+    Srcu,
 }
 
 #[derive(Debug, Args)]

@@ -9,6 +9,8 @@
 //! - the module's synchronize_rcu_tasks_trace(): on 7.3 (where tasks-trace RCU is SRCU) a
 //!   synchronize_srcu() on `rcu_tasks_trace_srcu_struct`, timed under that name, exactly; on
 //!   6.1 and 6.12 a function of its own, so no SRCU wait;
+//! - `callbacks --by srcu -c CMD`: the module's 10 call_srcu() callbacks under its domain, and
+//!   on 7.3 its tasks-trace callbacks under `rcu_tasks_trace_srcu_struct` (none on 6.x);
 //! - the module unloaded before `count`'s report: its domain still named as when called.
 
 mod support;
@@ -22,6 +24,7 @@ const CALL_SRCU: u64 = 10;
 const SYNCHRONIZE_SRCU: u64 = 4;
 const SRCU_BARRIER: u64 = 2;
 const TASKS_TRACE_SYNCS: u64 = 3;
+const TASKS_TRACE_CALLBACKS: u64 = 5;
 const MODULE_DOMAIN: &str = "rcutrace_test_srcu [rcutrace_test]";
 const TASKS_TRACE_DOMAIN: &str = "rcu_tasks_trace_srcu_struct";
 
@@ -52,6 +55,9 @@ fn srcu_scenarios(series: &str) {
            -c 'sh /tmp/ops.sh'\n\
          traced trace -f json srlat --func synchronize_srcu --by srcu \
            -c 'rcu-workload module synchronize_rcu_tasks_trace {TASKS_TRACE_SYNCS}'\n\
+         traced callbacks callbacks --by srcu -c 'sh /tmp/ops.sh'\n\
+         traced trace_callbacks callbacks --by srcu \
+           -c 'rcu-workload module call_rcu_tasks_trace {TASKS_TRACE_CALLBACKS}'\n\
          printf 'rcu-workload module synchronize_srcu {SYNCHRONIZE_SRCU}\\nrmmod rcutrace_test\\n' \
            > /tmp/unload.sh\n\
          traced unloaded count --by srcu -c 'sh /tmp/unload.sh'\n\
@@ -123,6 +129,38 @@ fn srcu_scenarios(series: &str) {
         "{}\n{}",
         trace.work,
         trace.err
+    );
+
+    // callbacks: the module's call_srcu() callbacks under its domain; on 7.3 its tasks-trace
+    // callbacks under rcu_tasks_trace_srcu_struct.
+    let callbacks = run_named(&sections, "callbacks");
+    callbacks.assert_ok("callbacks");
+    let line = format!(
+        "@srcu_queued[{MODULE_DOMAIN}, rcutrace_test_srcu_cb [rcutrace_test]]: {CALL_SRCU}"
+    );
+    assert!(
+        callbacks.out.lines().any(|l| l == line),
+        "{line}\n{}",
+        callbacks.out
+    );
+    let trace_callbacks = run_named(&sections, "trace_callbacks");
+    trace_callbacks.assert_ok("trace_callbacks");
+    let line = format!(
+        "@srcu_queued[{TASKS_TRACE_DOMAIN}, rcutrace_test_tasks_trace_cb [rcutrace_test]]: \
+         {TASKS_TRACE_CALLBACKS}"
+    );
+    let has_line = trace_callbacks.out.lines().any(|l| l == line);
+    assert_eq!(has_line, series == "7.3", "{line}\n{}", trace_callbacks.out);
+    // On 6.x they went through call_rcu_tasks_trace(), on no SRCU domain.
+    let srcu_queued_tasks_trace = trace_callbacks
+        .out
+        .lines()
+        .any(|l| l.starts_with("@srcu_queued[") && l.contains("rcutrace_test_tasks_trace_cb"));
+    assert_eq!(
+        srcu_queued_tasks_trace,
+        series == "7.3",
+        "{}",
+        trace_callbacks.out
     );
 
     // The module unloaded before the report: its domain is named as it was when called.

@@ -40,7 +40,11 @@ const NEEDED: &[Probe] = &[CALLBACKS.queue, CALLBACKS.invoke];
 
 pub async fn run(args: &CallbacksArgs, format: Format) -> Result<Report> {
     let probes = CALLBACKS.in_attach_order();
-    let by_cgroup = args.by == Some(CallbacksBy::Cgroup);
+    let queued_by = match args.by {
+        Some(CallbacksBy::Cgroup) => QUEUED_BY_CGROUP,
+        Some(CallbacksBy::Srcu) => QUEUED_BY_DOMAIN,
+        Some(CallbacksBy::Cpu) | None => QUEUED_BY_NONE,
+    };
     // At most 10^6 (ms): fits the program's u32.
     let mut constants = vec![
         Constant::U32("CALLBACK_UNIT_NS", args.unit.nanos() as u32),
@@ -48,9 +52,9 @@ pub async fn run(args: &CallbacksArgs, format: Format) -> Result<Report> {
         Constant::MaxEntries("ROWS", MAX_ROWS),
         Constant::MaxEntries("EXTREMES", MAX_ROWS),
     ];
-    if by_cgroup {
-        constants.push(Constant::U32("CALLBACKS_BY_CGROUP", 1));
-        constants.push(Constant::MaxEntries("QUEUED_BY_CGROUP", MAX_CGROUP_ROWS));
+    constants.push(Constant::U32("CALLBACKS_BY", queued_by));
+    if queued_by != QUEUED_BY_NONE {
+        constants.push(Constant::MaxEntries("QUEUED_BY", MAX_QUEUED_BY_ROWS));
     }
     let lists_at_close = Cell::new(None);
     let mut look_at_lists = |tracer: &Tracer| match ListsAtClose::read(tracer) {
@@ -93,10 +97,18 @@ pub async fn run(args: &CallbacksArgs, format: Format) -> Result<Report> {
         if let Summary::Callbacks(summary) = &report.summary {
             warn_disagreements(format, &summary.cross_checks);
         }
-        if by_cgroup {
-            let mut path = |id| cgroups.path(id);
-            let map = queued_by_cgroup(&raw, &names, args.top, &mut path);
-            report.maps.push(map);
+        match queued_by {
+            QUEUED_BY_CGROUP => {
+                let mut path = |id| cgroups.path(id);
+                let map = queued_by_map(&raw, &names, args.top, QueuedByKind::Cgroup, &mut path);
+                report.maps.push(map);
+            }
+            QUEUED_BY_DOMAIN => {
+                let mut domain = super::domain_names(&symbols);
+                let map = queued_by_map(&raw, &names, args.top, QueuedByKind::Srcu, &mut domain);
+                report.maps.push(map);
+            }
+            _ => {}
         }
         report.environment = period.environment();
         Ok(report)
@@ -115,7 +127,7 @@ struct Raw {
     /// `CALLBACK_TOTALS` slot by slot, one value per CPU.
     totals: Vec<Vec<u64>>,
     /// Queueings by cgroup id and function (`--by cgroup`).
-    queued_by_cgroup: Vec<(CgroupQueued, u64)>,
+    queued_by: Vec<(QueuedBy, u64)>,
     kvfree_traced: bool,
     entry_points_not_traced: Vec<String>,
     /// Calls of each traced entry point while tracing, and what became of their notes, by
@@ -177,7 +189,7 @@ fn read(period: &Period<'_>) -> Result<Raw> {
         totals: (0..TOTAL_SLOTS)
             .map(|slot| tracer.per_cpu_values("CALLBACK_TOTALS", slot))
             .collect::<Result<_>>()?,
-        queued_by_cgroup: tracer.hash_entries("QUEUED_BY_CGROUP")?,
+        queued_by: tracer.hash_entries("QUEUED_BY")?,
         kvfree_traced: attached(&CALLBACKS.kvfree),
         entry_points_not_traced: CALLBACKS
             .entry_points
@@ -232,7 +244,7 @@ fn function_names(raw: &Raw, symbols: &SymbolKeeper) -> BTreeMap<u64, String> {
         .iter()
         .map(|(k, _)| k.func)
         .chain(raw.pending.iter().map(|p| p.func))
-        .chain(raw.queued_by_cgroup.iter().map(|(k, _)| k.func));
+        .chain(raw.queued_by.iter().map(|(k, _)| k.func));
     addresses
         .map(|addr| (addr, names.function_name(addr)))
         .collect()
@@ -557,35 +569,48 @@ fn per_cpu_maps(raw: &Raw, rows: &BTreeSet<(u64, Via)>, top: usize) -> Vec<Map> 
     .collect()
 }
 
+/// What the queueings are also counted by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum QueuedByKind {
+    Cgroup,
+    Srcu,
+}
+
 /// `@cgroup_queued[path, function]`: callbacks queued by tasks of each cgroup, by function,
-/// the largest `top` kept; they add up to the QUEUED column (queueings the map had no room
-/// for under a key of their own).
-fn queued_by_cgroup(
+/// which add up to the QUEUED column; or `@srcu_queued[domain, function]`: those queued by
+/// call_srcu() on each SRCU domain, which add up to the call_srcu rows' QUEUED. The largest
+/// `top` are kept; queueings the map had no room for are counted under a key of their own.
+fn queued_by_map(
     raw: &Raw,
     names: &BTreeMap<u64, String>,
     top: usize,
-    path: &mut dyn FnMut(u64) -> String,
+    kind: QueuedByKind,
+    name: &mut dyn FnMut(u64) -> String,
 ) -> Map {
     let mut entries: BTreeMap<String, u64> = BTreeMap::new();
-    for (key, n) in &raw.queued_by_cgroup {
+    for (key, n) in &raw.queued_by {
         let function = names
             .get(&key.func)
             .cloned()
             .unwrap_or(format!("{:#x}", key.func));
         *entries
-            .entry(format!("{}, {function}", path(key.cgroup)))
+            .entry(format!("{}, {function}", name(key.by)))
             .or_default() += n;
     }
     let lost: u64 = raw
         .totals
-        .get(TOTAL_LOST_CGROUPS_FULL as usize)
+        .get(TOTAL_LOST_QUEUED_BY_FULL as usize)
         .map_or(0, |per_cpu| per_cpu.iter().sum());
+    let (map_name, full) = match kind {
+        QueuedByKind::Cgroup => ("@cgroup_queued", "[cgroup map full]"),
+        QueuedByKind::Srcu => ("@srcu_queued", "[domain map full]"),
+    };
     if lost > 0 {
-        entries.insert("[cgroup map full]".into(), lost);
+        entries.insert(full.into(), lost);
     }
     let entries = fold_top(entries.into_iter().collect(), top, |n| *n, |a, b| *a += b);
     Map::Count(CountMap {
-        name: "@cgroup_queued".into(),
+        name: map_name.into(),
         entries,
     })
 }

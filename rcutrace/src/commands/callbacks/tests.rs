@@ -86,7 +86,7 @@ fn raw() -> Raw {
             vec![0, 0],
             vec![2, 12],
         ],
-        queued_by_cgroup: Vec::new(),
+        queued_by: Vec::new(),
         kvfree_traced: true,
         entry_points_not_traced: vec!["call_rcu_tasks_rude".into()],
         entry_calls: vec![
@@ -124,21 +124,21 @@ fn options(top: usize, by_cpu: bool) -> Options {
 #[test]
 fn queueings_by_cgroup_add_up_and_keep_what_had_no_room() {
     let mut raw = raw();
-    let queued = |cgroup, func| CgroupQueued { cgroup, func };
+    let queued = |by, func| QueuedBy { by, func };
     // One of the cgroups was removed; the map had no room for 2 more.
-    raw.queued_by_cgroup = vec![
+    raw.queued_by = vec![
         (queued(1, FIX_CB), 4),
         (queued(7, FIX_CB), 3),
         (queued(7, MOD_CB), 5),
         (queued(9, OLD_CB), 2),
     ];
-    raw.totals[TOTAL_LOST_CGROUPS_FULL as usize] = vec![0, 2];
+    raw.totals[TOTAL_LOST_QUEUED_BY_FULL as usize] = vec![0, 2];
     let mut path = |id: u64| match id {
         1 => "/".to_string(),
         7 => "/a".to_string(),
         _ => format!("[cgroup {id}, removed]"),
     };
-    let mut map = |top| match queued_by_cgroup(&raw, &names(), top, &mut path) {
+    let mut map = |top| match queued_by_map(&raw, &names(), top, QueuedByKind::Cgroup, &mut path) {
         Map::Count(map) => map,
         other => panic!("a count map expected: {other:?}"),
     };
@@ -295,7 +295,12 @@ fn own_queueings_are_said_apart() {
 /// 0), not one made before the window or by rcutrace itself, not another entry point's.
 #[test]
 fn notes_waiting_at_the_close_are_counted_calls_untaken() {
-    let note = |head, via, counted| Caller { head, via, counted };
+    let note = |head, via, counted| Caller {
+        head,
+        via,
+        counted,
+        domain: 0,
+    };
     let cpus = [
         note(0xffff_8880_0000_1000, VIA_CALL_RCU, 1),
         note(0, VIA_CALL_RCU, 1),
@@ -539,4 +544,42 @@ fn every_total_is_the_sum_of_its_column() {
             "{text}"
         );
     }
+}
+
+#[test]
+fn queueings_by_srcu_domain_are_named_by_their_domain() {
+    let mut raw = raw();
+    raw.queued_by = vec![
+        (
+            QueuedBy {
+                by: 0xa0,
+                func: FIX_CB,
+            },
+            10,
+        ),
+        (
+            QueuedBy {
+                by: 0xb0,
+                func: FIX_CB,
+            },
+            2,
+        ),
+    ];
+    raw.totals[TOTAL_LOST_QUEUED_BY_FULL as usize] = vec![1, 0];
+    let mut domain = |address: u64| match address {
+        0xa0 => "rcutrace_test_srcu [rcutrace_test]".to_string(),
+        other => format!("{other:#x}"),
+    };
+    let Map::Count(map) = queued_by_map(&raw, &names(), 0, QueuedByKind::Srcu, &mut domain) else {
+        panic!("a count map expected");
+    };
+    assert_eq!(map.name, "@srcu_queued");
+    assert_eq!(
+        map.entries,
+        vec![
+            ("0xb0, fix_cb".into(), 2),
+            ("[domain map full]".into(), 1),
+            ("rcutrace_test_srcu [rcutrace_test], fix_cb".into(), 10),
+        ]
+    );
 }
