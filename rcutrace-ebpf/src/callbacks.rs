@@ -321,7 +321,7 @@ macro_rules! caller_programs {
 
         program! {
             fentry fn $fentry(ctx: FEntryContext) -> u32 {
-                let domain = if $head == 1 && by_domain() { ctx.arg::<u64>(0) } else { 0 };
+                let domain = if $head == 1 && by_domain() { crate::args::number(&ctx, 0) } else { 0 };
                 note_caller(ctx.arg::<u64>($head), $via, domain);
                 0
             }

@@ -72,12 +72,6 @@ fn takes_domain(slot: u32) -> bool {
     window::constant(&DOMAIN_SLOTS) & (1 << slot) != 0
 }
 
-/// Whether the program reads its function's first argument: a callback head or a domain.
-#[inline(always)]
-fn takes_first(slot: u32) -> bool {
-    takes_head(slot) || takes_domain(slot)
-}
-
 /// Whether `slot`'s function takes an `rcu_head` first (its programs then read it).
 #[inline(always)]
 fn takes_head(slot: u32) -> bool {
@@ -85,10 +79,10 @@ fn takes_head(slot: u32) -> bool {
 }
 
 /// One event of `slot`, counted by a program that runs with preemption off (`kprobe`) or not;
-/// `first` is the function's first argument where the program reads it (`takes_first`).
+/// `head` is the `rcu_head` the call queues (0 where it queues none), `domain` its SRCU domain
+/// with `--by srcu` (0 otherwise).
 #[inline(always)]
-fn count<C: EbpfContext>(ctx: &C, slot: u32, kprobe: bool, first: u64) {
-    let head = if takes_head(slot) { first } else { 0 };
+fn count<C: EbpfContext>(ctx: &C, slot: u32, kprobe: bool, head: u64, domain: u64) {
     let (tgid, tid, is_self) = window::current();
     let normal = window::constant(&NORMAL_HEAD_SLOTS) & (1 << slot) != 0;
     if is_self
@@ -109,7 +103,6 @@ fn count<C: EbpfContext>(ctx: &C, slot: u32, kprobe: bool, first: u64) {
         }
         return;
     }
-    let domain = if takes_domain(slot) { first } else { 0 };
     count_keyed(ctx, slot, tgid, domain);
 }
 
@@ -171,16 +164,18 @@ macro_rules! counter_programs {
     ($($slot:literal => $kprobe:ident, $fentry:ident;)*) => {$(
         program! {
             kprobe fn $kprobe(ctx: ProbeContext) -> u32 {
-                let first = if takes_first($slot) { ctx.arg::<u64>(0).unwrap_or(0) } else { 0 };
-                count(&ctx, $slot, true, first);
+                let head = if takes_head($slot) { ctx.arg::<u64>(0).unwrap_or(0) } else { 0 };
+                let domain = if takes_domain($slot) { ctx.arg::<u64>(0).unwrap_or(0) } else { 0 };
+                count(&ctx, $slot, true, head, domain);
                 0
             }
         }
 
         program! {
             fentry fn $fentry(ctx: FEntryContext) -> u32 {
-                let first = if takes_first($slot) { ctx.arg::<u64>(0) } else { 0 };
-                count(&ctx, $slot, false, first);
+                let head = if takes_head($slot) { ctx.arg::<u64>(0) } else { 0 };
+                let domain = if takes_domain($slot) { crate::args::number(&ctx, 0) } else { 0 };
+                count(&ctx, $slot, false, head, domain);
                 0
             }
         }

@@ -246,7 +246,7 @@ macro_rules! timed_programs {
             fentry fn $fentry(ctx: FEntryContext) -> u32 {
                 // A function of no argument has none to read: the verifier refuses the load,
                 // unless the constant's branch is pruned.
-                let domain = if takes_domain($timed) { ctx.arg::<u64>(0) } else { 0 };
+                let domain = if takes_domain($timed) { crate::args::number(&ctx, 0) } else { 0 };
                 on_entry(&ctx, $timed, domain);
                 0
             }

@@ -34,6 +34,7 @@ macro_rules! program {
     };
 }
 
+mod args;
 mod atomic;
 mod attribution;
 mod callbacks;

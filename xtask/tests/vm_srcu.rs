@@ -2,7 +2,7 @@
 //! leaves (4 CPUs, `rcutree.rcu_fanout_leaf=2`), one boot per kernel for every scenario. The
 //! test module calls SRCU's functions on its own `srcu_struct`, a known number of times:
 //!
-//! - `count --by srcu -c CMD` counts the module's calls exactly, each under the module's
+//! - `count --by srcu -c CMD` (by kprobe, and `--attach fentry`) counts the module's calls exactly, each under the module's
 //!   domain by name (`rcutrace_test_srcu [rcutrace_test]`);
 //! - `srlat --func synchronize_srcu --func srcu_barrier --by srcu -c CMD` times exactly the
 //!   module's waits, under that name and no other;
@@ -51,6 +51,7 @@ fn srcu_scenarios(series: &str) {
          echo \"=== $name.work\"; grep '^[a-z_]*: ' /tmp/o; \
          echo \"=== $name.err\"; cat /tmp/e; echo \"=== $name.status\"; echo $s 0; }}\n\
          traced count count --by srcu -c 'sh /tmp/ops.sh'\n\
+         traced count_fentry count --attach fentry --by srcu -c 'sh /tmp/ops.sh'\n\
          traced srlat -f json srlat --func synchronize_srcu --func srcu_barrier --by srcu \
            -c 'sh /tmp/ops.sh'\n\
          traced trace -f json srlat --func synchronize_srcu --by srcu \
@@ -73,28 +74,31 @@ fn srcu_scenarios(series: &str) {
     );
     let sections = sections(&guest.stdout);
 
-    // count: each of the module's calls once, under its domain's name.
-    let count = run_named(&sections, "count");
-    count.assert_ok("count");
-    for (function, n) in [
-        ("call_srcu", CALL_SRCU),
-        ("synchronize_srcu", SYNCHRONIZE_SRCU),
-        ("srcu_barrier", SRCU_BARRIER),
-    ] {
-        assert_eq!(
-            count.count(&format!("{MODULE_DOMAIN}, {function}")),
-            Some(n),
-            "{function}:\n{}",
+    // count: each of the module's calls once, under its domain's name, by kprobe (the
+    // default for these) and by trampoline (whose pointer argument is read as a number).
+    for name in ["count", "count_fentry"] {
+        let count = run_named(&sections, name);
+        count.assert_ok(name);
+        for (function, n) in [
+            ("call_srcu", CALL_SRCU),
+            ("synchronize_srcu", SYNCHRONIZE_SRCU),
+            ("srcu_barrier", SRCU_BARRIER),
+        ] {
+            assert_eq!(
+                count.count(&format!("{MODULE_DOMAIN}, {function}")),
+                Some(n),
+                "{name} {function}:\n{}",
+                count.out
+            );
+        }
+        assert!(
+            count
+                .out
+                .contains("calls lost to a full key map: 0, kernel stacks lost: 0"),
+            "{}",
             count.out
         );
     }
-    assert!(
-        count
-            .out
-            .contains("calls lost to a full key map: 0, kernel stacks lost: 0"),
-        "{}",
-        count.out
-    );
 
     // srlat -c: the command's waits alone, all on the module's domain.
     let srlat = run_named(&sections, "srlat");
