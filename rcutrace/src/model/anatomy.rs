@@ -251,9 +251,8 @@ pub struct Assembler {
     /// The blocked reader that left last: on a tree of more than one level, its leaf's
     /// report to the parent follows.
     left: Option<Left>,
-    /// Per CPU, the grace period's tick sample that shows what held the CPU up: its last
-    /// inside a reader, else its first.
-    samples: HashMap<u32, (u64, Sample)>,
+    /// Per CPU, the grace period's tick samples by stack, which say what held the CPU up.
+    samples: HashMap<u32, Tally>,
     /// The latest tick sample per CPU, with its grace period and time: what runs there now,
     /// and does its tick still come.
     latest: HashMap<u32, (u64, u64, Sample)>,
@@ -272,6 +271,77 @@ pub struct Assembler {
 fn comm(bytes: &[u8; 16]) -> String {
     let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
     String::from_utf8_lossy(&bytes[..end]).into_owned()
+}
+
+/// One CPU's tick samples of one grace period, by stack. What held the CPU up is the stack
+/// most of its ticks found, among those inside a reader where any tick was: a spin's ticks land
+/// on its stack again and again, while the tick before the reader or the spin began (a page
+/// fault, a worker about to run it) and the one that found it gone come once each.
+#[derive(Debug, Default)]
+struct Tally {
+    gp_seq: u64,
+    seen: Vec<Seen>,
+    ticks: u64,
+}
+
+#[derive(Debug)]
+struct Seen {
+    in_reader: bool,
+    count: u64,
+    first_tick: u64,
+    last_tick: u64,
+    sample: Sample,
+}
+
+impl Tally {
+    fn add(&mut self, in_reader: bool, sample: Sample) {
+        let tick = self.ticks;
+        self.ticks += 1;
+        match self
+            .seen
+            .iter_mut()
+            .find(|s| s.in_reader == in_reader && s.sample.same_place(&sample))
+        {
+            Some(seen) => {
+                seen.count += 1;
+                seen.last_tick = tick;
+            }
+            None => self.seen.push(Seen {
+                in_reader,
+                count: 1,
+                first_tick: tick,
+                last_tick: tick,
+                sample,
+            }),
+        }
+    }
+
+    /// The sample that shows what held the CPU up: the most frequent stack, inside a reader
+    /// where any tick was; of stacks as frequent, inside a reader the latest (the reader's
+    /// own, not what ran before it), else the earliest (what held it when it became old).
+    fn shown(&self) -> Option<&Sample> {
+        let in_reader = self.seen.iter().any(|s| s.in_reader);
+        self.seen
+            .iter()
+            .filter(|s| s.in_reader == in_reader)
+            .max_by(|a, b| {
+                a.count.cmp(&b.count).then_with(|| {
+                    if in_reader {
+                        a.last_tick.cmp(&b.last_tick)
+                    } else {
+                        b.first_tick.cmp(&a.first_tick)
+                    }
+                })
+            })
+            .map(|s| &s.sample)
+    }
+}
+
+impl Sample {
+    /// Whether two ticks found the CPU at the same place: the same stack, in the same mode.
+    fn same_place(&self, other: &Sample) -> bool {
+        self.stack == other.stack && self.mode == other.mode
+    }
 }
 
 fn stack(id: u64) -> Option<u64> {
@@ -492,17 +562,14 @@ impl Assembler {
                 };
                 self.latest
                     .insert(event.cpu, (event.extra, at, sample.clone()));
-                // What held a CPU up is best shown by its last tick inside a reader: the
-                // first tick after the grace period became old may come before the reader
-                // began (a page fault before it), and the last before the report is often
-                // the one that found the reader gone. Without a reader seen, the first
-                // sample shows what held it when it became old.
-                match self.samples.get(&event.cpu) {
-                    Some((gp_seq, _)) if *gp_seq == event.extra && !in_reader => {}
-                    _ => {
-                        self.samples.insert(event.cpu, (event.extra, sample));
-                    }
+                let tally = self.samples.entry(event.cpu).or_default();
+                if tally.gp_seq != event.extra {
+                    *tally = Tally {
+                        gp_seq: event.extra,
+                        ..Default::default()
+                    };
                 }
+                tally.add(in_reader, sample);
             }
             gp::EVENT_CLEANUP_START => {
                 if let Some(current) = &mut self.current {
@@ -555,8 +622,9 @@ impl Assembler {
                 sample: cpus.iter().find_map(|cpu| {
                     self.samples
                         .get(cpu)
-                        .filter(|(sampled_for, _)| *sampled_for == gp_seq)
-                        .map(|(_, sample)| sample.clone())
+                        .filter(|tally| tally.gp_seq == gp_seq)
+                        .and_then(Tally::shown)
+                        .cloned()
                 }),
                 cpus,
                 found_by_pass,

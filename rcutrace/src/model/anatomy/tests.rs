@@ -125,8 +125,9 @@ fn a_report_by_the_kthread_is_a_pass_and_a_sample_of_that_cpu_comes_along() {
     assert_eq!((sample.mode, sample.stack), (Mode::Kernel, Some(42)));
 }
 
-/// The sample shown is the CPU's last inside a reader: not the page fault before the
-/// reader began, nor the tick that found it gone; without a reader seen, the first.
+/// The sample shown is the CPU's most frequent stack, inside a reader where any tick was:
+/// not the page fault before the reader began, nor the worker about to run a spin, nor the
+/// tick that found it gone; of stacks as frequent, the latest in a reader, else the first.
 #[test]
 fn a_holdout_is_shown_by_its_last_sample_inside_a_reader() {
     let shown = |samples: &[(u64, u64)]| {
@@ -167,6 +168,32 @@ fn a_holdout_is_shown_by_its_last_sample_inside_a_reader() {
             (gp::MODE_USER, 9)
         ]),
         Some(7)
+    );
+    // A worker's tick just before the spin began, then the spin's ticks (at two places of
+    // its loop), then the tick that found it gone.
+    assert_eq!(
+        shown(&[
+            (gp::MODE_KERNEL, 5),
+            (gp::MODE_KERNEL, 42),
+            (gp::MODE_KERNEL, 43),
+            (gp::MODE_KERNEL, 42),
+            (gp::MODE_KERNEL, 42),
+            (gp::MODE_KERNEL, 43),
+            (gp::MODE_USER, 9)
+        ]),
+        Some(42)
+    );
+    // Inside a reader, its most frequent stack, however many ticks came outside it.
+    assert_eq!(
+        shown(&[
+            (gp::MODE_KERNEL, 7),
+            (gp::MODE_KERNEL, 7),
+            (gp::MODE_KERNEL, 7),
+            (reader, 42),
+            (reader, 43),
+            (reader, 43),
+        ]),
+        Some(43)
     );
 }
 
