@@ -52,7 +52,8 @@ const COMMON_OPS: &[&str] = &[
 ];
 
 /// The ops `series` supports: lazy RCU brought call_rcu_hurry in 6.2; 6.11 dropped the
-/// callback flavour of tasks-rude RCU; 7.3 has no tasks-trace RCU functions of its own.
+/// callback flavour of tasks-rude RCU. 7.3 has no tasks-trace RCU functions of its own: its
+/// tasks-trace ops call SRCU's on rcu_tasks_trace_srcu_struct, inline.
 fn expected_ops(series: &str) -> Vec<&'static str> {
     let mut ops = COMMON_OPS.to_vec();
     match series {
@@ -63,10 +64,6 @@ fn expected_ops(series: &str) -> Vec<&'static str> {
                 .unwrap()
                 + 1;
             ops.splice(at..at, ["call_rcu_tasks_rude", "rcu_barrier_tasks_rude"]);
-        }
-        "7.3" => {
-            ops.insert(1, "call_rcu_hurry");
-            ops.retain(|op| !op.contains("tasks_trace"));
         }
         _ => ops.insert(1, "call_rcu_hurry"),
     }
