@@ -30,8 +30,8 @@ use crate::{
 pub async fn run(args: &CountArgs, format: Format) -> Result<Report> {
     let set = match (args.by.by, args.all) {
         (Some(By::Srcu), _) => CountedSet::Srcu,
-        (None | Some(_), true) => CountedSet::All,
-        (None | Some(_), false) => CountedSet::Default,
+        (_, true) => CountedSet::All,
+        (_, false) => CountedSet::Default,
     };
     let mut probes: Vec<Probe> = counted_functions(set).map(|c| c.probe).collect();
     if args.all {

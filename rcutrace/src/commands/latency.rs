@@ -14,7 +14,7 @@ use crate::{
     kernel::cgroups::CgroupPaths,
     kernel::symbols::keeper::SymbolKeeper,
     model::aggregate::{Aggregate, Layout},
-    model::attribution::{self, By},
+    model::attribution::By,
     model::stages::{Joiner, Staged, StagedFunction, StagesSummary},
     model::{Report, Summary, Unit},
     render::Format,
@@ -158,10 +158,7 @@ async fn run(
     let mut timed_probes: Vec<Probe> = timings.iter().flat_map(|t| t.timed.probes()).collect();
     // With --by srcu each call's domain is read: every function timed then takes one.
     let domain_arg_mask = match args.by.by {
-        Some(By::Srcu) => timings
-            .iter()
-            .filter(|t| attribution::takes_srcu_domain(t.timed.entry.function))
-            .fold(0u32, |mask, t| mask | 1 << t.timed.index()),
+        Some(By::Srcu) => timed_calls::srcu_domain_mask(timings),
         _ => 0,
     };
     let mut constants = vec![

@@ -19,7 +19,7 @@ use crate::{
     model::{
         Report, Summary,
         aggregate::{Aggregate, Layout},
-        attribution::{self, By},
+        attribution::By,
         run::{self, RunFigures, RunSummary, Wait},
     },
     render::Format,
@@ -63,12 +63,10 @@ pub async fn run(args: &RunArgs, format: Format) -> Result<Report> {
         "SAME_FUNCTION_MASK",
         (1 << timings.len()) - 1,
     ));
-    let domain_arg_mask = functions
-        .iter()
-        .zip(0..)
-        .filter(|(f, _)| attribution::takes_srcu_domain(f))
-        .fold(0u32, |mask, (_, index)| mask | 1 << index);
-    constants.push(Constant::U32("DOMAIN_ARG_MASK", domain_arg_mask));
+    constants.push(Constant::U32(
+        "DOMAIN_ARG_MASK",
+        timed_calls::srcu_domain_mask(&timings),
+    ));
     let by = ByArgs {
         by: Some(By::Stack),
         top: args.top,
@@ -145,8 +143,7 @@ pub async fn run(args: &RunArgs, format: Format) -> Result<Report> {
                 latency.into_iter().partition(|s| !said_nothing(s));
             let mut maps = report.maps;
             maps.retain(|m| !silent.iter().any(|s| s.map_name == m.name()));
-            let names = symbols.names();
-            let mut domain = |address| attribution::domain_name(&names.frame(address));
+            let mut domain = super::domain_names(&symbols);
             let figures = figures(
                 period,
                 launch.outcome()?,

@@ -11,7 +11,7 @@ use crate::{
     kernel::cgroups::CgroupPaths,
     kernel::symbols::keeper::SymbolKeeper,
     model::aggregate::{Aggregate, Layout, Series},
-    model::attribution::{By, Namers, fold_top, key_text},
+    model::attribution::{By, Namers, fold_top, key_text, takes_srcu_domain},
     model::checks::{self, CrossCheck},
     model::stats::PERCENTILE_ERROR,
     model::{HistMap, LatencySummary, Losses, Map, Report, Summary, Unit},
@@ -37,6 +37,15 @@ pub fn say_not_timed(absent: &[&str]) {
             absent.join(", ")
         );
     }
+}
+
+/// `DOMAIN_ARG_MASK`: bit `index` set for each timed function whose first argument is the
+/// SRCU domain it waits on, whose programs then read it.
+pub fn srcu_domain_mask(timings: &[Timing]) -> u32 {
+    timings
+        .iter()
+        .filter(|t| takes_srcu_domain(t.timed.entry.function))
+        .fold(0u32, |mask, t| mask | 1 << t.timed.index())
 }
 
 /// Expedited grace periods take microseconds, normal ones milliseconds.

@@ -80,7 +80,7 @@ pub fn mode(by: Option<By>) -> u32 {
 /// (`\n    frame+off` per frame, deepest first, then `\n`), a cgroup path first, then the
 /// rest (`/a, comm`), or an SRCU domain's name.
 pub fn key_text(by: By, key: &Attribution, names: &mut Namers<'_>) -> String {
-    let mut cgroup = |id| (names.cgroup)(id);
+    let cgroup = &mut names.cgroup;
     match by {
         By::Cgroup => cgroup(key.cgroup),
         By::CgroupComm => format!("{}, {}", cgroup(key.cgroup), comm(&key.comm)),

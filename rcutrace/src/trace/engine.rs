@@ -350,10 +350,8 @@ fn open(
     }
     marks::mark("banner printed");
     if let Some(symbols) = request.symbols {
-        // A command run in the window may unload at once what it used (a module): the
-        // first snapshot is read before it starts, not beside it.
         if request.launch.is_some() {
-            drop(symbols.names());
+            symbols.read_now();
         }
         symbols.keep_while_tracing();
     }

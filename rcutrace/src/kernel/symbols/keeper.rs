@@ -98,7 +98,18 @@ impl SymbolKeeper {
         SymbolKeeper { shared }
     }
 
-    /// Takes the first snapshot and looks for newcomers until the keeper is dropped.
+    /// Takes the first snapshot now, on the calling thread: for a run that starts a command
+    /// in its window, which may unload at once what it used (a module).
+    pub fn read_now(&self) {
+        self.shared
+            .state
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .update();
+    }
+
+    /// Takes the first snapshot (unless `read_now` did) and looks for newcomers until the
+    /// keeper is dropped.
     pub fn keep_while_tracing(&self) {
         let shared = Arc::clone(&self.shared);
         thread::spawn(move || {
