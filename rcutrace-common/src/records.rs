@@ -766,6 +766,11 @@ pub struct CallbacksNotTimed {
     /// Absent from records written before it was kept.
     #[serde(default)]
     pub missed_by_kprobe_layer: u64,
+    /// Of `missed_by_kernel`, the hits of the invocation hook: invocations not seen (their
+    /// callbacks look pending, or are nowhere if their queueing went unseen too). Absent from
+    /// records written before it was kept.
+    #[serde(default)]
+    pub invocations_missed: u64,
     pub row_map_full_queued: u64,
     pub row_map_full_invoked: u64,
 }

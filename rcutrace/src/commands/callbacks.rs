@@ -135,6 +135,8 @@ struct Raw {
     entry_calls: Vec<(Via, u64, Notes)>,
     missed_by_kernel: u64,
     missed_by_kprobe_layer: u64,
+    /// Of `missed_by_kernel`, the invocation hook's.
+    invocations_missed: u64,
     lists_at_close: Option<ListsAtClose>,
 }
 
@@ -200,6 +202,7 @@ fn read(period: &Period<'_>) -> Result<Raw> {
         entry_calls: entry_calls(tracer, &attached)?,
         missed_by_kernel: period.counters.missed(tracer, &all),
         missed_by_kprobe_layer: period.counters.kprobe_layer_missed(&all),
+        invocations_missed: period.counters.missed(tracer, &[CALLBACKS.invoke]),
         lists_at_close: None,
     })
 }
@@ -452,6 +455,7 @@ fn totals(raw: &Raw, rows: &[Building]) -> CallbackTotals {
         rows_map_full_invoked: total(TOTAL_LOST_ROWS_FULL_INVOKED),
         missed_by_kernel: raw.missed_by_kernel,
         missed_by_kprobe_layer: raw.missed_by_kprobe_layer,
+        invocations_missed: raw.invocations_missed,
         own_queued: total(TOTAL_OWN_QUEUED),
     }
 }

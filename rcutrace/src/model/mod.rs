@@ -576,6 +576,8 @@ pub struct CallbackTotals {
     pub missed_by_kernel: u64,
     /// Of `missed_by_kernel`, those the kprobe layer skipped (another kprobe's handler).
     pub missed_by_kprobe_layer: u64,
+    /// Of `missed_by_kernel`, those of the invocation hook: invocations not seen.
+    pub invocations_missed: u64,
     /// Callbacks rcutrace's own attaching, reading and detaching queued: in no row.
     pub own_queued: u64,
 }

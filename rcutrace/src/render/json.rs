@@ -704,6 +704,7 @@ fn callbacks_summary(summary: &CallbacksSummary) -> records::CallbacksSummary {
             requeued: totals.requeued,
             missed_by_kernel: totals.missed_by_kernel,
             missed_by_kprobe_layer: totals.missed_by_kprobe_layer,
+            invocations_missed: totals.invocations_missed,
             row_map_full_queued: totals.rows_map_full_queued,
             row_map_full_invoked: totals.rows_map_full_invoked,
         },

@@ -536,6 +536,7 @@ fn callbacks(s: &records::CallbacksSummary) -> CallbacksSummary {
             rows_map_full_invoked: s.not_timed.row_map_full_invoked,
             missed_by_kernel: s.not_timed.missed_by_kernel,
             missed_by_kprobe_layer: s.not_timed.missed_by_kprobe_layer,
+            invocations_missed: s.not_timed.invocations_missed,
             own_queued: s.own_queued,
         },
         entry_points_not_traced: s.entry_points_not_traced.clone(),

@@ -95,6 +95,7 @@ fn raw() -> Raw {
         ],
         missed_by_kernel: 0,
         missed_by_kprobe_layer: 0,
+        invocations_missed: 0,
         lists_at_close: None,
     }
 }

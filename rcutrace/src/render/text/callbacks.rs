@@ -130,6 +130,14 @@ pub(super) fn callbacks_summary(summary: &CallbacksSummary) -> String {
         totals.rows_map_full_queued,
         totals.rows_map_full_invoked,
     );
+    if totals.invocations_missed > 0 {
+        let _ = writeln!(
+            out,
+            "  of those missed by the kernel, {} invocations: their callbacks look pending, or \
+             are in no row if their queueing went unseen too",
+            totals.invocations_missed
+        );
+    }
     if totals.own_queued > 0 {
         let _ = writeln!(
             out,
