@@ -7,7 +7,7 @@
 //! skipped hits, environment); `model` is the data model every command fills (results,
 //! statistics, histograms, attribution); `runs` reads saved runs back and compares them;
 //! `render` is the only place that formats output; `memory` is the process's allocator. This
-//! file only parses, sets up, prints and says how the run ended.
+//! file only parses, sets up and says how the run ended.
 
 mod cli;
 mod commands;
@@ -22,7 +22,7 @@ mod render;
 mod runs;
 mod trace;
 
-use std::{io::Write as _, process::ExitCode};
+use std::process::ExitCode;
 
 use clap::Parser as _;
 
@@ -64,29 +64,26 @@ fn main() -> ExitCode {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn"))
         .format_timestamp(None)
         .init();
-    match commands::run(&cli) {
-        Ok(commands::Printed {
-            output,
-            status,
-            run,
-        }) => {
-            let mut stdout = std::io::stdout().lock();
-            let printed = match stdout
-                .write_all(output.as_bytes())
-                .and_then(|()| stdout.flush())
-            {
-                Ok(()) => status,
-                // A closed pipe (`| head`) is the reader's choice, not a failure worth a message.
-                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
-                Err(e) => report(&anyhow::Error::new(e).context("writing the results")),
-            };
+    // The output is printed as the run goes; what is left is the files, and the status.
+    let ended = commands::run(&cli);
+    let ended = match ended {
+        Ok(ended) => Ok(ended),
+        // A closed pipe (`| head`) is the reader's choice, not a failure worth a message.
+        Err(e) if e.is::<commands::publish::ReaderGone>() => Ok(commands::Ended {
+            status: ExitCode::SUCCESS,
+            run: None,
+        }),
+        Err(e) => Err(e),
+    };
+    match ended {
+        Ok(commands::Ended { status, run }) => {
             // The results are out whatever became of the files: now say if one failed.
             let drawn = flamegraph.map(|file| draw(file, run.as_ref()));
             match runs::save::take().map(runs::save::SaveFile::finish) {
                 Some(Err(error)) => report(&error),
                 _ => match drawn {
                     Some(Err(error)) => report(&error),
-                    _ => printed,
+                    _ => status,
                 },
             }
         }

@@ -19,6 +19,7 @@ use rcutrace_common::{
 use super::{trace, warn_disagreements};
 use crate::{
     cli::{CallbacksArgs, CallbacksBy},
+    commands::publish::Sink,
     kernel::callback_lists::CallbackLists,
     kernel::cgroups::CgroupPaths,
     kernel::symbols::keeper::SymbolKeeper,
@@ -29,8 +30,7 @@ use crate::{
         Buckets, CallbackCounts, CallbackRow, CallbackTotals, CallbacksSummary, CountMap,
         EntryPointCalls, HistMap, Map, Report, SeriesStats, Summary, Unit,
     },
-    render::Format,
-    trace::engine::{Need, Period, Request},
+    trace::engine::{Ends, Hooks, Need, Period, Reporting, Request},
     trace::probes::{CALLBACKS, Probe},
     trace::tracer::{Constant, Tracer},
 };
@@ -38,7 +38,8 @@ use crate::{
 /// Without these two nothing can be paired.
 const NEEDED: &[Probe] = &[CALLBACKS.queue, CALLBACKS.invoke];
 
-pub async fn run(args: &CallbacksArgs, format: Format) -> Result<Report> {
+pub async fn run(args: &CallbacksArgs, sink: Sink) -> Result<Report> {
+    let format = sink.format();
     let probes = CALLBACKS.in_attach_order();
     let queued_by = match args.by {
         Some(CallbacksBy::Cgroup) => QUEUED_BY_CGROUP,
@@ -71,17 +72,14 @@ pub async fn run(args: &CallbacksArgs, format: Format) -> Result<Report> {
         choice: args.common.attach,
         by: None,
         need: Need::These(NEEDED),
-        duration: args.common.length.duration(),
+        ends: Ends::after(args.common.length.duration()),
         // The extremes and pending callbacks are state, not counters: no intervals.
-        interval: None,
-        listener: None,
-        traced_process: None,
+        reporting: Reporting::AtEnd,
         sample_readers: None,
-        watch: None,
-        launch: launch.as_ref(),
-        at_close: Some(&mut look_at_lists),
-        symbols: Some(&symbols),
-        format,
+        hooks: Hooks {
+            at_close: Some(Box::new(&mut look_at_lists)),
+            ..super::hooks(Some(&symbols), launch.as_ref())
+        },
     };
     let options = Options {
         unit: args.unit,
@@ -89,7 +87,7 @@ pub async fn run(args: &CallbacksArgs, format: Format) -> Result<Report> {
         by_cpu: args.by == Some(CallbacksBy::Cpu),
     };
     let mut cgroups = CgroupPaths::new();
-    let report = trace(request, None, &mut |period| {
+    let mut report_of = |period: &Period<'_>| {
         let mut raw = read(period)?;
         raw.lists_at_close = lists_at_close.get();
         let names = function_names(&raw, &symbols);
@@ -112,8 +110,8 @@ pub async fn run(args: &CallbacksArgs, format: Format) -> Result<Report> {
         }
         report.environment = period.environment();
         Ok(report)
-    })
-    .await?;
+    };
+    let report = trace(request, None, &mut report_of, sink).await?;
     super::launched(launch.as_ref())?;
     Ok(report)
 }

@@ -12,6 +12,7 @@ use rcutrace_common::{
 use super::{domain_names, stack_frames, trace};
 use crate::{
     cli::{ByArgs, CountArgs},
+    commands::publish::Sink,
     kernel,
     kernel::cgroups::CgroupPaths,
     kernel::symbols::keeper::SymbolKeeper,
@@ -19,7 +20,7 @@ use crate::{
     model::checks,
     model::{CountMap, CountSummary, KeyedLosses, Map, Report, Summary},
     render::Format,
-    trace::engine::{Need, Period, Request},
+    trace::engine::{Ends, Need, Period, Reporting, Request},
     trace::probes::{
         COUNTED, Counted, CountedSet, GP_INIT_FOUND_NOTHING, Probe, counted_functions,
     },
@@ -27,7 +28,8 @@ use crate::{
     trace::tracer::Constant,
 };
 
-pub async fn run(args: &CountArgs, format: Format) -> Result<Report> {
+pub async fn run(args: &CountArgs, sink: Sink) -> Result<Report> {
+    let format = sink.format();
     let set = match (args.by.by, args.all) {
         (Some(By::Srcu), _) => CountedSet::Srcu,
         (_, true) => CountedSet::All,
@@ -58,19 +60,17 @@ pub async fn run(args: &CountArgs, format: Format) -> Result<Report> {
             choice: args.common.attach,
             by: args.by.by,
             need: Need::Any,
-            duration: args.common.length.duration(),
-            interval: args.over_time.interval(),
-            listener: None,
-            traced_process: None,
+            ends: Ends::after(args.common.length.duration()),
+            reporting: Reporting::every(args.over_time.interval()),
             sample_readers: args.sample_readers,
-            watch: None,
-            launch: launch.as_ref(),
-            at_close: None,
-            symbols: matches!(args.by.by, Some(By::Stack | By::Srcu)).then_some(&symbols),
-            format,
+            hooks: super::hooks(
+                matches!(args.by.by, Some(By::Stack | By::Srcu)).then_some(&symbols),
+                launch.as_ref(),
+            ),
         },
         None,
         &mut |period| report(period, &args.by, &symbols, format, &mut cgroups),
+        sink,
     )
     .await?;
     super::launched(launch.as_ref())?;

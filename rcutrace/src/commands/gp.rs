@@ -10,6 +10,7 @@ use rcutrace_common::gp as common;
 use super::trace;
 use crate::{
     cli::GpArgs,
+    commands::publish::Sink,
     kernel::{self, symbols::keeper::SymbolKeeper},
     model::{
         GracePeriodLosses, GracePeriodRow, GracePeriodsSummary, HistMap, LatencySummary, Losses,
@@ -19,9 +20,8 @@ use crate::{
         grace_periods::Tally,
         stats::PERCENTILE_ERROR,
     },
-    render::Format,
     trace::{
-        engine::{self, Need, Period, Request},
+        engine::{self, Ends, Need, Period, Reporting, Request},
         grace_periods::{GpEvents, constants, decode},
         probes::{GRACE_PERIODS, GRACE_PERIODS_NEEDED, Probe},
     },
@@ -37,7 +37,8 @@ struct Stream {
     malformed: u64,
 }
 
-pub async fn run(args: &GpArgs, format: Format) -> Result<Report> {
+pub async fn run(args: &GpArgs, sink: Sink) -> Result<Report> {
+    let format = sink.format();
     let probes: Vec<Probe> = GRACE_PERIODS.in_attach_order().to_vec();
     engine::read_btf_ahead(&probes, Default::default(), None);
     crate::marks::mark("kernel BTF read");
@@ -71,16 +72,10 @@ pub async fn run(args: &GpArgs, format: Format) -> Result<Report> {
             choice: args.attach,
             by: None,
             need: Need::These(GRACE_PERIODS_NEEDED),
-            duration: args.length.duration(),
-            interval: args.over_time.interval(),
-            listener: None,
-            traced_process: None,
+            ends: Ends::after(args.length.duration()),
+            reporting: Reporting::every(args.over_time.interval()),
             sample_readers: None,
-            watch: None,
-            launch: launch.as_ref(),
-            at_close: None,
-            symbols: Some(&symbols),
-            format,
+            hooks: super::hooks(Some(&symbols), launch.as_ref()),
         },
         Some(&mut consume),
         &mut |period| {
@@ -117,6 +112,7 @@ pub async fn run(args: &GpArgs, format: Format) -> Result<Report> {
             }
             Ok(report)
         },
+        sink,
     )
     .await?;
     super::launched(launch.as_ref())?;

@@ -10,6 +10,7 @@ use super::{
 };
 use crate::{
     cli::{LatencyArgs, SrlatArgs},
+    commands::publish::Sink,
     kernel,
     kernel::cgroups::CgroupPaths,
     kernel::symbols::keeper::SymbolKeeper,
@@ -17,25 +18,24 @@ use crate::{
     model::attribution::By,
     model::stages::{Joiner, Staged, StagedFunction, StagesSummary},
     model::{Report, Summary, Unit},
-    render::Format,
-    trace::engine::{Need, Period, Request},
+    trace::engine::{Ends, Need, Period, Reporting, Request},
     trace::launch::{self, Following},
     trace::probes::{self, FOLLOWED_TREE, Probe},
     trace::stages,
     trace::tracer::Constant,
 };
 
-pub async fn gplat(args: &LatencyArgs, format: Format) -> Result<Report> {
+pub async fn gplat(args: &LatencyArgs, sink: Sink) -> Result<Report> {
     let timing = Timing {
         timed: probes::GP_LATENCY,
         map_name: "@gplat".into(),
         unit: args.unit.unwrap_or(Unit::Ms),
     };
     // The grace-period kthread is no one's process tree: -c only says when to stop.
-    run(&[timing], args, Callers::All, None, format).await
+    run(&[timing], args, Callers::All, None, sink).await
 }
 
-pub async fn srlat(args: &SrlatArgs, format: Format) -> Result<Report> {
+pub async fn srlat(args: &SrlatArgs, sink: Sink) -> Result<Report> {
     let mut functions = srlat_functions(args);
     // `--func` may name a function this kernel lacks: named once, the others are timed.
     if !args.func.is_empty() {
@@ -78,7 +78,7 @@ pub async fn srlat(args: &SrlatArgs, format: Format) -> Result<Report> {
         (None, Some(_)) => Callers::LaunchedTree,
         (None, None) => Callers::All,
     };
-    run(&timings, &args.latency, callers, stages, format).await
+    run(&timings, &args.latency, callers, stages, sink).await
 }
 
 /// The functions `srlat` times, in the order given, each once: `--func`, `--expedited`, or
@@ -144,7 +144,7 @@ async fn run(
     args: &LatencyArgs,
     callers: Callers,
     stages: Option<stages::Plan>,
-    format: Format,
+    sink: Sink,
 ) -> Result<Report> {
     let pid = match callers {
         Callers::Process(pid) => Some(pid),
@@ -198,7 +198,7 @@ async fn run(
     // Every report covers the window from its opening: a plain run's one, or --cumulative's.
     let checking = Checking {
         whole_window: args.over_time.interval().is_none_or(|i| i.cumulative),
-        format,
+        format: sink.format(),
     };
     let mut cgroups = CgroupPaths::new();
     let report = trace(
@@ -208,16 +208,16 @@ async fn run(
             choice: args.common.attach,
             by: args.by.by,
             need: needed.as_deref().map_or(Need::All, Need::These),
-            duration: args.common.length.duration(),
-            interval: args.over_time.interval(),
-            listener: None,
-            traced_process: pid,
+            ends: Ends {
+                after: args.common.length.duration(),
+                with_process: pid,
+            },
+            reporting: Reporting::every(args.over_time.interval()),
             sample_readers: None,
-            watch: None,
-            launch: launch.as_ref(),
-            at_close: None,
-            symbols: matches!(args.by.by, Some(By::Stack | By::Srcu)).then_some(&symbols),
-            format,
+            hooks: super::hooks(
+                matches!(args.by.by, Some(By::Stack | By::Srcu)).then_some(&symbols),
+                launch.as_ref(),
+            ),
         },
         Some(&mut consume),
         &mut |period| {
@@ -235,6 +235,7 @@ async fn run(
             }
             Ok(report)
         },
+        sink,
     )
     .await?;
     super::launched(launch.as_ref())?;

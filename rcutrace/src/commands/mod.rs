@@ -8,6 +8,7 @@ pub mod callbacks;
 pub mod count;
 pub mod gp;
 pub mod latency;
+pub mod publish;
 pub mod report;
 pub mod run;
 pub mod serve;
@@ -19,38 +20,42 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 
+use self::publish::{Sink, ToSink};
 use crate::{
     cli::{Cli, Command},
     kernel,
     kernel::environment,
     kernel::symbols::keeper::{Names, SymbolKeeper},
     model::{Report, Summary},
-    render::{self, Format},
-    runs,
-    trace::engine::{MakeReport, Period, Request, print, trace_with},
+    render::Format,
+    trace::engine::{AtOpen, Hooks, MakeReport, Period, Request, trace_with},
     trace::launch::Launch,
-    trace::session::{Consume, Due},
+    trace::session::Consume,
     trace::tracer::Tracer,
 };
 
 /// `stall --exit-on-warning` ends with this status at its first warning.
 const STALL_WARNED: u8 = 3;
 
-/// What a command leaves to print: its output, the exit status after it, and the run
-/// `--flamegraph` draws (`report`: from one file only).
-pub struct Printed {
-    pub output: String,
+/// How a command ended, its output published: the exit status, and the run `--flamegraph`
+/// draws (`report`: from one file only).
+pub struct Ended {
     pub status: ExitCode,
     pub run: Option<Report>,
 }
 
 /// Runs the command the command line names.
-pub fn run(cli: &Cli) -> Result<Printed> {
-    let format = cli.format;
+pub fn run(cli: &Cli) -> Result<Ended> {
+    let sink = Sink::new(cli.format);
     // Only JSON output and saved runs carry what a run ran on.
-    environment::record_only_if(format == Format::Json || cli.save.is_some());
+    environment::record_only_if(cli.format == Format::Json || cli.save.is_some());
     if let Command::Report(args) = &cli.command {
-        return report::run(args, format, cli.flamegraph.is_some());
+        let read = report::run(args, cli.format, cli.flamegraph.is_some())?;
+        output_read(sink.text(&read.output))?;
+        return Ok(Ended {
+            status: read.status,
+            run: read.run,
+        });
     }
     // Before anything reads the kernel: without privileges, kallsyms gives no addresses,
     // and a command that needs them would blame kptr_restrict instead.
@@ -61,57 +66,66 @@ pub fn run(cli: &Cli) -> Result<Printed> {
         .build()?;
     let report = runtime.block_on(async {
         match &cli.command {
-            Command::Count(args) => count::run(args, format).await.map(Some),
-            Command::Gplat(args) => latency::gplat(args, format).await.map(Some),
-            Command::Srlat(args) => latency::srlat(args, format).await.map(Some),
-            Command::Serve(args) => serve::run(args).await.map(|()| None),
-            Command::Top(args) => top::run(args).await.map(|()| None),
-            Command::Callbacks(args) => callbacks::run(args, format).await.map(Some),
-            Command::Gp(args) => gp::run(args, format).await.map(Some),
-            Command::Stall(args) => stall::run(args, format).await.map(Some),
-            Command::Run(args) => run::run(args, format).await.map(Some),
+            Command::Count(args) => count::run(args, sink).await.map(Some),
+            Command::Gplat(args) => latency::gplat(args, sink).await.map(Some),
+            Command::Srlat(args) => latency::srlat(args, sink).await.map(Some),
+            Command::Serve(args) => serve::run(args, sink).await.map(|()| None),
+            Command::Top(args) => top::run(args, sink).await.map(|()| None),
+            Command::Callbacks(args) => callbacks::run(args, sink).await.map(Some),
+            Command::Gp(args) => gp::run(args, sink).await.map(Some),
+            Command::Stall(args) => stall::run(args, sink).await.map(Some),
+            Command::Run(args) => run::run(args, sink).await.map(Some),
             Command::Report(_) => Err(anyhow::anyhow!("report reads files, it does not trace")),
         }
     })?;
     let Some(report) = report else {
-        return Ok(Printed {
-            output: String::new(),
+        return Ok(Ended {
             status: ExitCode::SUCCESS,
             run: None,
         });
     };
-    save(&report);
+    output_read(sink.report(&report))?;
     let status = match &report.summary {
         Summary::Stall(s) if s.stopped_at_warning => ExitCode::from(STALL_WARNED),
         // The command's own status, as a shell's would be (128 + the signal that ended it).
         Summary::Run(run) => run::exit_code(&run.figures),
         _ => ExitCode::SUCCESS,
     };
-    Ok(Printed {
-        output: render::report(format, &report),
+    Ok(Ended {
         status,
         run: Some(report),
     })
 }
 
+/// The last output, published: a reader that stopped reading (`| head`) still leaves the
+/// files to write.
+fn output_read(published: Result<()>) -> Result<()> {
+    match published {
+        Err(e) if !e.is::<publish::ReaderGone>() => Err(e),
+        _ => Ok(()),
+    }
+}
+
 /// Loads, attaches the probes, prints bpftrace's banner, traces for the window, and returns
 /// the report `make_report` makes of it. With an interval, the reports of the intervals
-/// before the last one are printed as they are made, each after its time.
+/// before the last one are published as they are made, each after its time.
 pub async fn trace(
     request: Request<'_>,
     consume: Option<Consume<'_>>,
     make_report: MakeReport<'_>,
+    sink: Sink,
 ) -> Result<Report> {
-    let format = request.format;
-    let stamped = request.interval.is_some();
-    let cumulative = request.interval.is_some_and(|i| i.cumulative);
+    let interval = match request.reporting {
+        crate::trace::engine::Reporting::Every(interval) => Some(interval),
+        _ => None,
+    };
     let mut first = true;
     let mut make_stamped = |period: &Period<'_>| {
         let mut report = make_report(period)?;
-        if stamped {
+        if let Some(interval) = interval {
             report.time = Some(crate::model::Stamp {
                 time: kernel::local_time(),
-                cumulative,
+                cumulative: interval.cumulative,
             });
             // The environment describes the run: said once, in its first interval.
             if !std::mem::take(&mut first) {
@@ -120,11 +134,25 @@ pub async fn trace(
         }
         Ok(report)
     };
-    let mut print_report = |report: Report, _: Due| {
-        save(&report);
-        print(&render::report(format, &report))
-    };
-    trace_with(request, consume, &mut make_stamped, &mut print_report).await
+    trace_with(request, consume, &mut make_stamped, &mut ToSink(sink)).await
+}
+
+/// The hooks of a run that names kernel addresses by `symbols` (kept from the window's
+/// opening, read at once where a command launched in the window may unload what they name)
+/// and that may launch a command in the window (`-c`, `run`), which it then watches.
+fn hooks<'a>(symbols: Option<&'a SymbolKeeper>, launch: Option<&'a Launch>) -> Hooks<'a> {
+    Hooks {
+        at_open: symbols.map(|symbols| -> AtOpen<'a> {
+            Box::new(move || {
+                if launch.is_some() {
+                    symbols.read_now();
+                }
+                symbols.keep_while_tracing();
+            })
+        }),
+        watch: launch.map(Launch::watch),
+        at_close: None,
+    }
 }
 
 /// `-c CMD`: the command to run in the window, where one is given.
@@ -141,22 +169,6 @@ fn launched(launch: Option<&Launch>) -> Result<()> {
         Some(error) => Err(error),
         None => Ok(()),
     }
-}
-
-/// `--save`: writes `report` to the run's save file, if it has one, as `-f json` prints it.
-fn save(report: &Report) {
-    runs::save::write(|first| json_lines(report, first));
-}
-
-/// A report's JSON lines, after the banner if they are the first of the run.
-fn json_lines(report: &Report, first: bool) -> String {
-    let mut json = String::new();
-    if first {
-        let probes = report.environment.as_ref().map_or(0, environment::probes);
-        json = render::banner(Format::Json, probes);
-    }
-    json += &render::report(Format::Json, report);
-    json
 }
 
 /// Symbolized frames of the kernel stacks the programs kept, by stack id, `name+offset`
@@ -200,31 +212,5 @@ pub fn warn_disagreements(format: Format, checks: &[crate::model::checks::CrossC
         for check in crate::model::checks::disagreeing(checks) {
             eprintln!("rcutrace: warning: {}", check.warning());
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::model::{CountMap, CountSummary, Map, Summary};
-
-    /// A saved run is what `-f json` prints: the banner once, before the first report.
-    #[test]
-    fn a_saved_run_is_the_json_output() {
-        let report = |count| Report {
-            time: Some(crate::model::Stamp::interval("12:00:01")),
-            maps: vec![Map::Count(CountMap {
-                name: "@".into(),
-                entries: vec![("call_rcu".into(), count)],
-            })],
-            summary: Summary::Count(CountSummary::default()),
-            environment: None,
-        };
-        assert_eq!(
-            json_lines(&report(1), true) + &json_lines(&report(2), false),
-            render::banner(Format::Json, 0)
-                + &render::report(Format::Json, &report(1))
-                + &render::report(Format::Json, &report(2))
-        );
     }
 }

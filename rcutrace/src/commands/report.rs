@@ -5,8 +5,6 @@
 
 use std::{path::Path, process::ExitCode};
 
-use super::Printed;
-
 use anyhow::{Context as _, Result, anyhow, bail};
 
 use crate::{
@@ -15,6 +13,14 @@ use crate::{
     render,
     runs::{compare, gate, intervals, save::SaveFile, saved},
 };
+
+/// What `report` read: its output, the exit status after it, and the run `--flamegraph`
+/// draws (from one file only).
+pub struct Printed {
+    pub output: String,
+    pub status: ExitCode,
+    pub run: Option<Report>,
+}
 
 /// `draw`: the run is wanted whole, for `--flamegraph`.
 pub fn run(args: &ReportArgs, format: render::Format, draw: bool) -> Result<Printed> {

@@ -15,6 +15,7 @@ use rcutrace_common::{
 use super::timed_calls::{self, Checking, Timing};
 use crate::{
     cli::{ByArgs, RunArgs},
+    commands::publish::Sink,
     kernel::{self, cgroups::CgroupPaths, symbols::keeper::SymbolKeeper},
     model::{
         Report, Summary,
@@ -22,9 +23,8 @@ use crate::{
         attribution::By,
         run::{self, RunFigures, RunSummary, Wait},
     },
-    render::Format,
     trace::{
-        engine::{Need, Period, Request},
+        engine::{Ends, Need, Period, Reporting, Request},
         launch::{self, Following, Launch, Outcome},
         probes::{self, FOLLOWED_TREE, FOLLOWED_WORK, Probe},
         tracer::Constant,
@@ -40,7 +40,7 @@ pub fn exit_code(figures: &RunFigures) -> ExitCode {
     }
 }
 
-pub async fn run(args: &RunArgs, format: Format) -> Result<Report> {
+pub async fn run(args: &RunArgs, sink: Sink) -> Result<Report> {
     let launch = Launch::new(
         &args.command,
         args.user.as_ref(),
@@ -108,22 +108,16 @@ pub async fn run(args: &RunArgs, format: Format) -> Result<Report> {
             choice: args.attach,
             by: by.by,
             need: Need::All,
-            duration: None,
-            interval: None,
-            listener: None,
-            traced_process: None,
+            ends: Ends::default(),
+            reporting: Reporting::AtEnd,
             sample_readers: None,
-            watch: None,
-            launch: Some(&launch),
-            at_close: None,
-            symbols: Some(&symbols),
-            format,
+            hooks: super::hooks(Some(&symbols), Some(&launch)),
         },
         Some(&mut consume),
         &mut |period| {
             let checking = Checking {
                 whole_window: true,
-                format,
+                format: sink.format(),
             };
             let report = timed_calls::report(
                 period,
@@ -158,6 +152,7 @@ pub async fn run(args: &RunArgs, format: Format) -> Result<Report> {
                 ..report
             })
         },
+        sink,
     )
     .await?;
     if let Some(error) = launch.take_failure() {

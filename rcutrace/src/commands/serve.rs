@@ -23,6 +23,7 @@ use rcutrace_common::{
 
 use crate::{
     cli::{ServeArgs, ServeBy},
+    commands::publish::{Delivering, Sink},
     kernel,
     kernel::cgroups::CgroupPaths,
     model::aggregate::{Aggregate, Layout, Series},
@@ -32,8 +33,8 @@ use crate::{
         Buckets, GracePeriodMetrics, Labelled, LastHoldout, LatencyHistogram, Metrics, ProbeInfo,
         Unit, anatomy::Assembler, grace_periods::Tally,
     },
-    render::{self, Format},
-    trace::engine::{Need, Period, Request, trace_with},
+    render,
+    trace::engine::{Ends, Hooks, Need, Period, Reporting, Request, trace_with},
     trace::grace_periods::{self, GpEvents, expedited_state, grace_period_now},
     trace::probes::{
         self, CountedSet, EXPEDITED_END, EXPEDITED_START, GRACE_PERIODS, KERNEL_STALL_WARNING,
@@ -68,7 +69,7 @@ enum Histogram {
 /// first default threshold).
 const STALL_WARNING_AGE: Duration = Duration::from_secs(1);
 
-pub async fn run(args: &ServeArgs) -> Result<()> {
+pub async fn run(args: &ServeArgs, sink: Sink) -> Result<()> {
     // Before anything is loaded: a port in use fails at once.
     let listener = server::listen(args.listen).await?;
     let by = args.by.map(|by| match by {
@@ -138,20 +139,18 @@ pub async fn run(args: &ServeArgs) -> Result<()> {
             choice: args.attach,
             by,
             need: Need::Any,
-            duration: None,
-            interval: None,
-            listener: Some(&listener),
-            traced_process: None,
+            ends: Ends::default(),
+            reporting: Reporting::PerConnection(&listener),
             sample_readers: None,
-            watch: layout.is_some().then_some(Watch {
-                every: Duration::from_millis(100),
-                check: &mut watch_stalls,
-                now: None,
-            }),
-            launch: None,
-            at_close: None,
-            symbols: None,
-            format: Format::Text,
+            hooks: Hooks {
+                watch: layout.is_some().then(|| Watch {
+                    every: Duration::from_millis(100),
+                    check: Box::new(&mut watch_stalls),
+                    now: None,
+                    reads_events: true,
+                }),
+                ..Hooks::default()
+            },
         },
         Some(&mut consume),
         &mut |period| {
@@ -227,11 +226,14 @@ pub async fn run(args: &ServeArgs) -> Result<()> {
             }
             Ok(metrics)
         },
-        &mut |metrics, due| {
-            if let Due::Connection(stream) = due {
-                server::answer(stream, render::openmetrics(&metrics));
-            }
-            Ok(())
+        &mut Delivering {
+            sink,
+            deliver: &mut |metrics, due| {
+                if let Due::Connection(stream) = due {
+                    server::answer(stream, render::openmetrics(&metrics));
+                }
+                Ok(())
+            },
         },
     )
     .await?;

@@ -19,6 +19,7 @@ use rcutrace_common::gp::{EVENT_KERNEL_STALL_WARNING, EVENT_STALL_WAKE};
 use super::{symbolize, trace};
 use crate::{
     cli::StallArgs,
+    commands::publish::Sink,
     kernel::{
         self, expedited_holdouts::ExpeditedHoldoutReader, rcu_state, symbols::keeper::SymbolKeeper,
     },
@@ -30,9 +31,8 @@ use crate::{
             default_thresholds,
         },
     },
-    render::{self, Format},
     trace::{
-        engine::{self, Need, Request, print},
+        engine::{self, Ends, Hooks, Need, Reporting, Request},
         grace_periods::{self, GpEvents, expedited_state},
         probes::{
             EXPEDITED_END, EXPEDITED_START, GRACE_PERIODS, GRACE_PERIODS_NEEDED,
@@ -66,7 +66,7 @@ struct State {
     malformed: u64,
 }
 
-pub async fn run(args: &StallArgs, format: Format) -> Result<Report> {
+pub async fn run(args: &StallArgs, sink: Sink) -> Result<Report> {
     let mut probes: Vec<Probe> = GRACE_PERIODS.in_attach_order().to_vec();
     probes.extend([EXPEDITED_START, EXPEDITED_END]);
     engine::read_btf_ahead(&probes, Default::default(), None);
@@ -97,7 +97,7 @@ pub async fn run(args: &StallArgs, format: Format) -> Result<Report> {
     };
     let symbols = SymbolKeeper::new();
     let state = RefCell::new(State {
-        printer: Printer::start(format, symbols.clone()),
+        printer: Printer::start(sink, symbols.clone()),
         stream: Assembler::new(layout.tree.clone(), &online),
         watch: StallWatch::new(thresholds.clone()),
         expedited: ExpeditedWatch::new(thresholds.clone()),
@@ -233,21 +233,20 @@ pub async fn run(args: &StallArgs, format: Format) -> Result<Report> {
             choice: Default::default(),
             by: None,
             need: Need::These(GRACE_PERIODS_NEEDED),
-            duration: args.duration(),
-            interval: None,
-            listener: None,
-            traced_process: None,
+            ends: Ends::after(args.duration()),
+            reporting: Reporting::AtEnd,
             sample_readers: None,
-            // The first look soon: whether the kernel side can wake the watch is known then.
-            watch: Some(Watch {
-                every: look_often,
-                check: &mut check,
-                now: Some(&look_now),
-            }),
-            launch: None,
-            at_close: None,
-            symbols: Some(&symbols),
-            format,
+            hooks: Hooks {
+                // The first look soon: whether the kernel side can wake the watch is known
+                // then.
+                watch: Some(Watch {
+                    every: look_often,
+                    check: Box::new(&mut check),
+                    now: Some(&look_now),
+                    reads_events: true,
+                }),
+                ..super::hooks(Some(&symbols), None)
+            },
         },
         Some(&mut consume),
         &mut |period| {
@@ -286,6 +285,7 @@ pub async fn run(args: &StallArgs, format: Format) -> Result<Report> {
                 environment: period.environment(),
             })
         },
+        sink,
     )
     .await
 }
@@ -337,7 +337,7 @@ enum Job {
 }
 
 impl Printer {
-    fn start(format: Format, symbols: SymbolKeeper) -> Self {
+    fn start(sink: Sink, symbols: SymbolKeeper) -> Self {
         let (jobs, queue) = mpsc::channel::<Job>();
         let thread = thread::spawn(move || {
             for job in queue {
@@ -361,7 +361,7 @@ impl Printer {
                         }
                     }
                 };
-                print(&render::stall_event(format, &event))?;
+                sink.stall_event(&event)?;
             }
             Ok(())
         });

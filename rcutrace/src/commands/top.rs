@@ -34,14 +34,15 @@ use rcutrace_common::{
 
 use crate::{
     cli::TopArgs,
+    commands::publish::{Delivering, Sink},
     kernel,
     kernel::symbols::keeper::SymbolKeeper,
     model::aggregate::{Aggregate, Layout, Series},
     model::attribution::By,
     model::stats::percentile_bits,
     model::top::{LatencyFigures, Readers, TopFrame, TopRow},
-    render::{Format, top::View},
-    trace::engine::{Interval, Need, Period, Request, trace_with},
+    render::top::View,
+    trace::engine::{Ends, Interval, Need, Period, Reporting, Request, trace_with},
     trace::grace_periods::{self, GpEvents, grace_period_now},
     trace::probes::{self, CALLBACKS, GP_LATENCY, GRACE_PERIODS_NEEDED, Probe, READERS, Timed},
     trace::sampling,
@@ -55,7 +56,7 @@ const WAITERS: [Timed; 3] = [
     probes::timed_call(3, "rcu_barrier"),
 ];
 
-pub async fn run(args: &TopArgs) -> Result<()> {
+pub async fn run(args: &TopArgs, sink: Sink) -> Result<()> {
     let mut probes: Vec<Probe> = vec![READERS.probe];
     probes.extend(GP_LATENCY.probes());
     probes.extend(WAITERS.iter().flat_map(|t| t.probes()));
@@ -135,23 +136,20 @@ pub async fn run(args: &TopArgs) -> Result<()> {
             choice: args.attach,
             by: Some(By::Comm),
             need: Need::These(&[GP_LATENCY.entry, GP_LATENCY.exit]),
-            duration: None,
-            interval: Some(Interval {
+            ends: Ends::default(),
+            reporting: Reporting::Every(Interval {
                 every: Duration::from_secs(args.interval),
                 cumulative: false,
             }),
-            listener: None,
-            traced_process: None,
             sample_readers: Some(args.sample_readers),
-            watch: None,
-            launch: None,
-            at_close: None,
-            symbols: Some(&symbols),
-            format: Format::Text,
+            hooks: super::hooks(Some(&symbols), None),
         },
         Some(&mut consume),
         &mut make_frame,
-        &mut show,
+        &mut Delivering {
+            sink,
+            deliver: &mut show,
+        },
     )
     .await;
     // The screen is given back before anything (an error among them) is printed, and the

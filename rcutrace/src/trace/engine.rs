@@ -7,12 +7,11 @@ use std::{
     cell::RefCell,
     collections::HashSet,
     fmt::Write as _,
-    io::Write as _,
     thread::JoinHandle,
     time::{Duration, Instant},
 };
 
-use anyhow::{Context as _, Result, anyhow};
+use anyhow::{Result, anyhow};
 use rcutrace_common::{
     attribution::MAX_STACKS,
     counters::{self, MAX_KEYED_COUNTS},
@@ -22,13 +21,11 @@ use rcutrace_common::{
 use tokio::net::TcpListener;
 
 use crate::{
-    kernel::{self, kprobe_table::KprobeTable, symbols::keeper::SymbolKeeper},
+    kernel::{self, kprobe_table::KprobeTable},
     marks,
     model::Report,
     model::attribution::{self, By},
-    render::{self, Format},
     trace::{
-        launch::{LOOK_EVERY, Launch},
         probes::{self, AttachChoice, Keys, Method, Probe, READERS},
         readings::Reading,
         sampling::{ReaderSampling, SampledReaders, Sampler, Switch},
@@ -80,7 +77,8 @@ impl Need<'_> {
     }
 }
 
-/// What a command asks `trace_with` for.
+/// What a command asks `trace_with` for: what to attach and how, what ends the window, when
+/// to report, and the command's own work at the window's steps.
 pub struct Request<'a> {
     pub probes: &'a [Probe],
     /// Load-time constants of the programs, beside the ones `trace_with` sets itself.
@@ -88,27 +86,82 @@ pub struct Request<'a> {
     pub choice: AttachChoice,
     pub by: Option<By>,
     pub need: Need<'a>,
-    pub duration: Option<Duration>,
-    /// Report every so often during the window, not only at its end.
-    pub interval: Option<Interval>,
-    /// Report to each client that connects here during the window (`serve`); every report
-    /// covers the window so far.
-    pub listener: Option<&'a TcpListener>,
-    /// The process a pid filter selects, whose exit is reported.
-    pub traced_process: Option<u32>,
+    pub ends: Ends,
+    pub reporting: Reporting<'a>,
     /// Attach the reader probe only part of the time (`count --sample-readers`).
     pub sample_readers: Option<ReaderSampling>,
-    /// Work to do every so often while the window is open (`stall`'s watch).
+    pub hooks: Hooks<'a>,
+}
+
+/// What ends the window, besides Ctrl-C and a watch that says so.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Ends {
+    /// After this long.
+    pub after: Option<Duration>,
+    /// When this process exits (the one a pid filter selects), which is said.
+    pub with_process: Option<u32>,
+}
+
+impl Ends {
+    pub fn after(duration: Option<Duration>) -> Ends {
+        Ends {
+            after: duration,
+            with_process: None,
+        }
+    }
+}
+
+/// When reports are made while the window is open, besides the last one, at its end.
+#[derive(Clone, Copy, Debug, Default)]
+pub enum Reporting<'a> {
+    #[default]
+    AtEnd,
+    /// `--interval N [--cumulative]`.
+    Every(Interval),
+    /// To each client that connects here (`serve`); every report covers the window so far.
+    PerConnection(&'a TcpListener),
+}
+
+impl Reporting<'_> {
+    pub fn every(interval: Option<Interval>) -> Reporting<'static> {
+        interval.map_or(Reporting::AtEnd, Reporting::Every)
+    }
+
+    /// Every report covers the window so far, not only what happened since the last one.
+    fn cumulative(self) -> bool {
+        match self {
+            Reporting::AtEnd => false,
+            Reporting::Every(interval) => interval.cumulative,
+            Reporting::PerConnection(_) => true,
+        }
+    }
+}
+
+/// A command's own work at the window's steps.
+#[derive(Default)]
+pub struct Hooks<'a> {
+    /// Once the window is open and said to be (a run that names kernel addresses keeps the
+    /// symbols from here, so that they are named as they were when captured).
+    pub at_open: Option<AtOpen<'a>>,
+    /// Every so often while the window is open (`stall`'s watch, a launched command's look).
     pub watch: Option<Watch<'a>>,
-    /// A command to run in the window, which ends with it (`run`, `-c`); it takes the watch.
-    pub launch: Option<&'a Launch>,
     /// A last look at the kernel while the programs still count, just before the window
     /// closes (`callbacks` reads the callback lists' lengths there).
-    pub at_close: Option<&'a mut dyn FnMut(&Tracer)>,
-    /// For runs that name kernel addresses (stacks, callback functions): the symbols to
-    /// keep while the window is open, so that they are named as they were when captured.
-    pub symbols: Option<&'a SymbolKeeper>,
-    pub format: Format,
+    pub at_close: Option<AtClose<'a>>,
+}
+
+/// What a command does once the window is open.
+pub type AtOpen<'a> = Box<dyn FnMut() + 'a>;
+
+/// A command's last look at the kernel before the window closes.
+pub type AtClose<'a> = Box<dyn FnMut(&Tracer) + 'a>;
+
+/// Where the window's opening is said and the reports made during it go.
+pub trait Publisher<R> {
+    /// The window is open, with `probes` probes attached: bpftrace's banner.
+    fn opened(&mut self, probes: usize) -> Result<()>;
+    /// A report due while the window is open (an interval's, a connection's).
+    fn publish(&mut self, report: R, due: Due) -> Result<()>;
 }
 
 /// `--interval N [--cumulative]`.
@@ -147,19 +200,16 @@ impl Period<'_> {
 /// Makes a command's report of one period.
 pub type MakeReport<'a, R = Report> = &'a mut dyn FnMut(&Period<'_>) -> Result<R>;
 
-/// Hands a report made during the window to where it is due.
-pub type Publish<'a, R> = &'a mut dyn FnMut(R, Due) -> Result<()>;
-
-/// Loads, attaches the probes, prints bpftrace's banner and traces for the window, for any
-/// kind of report: counting starts once the last probe is attached and stops before anything
-/// is detached; latency samples go to `consume` as they arrive, the last ones after every
-/// program has finished. Reports due during the window (intervals, connections) go to
-/// `publish`; the report of the end of the window is returned.
+/// Loads, attaches the probes, has the window's opening said and traces for the window, for
+/// any kind of report: counting starts once the last probe is attached and stops before
+/// anything is detached; latency samples go to `consume` as they arrive, the last ones after
+/// every program has finished. Reports due during the window (intervals, connections) go to
+/// `publisher`; the report of the end of the window is returned.
 pub async fn trace_with<R>(
     mut request: Request<'_>,
     mut consume: Option<Consume<'_>>,
     make_report: MakeReport<'_, R>,
-    publish: Publish<'_, R>,
+    publisher: &mut dyn Publisher<R>,
 ) -> Result<R> {
     let mut interrupts = Interrupts::catch()?;
     // Finding the kprobe table reads /proc/kallsyms whole (most of a second in a guest):
@@ -173,11 +223,16 @@ pub async fn trace_with<R>(
         at_open,
         opened,
         sampler,
-    } = open(&mut tracer, &request, &attached, consume.is_some())?;
+    } = open(
+        &mut tracer,
+        &mut request,
+        &attached,
+        consume.is_some(),
+        publisher,
+    )?;
     let mut periods = Periods {
         attached: &attached,
-        // A server's every report covers the whole window so far.
-        cumulative: request.listener.is_some() || request.interval.is_some_and(|i| i.cumulative),
+        cumulative: request.reporting.cumulative(),
         start: at_open,
         started: opened,
         sampler: sampler.as_ref(),
@@ -192,7 +247,7 @@ pub async fn trace_with<R>(
         following(&mut samples, &mut consume),
         &mut periods,
         &mut *make_report,
-        publish,
+        publisher,
     )
     .await?;
     close(
@@ -310,19 +365,22 @@ struct Opened {
     sampler: Option<RefCell<Sampler>>,
 }
 
-/// Opens the window: the counters are read and the programs start counting; then the banner
-/// is printed and, for `serve`, the address it listens on said.
-fn open(
+/// Opens the window: the counters are read and the programs start counting; then the
+/// opening is said (bpftrace's banner), the command's `at_open` hook runs and, for `serve`,
+/// the address it listens on is said.
+fn open<R>(
     tracer: &mut Tracer,
-    request: &Request<'_>,
+    request: &mut Request<'_>,
     attached: &[(Probe, Method)],
     samples: bool,
+    publisher: &mut dyn Publisher<R>,
 ) -> Result<Opened> {
     let samples = if samples {
+        // A watch that reads the buffer itself does so before each check.
+        let watch_reads = request.hooks.watch.as_ref().is_some_and(|w| w.reads_events);
         Some(Samples::new(
             tracer.take_samples()?,
-            // A watch reads the buffer itself, before each check.
-            request.watch.is_none().then_some(session::DRAIN_EVERY),
+            (!watch_reads).then_some(session::DRAIN_EVERY),
         )?)
     } else {
         None
@@ -343,20 +401,13 @@ fn open(
         }
         _ => None,
     };
-    // Folded output is stacks only: that tracing has begun is said on stderr instead.
-    match request.format {
-        Format::Folded => eprint!("{}", render::banner(Format::Text, attached.len())),
-        format => print(&render::banner(format, attached.len()))?,
-    }
+    publisher.opened(attached.len())?;
     marks::mark("banner printed");
-    if let Some(symbols) = request.symbols {
-        if request.launch.is_some() {
-            symbols.read_now();
-        }
-        symbols.keep_while_tracing();
+    if let Some(at_open) = request.hooks.at_open.as_mut() {
+        at_open();
     }
     // A server is announced once it serves: after its probes are attached.
-    if let Some(listener) = request.listener
+    if let Reporting::PerConnection(listener) = request.reporting
         && let Ok(address) = listener.local_addr()
     {
         eprintln!("rcutrace: listening on http://{address}/metrics");
@@ -389,7 +440,7 @@ async fn run_window<R>(
     following: Option<(&mut Samples, Consume<'_>)>,
     periods: &mut Periods<'_>,
     make_report: MakeReport<'_, R>,
-    publish: Publish<'_, R>,
+    publisher: &mut dyn Publisher<R>,
 ) -> Result<Window> {
     let keyed = request.by.is_some();
     let sampler = periods.sampler;
@@ -398,35 +449,27 @@ async fn run_window<R>(
         let now = Reading::take(&tracer, keyed)?;
         drain();
         let report = periods.report(&tracer, now, Instant::now(), false, &mut *make_report)?;
-        publish(report, due)
+        publisher.publish(report, due)
     };
-    let trigger = match (request.interval, request.listener) {
-        (Some(interval), _) => Some(Trigger::Every(interval.every)),
-        (None, Some(listener)) => Some(Trigger::Connection(listener)),
-        (None, None) => None,
+    let trigger = match request.reporting {
+        Reporting::AtEnd => None,
+        Reporting::Every(interval) => Some(Trigger::Every(interval.every)),
+        Reporting::PerConnection(listener) => Some(Trigger::Connection(listener)),
     };
     let reports = trigger.map(|trigger| Reports {
         trigger,
         report: &mut report_due,
     });
     let mut switch = || switch_readers(&mut tracer.borrow_mut(), sampler);
-    let mut watch = request.watch.take();
-    // A command launched in the window takes the watch's place (no command has both).
-    let launch = request.launch;
-    let watch_every = match (&watch, launch) {
-        (Some(w), _) => Some((w.every, w.now)),
-        (None, Some(_)) => Some((LOOK_EVERY, None)),
-        (None, None) => None,
-    };
+    let mut watch = request.hooks.watch.take();
+    let watch_every = watch.as_ref().map(|w| (w.every, w.now));
     let mut watch_once = || {
-        let next = match (watch.as_mut(), launch) {
-            (Some(watch), _) => (watch.check)(&mut tracer.borrow_mut())?,
-            (None, Some(launch)) => launch.look(&mut tracer.borrow_mut())?,
-            (None, None) => return Ok(Next::Never),
+        let Some(watch) = watch.as_mut() else {
+            return Ok(Next::Never);
         };
-        let every = watch.as_ref().map_or(LOOK_EVERY, |w| w.every);
+        let next = (watch.check)(&mut tracer.borrow_mut())?;
         Ok(match next {
-            WatchNext::Continue => Next::At(Instant::now() + every),
+            WatchNext::Continue => Next::At(Instant::now() + watch.every),
             WatchNext::Within(due) => Next::At(Instant::now() + due),
             WatchNext::EndWindow => Next::EndWindow,
         })
@@ -448,10 +491,10 @@ async fn run_window<R>(
         (None, None) => None,
     };
     session::run(
-        request.duration,
+        request.ends.after,
         interrupts,
         following,
-        request.traced_process,
+        request.ends.with_process,
         reports,
         scheduled,
     )
@@ -468,7 +511,7 @@ fn close<R>(
     periods: &mut Periods<'_>,
     make_report: MakeReport<'_, R>,
 ) -> Result<R> {
-    if let Some(at_close) = request.at_close {
+    if let Some(mut at_close) = request.hooks.at_close {
         at_close(&tracer);
     }
     tracer.set_running(false)?;
@@ -480,7 +523,7 @@ fn close<R>(
     if let Some((samples, consume)) = following {
         samples.drain(consume);
     }
-    if window.interrupted && request.listener.is_none() {
+    if window.interrupted && !matches!(request.reporting, Reporting::PerConnection(_)) {
         eprintln!(
             "rcutrace: interrupted after {:.1} s; printing what was traced",
             window.elapsed.as_secs_f64()
@@ -663,16 +706,6 @@ impl Periods<'_> {
         }
         Ok(report)
     }
-}
-
-/// Writes `text` to stdout and flushes it: what is printed while the window is open (the
-/// banner, intervals, `stall`'s events) is seen as it is printed.
-pub fn print(text: &str) -> Result<()> {
-    let mut stdout = std::io::stdout();
-    stdout
-        .write_all(text.as_bytes())
-        .and_then(|()| stdout.flush())
-        .context("writing to stdout")
 }
 
 /// Finds the kprobe layer's counts of skipped hits, and says once, on stderr, where the hits

@@ -20,12 +20,12 @@ use rcutrace_common::followed::{MAX_CAUSED_WORK, MAX_FOLLOWED_THREADS};
 
 use super::{
     tracer::{Constant, Tracer},
-    watch::WatchNext,
+    watch::{Watch, WatchNext},
 };
 use crate::kernel::tracefs;
 
 /// How often the command is looked at: its exit, then the end of its work.
-pub const LOOK_EVERY: Duration = Duration::from_millis(50);
+const LOOK_EVERY: Duration = Duration::from_millis(50);
 
 /// The command could not be started: said as a shell says it, with a shell's status.
 #[derive(Debug)]
@@ -114,6 +114,17 @@ impl Launch {
     pub fn look(&self, tracer: &mut Tracer) -> Result<WatchNext> {
         let mut state = self.state.borrow_mut();
         self.step(&mut state, tracer)
+    }
+
+    /// `look` as the window's watch, every `LOOK_EVERY`; the events are read on their own
+    /// schedule meanwhile.
+    pub fn watch(&self) -> Watch<'_> {
+        Watch {
+            every: LOOK_EVERY,
+            check: Box::new(|tracer| self.look(tracer)),
+            now: None,
+            reads_events: false,
+        }
     }
 
     /// What became of it; the error that ended the window, if one did.

@@ -1,4 +1,5 @@
 use super::*;
+use crate::render::Format;
 use rcutrace_common::hist::{fine_slot_bits, log2_slot};
 
 const FIX_CB: u64 = 0xffff_ffff_8110_0000;
