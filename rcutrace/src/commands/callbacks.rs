@@ -16,7 +16,7 @@ use rcutrace_common::{
     hist::{LOG2_SLOTS, fine_slots},
 };
 
-use super::{trace, warn_disagreements};
+use super::{publish::warn_disagreements, window::trace};
 use crate::{
     cli::{CallbacksArgs, CallbacksBy},
     commands::publish::Sink,
@@ -65,7 +65,7 @@ pub async fn run(args: &CallbacksArgs, sink: Sink) -> Result<Report> {
         }
     };
     let symbols = SymbolKeeper::new();
-    let launch = super::launch_of(args.common.length.command())?;
+    let launch = super::window::launch_of(args.common.length.command())?;
     let request = Request {
         probes: &probes,
         constants,
@@ -78,7 +78,7 @@ pub async fn run(args: &CallbacksArgs, sink: Sink) -> Result<Report> {
         sample_readers: None,
         hooks: Hooks {
             at_close: Some(Box::new(&mut look_at_lists)),
-            ..super::hooks(Some(&symbols), launch.as_ref())
+            ..super::window::hooks(Some(&symbols), launch.as_ref())
         },
     };
     let options = Options {
@@ -102,7 +102,7 @@ pub async fn run(args: &CallbacksArgs, sink: Sink) -> Result<Report> {
                 report.maps.push(map);
             }
             QUEUED_BY_DOMAIN => {
-                let mut domain = super::domain_names(&symbols);
+                let mut domain = super::naming::domain_names(&symbols);
                 let map = queued_by_map(&raw, &names, args.top, QueuedByKind::Srcu, &mut domain);
                 report.maps.push(map);
             }
@@ -112,7 +112,7 @@ pub async fn run(args: &CallbacksArgs, sink: Sink) -> Result<Report> {
         Ok(report)
     };
     let report = trace(request, None, &mut report_of, sink).await?;
-    super::launched(launch.as_ref())?;
+    super::window::launched(launch.as_ref())?;
     Ok(report)
 }
 

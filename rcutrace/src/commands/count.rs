@@ -9,7 +9,10 @@ use rcutrace_common::{
     own_work,
 };
 
-use super::{domain_names, stack_frames, trace};
+use super::{
+    naming::{domain_names, stack_frames},
+    window::trace,
+};
 use crate::{
     cli::{ByArgs, CountArgs},
     commands::publish::Sink,
@@ -51,7 +54,7 @@ pub async fn run(args: &CountArgs, sink: Sink) -> Result<Report> {
     };
     // Kept for every interval.
     let symbols = SymbolKeeper::new();
-    let launch = super::launch_of(args.common.length.command())?;
+    let launch = super::window::launch_of(args.common.length.command())?;
     let mut cgroups = CgroupPaths::new();
     let report = trace(
         Request {
@@ -63,7 +66,7 @@ pub async fn run(args: &CountArgs, sink: Sink) -> Result<Report> {
             ends: Ends::after(args.common.length.duration()),
             reporting: Reporting::every(args.over_time.interval()),
             sample_readers: args.sample_readers,
-            hooks: super::hooks(
+            hooks: super::window::hooks(
                 matches!(args.by.by, Some(By::Stack | By::Srcu)).then_some(&symbols),
                 launch.as_ref(),
             ),
@@ -73,7 +76,7 @@ pub async fn run(args: &CountArgs, sink: Sink) -> Result<Report> {
         sink,
     )
     .await?;
-    super::launched(launch.as_ref())?;
+    super::window::launched(launch.as_ref())?;
     Ok(report)
 }
 
@@ -144,7 +147,7 @@ fn report(
         .unwrap_or(0);
     summary.keyed_losses = keyed_losses;
     summary.readers_estimate = readers_estimate;
-    super::warn_disagreements(format, &summary.cross_checks);
+    super::publish::warn_disagreements(format, &summary.cross_checks);
     Ok(Report {
         time: None,
         maps: vec![Map::Count(CountMap {

@@ -7,7 +7,7 @@ use std::cell::RefCell;
 use anyhow::{Result, bail};
 use rcutrace_common::gp as common;
 
-use super::trace;
+use super::window::trace;
 use crate::{
     cli::GpArgs,
     commands::publish::Sink,
@@ -64,7 +64,7 @@ pub async fn run(args: &GpArgs, sink: Sink) -> Result<Report> {
         }
     };
     let symbols = SymbolKeeper::new();
-    let launch = super::launch_of(args.length.command())?;
+    let launch = super::window::launch_of(args.length.command())?;
     let report = trace(
         Request {
             probes: &probes,
@@ -75,7 +75,7 @@ pub async fn run(args: &GpArgs, sink: Sink) -> Result<Report> {
             ends: Ends::after(args.length.duration()),
             reporting: Reporting::every(args.over_time.interval()),
             sample_readers: None,
-            hooks: super::hooks(Some(&symbols), launch.as_ref()),
+            hooks: super::window::hooks(Some(&symbols), launch.as_ref()),
         },
         Some(&mut consume),
         &mut |period| {
@@ -108,14 +108,14 @@ pub async fn run(args: &GpArgs, sink: Sink) -> Result<Report> {
                 &symbols,
             )?;
             if let Summary::GracePeriods(summary) = &report.summary {
-                super::warn_disagreements(format, &summary.cross_checks());
+                super::publish::warn_disagreements(format, &summary.cross_checks());
             }
             Ok(report)
         },
         sink,
     )
     .await?;
-    super::launched(launch.as_ref())?;
+    super::window::launched(launch.as_ref())?;
     Ok(report)
 }
 
@@ -141,7 +141,7 @@ fn report(
         kernel_reads: loss(common::GP_LOST_READS),
         missed_by_kernel,
     };
-    let mut frames = super::stack_frames(period.tracer, symbols);
+    let mut frames = super::naming::stack_frames(period.tracer, symbols);
     let slowest = tally
         .slowest()
         .iter()

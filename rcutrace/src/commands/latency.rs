@@ -6,7 +6,7 @@ use anyhow::{Result, bail};
 
 use super::{
     timed_calls::{self, Checking, Timing, say_not_timed},
-    trace,
+    window::trace,
 };
 use crate::{
     cli::{LatencyArgs, SrlatArgs},
@@ -150,7 +150,7 @@ async fn run(
         Callers::Process(pid) => Some(pid),
         Callers::All | Callers::LaunchedTree => None,
     };
-    let launch = super::launch_of(args.common.length.command())?;
+    let launch = super::window::launch_of(args.common.length.command())?;
     let same_function_mask = timings
         .iter()
         .filter(|t| t.timed.same_function())
@@ -214,7 +214,7 @@ async fn run(
             },
             reporting: Reporting::every(args.over_time.interval()),
             sample_readers: None,
-            hooks: super::hooks(
+            hooks: super::window::hooks(
                 matches!(args.by.by, Some(By::Stack | By::Srcu)).then_some(&symbols),
                 launch.as_ref(),
             ),
@@ -238,7 +238,7 @@ async fn run(
         sink,
     )
     .await?;
-    super::launched(launch.as_ref())?;
+    super::window::launched(launch.as_ref())?;
     Ok(report)
 }
 

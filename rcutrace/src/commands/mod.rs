@@ -1,13 +1,16 @@
 //! The commands, as thin compositions of the shared machinery: the tracing engine
 //! (`trace::engine`) checks privileges, loads, attaches from the probe table, traces for a
-//! window and detaches; each command then reads and renders. What they share as commands is
-//! here: running the one the command line names, printing and saving a run's reports, and
-//! naming its stacks.
+//! window and detaches; each command then reads and makes its report. This file is the
+//! registry: it runs the command the command line names and publishes its last report.
+//! What the tracing commands share: `window` (a window traced, its reports published, a
+//! command launched in it), `naming` (stacks and SRCU domains named), `publish` (the one
+//! place output leaves).
 
 pub mod callbacks;
 pub mod count;
 pub mod gp;
 pub mod latency;
+mod naming;
 pub mod publish;
 pub mod report;
 pub mod run;
@@ -15,23 +18,18 @@ pub mod serve;
 pub mod stall;
 pub mod timed_calls;
 pub mod top;
+mod window;
 
 use std::process::ExitCode;
 
 use anyhow::Result;
 
-use self::publish::{Sink, ToSink};
+use self::publish::Sink;
 use crate::{
     cli::{Cli, Command},
-    kernel,
     kernel::environment,
-    kernel::symbols::keeper::{Names, SymbolKeeper},
     model::{Report, Summary},
     render::Format,
-    trace::engine::{AtOpen, Hooks, MakeReport, Period, Request, trace_with},
-    trace::launch::Launch,
-    trace::session::Consume,
-    trace::tracer::Tracer,
 };
 
 /// `stall --exit-on-warning` ends with this status at its first warning.
@@ -103,114 +101,5 @@ fn output_read(published: Result<()>) -> Result<()> {
     match published {
         Err(e) if !e.is::<publish::ReaderGone>() => Err(e),
         _ => Ok(()),
-    }
-}
-
-/// Loads, attaches the probes, prints bpftrace's banner, traces for the window, and returns
-/// the report `make_report` makes of it. With an interval, the reports of the intervals
-/// before the last one are published as they are made, each after its time.
-pub async fn trace(
-    request: Request<'_>,
-    consume: Option<Consume<'_>>,
-    make_report: MakeReport<'_>,
-    sink: Sink,
-) -> Result<Report> {
-    let interval = match request.reporting {
-        crate::trace::engine::Reporting::Every(interval) => Some(interval),
-        _ => None,
-    };
-    let mut first = true;
-    let mut make_stamped = |period: &Period<'_>| {
-        let mut report = make_report(period)?;
-        if let Some(interval) = interval {
-            report.time = Some(crate::model::Stamp {
-                time: kernel::local_time(),
-                cumulative: interval.cumulative,
-            });
-            // The environment describes the run: said once, in its first interval.
-            if !std::mem::take(&mut first) {
-                report.environment = None;
-            }
-        }
-        Ok(report)
-    };
-    trace_with(request, consume, &mut make_stamped, &mut ToSink(sink)).await
-}
-
-/// The hooks of a run that names kernel addresses by `symbols` (kept from the window's
-/// opening, read at once where a command launched in the window may unload what they name)
-/// and that may launch a command in the window (`-c`, `run`), which it then watches.
-fn hooks<'a>(symbols: Option<&'a SymbolKeeper>, launch: Option<&'a Launch>) -> Hooks<'a> {
-    Hooks {
-        at_open: symbols.map(|symbols| -> AtOpen<'a> {
-            Box::new(move || {
-                if launch.is_some() {
-                    symbols.read_now();
-                }
-                symbols.keep_while_tracing();
-            })
-        }),
-        watch: launch.map(Launch::watch),
-        at_close: None,
-    }
-}
-
-/// `-c CMD`: the command to run in the window, where one is given.
-fn launch_of(command: Option<&str>) -> Result<Option<Launch>> {
-    command
-        .map(|line| Launch::from_line(line, None))
-        .transpose()
-}
-
-/// The error that ended a `-c` command's window (it could not start, or waiting for it
-/// failed), if one did.
-fn launched(launch: Option<&Launch>) -> Result<()> {
-    match launch.and_then(Launch::take_failure) {
-        Some(error) => Err(error),
-        None => Ok(()),
-    }
-}
-
-/// Symbolized frames of the kernel stacks the programs kept, by stack id, `name+offset`
-/// deepest first, named as they were when captured; the symbols are asked for on first use,
-/// once for all the stacks, so reports without stacks never pay for them.
-pub fn stack_frames<'a>(
-    tracer: &'a Tracer,
-    symbols: &'a SymbolKeeper,
-) -> impl FnMut(u64) -> Vec<String> + 'a {
-    let mut names = None;
-    move |stack| {
-        symbolize(
-            names.get_or_insert_with(|| symbols.names()),
-            tracer.stack(stack),
-        )
-    }
-}
-
-/// Names SRCU domains by the symbol at their address, as the kernel had it when they were
-/// seen (kept by `symbols`), or by the address.
-pub fn domain_names(symbols: &SymbolKeeper) -> impl FnMut(u64) -> String + '_ {
-    let mut names = None;
-    move |address| {
-        let names = names.get_or_insert_with(|| symbols.names());
-        crate::model::attribution::domain_name(&names.frame(address))
-    }
-}
-
-/// A kernel stack's addresses as frames, or why it could not be read.
-pub fn symbolize(names: &Names<'_>, addresses: Result<Vec<u64>>) -> Vec<String> {
-    match addresses {
-        Ok(addresses) => addresses.iter().map(|&a| names.frame(a)).collect(),
-        Err(e) => vec![format!("[stack unreadable: {e:#}]")],
-    }
-}
-
-/// In JSON, the records carry the cross-checks and the text's warnings are not printed: say
-/// the disagreements on stderr too, so that no one misses them.
-pub fn warn_disagreements(format: Format, checks: &[crate::model::checks::CrossCheck]) {
-    if format == Format::Json {
-        for check in crate::model::checks::disagreeing(checks) {
-            eprintln!("rcutrace: warning: {}", check.warning());
-        }
     }
 }

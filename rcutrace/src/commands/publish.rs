@@ -60,6 +60,16 @@ impl Sink {
     }
 }
 
+/// In JSON, the records carry the cross-checks and the text's warnings are not printed: say
+/// the disagreements on stderr too, so that no one misses them.
+pub fn warn_disagreements(format: Format, checks: &[crate::model::checks::CrossCheck]) {
+    if format == Format::Json {
+        for check in crate::model::checks::disagreeing(checks) {
+            eprintln!("rcutrace: warning: {}", check.warning());
+        }
+    }
+}
+
 /// The reports made during the window, published through the sink.
 pub struct ToSink(pub Sink);
 

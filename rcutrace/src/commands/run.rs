@@ -101,7 +101,7 @@ pub async fn run(args: &RunArgs, sink: Sink) -> Result<Report> {
         .iter()
         .map(|w| w.to_string_lossy().into_owned())
         .collect();
-    let report = super::trace(
+    let report = super::window::trace(
         Request {
             probes: &probes,
             constants,
@@ -111,7 +111,7 @@ pub async fn run(args: &RunArgs, sink: Sink) -> Result<Report> {
             ends: Ends::default(),
             reporting: Reporting::AtEnd,
             sample_readers: None,
-            hooks: super::hooks(Some(&symbols), Some(&launch)),
+            hooks: super::window::hooks(Some(&symbols), Some(&launch)),
         },
         Some(&mut consume),
         &mut |period| {
@@ -137,7 +137,7 @@ pub async fn run(args: &RunArgs, sink: Sink) -> Result<Report> {
                 latency.into_iter().partition(|s| !said_nothing(s));
             let mut maps = report.maps;
             maps.retain(|m| !silent.iter().any(|s| s.map_name == m.name()));
-            let mut domain = super::domain_names(&symbols);
+            let mut domain = super::naming::domain_names(&symbols);
             let figures = figures(
                 period,
                 launch.outcome()?,

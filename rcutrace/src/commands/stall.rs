@@ -16,7 +16,7 @@ use std::{
 use anyhow::Result;
 use rcutrace_common::gp::{EVENT_KERNEL_STALL_WARNING, EVENT_STALL_WAKE};
 
-use super::{symbolize, trace};
+use super::{naming::symbolize, window::trace};
 use crate::{
     cli::StallArgs,
     commands::publish::Sink,
@@ -245,7 +245,7 @@ pub async fn run(args: &StallArgs, sink: Sink) -> Result<Report> {
                     now: Some(&look_now),
                     reads_events: true,
                 }),
-                ..super::hooks(Some(&symbols), None)
+                ..super::window::hooks(Some(&symbols), None)
             },
         },
         Some(&mut consume),

@@ -113,7 +113,7 @@ pub fn report(
         } else {
             Vec::new()
         };
-        super::warn_disagreements(checking.format, &cross_checks);
+        super::publish::warn_disagreements(checking.format, &cross_checks);
         summaries.push(LatencySummary {
             map_name: timing.map_name.clone(),
             unit: timing.unit,
@@ -151,9 +151,9 @@ fn keyed(
         });
         return vec![(None, all.unwrap_or_else(|| Series::new(layout)))];
     };
-    let mut frames = super::stack_frames(tracer, symbols);
+    let mut frames = super::naming::stack_frames(tracer, symbols);
     let mut cgroup = |id| cgroups.path(id);
-    let mut domain = super::domain_names(symbols);
+    let mut domain = super::naming::domain_names(symbols);
     let mut names = Namers {
         frames: &mut frames,
         cgroup: &mut cgroup,

@@ -142,7 +142,7 @@ pub async fn run(args: &TopArgs, sink: Sink) -> Result<()> {
                 cumulative: false,
             }),
             sample_readers: Some(args.sample_readers),
-            hooks: super::hooks(Some(&symbols), None),
+            hooks: super::window::hooks(Some(&symbols), None),
         },
         Some(&mut consume),
         &mut make_frame,
