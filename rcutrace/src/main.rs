@@ -40,7 +40,7 @@ fn main() -> ExitCode {
                 written.iter().for_each(|w| println!("{w}"));
                 ExitCode::SUCCESS
             }
-            Err(error) => report(&error),
+            Err(error) => fail(&error),
         };
     }
     // Usage errors exit here with status 2 and clap's explanation.
@@ -80,9 +80,9 @@ fn main() -> ExitCode {
             // The results are out whatever became of the files: now say if one failed.
             let drawn = flamegraph.map(|file| draw(file, run.as_ref()));
             match runs::save::take().map(runs::save::SaveFile::finish) {
-                Some(Err(error)) => report(&error),
+                Some(Err(error)) => fail(&error),
                 _ => match drawn {
-                    Some(Err(error)) => report(&error),
+                    Some(Err(error)) => fail(&error),
                     _ => status,
                 },
             }
@@ -94,7 +94,7 @@ fn main() -> ExitCode {
             if let Some(file) = flamegraph {
                 file.discard();
             }
-            report(&error)
+            fail(&error)
         }
     }
 }
@@ -118,7 +118,7 @@ fn draw(mut file: runs::save::SaveFile, run: Option<&model::Report>) -> anyhow::
 }
 
 /// Runtime failures: the error and its causes, one per line, and exit status 1.
-fn report(error: &anyhow::Error) -> ExitCode {
+fn fail(error: &anyhow::Error) -> ExitCode {
     // `run`'s command could not be started: said as a shell says it, with its status.
     if let Some(not_started) = error.downcast_ref::<trace::launch::NotStarted>() {
         eprintln!("rcutrace: {not_started}");

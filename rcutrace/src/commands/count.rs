@@ -72,7 +72,7 @@ pub async fn run(args: &CountArgs, sink: Sink) -> Result<Report> {
             ),
         },
         None,
-        &mut |period| report(period, &args.by, &symbols, format, &mut cgroups),
+        &mut |period| report_of(period, &args.by, &symbols, format, &mut cgroups),
         sink,
     )
     .await?;
@@ -81,7 +81,7 @@ pub async fn run(args: &CountArgs, sink: Sink) -> Result<Report> {
 }
 
 /// The counts of one period, as a map and their ratios.
-fn report(
+fn report_of(
     period: &Period<'_>,
     by: &ByArgs,
     symbols: &SymbolKeeper,
@@ -365,7 +365,7 @@ mod tests {
             environment: None,
         };
         (
-            crate::render::report(crate::render::Format::Text, &report),
+            crate::render::output(crate::render::Format::Text, &report),
             total,
         )
     }

@@ -98,7 +98,7 @@ pub async fn run(args: &GpArgs, sink: Sink) -> Result<Report> {
             } else {
                 std::mem::take(&mut stream.assembler.unassembled)
             };
-            let report = report(
+            let report = report_of(
                 period,
                 args,
                 &tally,
@@ -119,7 +119,7 @@ pub async fn run(args: &GpArgs, sink: Sink) -> Result<Report> {
     Ok(report)
 }
 
-fn report(
+fn report_of(
     period: &Period<'_>,
     args: &GpArgs,
     tally: &Tally,

@@ -221,7 +221,7 @@ async fn run(
         },
         Some(&mut consume),
         &mut |period| {
-            let mut report = timed_calls::report(
+            let mut report = timed_calls::period_report(
                 period,
                 timings,
                 &args.by,

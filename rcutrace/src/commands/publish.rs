@@ -46,7 +46,7 @@ impl Sink {
     /// A report: saved (`--save`), then printed.
     pub fn report(self, report: &Report) -> Result<()> {
         save(report);
-        print(&render::report(self.format, report))
+        print(&render::output(self.format, report))
     }
 
     /// One of `stall`'s events, as it happens.
@@ -138,7 +138,7 @@ fn json_lines(report: &Report, first: bool) -> String {
         let probes = report.environment.as_ref().map_or(0, environment::probes);
         json = render::banner(Format::Json, probes);
     }
-    json += &render::report(Format::Json, report);
+    json += &render::output(Format::Json, report);
     json
 }
 
@@ -162,8 +162,8 @@ mod tests {
         assert_eq!(
             json_lines(&report(1), true) + &json_lines(&report(2), false),
             render::banner(Format::Json, 0)
-                + &render::report(Format::Json, &report(1))
-                + &render::report(Format::Json, &report(2))
+                + &render::output(Format::Json, &report(1))
+                + &render::output(Format::Json, &report(2))
         );
     }
 }

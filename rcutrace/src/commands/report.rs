@@ -32,7 +32,7 @@ pub fn run(args: &ReportArgs, format: render::Format, draw: bool) -> Result<Prin
                 bail!("{} has no kernel stacks to fold: {}", file.display(), why.0);
             }
             Ok(Printed {
-                output: render::report(format, &whole),
+                output: render::output(format, &whole),
                 status: ExitCode::SUCCESS,
                 run: Some(whole),
             })
@@ -51,7 +51,7 @@ pub fn run(args: &ReportArgs, format: render::Format, draw: bool) -> Result<Prin
                 .map_or(String::new(), |n| render::banner(format, n as usize));
             let output = reports
                 .iter()
-                .fold(banner, |out, report| out + &render::report(format, report));
+                .fold(banner, |out, report| out + &render::output(format, report));
             Ok(Printed {
                 output,
                 status: ExitCode::SUCCESS,
@@ -175,7 +175,7 @@ mod tests {
         let path =
             std::env::temp_dir().join(format!("rcutrace-{name}-{}.json", std::process::id()));
         let json = render::banner(render::Format::Json, 1)
-            + &render::report(render::Format::Json, &report);
+            + &render::output(render::Format::Json, &report);
         std::fs::write(&path, json).unwrap();
         path
     }

@@ -119,7 +119,7 @@ pub async fn run(args: &RunArgs, sink: Sink) -> Result<Report> {
                 whole_window: true,
                 format: sink.format(),
             };
-            let report = timed_calls::report(
+            let report = timed_calls::period_report(
                 period,
                 &timings,
                 &by,

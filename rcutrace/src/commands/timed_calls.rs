@@ -67,7 +67,7 @@ pub struct Checking {
 }
 
 /// The histograms and statistics of the samples that arrived in one period.
-pub fn report(
+pub fn period_report(
     period: &Period<'_>,
     timings: &[Timing],
     by: &ByArgs,

@@ -41,7 +41,7 @@ pub fn banner(format: Format, probes: usize) -> String {
 
 /// Everything printed when tracing ends. Folded, a report without stacks prints nothing:
 /// the command line lets only runs with stacks get there (see `cli::check` and `report`).
-pub fn report(format: Format, report: &Report) -> String {
+pub fn output(format: Format, report: &Report) -> String {
     match format {
         Format::Text => text::report(report),
         Format::Json => json::report(report),

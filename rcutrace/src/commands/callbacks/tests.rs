@@ -279,7 +279,7 @@ fn own_queueings_are_said_apart() {
     let s = summary(&report);
     assert_eq!(s.totals.own_queued, 14);
     assert_eq!(s.totals.queued, 10);
-    let text = crate::render::report(Format::Text, &report);
+    let text = crate::render::output(Format::Text, &report);
     assert!(
         text.contains(
             "  not counted, as rcutrace's own doing: 14 callbacks its attaching, reading \
@@ -290,7 +290,7 @@ fn own_queueings_are_said_apart() {
     let mut none = raw();
     none.totals[TOTAL_OWN_QUEUED as usize] = vec![0, 0];
     let report = assemble(&none, &names(), &options(0, false), Duration::from_secs(5));
-    assert!(!crate::render::report(Format::Text, &report).contains("own doing"));
+    assert!(!crate::render::output(Format::Text, &report).contains("own doing"));
 }
 
 /// Only a counted call's note that no queueing took is waiting: not a taken one (head
@@ -335,7 +335,7 @@ fn notes_not_taken_bound_the_check_and_are_said() {
         (s.cross_checks[0].bound, s.cross_checks[0].agrees()),
         (3, true)
     );
-    let text = crate::render::report(Format::Text, &report);
+    let text = crate::render::output(Format::Text, &report);
     assert!(
         text.contains(
             "  calls whose queueing did not take their note (callback via other, or queued \
@@ -347,7 +347,7 @@ fn notes_not_taken_bound_the_check_and_are_said() {
     raw.entry_calls[0].1 = 9;
     let report = assemble(&raw, &names(), &options(0, false), Duration::from_secs(5));
     assert!(!summary(&report).cross_checks[0].agrees());
-    let json = crate::render::report(Format::Json, &report);
+    let json = crate::render::output(Format::Json, &report);
     assert!(
         json.contains(
             r#""entry_points": [{"entry_point": "call_rcu", "calls": 9, "notes_overwritten": 2, "notes_waiting_at_close": 1, "notes_from_before": 0}"#
@@ -369,7 +369,7 @@ fn queueings_short_of_the_calls_print_a_warning() {
     let s = summary(&report);
     assert!(!s.cross_checks[0].agrees());
     assert!(s.cross_checks[1].agrees());
-    let text = crate::render::report(crate::render::Format::Text, &report);
+    let text = crate::render::output(crate::render::Format::Text, &report);
     let warnings: Vec<&str> = text.lines().filter(|l| l.contains("WARNING")).collect();
     assert_eq!(warnings.len(), 1, "{text}");
     assert!(
@@ -379,7 +379,7 @@ fn queueings_short_of_the_calls_print_a_warning() {
         ),
         "{text}"
     );
-    let json = crate::render::report(crate::render::Format::Json, &report);
+    let json = crate::render::output(crate::render::Format::Json, &report);
     assert!(json.contains(r#""agrees": false"#), "{json}");
 }
 
@@ -540,7 +540,7 @@ fn every_total_is_the_sum_of_its_column() {
             ],
             [36, 0, 36, 35]
         );
-        let text = crate::render::report(crate::render::Format::Text, &report);
+        let text = crate::render::output(crate::render::Format::Text, &report);
         assert!(
             text.contains("\n  all rows: 36 queued, 0 invoked, 36 pending, 35 before\n"),
             "{text}"

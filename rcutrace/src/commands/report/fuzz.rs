@@ -40,7 +40,7 @@ fn report_on(text: &str) {
     for format in [Format::Text, Format::Json, Format::Folded] {
         let mut out = render::banner(format, banner);
         for report in &saved.reports {
-            out += &render::report(format, report);
+            out += &render::output(format, report);
         }
         // What `-f json` printed reads back (or is refused) too.
         if format == Format::Json {
@@ -148,7 +148,7 @@ fn seeds() -> Vec<Vec<String>> {
         if let Some(stamp) = report.time.as_mut() {
             stamp.cumulative = i == 2;
         }
-        counts += &render::report(Format::Json, &report);
+        counts += &render::output(Format::Json, &report);
         let mut report = latency(
             vec![hist(None, log2(&[5, 20 << i]))],
             vec![series(None, 2)],
@@ -158,7 +158,7 @@ fn seeds() -> Vec<Vec<String>> {
         if i > 0 {
             report.environment = None;
         }
-        latencies += &render::report(Format::Json, &report);
+        latencies += &render::output(Format::Json, &report);
     }
     runs.push(counts);
     runs.push(latencies);

@@ -4,13 +4,13 @@ use rcutrace_common::{hist::log2_slot, records::Environment};
 
 /// What a live run printed in `format`: banner, then its report.
 pub(crate) fn live(format: Format, report: &Report) -> String {
-    render::banner(format, 2) + &render::report(format, report)
+    render::banner(format, 2) + &render::output(format, report)
 }
 
 fn replayed(report: &Report) -> String {
     let saved = parse(live(Format::Json, report).as_bytes()).unwrap();
     assert_eq!(saved.probes, Some(2));
-    render::banner(Format::Text, 2) + &render::report(Format::Text, &saved.reports[0])
+    render::banner(Format::Text, 2) + &render::output(Format::Text, &saved.reports[0])
 }
 
 pub(crate) fn log2(values: &[i64]) -> Buckets {
@@ -197,7 +197,7 @@ fn stages_print_again_byte_for_byte() {
     let json = live(Format::Json, &report);
     let saved = parse(json.as_bytes()).unwrap();
     assert_eq!(
-        render::banner(Format::Json, 2) + &render::report(Format::Json, &saved.reports[0]),
+        render::banner(Format::Json, 2) + &render::output(Format::Json, &saved.reports[0]),
         json
     );
     // Calls out of order and events lost: 0 in every JSON summary, the text's line said
@@ -501,7 +501,7 @@ fn bpftrace_json_prints_as_bpftrace_printed_it() {
 "#;
     let saved = parse(json.as_bytes()).unwrap();
     let text = render::banner(Format::Text, saved.probes.unwrap() as usize)
-        + &render::report(Format::Text, &saved.reports[0]);
+        + &render::output(Format::Text, &saved.reports[0]);
     let bars = "@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@";
     let half = "@@@@@@@@@@@@@@@@@@@@@@@@@@                          ";
     let none = "                                                    ";
@@ -529,10 +529,10 @@ fn bpftrace_scalars_print_as_bpftrace_printed_them() {
                 {\"type\": \"map\", \"data\": {\"@\": 1400220}}\n\
                 {\"type\": \"map\", \"data\": {\"@b\": 1}}\n";
     let saved = parse(json.as_bytes()).unwrap();
-    let text = render::banner(Format::Text, 1) + &render::report(Format::Text, &saved.reports[0]);
+    let text = render::banner(Format::Text, 1) + &render::output(Format::Text, &saved.reports[0]);
     assert_eq!(text, "Attaching 1 probe...\n\n\n@: 1400220\n@b: 1\n");
     assert_eq!(
-        render::banner(Format::Json, 1) + &render::report(Format::Json, &saved.reports[0]),
+        render::banner(Format::Json, 1) + &render::output(Format::Json, &saved.reports[0]),
         json
     );
 }
@@ -587,8 +587,8 @@ fn interval_runs_print_every_interval_again() {
         render::banner(Format::Text, 2),
     );
     for interval in &intervals {
-        json += &render::report(Format::Json, interval);
-        text += &render::report(Format::Text, interval);
+        json += &render::output(Format::Json, interval);
+        text += &render::output(Format::Text, interval);
     }
     let saved = parse(json.as_bytes()).unwrap();
     assert_eq!(saved.reports, intervals);
@@ -596,7 +596,7 @@ fn interval_runs_print_every_interval_again() {
         .reports
         .iter()
         .fold(render::banner(Format::Text, 2), |out, r| {
-            out + &render::report(Format::Text, r)
+            out + &render::output(Format::Text, r)
         });
     assert_eq!(again, text);
     assert!(text.contains("\n10:00:02\n@[call_rcu]: 1\n"), "{text}");
@@ -613,19 +613,19 @@ fn interval_runs_print_every_interval_again() {
         if i > 0 {
             report.environment = None;
         }
-        json += &render::report(Format::Json, &report);
+        json += &render::output(Format::Json, &report);
         expected.push(report);
     }
     let again = parse(json.as_bytes()).unwrap().reports;
     let as_json = |reports: &[Report]| -> String {
         reports
             .iter()
-            .map(|r| render::report(Format::Json, r))
+            .map(|r| render::output(Format::Json, r))
             .collect()
     };
     assert_eq!(as_json(&again), as_json(&expected));
     // A second environment is a second run.
-    let twice = json.clone() + &render::report(Format::Json, &expected[0]);
+    let twice = json.clone() + &render::output(Format::Json, &expected[0]);
     assert!(refused(&twice).contains("a second run starts here (its own environment"));
 }
 
@@ -639,7 +639,7 @@ fn bpftrace_time_records_start_intervals() {
                 {\"type\": \"map\", \"data\": {\"@\": {\"call_rcu\": 6}}}\n";
     let saved = parse(json.as_bytes()).unwrap();
     let text = saved.reports.iter().fold(String::new(), |out, r| {
-        out + &render::report(Format::Text, r)
+        out + &render::output(Format::Text, r)
     });
     assert_eq!(text, "10:00:01\n@[call_rcu]: 4\n10:00:02\n@[call_rcu]: 6\n");
 }
@@ -659,7 +659,7 @@ fn what_is_not_one_whole_run_is_refused_with_its_line() {
         err.starts_with(&format!("line {}: a second run starts here", lines + 1)),
         "{err}"
     );
-    let bare = render::report(Format::Json, &count_report(None, 5, false));
+    let bare = render::output(Format::Json, &count_report(None, 5, false));
     let err = refused(&(bare.clone() + &bare));
     assert!(
         err.starts_with(&format!(
@@ -696,8 +696,8 @@ fn what_is_not_one_whole_run_is_refused_with_its_line() {
     );
     // An interval cut short before the next one begins.
     let mut json = render::banner(Format::Json, 2)
-        + &render::report(Format::Json, &count_report(Some("10:00:01"), 5, true));
-    let second = render::report(Format::Json, &count_report(Some("10:00:02"), 5, false));
+        + &render::output(Format::Json, &count_report(Some("10:00:01"), 5, true));
+    let second = render::output(Format::Json, &count_report(Some("10:00:02"), 5, false));
     let second: Vec<&str> = second.lines().collect();
     json += &(second[..second.len() - 1].join("\n") + "\n");
     let err = refused(&json);
@@ -728,7 +728,7 @@ fn bpftrace_wrapped_bounds_print_as_bpftrace_printed_them() {
         let saved = parse(json.as_bytes()).unwrap();
         let printed = saved.reports.iter().fold(
             render::banner(Format::Text, saved.probes.unwrap() as usize),
-            |out, r| out + &render::report(Format::Text, r),
+            |out, r| out + &render::output(Format::Text, r),
         );
         assert_eq!(printed, text);
     }
