@@ -7,8 +7,6 @@
 pub mod compare;
 pub mod figures;
 pub mod gate;
-pub mod grace_periods;
 pub mod intervals;
 pub mod save;
 pub mod saved;
-pub mod stages;

@@ -1,5 +1,12 @@
 use super::*;
+use std::time::Duration;
+
+use crate::model::{
+    Buckets, CallbackCounts, CallbackRow, CallbackTotals, KeyedLosses, Losses, ReadersEstimate,
+    SeriesStats, Unit, stats::PERCENTILE_ERROR,
+};
 use crate::render::{self, Format};
+use rcutrace_common::hist::{LOG2_SLOTS, Linear};
 use rcutrace_common::{hist::log2_slot, records::Environment};
 
 /// What a live run printed in `format`: banner, then its report.

@@ -7,23 +7,24 @@
 //! What is not one whole run is refused with the line where it goes wrong: an empty file,
 //! two runs in one file, a run cut short before its summaries.
 
-use std::{io::BufRead, path::Path, time::Duration};
+mod grace_periods;
+mod histograms;
+mod stages;
+mod summaries;
+
+use std::{io::BufRead, path::Path};
 
 use anyhow::{Context as _, Result, anyhow, bail};
-use rcutrace_common::{
-    hist::{LOG2_SLOTS, Linear, SlotBounds, log2_bounds},
-    records::{self, Bucket, HistLayout, HistValue, MapValue, Record},
-};
+use rcutrace_common::records::{self, Bucket, HistLayout, HistValue, MapValue, Record};
 
-use super::figures::{percentiles, seconds, unit};
+use self::histograms::{infer_layout, model_buckets};
+use self::summaries::{callbacks, count, latency_summary};
+
 use crate::{
-    model::checks::CrossCheck,
     model::run::RunSummary,
-    model::stats::PERCENTILE_ERROR,
     model::{
-        Buckets, CallbackCounts, CallbackRow, CallbackTotals, CallbacksSummary, CountMap,
-        CountSummary, Environment, HistMap, KeyedLosses, LatencySummary, Losses, Map,
-        ReadersEstimate, Report, ScalarMap, SeriesStats, Stamp, Summary, Unit,
+        CallbacksSummary, CountMap, CountSummary, Environment, HistMap, LatencySummary, Map,
+        Report, ScalarMap, Stamp, Summary,
     },
 };
 
@@ -406,315 +407,26 @@ impl ReportBeingRead {
                 .find(|l| l.map_name == s.map)
                 .with_context(|| format!("stages of {} without its latency summary", s.map))?;
             let calls: Vec<&records::CallStages> = self.staged_calls.iter().collect();
-            summary.stages = Some(Box::new(super::stages::summary(s, &calls)?));
+            summary.stages = Some(Box::new(stages::summary(s, &calls)?));
         }
-        let summary = match (self.count_summary, self.callbacks_summary, self.gp_summary) {
-            (Some(summary), _, _) => Summary::Count(summary),
-            (None, Some(summary), _) => Summary::Callbacks(summary),
-            (None, None, Some(summary)) => Summary::GracePeriods(Box::new(
-                super::grace_periods::summary(&summary, &self.grace_periods, latency)?,
-            )),
-            (None, None, None) => match self.run_summary {
-                Some(figures) => Summary::Run(Box::new(RunSummary { latency, figures })),
-                None => Summary::Latency(latency),
-            },
-        };
+        let summary =
+            match (self.count_summary, self.callbacks_summary, self.gp_summary) {
+                (Some(summary), _, _) => Summary::Count(summary),
+                (None, Some(summary), _) => Summary::Callbacks(summary),
+                (None, None, Some(summary)) => Summary::GracePeriods(Box::new(
+                    grace_periods::summary(&summary, &self.grace_periods, latency)?,
+                )),
+                (None, None, None) => match self.run_summary {
+                    Some(figures) => Summary::Run(Box::new(RunSummary { latency, figures })),
+                    None => Summary::Latency(latency),
+                },
+            };
         Ok(Report {
             time: self.time,
             maps,
             summary,
             environment: self.environment,
         })
-    }
-}
-
-fn count(s: &records::CountSummary) -> CountSummary {
-    // Files from before the counts were recorded: back from the ratios.
-    let from_ratio = |ratio: Option<f64>| {
-        ratio
-            .zip(s.grace_periods)
-            .map(|(r, gps)| (r * gps as f64).round() as u64)
-    };
-    CountSummary {
-        elapsed: s
-            .elapsed_ns
-            .map_or_else(|| seconds(s.elapsed_s), Duration::from_nanos),
-        readers: s.readers.or_else(|| from_ratio(s.readers_per_grace_period)),
-        call_rcu: s
-            .call_rcu
-            .or_else(|| from_ratio(s.call_rcu_per_grace_period)),
-        callbacks: s
-            .callbacks
-            .or_else(|| from_ratio(s.callbacks_per_grace_period)),
-        // What runs from before the names were recorded printed.
-        callbacks_of: s.callbacks_of.clone().unwrap_or_else(|| {
-            ["call_rcu", "call_rcu_hurry", "kvfree_call_rcu"]
-                .map(String::from)
-                .to_vec()
-        }),
-        grace_periods: s.grace_periods,
-        missed: s.missed_by_kernel,
-        own_calls_left_out: s.own_calls_left_out,
-        keyed_losses: s.keys_lost_to_full_map.map(|map_full| KeyedLosses {
-            map_full,
-            stacks_lost: s.stacks_lost.unwrap_or(0),
-        }),
-        readers_estimate: s.readers_estimated.as_ref().map(|e| ReadersEstimate {
-            readers: s.readers,
-            counted: e.counted,
-            sampled: Duration::from_nanos(e.sampled_ns),
-            windows: e.windows,
-            margin: e.margin_95,
-            switching_grace_periods: e.switching_grace_periods,
-            switching_calls_left_out: e.switching_calls_left_out,
-        }),
-        cross_checks: cross_checks(&s.cross_checks),
-    }
-}
-
-fn cross_checks(checks: &[records::CrossCheck]) -> Vec<CrossCheck> {
-    checks
-        .iter()
-        .map(|c| CrossCheck {
-            counted: c.counted.clone(),
-            value: c.value,
-            against: c.against.clone(),
-            expected: c.expected,
-            bound: c.bound,
-            at_most: c.at_most,
-        })
-        .collect()
-}
-
-fn callbacks(s: &records::CallbacksSummary) -> CallbacksSummary {
-    let unit = unit(&s.unit).unwrap_or(Unit::Ms);
-    CallbacksSummary {
-        elapsed: s
-            .elapsed_ns
-            .map_or_else(|| seconds(s.elapsed_s), Duration::from_nanos),
-        unit,
-        rows: s
-            .rows
-            .iter()
-            .map(|row| CallbackRow {
-                function: row.function.clone(),
-                via: row.via.clone(),
-                queued: row.queued,
-                invoked: row.invoked,
-                pending_at_exit: row.pending_at_exit,
-                queued_before_tracing: row.queued_before_tracing,
-                unrecorded: row.not_recorded,
-                requeued: row.requeued,
-                latency: SeriesStats {
-                    key: None,
-                    count: row.invoked,
-                    min_ns: row.min_ns,
-                    max_ns: row.max_ns,
-                    mean_ns: row.mean_ns,
-                    percentiles_exact: false,
-                    percentiles: percentiles(&row.percentiles_ns),
-                },
-            })
-            .collect(),
-        rows_not_shown: s.rows_not_shown as usize,
-        not_shown: CallbackCounts {
-            queued: s.queued_not_shown,
-            invoked: s.invoked_not_shown,
-            pending_at_exit: s.pending_not_shown,
-            queued_before_tracing: s.before_not_shown,
-        },
-        percentile_error: s.percentile_error,
-        totals: CallbackTotals {
-            queued: s.queued,
-            invoked: s.invoked,
-            pending_at_exit: s.pending_at_exit,
-            queued_before_tracing: s.not_timed.queued_before_tracing,
-            requeued: s.not_timed.requeued,
-            kvfree_queued: s.kvfree_queued,
-            pending_map_full: s.not_timed.pending_map_full,
-            rows_map_full_queued: s.not_timed.row_map_full_queued,
-            rows_map_full_invoked: s.not_timed.row_map_full_invoked,
-            missed_by_kernel: s.not_timed.missed_by_kernel,
-            missed_by_kprobe_layer: s.not_timed.missed_by_kprobe_layer,
-            invocations_missed: s.not_timed.invocations_missed,
-            own_queued: s.own_queued,
-        },
-        entry_points_not_traced: s.entry_points_not_traced.clone(),
-        entry_points: s
-            .entry_points
-            .iter()
-            .map(|e| crate::model::EntryPointCalls {
-                function: e.entry_point.clone(),
-                calls: e.calls,
-                notes: crate::model::checks::Notes {
-                    overwritten: e.notes_overwritten,
-                    waiting_at_close: e.notes_waiting_at_close,
-                    from_before: e.notes_from_before,
-                },
-            })
-            .collect(),
-        cross_checks: cross_checks(&s.cross_checks),
-    }
-}
-
-fn latency_summary(
-    series: &[&records::LatencySummary],
-    losses: &records::NotMeasured,
-) -> LatencySummary {
-    LatencySummary {
-        map_name: losses.map.clone(),
-        unit: series
-            .first()
-            .and_then(|s| unit(&s.unit))
-            .unwrap_or(Unit::Ms),
-        series: series
-            .iter()
-            .map(|s| SeriesStats {
-                key: s.key.clone(),
-                count: s.count,
-                min_ns: s.min_ns,
-                max_ns: s.max_ns,
-                mean_ns: s.mean_ns,
-                percentiles_exact: s.percentiles_exact,
-                percentiles: percentiles(&s.percentiles_ns),
-            })
-            .collect(),
-        percentile_error: series
-            .first()
-            .map_or(PERCENTILE_ERROR, |s| s.percentile_error),
-        losses: Losses {
-            in_flight_at_exit: losses.in_flight_at_exit,
-            returns_lost: losses.returns_lost,
-            began_before_tracing: losses.begun_before_tracing,
-            missed_by_kernel: losses.missed_by_kernel,
-            lost_to_full_map: losses.lost_to_full_map,
-            stacks_lost: losses.stacks_lost,
-            own_calls_left_out: losses.own_calls_left_out,
-        },
-        stages: None,
-        cross_checks: cross_checks(&losses.cross_checks),
-    }
-}
-
-/// A bucket's values, as the slot arithmetic states them.
-fn bounds(bucket: &Bucket) -> Result<SlotBounds> {
-    let u64_of = |v: i128| u64::try_from(v).map_err(|_| anyhow!("bucket bound {v} out of range"));
-    Ok(match (bucket.min, bucket.max) {
-        (None, Some(max)) => SlotBounds::Below(u64_of(max + 1)?),
-        // bpftrace 0.17 writes the bounds of a log2 bucket at or above 2^31 as 32-bit numbers
-        // that wrapped (`"min": -2147483648, "max": 0` for [2G, 4G)): the lower bound, read
-        // back as unsigned, places the bucket in the log2 sequence, which gives its upper one.
-        (Some(min), Some(_)) if min < 0 => {
-            let low = i32::try_from(min)
-                .map(|wrapped| u64::from(wrapped as u32))
-                .map_err(|_| anyhow!("bucket bound {min} out of range"))?;
-            if !low.is_power_of_two() || low < 1 << 31 {
-                bail!("bucket bound {min} is neither a value nor a wrapped log2 bound");
-            }
-            SlotBounds::Range { low, high: low * 2 }
-        }
-        (Some(min), Some(max)) => SlotBounds::Range {
-            low: u64_of(min)?,
-            high: u64_of(max + 1)?,
-        },
-        (Some(min), None) => SlotBounds::From(u64_of(min)?),
-        (None, None) => bail!("a bucket with neither bound"),
-    })
-}
-
-/// bpftrace's JSON does not say how a histogram was made: log2 if every bucket is a log2
-/// bucket, else linear with the step of its buckets and the bounds they show.
-fn infer_layout(buckets: &[Bucket]) -> Result<HistLayout> {
-    let all = buckets.iter().map(bounds).collect::<Result<Vec<_>>>()?;
-    if all
-        .iter()
-        .all(|b| (0..LOG2_SLOTS).any(|slot| log2_bounds(slot) == *b))
-    {
-        return Ok(HistLayout::Log2);
-    }
-    let ranges = || {
-        all.iter().filter_map(|b| match b {
-            SlotBounds::Range { low, high } => Some((*low, *high)),
-            _ => None,
-        })
-    };
-    let (low, high) = ranges()
-        .next()
-        .ok_or_else(|| anyhow!("its buckets show neither a log2 nor a linear layout"))?;
-    let min = all
-        .iter()
-        .find_map(|b| match b {
-            SlotBounds::Below(bound) => Some(*bound),
-            _ => None,
-        })
-        .unwrap_or(low);
-    let max = all
-        .iter()
-        .find_map(|b| match b {
-            SlotBounds::From(bound) => Some(*bound),
-            _ => None,
-        })
-        .or_else(|| ranges().next_back().map(|(_, high)| high))
-        .unwrap_or(high);
-    Ok(HistLayout::Linear {
-        min,
-        max,
-        step: high - low,
-    })
-}
-
-/// The model's slots for `buckets` laid out as `layout`; every bucket must be one of its slots.
-fn model_buckets(layout: HistLayout, buckets: &[Bucket]) -> Result<Buckets> {
-    let mismatch = |b: &Bucket| anyhow!("bucket {b:?} is not a bucket of its {layout:?} layout");
-    match layout {
-        HistLayout::Log2 => {
-            let mut counts = vec![0; LOG2_SLOTS as usize];
-            for bucket in buckets {
-                let b = bounds(bucket)?;
-                let slot = (0..LOG2_SLOTS)
-                    .find(|&slot| log2_bounds(slot) == b)
-                    .ok_or_else(|| mismatch(bucket))?;
-                counts[slot as usize] += bucket.count;
-            }
-            // A file may hold a million small histograms: each keeps only the slots up to
-            // its last non-empty one.
-            let end = counts
-                .iter()
-                .rposition(|&c| c != 0)
-                .map_or(0, |last| last + 1);
-            counts.truncate(end);
-            counts.shrink_to_fit();
-            Ok(Buckets::Log2(counts))
-        }
-        HistLayout::Linear { min, max, step } => {
-            let linear = Linear { min, max, step };
-            // bpftrace's own limits, which also keep a file from asking for a huge histogram.
-            if step == 0 || min >= max || linear.buckets() > 1000 {
-                bail!("linear layout {min},{max},{step} is not one lhist() accepts");
-            }
-            let slots = linear.buckets() + 2;
-            let mut counts = vec![0; slots as usize];
-            for bucket in buckets {
-                let b = bounds(bucket)?;
-                let slot = (0..slots)
-                    .find(|&slot| linear.bounds(slot) == b)
-                    .ok_or_else(|| mismatch(bucket))?;
-                counts[slot as usize] += bucket.count;
-            }
-            Ok(Buckets::Linear(linear, counts))
-        }
-        HistLayout::Sparse { step } => {
-            let buckets = buckets
-                .iter()
-                .map(|bucket| match bounds(bucket)? {
-                    SlotBounds::Range { low, high } if step > 0 && high - low == step => {
-                        Ok((low / step, bucket.count))
-                    }
-                    _ => Err(mismatch(bucket)),
-                })
-                .collect::<Result<_>>()?;
-            Ok(Buckets::Sparse { step, buckets })
-        }
     }
 }
 

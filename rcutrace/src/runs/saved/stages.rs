@@ -5,11 +5,11 @@
 use anyhow::{Context as _, Result, bail};
 use rcutrace_common::records;
 
-use super::figures::{percentiles, unit};
 use crate::model::{
     SeriesStats,
     stages::{NotTakenApart, Path, PathStages, StageStats, StagedCall, StagesSummary},
 };
+use crate::runs::figures::{percentiles, unit};
 
 fn path(name: &str) -> Result<Path> {
     match name {

@@ -6,13 +6,13 @@ use std::time::Duration;
 use anyhow::{Context as _, Result, bail};
 use rcutrace_common::records;
 
-use super::figures::{percentiles, seconds, unit};
 use crate::model::{
     CpuHoldouts, GracePeriodLosses, GracePeriodRow, GracePeriodsSummary, LatencySummary,
     PhaseStats, SeriesStats, TaskHoldouts,
     anatomy::{GracePeriod, Holdout, Mode, Phases, Sample, Task, Unassembled},
     tree::parse_cpu_list,
 };
+use crate::runs::figures::{percentiles, seconds, unit};
 
 /// The summary of a saved gp run from its records; `latency` holds the `@gplat` statistics.
 pub fn summary(
