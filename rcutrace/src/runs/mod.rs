@@ -1,5 +1,5 @@
 //! Saved runs: `saved` reads a `-f json` run (rcutrace's or bpftrace's) back into the model
-//! (`grace_periods` the records only `gp` writes, `stages` those of `srlat --stages`),
+//! (one file per kind of record: summaries, histograms, gp's grace periods, stages),
 //! `figures` the units, percentiles and windows they all read back,
 //! `compare` sets two of them side by side, `save` writes one (`--save`), `intervals` makes
 //! one report of an `--interval` run's intervals, `gate` judges a comparison by `--fail-if`.
