@@ -267,8 +267,11 @@ fn load(request: &Request<'_>, mut constants: Vec<Constant>, samples: bool) -> R
     let keys = keys_for(request.by);
     read_btf_ahead(request.probes, request.choice, request.by);
     marks::mark("kernel BTF read");
-    constants.extend(own_work_constants());
-    marks::mark("own-work constants found");
+    let own_work = probes::needs_own_work(request.probes);
+    if own_work {
+        constants.extend(own_work_constants());
+        marks::mark("own-work constants found");
+    }
     constants.push(Constant::U32("BY_MODE", attribution::mode(request.by)));
     let domain_slots = match request.by {
         Some(By::Srcu) => probes::srcu_domain_slots(),
@@ -287,9 +290,10 @@ fn load(request: &Request<'_>, mut constants: Vec<Constant>, samples: bool) -> R
         constants.push(Constant::MaxEntries("SAMPLES", SAMPLE_RING_BYTES));
     }
     // aya is given only the programs this run may attach (see trace::object).
+    let own_work_probes = if own_work { probes::OWN_WORK } else { &[] };
     let programs: HashSet<String> = probes::planned_programs(request.probes, request.choice, keys)
         .chain(probes::planned_programs(
-            probes::OWN_WORK,
+            own_work_probes,
             OWN_WORK_ATTACH.0,
             OWN_WORK_ATTACH.1,
         ))
@@ -308,9 +312,15 @@ fn attach(
     kprobe_table: JoinHandle<std::result::Result<KprobeTable, String>>,
 ) -> Result<Vec<(Probe, Method)>> {
     let keys = keys_for(request.by);
-    // First, so that the tasks-RCU work the command's own attaching queues is followed.
-    let own_work_missing = attach_own_work(tracer);
-    marks::mark("own-work hooks attached");
+    // First, so that the tasks-RCU work the command's own attaching queues is followed (by
+    // the programs that ask whose doing a call is: the others need no such hooks).
+    let own_work_missing = if probes::needs_own_work(request.probes) {
+        let missing = attach_own_work(tracer);
+        marks::mark("own-work hooks attached");
+        missing
+    } else {
+        Vec::new()
+    };
     let mut attached = Vec::new();
     let mut problems = Vec::new();
     for (probe, attachment) in tracer.attach(request.probes, request.choice, keys) {

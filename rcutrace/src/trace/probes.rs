@@ -384,6 +384,19 @@ pub const FOLLOWED_WORK: &[Probe] = &[
     followed("workqueue:workqueue_execute_end", "execute_end"),
 ];
 
+/// Whether a run of `probes` needs the own-work hooks: only the programs that count or time
+/// calls ask whose doing a call is (`count`, `srlat`, `gplat`, `run`, `serve`'s counts,
+/// `top`'s waits). The grace-period, stage, callback and following programs never do, so
+/// `gp`, `stall` and `callbacks` start without attaching them.
+pub fn needs_own_work(probes: &[Probe]) -> bool {
+    probes.iter().any(|p| {
+        matches!(
+            p.programs,
+            Programs::Counter(_) | Programs::Timed(_) | Programs::TimedFoundNothing(_)
+        )
+    })
+}
+
 /// The functions of the own-work hooks that must be there for them to work (the trace
 /// flavour is gone from 7.3's tasks RCU).
 pub const OWN_WORK_ESSENTIAL: &[&str] = &[

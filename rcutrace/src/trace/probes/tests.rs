@@ -419,3 +419,21 @@ fn the_default_set_and_the_waiting_functions() {
     // A wrapper is timed, never counted.
     assert!(!counted_functions(CountedSet::All).any(|c| c.function() == "synchronize_net"));
 }
+
+/// Only the programs that ask whose doing a call is get the own-work hooks: `gp`, `stall`
+/// and `callbacks` start without them; `count`, the timed waits and `serve`'s counts not.
+#[test]
+fn own_work_hooks_only_where_a_program_asks() {
+    let mut gp: Vec<Probe> = GRACE_PERIODS.in_attach_order().to_vec();
+    gp.extend([EXPEDITED_START, EXPEDITED_END, KERNEL_STALL_WARNING]);
+    assert!(!needs_own_work(&gp));
+    assert!(!needs_own_work(&CALLBACKS.in_attach_order()));
+    assert!(!needs_own_work(&GRACE_PERIOD_BOUNDS));
+    assert!(!needs_own_work(FOLLOWED_TREE));
+    assert!(needs_own_work(&[counted_probe("synchronize_rcu")]));
+    assert!(needs_own_work(&[GP_LATENCY.entry]));
+    assert!(needs_own_work(&[GP_INIT_FOUND_NOTHING]));
+    let mut served = gp.clone();
+    served.push(counted_probe("call_rcu"));
+    assert!(needs_own_work(&served));
+}
