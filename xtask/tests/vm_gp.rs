@@ -161,7 +161,8 @@ fn holdouts(series: &str) {
             .any(|f| is_module_frame(f, "rcutrace_test_block_in_reader")),
         "{g:#?}"
     );
-    // Something went away, nothing appeared: kallsyms was read once, as the window opened.
+    // Something went away, nothing appeared: one snapshot of what can go, as the window
+    // opened.
     assert_eq!(symbol_reads(&unload.err), 1, "{}", unload.err);
     let unload = run_named(&sections, "unload_count");
     unload.assert_ok("unload_count");
@@ -182,8 +183,8 @@ fn holdouts(series: &str) {
     // A BPF program's frames: readers taken inside a program of the workload's own (its
     // bpf_for_each_map_elem() over a one-bucket hash map takes rcu_read_lock() once per run),
     // counted by stack, the program unloaded before the report: exactly as many readers on
-    // stacks through `bpf_prog_TAG_rcu_readers+OFFSET [bpf]` as it ran. kallsyms was read
-    // twice: as the window opened, and when the program appeared.
+    // stacks through `bpf_prog_TAG_rcu_readers+OFFSET [bpf]` as it ran. Two snapshots of what
+    // can go: as the window opened, and when the program appeared.
     let unload = run_named(&sections, "unload_bpf");
     unload.assert_ok("unload_bpf");
     assert_eq!(
@@ -279,7 +280,8 @@ fn is_bpf_frame(frame: &str, name: &str) -> bool {
         .unwrap_or(false)
 }
 
-/// How many times rcutrace read /proc/kallsyms, by its start-up marks.
+/// How many snapshots of what can go (modules, generated code) rcutrace took of
+/// /proc/kallsyms, by its marks (the kernel image's own symbols are read once more, apart).
 fn symbol_reads(err: &str) -> usize {
     err.lines()
         .filter(|l| l.contains("kernel symbols read"))

@@ -41,7 +41,7 @@ struct Shared {
 enum State {
     #[default]
     NotRead,
-    Read(Symbolizer),
+    Read(Box<Symbolizer>),
     /// Reading failed (said once); addresses print as hex.
     Failed,
 }
@@ -53,7 +53,7 @@ impl State {
         match self {
             State::NotRead => {
                 *self = match Symbolizer::new() {
-                    Ok(symbolizer) => State::Read(symbolizer),
+                    Ok(symbolizer) => State::Read(Box::new(symbolizer)),
                     Err(e) => {
                         log::warn!("kernel addresses are shown as hex: {e:#}");
                         State::Failed

@@ -8,7 +8,11 @@
 //! programs come and go while a run traces, and a stack is named after it was captured (at a
 //! report, or when `stall` prints): so a `Symbolizer` keeps every snapshot's symbols of what
 //! has since gone, and `keeper` takes snapshots while the window is open, whenever something
-//! new appears, so that what a stack could have passed through is known before it goes.
+//! new appears, so that what a stack could have passed through is known before it goes. The
+//! snapshots hold only what can go (modules and generated code, a few thousand symbols); the
+//! kernel image's own (some 150,000 to 200,000, which never change) are read once, when an
+//! address is first looked up, so that a run that names nothing (`stall` with no warning)
+//! never holds them.
 //!
 //! Why not blazesym, the symbolizer rcutrace used before: its kernel source resolves an
 //! address from the kallsyms file it is given, at the time of the lookup, to the nearest
@@ -20,11 +24,11 @@
 pub mod keeper;
 pub mod table;
 
-use std::{collections::HashSet, fs};
+use std::{collections::HashSet, fs, io::BufReader, sync::OnceLock};
 
 use anyhow::{Context as _, Result};
 
-use self::table::{Extents, Symbol, Table};
+use self::table::{Extents, Symbol, SymbolRef, Table, Which};
 use super::bpf_programs;
 
 /// The modules and BPF programs loaded at one time: what tells that kallsyms has something
@@ -61,8 +65,10 @@ impl Presence {
 }
 
 pub struct Symbolizer {
-    /// The latest snapshot.
+    /// The latest snapshot of what can go.
     current: Table,
+    /// The kernel image's own symbols, read on first use (`None`: they could not be read).
+    kernel: OnceLock<Option<Table>>,
     /// Symbols of modules and generated code that earlier snapshots had and the latest lacks,
     /// with the extents they had then, the most recently gone last.
     departed: Vec<Symbol>,
@@ -77,12 +83,32 @@ impl Symbolizer {
     pub fn new() -> Result<Self> {
         let mut symbolizer = Symbolizer {
             current: Table::default(),
+            kernel: OnceLock::new(),
             departed: Vec::new(),
             seen: Presence::default(),
             reads: 0,
         };
         symbolizer.read()?;
         Ok(symbolizer)
+    }
+
+    /// The kernel image's symbols, read the first time they are wanted.
+    fn kernel(&self) -> Option<&Table> {
+        self.kernel
+            .get_or_init(|| match read_kallsyms(&Extents::default(), Which::Kernel) {
+                Ok(table) => {
+                    crate::marks::mark(format_args!(
+                        "kernel image's symbols read ({} symbols)",
+                        table.len()
+                    ));
+                    Some(table)
+                }
+                Err(e) => {
+                    log::warn!("kernel addresses are shown as hex: {e:#}");
+                    None
+                }
+            })
+            .as_ref()
     }
 
     /// Takes a new snapshot if a module or BPF program appeared since the last one.
@@ -96,7 +122,6 @@ impl Symbolizer {
 
     fn read(&mut self) -> Result<()> {
         let (presence, modules) = Presence::now()?;
-        let kallsyms = fs::read_to_string("/proc/kallsyms").context("reading /proc/kallsyms")?;
         let extents = Extents {
             modules: table::parse_modules(&modules),
             bpf_functions: bpf_programs::jited_functions(&Vec::from_iter(
@@ -104,7 +129,7 @@ impl Symbolizer {
             )),
             page_size: page_size(),
         };
-        self.replace(Table::parse(&kallsyms, &extents), presence);
+        self.replace(read_kallsyms(&extents, Which::Transient)?, presence);
         self.reads += 1;
         crate::marks::mark(format_args!(
             "kernel symbols read ({} symbols, {} gone kept; read {} times)",
@@ -120,8 +145,8 @@ impl Symbolizer {
         let gone: Vec<Symbol> = self
             .current
             .transient()
-            .filter(|s| !table.has(s))
-            .cloned()
+            .filter(|s| !table.has(*s))
+            .map(SymbolRef::to_symbol)
             .collect();
         self.departed.extend(gone);
         self.current = table;
@@ -132,13 +157,17 @@ impl Symbolizer {
     /// last one gone that held it. (Memory reused since by something new is named after the
     /// new: a stack captured before the reuse and named after it would need the capture time,
     /// which a kept stack does not carry.)
-    fn symbol(&self, addr: u64) -> Option<&Symbol> {
-        self.current.lookup(addr).or_else(|| {
-            self.departed
-                .iter()
-                .rev()
-                .find(|s| (s.start..s.end).contains(&addr))
-        })
+    fn symbol(&self, addr: u64) -> Option<SymbolRef<'_>> {
+        self.current
+            .lookup(addr)
+            .or_else(|| {
+                self.departed
+                    .iter()
+                    .rev()
+                    .find(|s| (s.start..s.end).contains(&addr))
+                    .map(Symbol::as_ref)
+            })
+            .or_else(|| self.kernel()?.lookup(addr))
     }
 
     /// A function pointer's name: `name`, `name [module]`, or `0x...` if unknown.
@@ -147,7 +176,7 @@ impl Symbolizer {
             None => unknown(addr),
             Some(s) => match s.owner.bracketed() {
                 Some(owner) => format!("{} [{owner}]", s.name),
-                None => s.name.clone(),
+                None => s.name.to_string(),
             },
         }
     }
@@ -168,6 +197,13 @@ impl Symbolizer {
     }
 }
 
+/// /proc/kallsyms read a line at a time, keeping `which` of its symbols.
+fn read_kallsyms(extents: &Extents, which: Which) -> Result<Table> {
+    let file = fs::File::open("/proc/kallsyms").context("opening /proc/kallsyms")?;
+    Table::read(BufReader::with_capacity(64 << 10, file), extents, which)
+        .context("reading /proc/kallsyms")
+}
+
 /// How an address no symbol covers prints.
 pub fn unknown(addr: u64) -> String {
     format!("{addr:#x}")
@@ -184,6 +220,8 @@ fn page_size() -> u64 {
 fn of_texts(kallsyms: &str, modules: &str, extents: Extents) -> Symbolizer {
     let mut symbolizer = Symbolizer {
         current: Table::default(),
+        // The texts' kernel symbols are in `current`.
+        kernel: OnceLock::from(Some(Table::default())),
         departed: Vec::new(),
         seen: Presence::default(),
         reads: 0,

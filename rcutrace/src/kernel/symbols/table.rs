@@ -32,13 +32,44 @@ impl Owner {
     }
 }
 
-/// A symbol and the addresses `[start, end)` it names.
+/// A symbol and the addresses `[start, end)` it names, kept on its own (one that has gone).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Symbol {
     pub start: u64,
     pub end: u64,
     pub name: String,
     pub owner: Owner,
+}
+
+impl Symbol {
+    pub fn as_ref(&self) -> SymbolRef<'_> {
+        SymbolRef {
+            start: self.start,
+            end: self.end,
+            name: &self.name,
+            owner: &self.owner,
+        }
+    }
+}
+
+/// A symbol of a table, as the table holds it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SymbolRef<'a> {
+    pub start: u64,
+    pub end: u64,
+    pub name: &'a str,
+    pub owner: &'a Owner,
+}
+
+impl SymbolRef<'_> {
+    pub fn to_symbol(self) -> Symbol {
+        Symbol {
+            start: self.start,
+            end: self.end,
+            name: self.name.to_string(),
+            owner: self.owner.clone(),
+        }
+    }
 }
 
 /// A loaded module's memory, `[start, end)`, from /proc/modules.
@@ -58,68 +89,184 @@ pub struct Extents {
     pub page_size: u64,
 }
 
-/// Symbols sorted by address, with extents that never overlap.
+/// Which of kallsyms' symbols a table keeps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Which {
+    /// Every symbol (tests: one table of a whole text).
+    #[cfg_attr(not(test), allow(dead_code))]
+    All,
+    /// The kernel image's own, which never change while it runs.
+    Kernel,
+    /// Those of modules and generated code: the ones that come and go.
+    Transient,
+}
+
+/// Symbols sorted by address, with extents that never overlap. Held compactly (a few hundred
+/// thousand of them on a distribution kernel): the names in one string, each entry 24 bytes.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Table {
-    symbols: Vec<Symbol>,
+    entries: Vec<Entry>,
+    names: String,
+    /// Owners by index; the kernel's is 0.
+    owners: Vec<Owner>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Entry {
+    start: u64,
+    end: u64,
+    name_at: u32,
+    name_len: u16,
+    owner: u16,
+}
+
+/// One kallsyms line's fields.
+struct Line<'a> {
+    start: u64,
+    name: &'a str,
+    /// The bracketed last column, if any.
+    owner: Option<&'a str>,
 }
 
 impl Table {
     /// The symbols of a /proc/kallsyms text (lines `ADDRESS TYPE NAME [OWNER]`), bounded by
     /// `extents`. Addresses kptr_restrict zeroed are left out.
+    #[cfg(test)]
     pub fn parse(kallsyms: &str, extents: &Extents) -> Table {
-        let mut symbols: Vec<Symbol> = kallsyms.lines().filter_map(parse_line).collect();
+        Table::read(kallsyms.as_bytes(), extents, Which::All).expect("reading a string")
+    }
+
+    /// Reads kallsyms' lines from `kallsyms` one at a time, keeping `which` of them, bounded
+    /// by `extents`: the text itself is never held whole.
+    pub fn read(
+        mut kallsyms: impl std::io::BufRead,
+        extents: &Extents,
+        which: Which,
+    ) -> std::io::Result<Table> {
+        let mut table = Table {
+            owners: vec![Owner::Kernel],
+            ..Table::default()
+        };
+        let mut owners: HashMap<String, u16> = HashMap::new();
+        let mut line = String::new();
+        loop {
+            line.clear();
+            if kallsyms.read_line(&mut line)? == 0 {
+                break;
+            }
+            let transient = line.contains('[');
+            let wanted = match which {
+                Which::All => true,
+                Which::Kernel => !transient,
+                Which::Transient => transient,
+            };
+            if !wanted {
+                continue;
+            }
+            let Some(fields) = parse_line(&line) else {
+                continue;
+            };
+            let owner = match fields.owner {
+                None => 0,
+                Some(name) => match owners.get(name) {
+                    Some(&index) => index,
+                    None => {
+                        let Ok(index) = u16::try_from(table.owners.len()) else {
+                            continue;
+                        };
+                        table.owners.push(owner_named(name));
+                        owners.insert(name.to_string(), index);
+                        index
+                    }
+                },
+            };
+            let (Ok(name_at), Ok(name_len)) = (
+                u32::try_from(table.names.len()),
+                u16::try_from(fields.name.len()),
+            ) else {
+                continue;
+            };
+            table.names.push_str(fields.name);
+            table.entries.push(Entry {
+                start: fields.start,
+                end: fields.start,
+                name_at,
+                name_len,
+                owner,
+            });
+        }
+        table.bound(extents);
+        Ok(table)
+    }
+
+    /// Sorts the entries and gives each its extent.
+    fn bound(&mut self, extents: &Extents) {
         // Several names at one address: the first listed names it.
-        symbols.sort_by_key(|s| s.start);
-        symbols.dedup_by_key(|s| s.start);
-        let kernel_end = symbols
+        self.entries.sort_by_key(|e| e.start);
+        self.entries.dedup_by_key(|e| e.start);
+        self.entries.shrink_to_fit();
+        self.names.shrink_to_fit();
+        let kernel_end = self
+            .entries
             .iter()
-            .filter(|s| s.owner == Owner::Kernel)
-            .map(|s| s.start)
+            .filter(|e| e.owner == 0)
+            .map(|e| e.start)
             .max()
             .unwrap_or(0);
-        let next_starts: Vec<Option<u64>> = (0..symbols.len())
-            .map(|i| symbols.get(i + 1).map(|s| s.start))
-            .collect();
-        for (symbol, next) in symbols.iter_mut().zip(next_starts) {
-            let bound = holder_end(symbol, kernel_end, extents);
-            symbol.end = match next {
+        for i in 0..self.entries.len() {
+            let next = self.entries.get(i + 1).map(|e| e.start);
+            let bound = holder_end(self.symbol(self.entries[i]), kernel_end, extents);
+            let entry = &mut self.entries[i];
+            entry.end = match next {
                 Some(next) => bound.min(next),
                 None => bound,
             }
-            .max(symbol.start);
+            .max(entry.start);
         }
-        Table { symbols }
+    }
+
+    fn symbol(&self, entry: Entry) -> SymbolRef<'_> {
+        let at = entry.name_at as usize;
+        SymbolRef {
+            start: entry.start,
+            end: entry.end,
+            name: &self.names[at..at + entry.name_len as usize],
+            owner: &self.owners[entry.owner as usize],
+        }
     }
 
     /// The symbol whose extent holds `addr`.
-    pub fn lookup(&self, addr: u64) -> Option<&Symbol> {
-        let after = self.symbols.partition_point(|s| s.start <= addr);
-        let symbol = self.symbols.get(after.checked_sub(1)?)?;
-        (addr < symbol.end).then_some(symbol)
+    pub fn lookup(&self, addr: u64) -> Option<SymbolRef<'_>> {
+        let after = self.entries.partition_point(|e| e.start <= addr);
+        let entry = *self.entries.get(after.checked_sub(1)?)?;
+        (addr < entry.end).then(|| self.symbol(entry))
     }
 
     /// Whether this table has `symbol`, at the same address, under the same owner.
-    pub fn has(&self, symbol: &Symbol) -> bool {
-        let at = self.symbols.partition_point(|s| s.start < symbol.start);
-        self.symbols.get(at).is_some_and(|s| {
+    pub fn has(&self, symbol: SymbolRef<'_>) -> bool {
+        let at = self.entries.partition_point(|e| e.start < symbol.start);
+        self.entries.get(at).is_some_and(|&e| {
+            let s = self.symbol(e);
             s.start == symbol.start && s.name == symbol.name && s.owner == symbol.owner
         })
     }
 
     /// The symbols of modules and generated code: the ones that can go away.
-    pub fn transient(&self) -> impl Iterator<Item = &Symbol> {
-        self.symbols.iter().filter(|s| s.owner != Owner::Kernel)
+    pub fn transient(&self) -> impl Iterator<Item = SymbolRef<'_>> {
+        self.entries
+            .iter()
+            .filter(|e| e.owner != 0)
+            .map(|&e| self.symbol(e))
     }
 
     pub fn len(&self) -> usize {
-        self.symbols.len()
+        self.entries.len()
     }
 }
 
 /// Where what holds `symbol` ends, whatever the next symbol.
-fn holder_end(symbol: &Symbol, kernel_end: u64, extents: &Extents) -> u64 {
-    match &symbol.owner {
+fn holder_end(symbol: SymbolRef<'_>, kernel_end: u64, extents: &Extents) -> u64 {
+    match symbol.owner {
         // The last of the kernel's own symbols marks its end, and names nothing past it.
         Owner::Kernel => kernel_end,
         Owner::Module(name) => extents
@@ -140,31 +287,27 @@ fn holder_end(symbol: &Symbol, kernel_end: u64, extents: &Extents) -> u64 {
     }
 }
 
-fn parse_line(line: &str) -> Option<Symbol> {
+fn parse_line(line: &str) -> Option<Line<'_>> {
     let mut fields = line.split_whitespace();
     let start = u64::from_str_radix(fields.next()?, 16).ok()?;
     let _kind = fields.next()?;
     let name = fields.next()?;
     let owner = match fields.next() {
-        None => Owner::Kernel,
-        Some(owner) => {
-            let owner = owner.strip_prefix('[')?.strip_suffix(']')?;
-            if owner == "bpf" || owner.starts_with("__builtin__") {
-                Owner::Generated(owner.to_string())
-            } else {
-                Owner::Module(owner.to_string())
-            }
-        }
+        None => None,
+        Some(owner) => Some(owner.strip_prefix('[')?.strip_suffix(']')?),
     };
-    (start != 0).then(|| Symbol {
-        start,
-        end: start,
-        name: name.to_string(),
-        owner,
-    })
+    (start != 0).then_some(Line { start, name, owner })
 }
 
-/// /proc/modules lines: `name size refcount deps state address [taint]`.
+/// What holds symbols listed with `[name]`.
+fn owner_named(name: &str) -> Owner {
+    if name == "bpf" || name.starts_with("__builtin__") {
+        Owner::Generated(name.to_string())
+    } else {
+        Owner::Module(name.to_string())
+    }
+}
+
 pub fn parse_modules(text: &str) -> Vec<ModuleRange> {
     text.lines()
         .filter_map(|line| {
@@ -217,9 +360,7 @@ hidden 4096 0 - Live 0x0000000000000000
     }
 
     fn name(table: &Table, addr: u64) -> Option<(&str, u64)> {
-        table
-            .lookup(addr)
-            .map(|s| (s.name.as_str(), addr - s.start))
+        table.lookup(addr).map(|s| (s.name, addr - s.start))
     }
 
     #[test]
@@ -285,6 +426,10 @@ hidden 4096 0 - Live 0x0000000000000000
             None
         );
         assert!(table.has(cb));
+        assert!(!table.has(SymbolRef {
+            name: "other",
+            ..cb
+        }));
         assert_eq!(table.transient().count(), 6);
     }
 
