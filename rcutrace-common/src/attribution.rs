@@ -18,6 +18,16 @@ pub const BY_CGROUP_PID: u32 = 7;
 /// The SRCU domain the call is on: its `srcu_struct`, the first argument of the SRCU functions.
 pub const BY_SRCU: u32 = 8;
 
+/// SRCU domains initialised in the window whose initialiser is kept (`--by srcu`): a
+/// dynamic `srcu_struct` (a KVM guest's) has no symbol, and is named by its address and the
+/// code that initialised it. The oldest are dropped past this many.
+pub const MAX_DOMAIN_INITS: u32 = 1024;
+/// Frames kept of the stack that initialised a domain: `init_srcu_struct_fields()`, the
+/// exported initialiser (when not a tail call), its caller and one more.
+pub const DOMAIN_INIT_FRAMES: usize = 4;
+/// The stack that initialised a domain, deepest first, zero after the last.
+pub type DomainInit = [u64; DOMAIN_INIT_FRAMES];
+
 /// Distinct kernel stacks that can be kept; more are counted as lost.
 pub const MAX_STACKS: u32 = 8192;
 /// Deepest kernel stack kept, in frames (return addresses); deeper frames are cut off.

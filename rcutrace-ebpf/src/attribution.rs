@@ -7,7 +7,8 @@ use aya_ebpf::{
         generated::{bpf_get_current_cgroup_id, bpf_get_stack},
     },
     macros::map,
-    maps::{HashMap, PerCpuArray},
+    maps::{HashMap, LruHashMap, PerCpuArray},
+    programs::ProbeContext,
 };
 use rcutrace_common::attribution::*;
 
@@ -24,6 +25,31 @@ static STACKS: HashMap<u64, StackFrames> = HashMap::with_max_entries(1, 0);
 /// Room to read a stack into (too large for the BPF stack).
 #[map]
 static STACK_SCRATCH: PerCpuArray<StackFrames> = PerCpuArray::with_max_entries(1, 0);
+
+/// The stack that initialised each SRCU domain in the window, by its `srcu_struct`'s address.
+// One entry: only runs that name domains size it at load time (MAX_DOMAIN_INITS).
+#[map]
+static DOMAIN_INITS: LruHashMap<u64, DomainInit> = LruHashMap::with_max_entries(1, 0);
+
+// init_srcu_struct_fields(ssp, is_static): every dynamic srcu_struct's initialisation passes
+// here on 6.1, 6.12 and 7.3 (the exported initialisers call it, often as a tail call); a
+// static one is initialised here on first use, and has its symbol to be named by.
+program! {
+    kprobe fn domain_init_kprobe(ctx: ProbeContext) -> u32 {
+        let ssp: u64 = ctx.arg(0).unwrap_or(0);
+        let is_static: u64 = ctx.arg(1).unwrap_or(1);
+        if ssp == 0 || is_static & 0xff != 0 {
+            return 0;
+        }
+        let mut frames: DomainInit = [0; DOMAIN_INIT_FRAMES];
+        let size = core::mem::size_of::<DomainInit>() as u32;
+        let read = unsafe { bpf_get_stack(ctx.as_ptr(), frames.as_mut_ptr().cast(), size, 0) };
+        if read > 0 {
+            let _ = DOMAIN_INITS.insert(&ssp, &frames, 0);
+        }
+        0
+    }
+}
 
 #[inline(always)]
 pub fn mode() -> u32 {

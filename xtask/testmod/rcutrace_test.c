@@ -36,6 +36,9 @@
  *                                has always passed). With ARG 1 the cond_* ops instead take a
  *                                fresh cookie per unit from get_state_synchronize_rcu(_full)()
  *                                and so really wait for a grace period: one extra call per unit.
+ *   dynamic_srcu N               an srcu_struct of its own, kmalloc'd and initialised by
+ *                                rcutrace_test_init_dynamic_srcu(), then N synchronize_srcu()
+ *                                on it: an SRCU domain no symbol names
  *   call_rcu_delayed N MS        inside one rcu_read_lock() section: N call_rcu() with callback
  *                                rcutrace_test_delayed_cb, then a busy-wait of MS ms (MS <= 100)
  *                                on ktime_get_ns(), then rcu_read_unlock(): every one of those
@@ -439,6 +442,47 @@ DEFINE_OP(poll_state_synchronize_srcu, NOTHING,
 	  CALL(poll_state_synchronize_srcu, &rcutrace_test_srcu, SRCU_COMPLETED_COOKIE))
 #else
 #define op_poll_state_synchronize_srcu NULL
+#endif
+
+#if HAVE(synchronize_srcu)
+/*
+ * dynamic_srcu N: an srcu_struct of the op's own, kmalloc'd and initialised by
+ * rcutrace_test_init_dynamic_srcu(), N synchronize_srcu() on it, then cleaned up and freed:
+ * an SRCU domain that no symbol names.
+ */
+static noinline int rcutrace_test_init_dynamic_srcu(struct srcu_struct *ssp)
+{
+	int err = init_srcu_struct(ssp);
+
+	/* Returns here, never as a tail call: this function is on the initialising stack. */
+	asm volatile("" : "+r"(err));
+	return err;
+}
+
+static int op_dynamic_srcu(unsigned long n, unsigned long arg)
+{
+	struct srcu_struct *ssp = kzalloc(sizeof(*ssp), GFP_KERNEL);
+	unsigned long i;
+	int err;
+
+	if (!ssp)
+		return -ENOMEM;
+	err = rcutrace_test_init_dynamic_srcu(ssp);
+	if (err)
+		goto out;
+	for (i = 0; i < n; i++) {
+		err = between_units();
+		if (err)
+			break;
+		CALL(synchronize_srcu, ssp);
+	}
+	cleanup_srcu_struct(ssp);
+out:
+	kfree(ssp);
+	return err;
+}
+#else
+#define op_dynamic_srcu NULL
 #endif
 
 #if HAVE(call_srcu)
@@ -850,6 +894,7 @@ static const struct test_op test_ops[] = {
 	OP(get_state_synchronize_srcu, "get_state_synchronize_srcu"),
 	OP(start_poll_synchronize_srcu, "start_poll_synchronize_srcu"),
 	OP(poll_state_synchronize_srcu, "poll_state_synchronize_srcu"),
+	OP(dynamic_srcu, "synchronize_srcu (on an srcu_struct of its own, kmalloc'd)"),
 	OP(synchronize_rcu_tasks, "synchronize_rcu_tasks"),
 	OP(call_rcu_tasks, "call_rcu_tasks"),
 	OP(rcu_barrier_tasks, "rcu_barrier_tasks"),

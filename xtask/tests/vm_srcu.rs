@@ -11,7 +11,10 @@
 //!   6.1 and 6.12 a function of its own, so no SRCU wait;
 //! - `callbacks --by srcu -c CMD`: the module's 10 call_srcu() callbacks under its domain, and
 //!   on 7.3 its tasks-trace callbacks under `rcu_tasks_trace_srcu_struct` (none on 6.x);
-//! - the module unloaded before `count`'s report: its domain still named as when called.
+//! - the module unloaded before `count`'s report: its domain still named as when called;
+//! - a domain no symbol names (the module's `dynamic_srcu` op: a kmalloc'd `srcu_struct`
+//!   initialised in the window): `count --by srcu` and `srlat --by srcu` key its calls, exactly,
+//!   by its address and the module function that initialised it.
 
 mod support;
 
@@ -25,6 +28,7 @@ const SYNCHRONIZE_SRCU: u64 = 4;
 const SRCU_BARRIER: u64 = 2;
 const TASKS_TRACE_SYNCS: u64 = 3;
 const TASKS_TRACE_CALLBACKS: u64 = 5;
+const DYNAMIC_SYNCS: u64 = 3;
 const MODULE_DOMAIN: &str = "rcutrace_test_srcu [rcutrace_test]";
 const TASKS_TRACE_DOMAIN: &str = "rcu_tasks_trace_srcu_struct";
 
@@ -62,7 +66,11 @@ fn srcu_scenarios(series: &str) {
          printf 'rcu-workload module synchronize_srcu {SYNCHRONIZE_SRCU}\\nrmmod rcutrace_test\\n' \
            > /tmp/unload.sh\n\
          traced unloaded count --by srcu -c 'sh /tmp/unload.sh'\n\
-         echo '=== left'; grep -c rcutrace_test /proc/kallsyms || true\n"
+         echo '=== left'; grep -c rcutrace_test /proc/kallsyms || true\n\
+         insmod /lib/rcutrace_test.ko || exit 1\n\
+         traced dynamic count --by srcu -c 'rcu-workload module dynamic_srcu {DYNAMIC_SYNCS}'\n\
+         traced dynamic_srlat -f json srlat --func synchronize_srcu --by srcu \
+           -c 'rcu-workload module dynamic_srcu {DYNAMIC_SYNCS}'\n"
     );
     let guest = boot_with_module_on(
         series,
@@ -167,6 +175,31 @@ fn srcu_scenarios(series: &str) {
         trace_callbacks.out
     );
 
+    // A domain no symbol names: by its address and the function that initialised it, with
+    // exactly the op's calls, by count and by srlat.
+    let dynamic = run_named(&sections, "dynamic");
+    dynamic.assert_ok("dynamic");
+    let rows: Vec<(&str, u64)> = dynamic
+        .out
+        .lines()
+        .filter_map(|l| l.strip_prefix("@[")?.split_once(", synchronize_srcu]: "))
+        .map(|(key, n)| (key, n.trim().parse().unwrap()))
+        .collect();
+    assert!(
+        matches!(rows[..], [(key, DYNAMIC_SYNCS)] if names_dynamic_domain(key)),
+        "{rows:?}\n{}",
+        dynamic.out
+    );
+    let dynamic_srlat = run_named(&sections, "dynamic_srlat");
+    dynamic_srlat.assert_ok("dynamic_srlat");
+    let waits = timed(&dynamic_srlat.records());
+    assert!(
+        matches!(&waits[..], [(map, Some(key), DYNAMIC_SYNCS)]
+            if map == "@synchronize_srcu" && names_dynamic_domain(key)),
+        "{waits:?}\n{}",
+        dynamic_srlat.out
+    );
+
     // The module unloaded before the report: its domain is named as it was when called.
     let unloaded = run_named(&sections, "unloaded");
     unloaded.assert_ok("unloaded");
@@ -176,6 +209,36 @@ fn srcu_scenarios(series: &str) {
         "{}",
         unloaded.out
     );
+}
+
+/// Whether `key` names a domain by its address and the module function that initialised it:
+/// `0xADDRESS (initialised in rcutrace_test_init_dynamic_srcu+OFFSET [rcutrace_test])`.
+fn names_dynamic_domain(key: &str) -> bool {
+    let Some((address, by)) = key.split_once(" (initialised in ") else {
+        return false;
+    };
+    let Some(offset) = by
+        .strip_prefix("rcutrace_test_init_dynamic_srcu+")
+        .and_then(|rest| rest.strip_suffix(" [rcutrace_test])"))
+    else {
+        return false;
+    };
+    address
+        .strip_prefix("0x")
+        .is_some_and(|hex| !hex.is_empty() && hex.bytes().all(|b| b.is_ascii_hexdigit()))
+        && !offset.is_empty()
+        && offset.bytes().all(|b| b.is_ascii_digit())
+}
+
+#[test]
+fn a_dynamic_domain_key_is_its_address_and_initialiser() {
+    assert!(names_dynamic_domain(
+        "0xffff888004a1c000 (initialised in rcutrace_test_init_dynamic_srcu+18 [rcutrace_test])"
+    ));
+    assert!(!names_dynamic_domain("0xffff888004a1c000"));
+    assert!(!names_dynamic_domain(
+        "0xffff888004a1c000 (initialised in op_dynamic_srcu+18 [rcutrace_test])"
+    ));
 }
 
 #[test]

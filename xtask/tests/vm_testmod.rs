@@ -23,6 +23,7 @@ const COMMON_OPS: &[&str] = &[
     "get_state_synchronize_srcu",
     "start_poll_synchronize_srcu",
     "poll_state_synchronize_srcu",
+    "dynamic_srcu",
     "synchronize_rcu_tasks",
     "call_rcu_tasks",
     "rcu_barrier_tasks",
@@ -142,6 +143,7 @@ impl Request {
             // One request inside the held reader (hold_cpu's N is the CPU, not a count).
             "hold_cpu" => vec![("start_poll_synchronize_rcu".into(), 1)],
             "block_reader" => vec![("start_poll_synchronize_rcu".into(), n)],
+            "dynamic_srcu" => vec![("synchronize_srcu".into(), n)],
             "poll_state_synchronize_rcu" => {
                 vec![("get_completed_synchronize_rcu".into(), 1), (op.into(), n)]
             }

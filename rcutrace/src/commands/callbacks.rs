@@ -31,7 +31,7 @@ use crate::{
         EntryPointCalls, HistMap, Map, Report, SeriesStats, Summary, Unit,
     },
     trace::engine::{Ends, Hooks, Need, Period, Reporting, Request},
-    trace::probes::{CALLBACKS, Probe},
+    trace::probes::{CALLBACKS, Probe, SRCU_DOMAIN_INIT},
     trace::tracer::{Constant, Tracer},
 };
 
@@ -40,12 +40,15 @@ const NEEDED: &[Probe] = &[CALLBACKS.queue, CALLBACKS.invoke];
 
 pub async fn run(args: &CallbacksArgs, sink: Sink) -> Result<Report> {
     let format = sink.format();
-    let probes = CALLBACKS.in_attach_order();
+    let mut probes = CALLBACKS.in_attach_order();
     let queued_by = match args.by {
         Some(CallbacksBy::Cgroup) => QUEUED_BY_CGROUP,
         Some(CallbacksBy::Srcu) => QUEUED_BY_DOMAIN,
         Some(CallbacksBy::Cpu) | None => QUEUED_BY_NONE,
     };
+    if queued_by == QUEUED_BY_DOMAIN {
+        probes.insert(0, SRCU_DOMAIN_INIT);
+    }
     // At most 10^6 (ms): fits the program's u32.
     let mut constants = vec![
         Constant::U32("CALLBACK_UNIT_NS", args.unit.nanos() as u32),
@@ -102,7 +105,7 @@ pub async fn run(args: &CallbacksArgs, sink: Sink) -> Result<Report> {
                 report.maps.push(map);
             }
             QUEUED_BY_DOMAIN => {
-                let mut domain = super::naming::domain_names(&symbols);
+                let mut domain = super::naming::domain_names(period.tracer, &symbols);
                 let map = queued_by_map(&raw, &names, args.top, QueuedByKind::Srcu, &mut domain);
                 report.maps.push(map);
             }

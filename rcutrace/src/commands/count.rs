@@ -25,7 +25,8 @@ use crate::{
     render::Format,
     trace::engine::{Ends, Need, Period, Reporting, Request},
     trace::probes::{
-        COUNTED, Counted, CountedSet, GP_INIT_FOUND_NOTHING, Probe, counted_functions,
+        COUNTED, Counted, CountedSet, GP_INIT_FOUND_NOTHING, Probe, SRCU_DOMAIN_INIT,
+        counted_functions,
     },
     trace::sampling,
     trace::tracer::Constant,
@@ -42,6 +43,10 @@ pub async fn run(args: &CountArgs, sink: Sink) -> Result<Report> {
     if args.all {
         // Tells the inits that started a grace period from those that found none.
         probes.push(GP_INIT_FOUND_NOTHING);
+    }
+    if set == CountedSet::Srcu {
+        // First, so that a domain initialised as the counting starts is named.
+        probes.insert(0, SRCU_DOMAIN_INIT);
     }
     // Switching the sampled reader probe makes these threads call updaters for rcutrace:
     // their calls are left out (and counted as such) only then.
@@ -176,7 +181,7 @@ fn keyed<'a>(
 ) -> Keyed<'a> {
     let mut frames = stack_frames(period.tracer, symbols);
     let mut cgroup = |id| cgroups.path(id);
-    let mut domain = domain_names(symbols);
+    let mut domain = domain_names(period.tracer, symbols);
     let mut names = Namers {
         frames: &mut frames,
         cgroup: &mut cgroup,

@@ -20,7 +20,7 @@ use crate::{
     model::{Report, Summary, Unit},
     trace::engine::{Ends, Need, Period, Reporting, Request},
     trace::launch::{self, Following},
-    trace::probes::{self, FOLLOWED_TREE, Probe},
+    trace::probes::{self, FOLLOWED_TREE, Probe, SRCU_DOMAIN_INIT},
     trace::stages,
     trace::tracer::Constant,
 };
@@ -183,6 +183,10 @@ async fn run(
         }
         None => (timed_probes, None, None),
     };
+    let mut probes = probes;
+    if args.by.by == Some(By::Srcu) {
+        probes.insert(0, SRCU_DOMAIN_INIT);
+    }
     let units = timings.iter().map(|t| t.unit.nanos()).collect();
     // Filled by the samples as they arrive, emptied by each report.
     let aggregate = RefCell::new(Aggregate::new(layout(args), units));

@@ -1,10 +1,17 @@
 //! Kernel addresses named as they were when captured: the frames of kernel stacks and the
 //! SRCU domains, through the run's symbol keeper.
 
+use std::collections::HashMap;
+
 use anyhow::Result;
+use rcutrace_common::attribution::DomainInit;
 
 use crate::{
-    kernel::symbols::keeper::{Names, SymbolKeeper},
+    kernel::symbols::{
+        keeper::{Names, SymbolKeeper},
+        unknown,
+    },
+    model::attribution::{domain_name, initialiser},
     trace::tracer::Tracer,
 };
 
@@ -25,12 +32,38 @@ pub fn stack_frames<'a>(
 }
 
 /// Names SRCU domains by the symbol at their address, as the kernel had it when they were
-/// seen (kept by `symbols`), or by the address.
-pub fn domain_names(symbols: &SymbolKeeper) -> impl FnMut(u64) -> String + '_ {
+/// seen (kept by `symbols`); one no symbol names (a dynamic `srcu_struct`) by its address,
+/// and by the code that initialised it if that was while tracing (`SRCU_DOMAIN_INIT`).
+pub fn domain_names<'a>(
+    tracer: &'a Tracer,
+    symbols: &'a SymbolKeeper,
+) -> impl FnMut(u64) -> String + 'a {
     let mut names = None;
+    let mut inits: Option<HashMap<u64, DomainInit>> = None;
     move |address| {
         let names = names.get_or_insert_with(|| symbols.names());
-        crate::model::attribution::domain_name(&names.frame(address))
+        let frame = names.frame(address);
+        if frame != unknown(address) {
+            return domain_name(&frame);
+        }
+        let inits = inits.get_or_insert_with(|| match tracer.hash_entries("DOMAIN_INITS") {
+            Ok(entries) => entries.into_iter().collect(),
+            Err(e) => {
+                log::warn!("who initialised the SRCU domains is unknown: {e:#}");
+                HashMap::new()
+            }
+        });
+        let stack: Vec<String> = inits
+            .get(&address)
+            .into_iter()
+            .flatten()
+            .take_while(|&&a| a != 0)
+            .map(|&a| names.frame(a))
+            .collect();
+        match initialiser(&stack) {
+            Some(by) => format!("{frame} (initialised in {by})"),
+            None => frame,
+        }
     }
 }
 

@@ -26,7 +26,7 @@ use crate::{
     trace::{
         engine::{Ends, Need, Period, Reporting, Request},
         launch::{self, Following, Launch, Outcome},
-        probes::{self, FOLLOWED_TREE, FOLLOWED_WORK, Probe},
+        probes::{self, FOLLOWED_TREE, FOLLOWED_WORK, Probe, SRCU_DOMAIN_INIT},
         tracer::Constant,
     },
 };
@@ -58,6 +58,8 @@ pub async fn run(args: &RunArgs, sink: Sink) -> Result<Report> {
         .collect();
     let mut probes: Vec<Probe> = timings.iter().flat_map(|t| t.timed.probes()).collect();
     probes.extend(FOLLOWED_TREE.iter().chain(FOLLOWED_WORK).copied());
+    // Its SRCU waits are shown by domain: a dynamic one is named by who initialised it.
+    probes.insert(0, SRCU_DOMAIN_INIT);
     let mut constants = launch::following_constants(Following::TreeAndWork)?;
     constants.push(Constant::U32(
         "SAME_FUNCTION_MASK",
@@ -137,7 +139,7 @@ pub async fn run(args: &RunArgs, sink: Sink) -> Result<Report> {
                 latency.into_iter().partition(|s| !said_nothing(s));
             let mut maps = report.maps;
             maps.retain(|m| !silent.iter().any(|s| s.map_name == m.name()));
-            let mut domain = super::naming::domain_names(&symbols);
+            let mut domain = super::naming::domain_names(period.tracer, &symbols);
             let figures = figures(
                 period,
                 launch.outcome()?,

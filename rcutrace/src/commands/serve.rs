@@ -439,6 +439,7 @@ fn metrics(
                     Programs::Stages(_) => "stages",
                     Programs::OwnWork(_) => "own_work",
                     Programs::Followed(_) => "followed",
+                    Programs::DomainInit => "domain_init",
                 },
                 method: method.to_string(),
             })

@@ -153,7 +153,7 @@ fn keyed(
     };
     let mut frames = super::naming::stack_frames(tracer, symbols);
     let mut cgroup = |id| cgroups.path(id);
-    let mut domain = super::naming::domain_names(symbols);
+    let mut domain = super::naming::domain_names(tracer, symbols);
     let mut names = Namers {
         frames: &mut frames,
         cgroup: &mut cgroup,

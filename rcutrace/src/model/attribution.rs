@@ -53,6 +53,15 @@ pub fn domain_name(frame: &str) -> String {
     }
 }
 
+/// Who initialised a dynamic SRCU domain, from the frames of the stack that did (deepest
+/// first): the first frame outside SRCU's own initialisers.
+pub fn initialiser(stack: &[String]) -> Option<&str> {
+    stack
+        .iter()
+        .map(String::as_str)
+        .find(|frame| !frame.starts_with("init_srcu_struct") && !frame.starts_with("__init_srcu"))
+}
+
 /// What names the parts of a key that the programs give as numbers: a stack's id (its frames),
 /// a cgroup's id (its path), an SRCU domain's address (`domain_name`).
 pub struct Namers<'a> {
@@ -195,6 +204,24 @@ mod tests {
         };
         key.comm[..comm_text.len()].copy_from_slice(comm_text.as_bytes());
         key
+    }
+
+    /// A dynamic domain is named after the first frame outside SRCU's initialisers, whether
+    /// the exported one called `init_srcu_struct_fields()` or jumped to it.
+    #[test]
+    fn a_domain_is_named_after_who_initialised_it() {
+        let frames = |names: &[&str]| names.iter().map(|n| n.to_string()).collect::<Vec<_>>();
+        let called = frames(&[
+            "init_srcu_struct_fields+5",
+            "init_srcu_struct_generic+20",
+            "kvm_create_vm+291",
+            "kvm_dev_ioctl+1400",
+        ]);
+        assert_eq!(initialiser(&called), Some("kvm_create_vm+291"));
+        let jumped = frames(&["init_srcu_struct_fields+5", "kvm_create_vm+291"]);
+        assert_eq!(initialiser(&jumped), Some("kvm_create_vm+291"));
+        assert_eq!(initialiser(&frames(&["init_srcu_struct_fields+5"])), None);
+        assert_eq!(initialiser(&[]), None);
     }
 
     #[test]

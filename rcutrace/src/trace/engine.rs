@@ -13,7 +13,7 @@ use std::{
 
 use anyhow::{Result, anyhow};
 use rcutrace_common::{
-    attribution::MAX_STACKS,
+    attribution::{MAX_DOMAIN_INITS, MAX_STACKS},
     counters::{self, MAX_KEYED_COUNTS},
     latency::{MAX_IN_FLIGHT, SAMPLE_RING_BYTES},
     records::Environment,
@@ -71,7 +71,8 @@ impl Need<'_> {
     fn unmet_by(self, problems: &[(Probe, Attachment)]) -> bool {
         match self {
             Need::Any => false,
-            Need::All => !problems.is_empty(),
+            // A hook that only names what others count never makes a run fail.
+            Need::All => problems.iter().any(|(p, _)| !p.names_only()),
             Need::These(needed) => problems.iter().any(|(p, _)| needed.contains(p)),
         }
     }
@@ -284,6 +285,9 @@ fn load(request: &Request<'_>, mut constants: Vec<Constant>, samples: bool) -> R
     }
     if request.by == Some(By::Stack) {
         constants.push(Constant::MaxEntries("STACKS", MAX_STACKS));
+    }
+    if request.probes.contains(&probes::SRCU_DOMAIN_INIT) {
+        constants.push(Constant::MaxEntries("DOMAIN_INITS", MAX_DOMAIN_INITS));
     }
     if samples {
         constants.push(Constant::MaxEntries("IN_FLIGHT", MAX_IN_FLIGHT));

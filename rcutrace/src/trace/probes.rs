@@ -80,6 +80,9 @@ pub enum Programs {
     /// `run`'s programs that follow the command's threads and the work they cause (`fork`,
     /// `switch`, `queue_work`, ...): scheduler and workqueue tracepoints.
     Followed(&'static str),
+    /// The program that keeps who initialised each dynamic SRCU domain (`--by srcu`): a
+    /// kprobe, which reads the stack.
+    DomainInit,
 }
 
 /// One hook: a kernel function, the side, and the programs that can serve it.
@@ -155,6 +158,7 @@ impl Probe {
                 (method == Method::Kprobe).then(|| format!("own_work_{hook}_kprobe"))
             }
             Programs::Followed(hook) => Some(format!("followed_{hook}_{method}")),
+            Programs::DomainInit => (method == Method::Kprobe).then(|| "domain_init_kprobe".into()),
             Programs::Counter(_) | Programs::Timed(_) | Programs::TimedFoundNothing(_) => None,
         }
     }
@@ -252,7 +256,8 @@ impl Counted {
             | Programs::GracePeriod(_)
             | Programs::Stages(_)
             | Programs::OwnWork(_)
-            | Programs::Followed(_) => {
+            | Programs::Followed(_)
+            | Programs::DomainInit => {
                 unreachable!("counted functions use counter programs")
             }
         }
@@ -397,6 +402,24 @@ pub fn needs_own_work(probes: &[Probe]) -> bool {
     })
 }
 
+impl Probe {
+    /// Whether the hook only names what other hooks count (`SRCU_DOMAIN_INIT`): a run goes
+    /// on without it.
+    pub fn names_only(&self) -> bool {
+        self.programs == Programs::DomainInit
+    }
+}
+
+/// Where every dynamic SRCU domain is initialised, on 6.1, 6.12 and 7.3 alike (the exported
+/// initialisers differ: `init_srcu_struct`, 7.x's `init_srcu_struct_generic` and `_fast`):
+/// what names a domain no symbol names, for the runs that key by domain.
+pub const SRCU_DOMAIN_INIT: Probe = Probe {
+    function: "init_srcu_struct_fields",
+    side: Side::Entry,
+    programs: Programs::DomainInit,
+    prefer_kprobe: true,
+};
+
 /// The functions of the own-work hooks that must be there for them to work (the trace
 /// flavour is gone from 7.3's tasks RCU).
 pub const OWN_WORK_ESSENTIAL: &[&str] = &[
@@ -490,7 +513,8 @@ impl Timed {
             | Programs::GracePeriod(_)
             | Programs::Stages(_)
             | Programs::OwnWork(_)
-            | Programs::Followed(_) => {
+            | Programs::Followed(_)
+            | Programs::DomainInit => {
                 unreachable!("timed probes use timed programs")
             }
         }

@@ -290,7 +290,13 @@ fn holder_end(symbol: SymbolRef<'_>, kernel_end: u64, extents: &Extents) -> u64 
 fn parse_line(line: &str) -> Option<Line<'_>> {
     let mut fields = line.split_whitespace();
     let start = u64::from_str_radix(fields.next()?, 16).ok()?;
-    let _kind = fields.next()?;
+    let kind = fields.next()?;
+    // Absolute symbols are values, not places: 6.1's and 6.12's per-CPU variables are listed
+    // so, at offsets from zero, where the last one would otherwise name every address up to
+    // the kernel's text (a heap address as `__per_cpu_end+18388334901142823424`).
+    if kind.eq_ignore_ascii_case("a") {
+        return None;
+    }
     let name = fields.next()?;
     let owner = match fields.next() {
         None => None,
@@ -331,6 +337,7 @@ pub(super) mod tests {
 
     pub const KALLSYMS: &str = "\
 0000000000000000 A fixed_percpu_data
+0000000000034000 A __per_cpu_end
 ffffffff81000000 T _stext
 ffffffff81100000 T call_rcu
 ffffffff81100000 T call_rcu_alias
@@ -383,8 +390,11 @@ hidden 4096 0 - Live 0x0000000000000000
             name(&table, 0xffffffffc0601fff),
             Some(("bpf_trampoline_6442525537", 0xfff))
         );
-        // kptr_restrict's zeros name nothing.
+        // kptr_restrict's zeros name nothing, nor do absolute symbols (per-CPU offsets): a
+        // heap address is no one's.
         assert_eq!(name(&table, 0x10), None);
+        assert_eq!(name(&table, 0x34010), None);
+        assert_eq!(name(&table, 0xffff888004a1c000), None);
     }
 
     #[test]

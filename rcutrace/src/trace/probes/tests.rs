@@ -437,3 +437,22 @@ fn own_work_hooks_only_where_a_program_asks() {
     served.push(counted_probe("call_rcu"));
     assert!(needs_own_work(&served));
 }
+
+/// The domain-initialisation hook is a kprobe (it reads the stack), under every choice, and a
+/// run never fails for want of it.
+#[test]
+fn the_domain_init_hook_is_an_optional_kprobe() {
+    for choice in [
+        AttachChoice::Auto,
+        AttachChoice::Fentry,
+        AttachChoice::Kprobe,
+    ] {
+        assert_eq!(
+            plan_methods(&SRCU_DOMAIN_INIT, choice),
+            [Method::Kprobe],
+            "{choice:?}"
+        );
+    }
+    assert!(SRCU_DOMAIN_INIT.names_only());
+    assert!(!counted_probe("synchronize_srcu").names_only());
+}
