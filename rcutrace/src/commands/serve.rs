@@ -172,15 +172,15 @@ pub async fn run(args: &ServeArgs, sink: Sink) -> Result<()> {
                     );
                 }
                 let tally = &grace_periods.tally;
-                // One series per CPU: a report of several CPUs at once (a pass that found a
-                // whole idle leaf) counts under its first.
-                let mut by_cpu = std::collections::BTreeMap::new();
+                // One series per holdout: a CPU, or the CPUs one report named at once (a
+                // pass that found a whole idle leaf), labelled by their range.
+                let mut by_cpus = std::collections::BTreeMap::new();
                 for row in tally.holdouts_by_cpu() {
-                    *by_cpu.entry(row.cpu()).or_insert(0) += row.grace_periods;
+                    *by_cpus.entry(row.cpus).or_insert(0) += row.grace_periods;
                 }
-                let mut last_holdouts: Vec<(LastHoldout, u64)> = by_cpu
+                let mut last_holdouts: Vec<(LastHoldout, u64)> = by_cpus
                     .into_iter()
-                    .map(|(cpu, grace_periods)| (LastHoldout::Cpu(cpu), grace_periods))
+                    .map(|(cpus, grace_periods)| (LastHoldout::Cpus(cpus), grace_periods))
                     .collect();
                 last_holdouts.push((LastHoldout::Task, tally.task_holdouts()));
                 last_holdouts.push((LastHoldout::Unseen, tally.without_report()));

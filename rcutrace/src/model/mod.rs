@@ -476,13 +476,6 @@ pub struct CpuHoldouts {
     pub held_ns: u64,
 }
 
-impl CpuHoldouts {
-    /// The first of its CPUs: the one a metric labels it by.
-    pub fn cpu(&self) -> u32 {
-        self.cpus.first().copied().unwrap_or_default()
-    }
-}
-
 #[derive(Clone, Debug, PartialEq)]
 pub struct TaskHoldouts {
     pub pid: u32,
@@ -664,10 +657,11 @@ pub struct GracePeriodMetrics {
 }
 
 /// What ended a grace period's wait, as `serve` counts it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum LastHoldout {
-    /// The quiescent state of this CPU.
-    Cpu(u32),
+    /// The quiescent state of these CPUs: one, or several reported at once (a pass that
+    /// found a whole idle leaf), which are one holdout.
+    Cpus(Vec<u32>),
     /// A blocked reader leaving its critical section, on any CPU.
     Task,
     /// Not seen: a CPU's report was missed (the kernel skips a hook while another BPF

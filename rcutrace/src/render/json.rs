@@ -246,7 +246,7 @@ fn grace_periods_summary(s: &GracePeriodsSummary) -> records::GracePeriodsSummar
             .holdouts_by_cpu
             .iter()
             .map(|row| records::CpuHoldoutsRecord {
-                cpu: row.cpu(),
+                cpu: row.cpus.first().copied().unwrap_or_default(),
                 cpu_list: (row.cpus.len() > 1).then(|| cpu_list(&row.cpus)),
                 grace_periods: row.grace_periods,
                 found_by_pass: row.found_by_pass,

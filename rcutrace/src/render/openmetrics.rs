@@ -12,7 +12,7 @@ use prometheus_client::{
 };
 use rcutrace_common::hist::{SlotBounds, log2_bounds};
 
-use crate::model::{Labelled, LastHoldout, LatencyHistogram, Metrics};
+use crate::model::{Labelled, LastHoldout, LatencyHistogram, Metrics, tree::cpu_list};
 
 /// The log2 slots shown as buckets of their own: from `[512, 1024)` ns (every faster call
 /// is counted in it too, `le` being cumulative) to `[2^39, 2^40)` ns, about 18 minutes.
@@ -178,9 +178,9 @@ impl Collector for Exposition {
             )?;
             for (holdout, n) in &gp.last_holdouts {
                 let labels = match holdout {
-                    LastHoldout::Cpu(cpu) => vec![
+                    LastHoldout::Cpus(cpus) => vec![
                         ("kind", Cow::Borrowed("cpu")),
-                        ("cpu", Cow::Owned(cpu.to_string())),
+                        ("cpu", Cow::Owned(cpu_list(cpus))),
                     ],
                     LastHoldout::Task => vec![("kind", Cow::Borrowed("task"))],
                     LastHoldout::Unseen => vec![("kind", Cow::Borrowed("unseen"))],
@@ -339,7 +339,9 @@ mod tests {
                 stall_warnings: vec![("rcutrace", 1), ("kernel", 0)],
                 phases: vec![("init", histogram(&[20_000, 30_000]))],
                 last_holdouts: vec![
-                    (LastHoldout::Cpu(1), 4),
+                    (LastHoldout::Cpus(vec![1]), 4),
+                    // A pass that found a whole idle leaf: one holdout, labelled by its range.
+                    (LastHoldout::Cpus((48..64).collect()), 3),
                     (LastHoldout::Task, 2),
                     (LastHoldout::Unseen, 0),
                 ],
@@ -360,6 +362,7 @@ mod tests {
             "rcutrace_grace_period_phase_nanoseconds_count{phase=\"init\"} 2",
             "rcutrace_grace_period_phase_nanoseconds_bucket{le=\"32767.0\",phase=\"init\"} 2",
             "rcutrace_grace_period_last_holdouts_total{kind=\"cpu\",cpu=\"1\"} 4",
+            "rcutrace_grace_period_last_holdouts_total{kind=\"cpu\",cpu=\"48-63\"} 3",
             "rcutrace_grace_period_last_holdouts_total{kind=\"task\"} 2",
             "rcutrace_grace_period_last_holdouts_total{kind=\"unseen\"} 0",
             "rcutrace_grace_periods_partial{cause=\"in_progress\"} 1",
