@@ -65,17 +65,7 @@ fn main() -> ExitCode {
         .format_timestamp(None)
         .init();
     // The output is printed as the run goes; what is left is the files, and the status.
-    let ended = commands::run(&cli);
-    let ended = match ended {
-        Ok(ended) => Ok(ended),
-        // A closed pipe (`| head`) is the reader's choice, not a failure worth a message.
-        Err(e) if e.is::<commands::publish::ReaderGone>() => Ok(commands::Ended {
-            status: ExitCode::SUCCESS,
-            run: None,
-        }),
-        Err(e) => Err(e),
-    };
-    match ended {
+    match commands::run(&cli) {
         Ok(commands::Ended { status, run }) => {
             // The results are out whatever became of the files: now say if one failed.
             let drawn = flamegraph.map(|file| draw(file, run.as_ref()));

@@ -11,7 +11,7 @@ pub mod count;
 pub mod gp;
 pub mod latency;
 mod naming;
-pub mod publish;
+mod publish;
 pub mod report;
 pub mod run;
 pub mod serve;
@@ -75,7 +75,13 @@ pub fn run(cli: &Cli) -> Result<Ended> {
             Command::Run(args) => run::run(args, sink).await.map(Some),
             Command::Report(_) => Err(anyhow::anyhow!("report reads files, it does not trace")),
         }
-    })?;
+    });
+    // A reader that stopped reading during the window ended the output, not the run's
+    // success: there is nothing left to print or draw.
+    let report = match report {
+        Err(e) if e.is::<publish::ReaderGone>() => None,
+        report => report?,
+    };
     let Some(report) = report else {
         return Ok(Ended {
             status: ExitCode::SUCCESS,
