@@ -56,6 +56,7 @@ fn counts_ground_truth(series: &str) {
             run.out
         );
         assert!(run.err.contains("interrupted"), "{name}: {}", run.err);
+        assert_detach_said(name, &run.err);
         if series == "6.1" {
             // No such function before lazy RCU: reported, not fatal.
             assert!(
@@ -135,6 +136,42 @@ fn counts_ground_truth(series: &str) {
     timed.assert_ok("timed");
     assert!(!timed.err.contains("interrupted"), "{}", timed.err);
     assert!(timed.out.contains("Over 2."), "{}", timed.out);
+}
+
+/// rcutrace's line about its own detaching: `detached N hooks in T ms (K kprobes T ms, ...);
+/// grace periods ended meanwhile: G normal, ...`. The kinds add up to the hooks, and each
+/// kprobe's unregistering waited for a normal grace period of its own, one after another.
+fn assert_detach_said(name: &str, err: &str) {
+    let line = err
+        .lines()
+        .find_map(|l| l.strip_prefix("rcutrace: detached "))
+        .unwrap_or_else(|| panic!("{name}: no detach line: {err}"));
+    let number = |text: &str| -> u64 { text.trim().parse().unwrap_or_else(|_| panic!("{line}")) };
+    let (hooks, rest) = line.split_once(" hooks in ").expect(line);
+    let (kinds, rest) = rest
+        .split_once(" ms (")
+        .and_then(|(_, rest)| rest.split_once("); grace periods ended meanwhile: "))
+        .unwrap_or_else(|| panic!("{name}: {line}"));
+    let of_kind = |kind: &str| -> u64 {
+        kinds
+            .split(", ")
+            .filter_map(|k| k.split_once(' '))
+            .filter(|(_, what)| what.starts_with(kind))
+            .map(|(n, _)| number(n))
+            .sum()
+    };
+    let kinds_sum: u64 = ["kprobe", "trampoline", "tracepoint"]
+        .into_iter()
+        .map(of_kind)
+        .sum();
+    assert_eq!(kinds_sum, number(hooks), "{name}: {line}");
+    let normal = rest
+        .split(", ")
+        .find_map(|g| g.strip_suffix(" normal"))
+        .map(number)
+        .unwrap_or_else(|| panic!("{name}: {line}"));
+    let kprobes = of_kind("kprobe");
+    assert!(kprobes > 0 && normal >= kprobes, "{name}: {line}");
 }
 
 #[test]

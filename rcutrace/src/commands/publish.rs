@@ -8,7 +8,7 @@ use anyhow::{Context as _, Result};
 
 use crate::{
     kernel::environment,
-    model::{Report, StallEvent},
+    model::{Report, StallEvent, detach::OwnDetach},
     render::{self, Format},
     runs,
     trace::engine::Publisher,
@@ -54,6 +54,11 @@ impl Sink {
         print(&render::stall_event(self.format, event))
     }
 
+    /// rcutrace's own detaching, done: on stderr, whatever the format.
+    pub fn detached(self, detach: &OwnDetach) {
+        eprint!("{}", render::detach_line(detach));
+    }
+
     /// Text made elsewhere (`report`'s reading of saved runs).
     pub fn text(self, text: &str) -> Result<()> {
         print(text)
@@ -81,13 +86,37 @@ impl Publisher<Report> for ToSink {
     fn publish(&mut self, report: Report, _: Due) -> Result<()> {
         self.0.report(&report)
     }
+
+    fn detached(&mut self, detach: &OwnDetach) -> Result<()> {
+        self.0.detached(detach);
+        Ok(())
+    }
 }
 
 /// Reports that go elsewhere than stdout (a server's responses, a screen's frames): the
-/// banner through the sink, each report to `deliver`.
+/// banner through the sink, each report to `deliver`. The detaching is kept for the caller
+/// to say once the terminal is its own again (`say_detached`).
 pub struct Delivering<'a, R> {
     pub sink: Sink,
     pub deliver: &'a mut dyn FnMut(R, Due) -> Result<()>,
+    pub detached: Option<OwnDetach>,
+}
+
+impl<'a, R> Delivering<'a, R> {
+    pub fn new(sink: Sink, deliver: &'a mut dyn FnMut(R, Due) -> Result<()>) -> Self {
+        Delivering {
+            sink,
+            deliver,
+            detached: None,
+        }
+    }
+
+    /// Says how the detaching went, if it was done.
+    pub fn say_detached(&self) {
+        if let Some(detach) = &self.detached {
+            self.sink.detached(detach);
+        }
+    }
 }
 
 impl<R> Publisher<R> for Delivering<'_, R> {
@@ -97,6 +126,11 @@ impl<R> Publisher<R> for Delivering<'_, R> {
 
     fn publish(&mut self, report: R, due: Due) -> Result<()> {
         (self.deliver)(report, due)
+    }
+
+    fn detached(&mut self, detach: &OwnDetach) -> Result<()> {
+        self.detached = Some(detach.clone());
+        Ok(())
     }
 }
 

@@ -132,6 +132,13 @@ pub async fn run(args: &ServeArgs, sink: Sink) -> Result<()> {
         Some(kind) if kind < RECORD_SAMPLE => grace_periods.borrow_mut().add(record),
         _ => aggregate.borrow_mut().add(record),
     };
+    let mut answer = |metrics: Metrics, due| {
+        if let Due::Connection(stream) = due {
+            server::answer(stream, render::openmetrics(&metrics));
+        }
+        Ok(())
+    };
+    let mut delivering = Delivering::new(sink, &mut answer);
     trace_with(
         Request {
             probes: &probes,
@@ -226,17 +233,10 @@ pub async fn run(args: &ServeArgs, sink: Sink) -> Result<()> {
             }
             Ok(metrics)
         },
-        &mut Delivering {
-            sink,
-            deliver: &mut |metrics, due| {
-                if let Due::Connection(stream) = due {
-                    server::answer(stream, render::openmetrics(&metrics));
-                }
-                Ok(())
-            },
-        },
+        &mut delivering,
     )
     .await?;
+    delivering.say_detached();
     eprintln!("rcutrace: stopped serving; probes detached");
     Ok(())
 }

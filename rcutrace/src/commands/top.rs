@@ -129,6 +129,7 @@ pub async fn run(args: &TopArgs, sink: Sink) -> Result<()> {
             .map_err(|_| anyhow::anyhow!("the screen's lock"))?
             .show(frame)
     };
+    let mut delivering = Delivering::new(sink, &mut show);
     let traced = trace_with(
         Request {
             probes: &probes,
@@ -146,10 +147,7 @@ pub async fn run(args: &TopArgs, sink: Sink) -> Result<()> {
         },
         Some(&mut consume),
         &mut make_frame,
-        &mut Delivering {
-            sink,
-            deliver: &mut show,
-        },
+        &mut delivering,
     )
     .await;
     // The screen is given back before anything (an error among them) is printed, and the
@@ -158,6 +156,7 @@ pub async fn run(args: &TopArgs, sink: Sink) -> Result<()> {
         s.closed = true;
     }
     drop(restore);
+    delivering.say_detached();
     traced.map(|_| ())
 }
 

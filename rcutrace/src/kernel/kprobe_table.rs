@@ -78,7 +78,7 @@ pub const FIELDS: [btf::Field; 16] = [
 
 /// The symbols the walk needs: the table, and the handlers that tell an aggregate, a
 /// trace_kprobe's entry probe and its return probe apart.
-const SYMBOLS: [&str; 5] = [
+pub const SYMBOLS: [&str; 5] = [
     "kprobe_table",
     "aggr_pre_handler",
     "kprobe_dispatcher",
@@ -161,8 +161,9 @@ pub struct KprobeTable {
 }
 
 impl KprobeTable {
-    /// Finds the table and the layout; fails saying what this kernel does not give.
-    pub fn locate() -> Result<KprobeTable> {
+    /// Finds the table and the layout (`symbols`: found by one pass over /proc/kallsyms that
+    /// looked for `SYMBOLS`); fails saying what this kernel does not give.
+    pub fn locate(symbols: &HashMap<String, u64>) -> Result<KprobeTable> {
         let offsets = btf::field_offsets(&FIELDS)
             .context("reading the kprobes' layout from the kernel BTF")?;
         let offset = |field: btf::Field| {
@@ -171,7 +172,6 @@ impl KprobeTable {
                 .map(|&o| u64::from(o))
                 .with_context(|| format!("this kernel's BTF has no {}.{}", field.0, field.1))
         };
-        let symbols = super::kernel_symbols(&SYMBOLS)?;
         let symbol = |name: &str| {
             symbols.get(name).copied().with_context(|| {
                 format!(

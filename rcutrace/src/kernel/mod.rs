@@ -1,7 +1,8 @@
 //! Facts about the running kernel and this process that decide what can be traced: here, its
 //! functions (kallsyms), privileges and tasks; `btf` reads the kernel's own type information,
 //! `misses` and `kprobe_table` the probe hits it skipped, `rcu_tree` its tree of `rcu_node`s
-//! (`expedited_holdouts`: what an expedited grace period still waits for),
+//! (`expedited_holdouts`: what an expedited grace period still waits for), `grace_counters`
+//! how many grace periods of each flavour have ended,
 //! `symbols` names its addresses (`bpf_programs`: the BPF programs loaded, which kallsyms
 //! lists without lengths), `cgroups` its cgroups,
 //! and `environment` records what a run ran on.
@@ -12,6 +13,7 @@ pub mod callback_lists;
 pub mod cgroups;
 pub mod environment;
 pub mod expedited_holdouts;
+pub mod grace_counters;
 pub mod kcore;
 pub mod kprobe_table;
 pub mod misses;

@@ -264,6 +264,7 @@ pub fn fields() -> Vec<Field> {
         .iter()
         .chain(&super::rcu_tree::FIELDS)
         .chain(&super::expedited_holdouts::FIELDS)
+        .chain(&super::grace_counters::FIELDS)
         .chain(&TASKS_FIELDS)
         .chain(&SRCU_FIELDS)
         .chain(&super::callback_lists::FIELDS)

@@ -4,12 +4,14 @@
 //! events by who caused them; `anatomy` assembles grace periods from the kernel's events and
 //! `grace_periods` tallies them, `stall` judges when the one in progress is worth a warning;
 //! `stacks` takes a report's kernel stacks with their weights, for flame graphs; `tree`
-//! decodes a quiescent-state report by the kernel's tree of `rcu_node`s.
+//! decodes a quiescent-state report by the kernel's tree of `rcu_node`s; `detach` is
+//! rcutrace's own detaching as a run ends.
 
 pub mod aggregate;
 pub mod anatomy;
 pub mod attribution;
 pub mod checks;
+pub mod detach;
 pub mod grace_periods;
 pub mod run;
 pub mod stacks;

@@ -14,7 +14,7 @@ pub mod top;
 
 use crate::{
     model::stacks,
-    model::{Metrics, Report, StallEvent},
+    model::{Metrics, Report, StallEvent, detach::OwnDetach},
     runs::compare::Comparison,
     runs::gate::Verdicts,
 };
@@ -49,6 +49,12 @@ pub fn output(format: Format, report: &Report) -> String {
             .map(|stacks| folded::lines(&stacks))
             .unwrap_or_default(),
     }
+}
+
+/// rcutrace's own detaching as a run ends: a line for stderr, in every format (stdout's
+/// records and lines stay the run's).
+pub fn detach_line(detach: &OwnDetach) -> String {
+    text::detach_line(detach)
 }
 
 /// The report's stacks as an SVG flame graph; an error where it has none.

@@ -21,10 +21,14 @@ use rcutrace_common::{
 use tokio::net::TcpListener;
 
 use crate::{
-    kernel::{self, kprobe_table::KprobeTable},
+    kernel::{
+        self,
+        grace_counters::{self, GraceCounters},
+        kprobe_table::{self, KprobeTable},
+    },
     marks,
-    model::Report,
     model::attribution::{self, By},
+    model::{Report, detach::OwnDetach},
     trace::{
         probes::{self, AttachChoice, Keys, Method, Probe, READERS},
         readings::Reading,
@@ -163,6 +167,8 @@ pub trait Publisher<R> {
     fn opened(&mut self, probes: usize) -> Result<()>;
     /// A report due while the window is open (an interval's, a connection's).
     fn publish(&mut self, report: R, due: Due) -> Result<()>;
+    /// The window closed and its last report was made: rcutrace's own detaching, done.
+    fn detached(&mut self, detach: &OwnDetach) -> Result<()>;
 }
 
 /// `--interval N [--cumulative]`.
@@ -215,10 +221,13 @@ pub async fn trace_with<R>(
     let mut interrupts = Interrupts::catch()?;
     // Finding the kprobe table reads /proc/kallsyms whole (most of a second in a guest):
     // done beside loading and attaching, so that the window does not open later for it.
-    let kprobe_table = std::thread::spawn(|| KprobeTable::locate().map_err(|e| format!("{e:#}")));
+    let places = std::thread::spawn(KernelPlaces::find);
     let constants = std::mem::take(&mut request.constants);
     let mut tracer = load(&request, constants, consume.is_some())?;
-    let attached = attach(&mut tracer, &request, kprobe_table)?;
+    let Attached {
+        probes: attached,
+        grace_counters,
+    } = attach(&mut tracer, &request, places)?;
     let Opened {
         mut samples,
         at_open,
@@ -251,14 +260,81 @@ pub async fn trace_with<R>(
         publisher,
     )
     .await?;
-    close(
-        tracer.into_inner(),
+    let mut tracer = tracer.into_inner();
+    let report = close(
+        &mut tracer,
         request,
         &window,
         following(&mut samples, &mut consume),
         &mut periods,
         make_report,
-    )
+    )?;
+    publisher.detached(&detach(&mut tracer, grace_counters.as_ref()))?;
+    Ok(report)
+}
+
+/// Where things rcutrace reads at the edges of the window lie in this kernel, found in one
+/// pass over /proc/kallsyms: the kprobe table (for the hits the kernel skipped) and the
+/// grace-period counters (for what its own detaching waited for).
+struct KernelPlaces {
+    kprobe_table: Located<KprobeTable>,
+    grace_counters: Located<GraceCounters>,
+}
+
+/// How each probe that attached was attached, and what the end of the window will read.
+struct Attached {
+    probes: Vec<(Probe, Method)>,
+    grace_counters: Located<GraceCounters>,
+}
+
+/// A place in the kernel, or why it was not found.
+type Located<T> = std::result::Result<T, String>;
+
+impl KernelPlaces {
+    fn find() -> KernelPlaces {
+        let wanted: Vec<&str> = kprobe_table::SYMBOLS
+            .iter()
+            .chain(&grace_counters::SYMBOLS)
+            .copied()
+            .collect();
+        let symbols = kernel::kernel_symbols(&wanted).map_err(|e| format!("{e:#}"));
+        KernelPlaces {
+            kprobe_table: symbols
+                .as_ref()
+                .map_err(Clone::clone)
+                .and_then(|s| KprobeTable::locate(s).map_err(|e| format!("{e:#}"))),
+            grace_counters: symbols
+                .as_ref()
+                .map_err(Clone::clone)
+                .and_then(|s| GraceCounters::locate(s).map_err(|e| format!("{e:#}"))),
+        }
+    }
+}
+
+/// Detaches every program, timing each kind of hook, with the grace periods that ended
+/// meanwhile where they can be read.
+fn detach(
+    tracer: &mut Tracer,
+    counters: std::result::Result<&GraceCounters, &String>,
+) -> OwnDetach {
+    let read = || {
+        let counters = counters.map_err(String::clone)?;
+        counters.read().map_err(|e| format!("{e:#}"))
+    };
+    let before = read();
+    let times = tracer.detach();
+    let grace_periods = before.and_then(|before| {
+        let after = read()?;
+        Ok(before
+            .since(&after)
+            .into_iter()
+            .map(|(flavour, ended)| (flavour.name(), ended))
+            .collect())
+    });
+    OwnDetach {
+        times,
+        grace_periods,
+    }
 }
 
 /// Loads the eBPF object with the run's constants (`constants`, the command's, and those set
@@ -309,12 +385,12 @@ fn load(request: &Request<'_>, mut constants: Vec<Constant>, samples: bool) -> R
 
 /// Attaches the own-work hooks, then the command's probes; says what could not be traced,
 /// and fails where the command cannot run without it. The kprobe table, found meanwhile, is
-/// taken once everything is attached. Returns how each probe that attached was attached.
+/// taken once everything is attached, with the grace-period counters found with it.
 fn attach(
     tracer: &mut Tracer,
     request: &Request<'_>,
-    kprobe_table: JoinHandle<std::result::Result<KprobeTable, String>>,
-) -> Result<Vec<(Probe, Method)>> {
+    places: JoinHandle<KernelPlaces>,
+) -> Result<Attached> {
     let keys = keys_for(request.by);
     // First, so that the tasks-RCU work the command's own attaching queues is followed (by
     // the programs that ask whose doing a call is: the others need no such hooks).
@@ -360,12 +436,16 @@ fn attach(
     // Said once the command itself is traced: before, a kernel that traces nothing has its
     // own error to give.
     warn_own_work_missing(&own_work_missing);
-    let kprobe_table = kprobe_table
-        .join()
-        .unwrap_or_else(|_| Err("finding the kprobe table failed".into()));
+    let places = places.join().unwrap_or_else(|_| KernelPlaces {
+        kprobe_table: Err("finding the kprobe table failed".into()),
+        grace_counters: Err("finding the grace-period counters failed".into()),
+    });
     marks::mark("kprobe table found");
-    note_uncounted_skips(tracer, kprobe_table, &attached);
-    Ok(attached)
+    note_uncounted_skips(tracer, places.kprobe_table, &attached);
+    Ok(Attached {
+        probes: attached,
+        grace_counters: places.grace_counters,
+    })
 }
 
 /// What the window starts from.
@@ -518,7 +598,7 @@ async fn run_window<R>(
 /// Closes the window: a last look at the kernel (`at_close`), counting stops, and once every
 /// program has finished, the last samples are consumed and the last period reported.
 fn close<R>(
-    mut tracer: Tracer,
+    tracer: &mut Tracer,
     request: Request<'_>,
     window: &Window,
     following: Option<(&mut Samples, Consume<'_>)>,
@@ -526,7 +606,7 @@ fn close<R>(
     make_report: MakeReport<'_, R>,
 ) -> Result<R> {
     if let Some(mut at_close) = request.hooks.at_close {
-        at_close(&tracer);
+        at_close(tracer);
     }
     tracer.set_running(false)?;
     // `count`'s plain counters do not check the window: read them before the wait, which
@@ -543,9 +623,9 @@ fn close<R>(
             window.elapsed.as_secs_f64()
         );
     }
-    let mut at_close = Reading::take(&tracer, request.by.is_some())?;
+    let mut at_close = Reading::take(tracer, request.by.is_some())?;
     at_close.set_array("COUNTS", counts_at_close);
-    periods.report(&tracer, at_close, closed, true, make_report)
+    periods.report(tracer, at_close, closed, true, make_report)
 }
 
 /// What the own-work programs need: the tasks-RCU kthreads, where the callback list keeps

@@ -6,6 +6,7 @@ use std::{
     fmt,
     os::fd::AsRawFd as _,
     sync::{Mutex, PoisonError},
+    time::Instant,
 };
 
 use anyhow::{Context as _, Result, anyhow, bail};
@@ -27,6 +28,7 @@ use crate::{
         kprobe_table::{self, KprobeTable},
     },
     marks,
+    model::detach::{DetachTime, HookKind},
     trace::{
         object,
         probes::{AttachChoice, Keys, Method, Probe, Side, plan},
@@ -357,6 +359,48 @@ impl Tracer {
             .iter()
             .filter(|(p, _)| probes.contains(p))
             .map(|(_, id)| *id)
+    }
+
+    /// Detaches and unloads every program, one kind of hook after the other, and says how
+    /// long each kind took; the maps stay readable. Kprobes are counted by their links (one
+    /// program may serve several functions), the others by their programs.
+    pub fn detach(&mut self) -> Vec<DetachTime> {
+        let kprobe_links = self.kprobes.iter().filter(|k| k.link.is_some()).count();
+        // Their links go with their programs.
+        self.kprobes.clear();
+        let mut times = Vec::new();
+        for kind in HookKind::ALL {
+            let started = Instant::now();
+            let mut programs = 0;
+            for (name, program) in self.ebpf.programs_mut() {
+                let unloaded = match (kind, program) {
+                    (HookKind::Kprobe, Program::KProbe(p)) => p.unload(),
+                    (HookKind::Trampoline, Program::FEntry(p)) => p.unload(),
+                    (HookKind::Trampoline, Program::FExit(p)) => p.unload(),
+                    (HookKind::Tracepoint, Program::TracePoint(p)) => p.unload(),
+                    _ => continue,
+                };
+                match unloaded {
+                    Ok(()) => programs += 1,
+                    // A program of the object this run did not load.
+                    Err(ProgramError::NotLoaded) => {}
+                    // Dropping the object tries again; the kernel frees it with its file.
+                    Err(e) => log::warn!("detaching {name}: {e}"),
+                }
+            }
+            let hooks = match kind {
+                HookKind::Kprobe => kprobe_links,
+                _ => programs,
+            };
+            if programs > 0 {
+                times.push(DetachTime {
+                    kind,
+                    hooks,
+                    took: started.elapsed(),
+                });
+            }
+        }
+        times
     }
 
     /// Opens or closes the tracing window for the programs that check it (`CONTROL`).

@@ -3,6 +3,7 @@
 
 mod callbacks;
 mod count;
+mod detach;
 mod gp;
 mod latency;
 mod maps;
@@ -23,6 +24,7 @@ use maps::maps;
 use run::run_summary;
 use stall::stall_summary;
 
+pub use detach::detach_line;
 pub use maps::banner;
 pub(super) use maps::{linear_label, log2_label};
 pub use stall::stall_event;
