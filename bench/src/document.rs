@@ -25,10 +25,24 @@ pub fn series(release: &str) -> Option<String> {
     Some(format!("{major}.{minor}"))
 }
 
-/// A series as numbers, for ordering: 6.1 < 6.12 < 7.3.
-fn version(series: &str) -> (u32, u32) {
+/// The key of a kernel's scaling section (`--scaling CPUS`), kept beside its main one.
+pub fn scaling_key(series: &str, cpus: u32) -> String {
+    format!("{series}, {cpus} CPUs")
+}
+
+/// A section's key as numbers, for ordering: 6.1 < 6.12 < 7.3, and a kernel's scaling
+/// section (`6.12, 64 CPUs`) right after its main one.
+fn version(key: &str) -> (u32, u32, bool) {
+    let (series, scaling) = match key.split_once(", ") {
+        Some((series, _)) => (series, true),
+        None => (key, false),
+    };
     let mut numbers = series.split('.').map(|n| n.parse().unwrap_or(0));
-    (numbers.next().unwrap_or(0), numbers.next().unwrap_or(0))
+    (
+        numbers.next().unwrap_or(0),
+        numbers.next().unwrap_or(0),
+        scaling,
+    )
 }
 
 /// The sections of a BENCHMARKS.md, by series, in file order. A file from before sections
@@ -128,6 +142,21 @@ mod tests {
         assert_eq!(md.matches("## Debian's 6.12 kernel").count(), 1, "{md}");
         // Written again unchanged, the file reads back the same.
         assert_eq!(with_section(&md, "7.3", &section_of("7.3", 1)), md);
+    }
+
+    #[test]
+    fn a_kernels_scaling_section_follows_its_main_one() {
+        let many = scaling_key("6.12", 64);
+        let md = with_section("", &many, "## Debian's 6.12 kernel at 64 CPUs\n");
+        let md = with_section(&md, "7.3", &section_of("7.3", 1));
+        let md = with_section(&md, "6.12", &section_of("6.12", 2));
+        let md = with_section(&md, "6.1", &section_of("6.1", 3));
+        let order: Vec<String> = sections(&md).into_iter().map(|(s, _)| s).collect();
+        assert_eq!(order, ["6.1", "6.12", "6.12, 64 CPUs", "7.3"]);
+        assert_eq!(
+            section(&md, &many).as_deref(),
+            Some("## Debian's 6.12 kernel at 64 CPUs\n")
+        );
     }
 
     #[test]

@@ -8,7 +8,8 @@
 //! empty programs that measure each attach mechanism's own cost, `footprint` the RCU work a
 //! tracer's start and exit cause, `marks` rcutrace's start-up timing marks, `stats` the median,
 //! `table` the rows and their targets, `prose` BENCHMARKS.md around the table, `previous` this
-//! run against the table it replaces, `date` its date stamp.
+//! run against the table it replaces, `date` its date stamp; `scaling` is what grows with the
+//! CPU count (`--scaling`).
 
 mod date;
 pub mod document;
@@ -20,6 +21,7 @@ mod previous;
 mod prose;
 mod run;
 pub mod sample;
+pub mod scaling;
 pub mod stats;
 mod table;
 
@@ -31,8 +33,8 @@ use xtask::vm::{self, BPFTRACE_MEMORY_MB, Kernel, shell_quote};
 
 pub use date::today;
 pub use previous::against as against_previous;
-pub use prose::benchmarks_md;
-pub use run::{Outcome, run};
+pub use prose::{benchmarks_md, scaling_md};
+pub use run::{Outcome, ScalingOutcome, run, run_scaling};
 pub use table::{Row, RowId, Summary, Target};
 
 /// How the benchmark samples readers (`rcutrace count --sample-readers`): 5% of the time, in
@@ -140,6 +142,16 @@ impl Sizes {
         // The bpf_stats pass: every tracer once.
         let stats = loops(readers - 1, updaters - 1) + Duration::from_secs(10 * launches);
         (rep * self.reps + stats) * 3 + Duration::from_secs(180)
+    }
+}
+
+impl Sizes {
+    /// A generous limit for one guest of a scaling run (`--scaling`): per repetition two
+    /// launches, an interval run and two watches, each up to a window and ~30 s of start and
+    /// stop, slower in a guest of many CPUs.
+    pub fn scaling_timeout(&self) -> Duration {
+        let rep = Duration::from_secs(5 * (self.window_secs + 30));
+        rep * self.reps * 4 + Duration::from_secs(300)
     }
 }
 

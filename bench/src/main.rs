@@ -20,6 +20,7 @@ use xtask::workspace;
     after_help = "EXAMPLES:\n    \
         cargo xtask bench\n    \
         cargo xtask bench --kernel 6.1\n    \
+        cargo xtask bench --kernel 6.12 --scaling 64   (what grows with the CPU count)\n    \
         cargo xtask bench --reps 1 --calls 20000 --membarriers 5 --window 1   (quick look, not recorded)"
 )]
 struct BenchArgs {
@@ -47,6 +48,10 @@ struct BenchArgs {
     /// Give up and kill the guest after this many seconds (default: from the sizes).
     #[arg(long)]
     timeout: Option<u64>,
+    /// Measure only what grows with the CPU count, in a guest of 2 CPUs and in one of CPUS:
+    /// start-up, peak RSS, an `--interval` report's CPU, and gp's and stall's added CPU.
+    #[arg(long, value_name = "CPUS", value_parser = clap::value_parser!(u32).range(4..=64))]
+    scaling: Option<u32>,
 }
 
 fn main() -> ExitCode {
@@ -69,6 +74,9 @@ fn bench_command(args: BenchArgs) -> Result<ExitCode> {
     opts.cpus = args.cpus;
     opts.memory_mb = args.memory_mb;
     opts.timeout = args.timeout.map(Duration::from_secs);
+    if let Some(cpus) = args.scaling {
+        return scaling_command(&opts, cpus);
+    }
     eprintln!(
         "xtask: benchmarking on {} with {} CPUs: {} repetitions (guest time limit {:.0} s)",
         opts.kernel,
@@ -117,6 +125,54 @@ fn bench_command(args: BenchArgs) -> Result<ExitCode> {
             Sizes::FULL.reps,
             Sizes::FULL.calls,
             Sizes::FULL.membarriers,
+            Sizes::FULL.window_secs
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `--scaling CPUS`: the scaling table, printed, and at full size written to BENCHMARKS.md
+/// as the kernel's section of that many CPUs.
+fn scaling_command(opts: &bench::Options, cpus: u32) -> Result<ExitCode> {
+    let sizes = opts.sizes;
+    eprintln!(
+        "xtask: what grows with the CPU count on {}: 2 CPUs against {cpus}, {} repetitions",
+        opts.kernel, sizes.reps
+    );
+    let outcome = bench::run_scaling(opts, cpus, true)?;
+    let command = format!("{} --scaling {cpus}", opts.command());
+    println!(
+        "\nKernel {}, {command}; both guest runs {:.0} s\n",
+        outcome.kernel_release,
+        outcome.elapsed.as_secs_f64()
+    );
+    let table = outcome.summary.table();
+    println!("{table}");
+    for miss in outcome.summary.misses() {
+        println!("missed: {miss}");
+    }
+    if sizes.reps >= Sizes::FULL.reps && sizes.window_secs >= Sizes::FULL.window_secs {
+        let path = workspace::root().join(bench::BENCHMARKS_MD);
+        let series = document::series(&outcome.kernel_release).with_context(|| {
+            format!(
+                "no kernel series in the release {:?}",
+                outcome.kernel_release
+            )
+        })?;
+        let key = document::scaling_key(&series, cpus);
+        let section = bench::scaling_md(&outcome, &command, &bench::today(), cpus);
+        let previous = std::fs::read_to_string(&path).unwrap_or_default();
+        let text = document::with_section(&previous, &key, &section);
+        std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+        eprintln!(
+            "xtask: the section `{key}` written to {}",
+            bench::BENCHMARKS_MD
+        );
+    } else {
+        eprintln!(
+            "xtask: reduced sizes: {} left as it was (full size: --reps {} --window {} or more)",
+            bench::BENCHMARKS_MD,
+            Sizes::FULL.reps,
             Sizes::FULL.window_secs
         );
     }

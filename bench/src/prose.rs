@@ -4,8 +4,9 @@
 
 use std::fmt::Write as _;
 
-use crate::run::Outcome;
+use crate::run::{Outcome, ScalingOutcome};
 use crate::sample::{Attach, Config, Job, Load, Metric, Tracer, Watcher};
+use crate::scaling::ScalingSummary;
 use crate::table::{self, Row, RowId, Summary};
 use crate::{MEMBARRIER_WARMUP, NAMESPACES, PACED_WORK, SAMPLE_READERS, bpftrace_waits_script};
 use crate::{floor, footprint};
@@ -21,6 +22,8 @@ const GAP_RSS: &str = include_str!("prose/gap_rss.md");
 const GAP_CPU: &str = include_str!("prose/gap_cpu.md");
 const GAP_SAMPLED: &str = include_str!("prose/gap_sampled.md");
 const WATCH: &str = include_str!("prose/watch.md");
+const SCALING: &str = include_str!("prose/scaling.md");
+const SCALING_GROWS: &str = include_str!("prose/scaling_grows.md");
 const FOOTPRINT: &str = include_str!("prose/footprint.md");
 
 /// `template` with every `{name}` replaced by its value; values are not scanned again.
@@ -535,6 +538,121 @@ fn watch_notes(summary: &Summary) -> String {
             ("floor_ns", num(floor_ns, 0)),
             ("gp_floor_pct", floor_pct(Watcher::Gp)),
             ("stall_floor_pct", floor_pct(Watcher::Stall)),
+        ],
+    )
+}
+
+/// The section a scaling run (`--scaling CPUS`) writes for its kernel: what was run, the
+/// table, the targets missed and what grew.
+pub fn scaling_md(outcome: &ScalingOutcome, command: &str, date: &str, many: u32) -> String {
+    let summary = &outcome.summary;
+    let info = |key: &str| {
+        outcome
+            .info
+            .iter()
+            .find_map(|l| l.strip_prefix(key)?.strip_prefix(' '))
+            .unwrap_or("?")
+            .to_string()
+    };
+    let leaves = many.div_ceil(16);
+    let mut md = fill(
+        SCALING,
+        &[
+            ("kernel", outcome.kernel_release.clone()),
+            (
+                "series",
+                crate::document::series(&outcome.kernel_release).unwrap_or_else(|| "?".into()),
+            ),
+            ("few", summary.cpus.0.to_string()),
+            ("many", many.to_string()),
+            (
+                "leaves",
+                format!("{leaves} rcu_node leaves of up to 16 under a root"),
+            ),
+            ("bpftrace", info("bpftrace")),
+            ("rcutrace", info("rcutrace")),
+            ("date", date.into()),
+            ("elapsed", format!("{:.0}", outcome.elapsed.as_secs_f64())),
+            ("command", command.into()),
+            ("reps", outcome.reps.to_string()),
+            ("window", outcome.window_secs.to_string()),
+        ],
+    );
+    md.push_str(&summary.table());
+    let misses = summary.misses();
+    if misses.is_empty() {
+        md.push_str("\nEvery target is met.\n");
+    } else {
+        md.push_str("\nTargets missed:\n\n");
+        for miss in misses {
+            md.push_str(&format!("- {miss}\n"));
+        }
+    }
+    md.push_str(&scaling_grows(summary));
+    md
+}
+
+/// What grew, from the table's own figures.
+fn scaling_grows(summary: &ScalingSummary) -> String {
+    let row = |prefix: &str| summary.rows.iter().find(|r| r.label.starts_with(prefix));
+    let growth = |pair: Option<(Option<f64>, Option<f64>)>| match pair {
+        Some((Some(few), Some(many))) if few > 0.0 => {
+            format!(
+                "{:+.0} % ({few:.1} to {many:.1})",
+                (many / few - 1.0) * 100.0
+            )
+        }
+        _ => "not measured".into(),
+    };
+    let rcutrace = |prefix: &str| row(prefix).map(|r| r.rcutrace);
+    let bpftrace = |prefix: &str| row(prefix).and_then(|r| r.bpftrace);
+    let figure = |v: Option<f64>, decimals: usize| match v {
+        Some(v) => format!("{v:.decimals$}"),
+        None => "n/a".into(),
+    };
+    let phases = [
+        "of which rcutrace's BTF pass",
+        "of which loading",
+        "of which attaching",
+    ];
+    let grown = phases
+        .iter()
+        .filter_map(|p| {
+            let (Some(few), Some(many)) = rcutrace(p)? else {
+                return None;
+            };
+            Some((p.trim_start_matches("of which ").to_string(), few, many))
+        })
+        .max_by(|a, b| (a.2 - a.1).total_cmp(&(b.2 - b.1)));
+    let (phase, phase_few, phase_many) = match grown {
+        Some((phase, few, many)) => (phase, format!("{few:.0}"), format!("{many:.0}")),
+        None => ("none".into(), "n/a".into(), "n/a".into()),
+    };
+    let pair = |prefix: &str, decimals| {
+        let (few, many) = rcutrace(prefix).unwrap_or((None, None));
+        (figure(few, decimals), figure(many, decimals))
+    };
+    let (interval_few, interval_many) = pair("CPU per", 3);
+    let (gp_few, gp_many) = pair("`gp`", 3);
+    let (stall_few, stall_many) = pair("`stall`", 3);
+    fill(
+        SCALING_GROWS,
+        &[
+            ("startup_growth", growth(rcutrace("Start-up"))),
+            ("bpftrace_growth", growth(bpftrace("Start-up"))),
+            ("phase", phase),
+            ("phase_few", phase_few),
+            ("phase_many", phase_many),
+            ("rss_growth", growth(rcutrace("Peak RSS"))),
+            ("bpftrace_rss_growth", growth(bpftrace("Peak RSS"))),
+            ("interval_few", interval_few),
+            ("interval_many", interval_many),
+            ("few", summary.cpus.0.to_string()),
+            ("many", summary.cpus.1.to_string()),
+            ("gp_few", gp_few),
+            ("gp_many", gp_many),
+            ("stall_few", stall_few),
+            ("stall_many", stall_many),
         ],
     )
 }

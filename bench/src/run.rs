@@ -7,6 +7,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 
 use crate::sample::Samples;
+use crate::scaling::ScalingSummary;
 use crate::{Options, Summary};
 use xtask::bpftrace::HOST_BPFTRACE;
 use xtask::vm::{self, GuestJob};
@@ -27,6 +28,80 @@ pub struct Outcome {
 /// Runs scripts/setup --bench, builds the guest binaries, boots the kernel once and runs the
 /// driver in it. With `echo`, the driver's progress is shown as it happens.
 pub fn run(opts: &Options, echo: bool) -> Result<Outcome> {
+    let binaries = prepare(opts)?;
+    let s = opts.sizes;
+    let guest = boot(
+        opts,
+        &binaries,
+        opts.cpus,
+        opts.memory_mb,
+        &format!(
+            "--reps {} --calls {} --membarriers {} --window {}",
+            s.reps, s.calls, s.membarriers, s.window_secs
+        ),
+        opts.timeout.unwrap_or_else(|| s.timeout()),
+        echo,
+    )?;
+    Ok(Outcome {
+        summary: Summary::new(&guest.samples, s),
+        kernel_release: guest.kernel_release,
+        info: guest.info,
+        elapsed: guest.elapsed,
+    })
+}
+
+/// What one scaling run measured (`--scaling`): the same measurements in a guest of 2 CPUs
+/// and in one of `cpus`.
+#[derive(Debug, Clone)]
+pub struct ScalingOutcome {
+    pub kernel_release: String,
+    /// The larger guest's `info` lines: versions, sizes.
+    pub info: Vec<String>,
+    pub reps: u32,
+    pub window_secs: u64,
+    pub summary: ScalingSummary,
+    /// Wall time of both guest runs.
+    pub elapsed: Duration,
+}
+
+/// Memory for the guest of many CPUs: the kernel's per-CPU areas grow with them.
+const MANY_CPUS_MEMORY_MB: u32 = 4096;
+
+/// Runs the driver's `--scaling` measurements in a guest of 2 CPUs, then in one of `cpus`.
+pub fn run_scaling(opts: &Options, cpus: u32, echo: bool) -> Result<ScalingOutcome> {
+    let binaries = prepare(opts)?;
+    let s = opts.sizes;
+    let args = format!("--scaling --reps {} --window {}", s.reps, s.window_secs);
+    let timeout = opts.timeout.unwrap_or_else(|| s.scaling_timeout());
+    let few = boot(
+        opts,
+        &binaries,
+        vm::DEFAULT_CPUS,
+        opts.memory_mb,
+        &args,
+        timeout,
+        echo,
+    )?;
+    let memory = opts.memory_mb.max(MANY_CPUS_MEMORY_MB);
+    let many = boot(opts, &binaries, cpus, memory, &args, timeout, echo)?;
+    Ok(ScalingOutcome {
+        summary: ScalingSummary::new(&few.samples, &many.samples, (vm::DEFAULT_CPUS, cpus)),
+        kernel_release: many.kernel_release,
+        info: many.info,
+        reps: s.reps,
+        window_secs: s.window_secs,
+        elapsed: few.elapsed + many.elapsed,
+    })
+}
+
+/// The guest binaries, built after scripts/setup --bench.
+struct Binaries {
+    rcutrace: PathBuf,
+    workload: PathBuf,
+    driver: PathBuf,
+}
+
+fn prepare(opts: &Options) -> Result<Binaries> {
     setup::run_with(&["--bench"])?;
     let missing = vm::missing_host_tools();
     if !missing.is_empty() {
@@ -41,36 +116,56 @@ pub fn run(opts: &Options, echo: bool) -> Result<Outcome> {
     opts.kernel.resolve()?;
     let (rcutrace, workload) = build::build_all()?;
     let driver = build::build_bench()?;
+    Ok(Binaries {
+        rcutrace,
+        workload,
+        driver,
+    })
+}
 
-    let s = opts.sizes;
-    let script = format!(
-        "/bin/rcu-bench --reps {} --calls {} --membarriers {} --window {} \
-         --rcutrace /bin/rcutrace --bpftrace {HOST_BPFTRACE}\n",
-        s.reps, s.calls, s.membarriers, s.window_secs
-    );
+/// One guest's run of the driver.
+struct Guest {
+    kernel_release: String,
+    /// `info` lines from the driver: versions, sizes, programs, attach methods.
+    info: Vec<String>,
+    samples: Samples,
+    elapsed: Duration,
+}
+
+/// Boots the kernel with `cpus` CPUs and runs the driver with `args` in it.
+fn boot(
+    opts: &Options,
+    binaries: &Binaries,
+    cpus: u32,
+    memory_mb: u32,
+    args: &str,
+    timeout: Duration,
+    echo: bool,
+) -> Result<Guest> {
+    let script =
+        format!("/bin/rcu-bench {args} --rcutrace /bin/rcutrace --bpftrace {HOST_BPFTRACE}\n");
     let job = GuestJob {
         kernel: opts.kernel.clone(),
-        cpus: opts.cpus,
-        memory_mb: opts.memory_mb,
+        cpus,
+        memory_mb,
         files: vec![
-            (rcutrace, "/bin/rcutrace".into()),
-            (driver, "/bin/rcu-bench".into()),
-            (workload, "/bin/rcu-workload".into()),
+            (binaries.rcutrace.clone(), "/bin/rcutrace".into()),
+            (binaries.driver.clone(), "/bin/rcu-bench".into()),
+            (binaries.workload.clone(), "/bin/rcu-workload".into()),
             (PathBuf::from(HOST_BPFTRACE), HOST_BPFTRACE.into()),
         ],
         script,
-        timeout: opts.timeout.unwrap_or_else(|| s.timeout()),
+        timeout,
         kernel_args: Vec::new(),
     };
     let out = vm::run(&job, echo)?;
     if out.status != Some(0) {
         bail!(
-            "the benchmark driver failed in the guest (status {:?}):\n{}",
+            "the benchmark driver failed in the guest of {cpus} CPUs (status {:?}):\n{}",
             out.status,
             out.stderr.trim_end()
         );
     }
-    let samples = Samples::parse(&out.stdout);
     let info: Vec<String> = out
         .stdout
         .lines()
@@ -82,10 +177,10 @@ pub fn run(opts: &Options, echo: bool) -> Result<Outcome> {
         .find_map(|l| l.strip_prefix("kernel "))
         .context("the driver did not report the kernel release")?
         .to_string();
-    Ok(Outcome {
+    Ok(Guest {
         kernel_release,
         info,
-        summary: Summary::new(&samples, s),
+        samples: Samples::parse(&out.stdout),
         elapsed: out.elapsed,
     })
 }

@@ -46,6 +46,10 @@ pub enum Metric {
     TrampolineBtfTypes,
     /// Peak RSS.
     RssKib,
+    /// From SIGINT until the tracer was reaped: its report, its detaching and its exit.
+    ExitMs,
+    /// The CPU `rcutrace count --interval 1` uses per report (its threads, user and system).
+    IntervalCpuMs,
     /// User CPU over the tracer's whole run.
     RunUtimeMs,
     /// The tracer's whole run, launch to exit.
@@ -96,7 +100,7 @@ pub enum Metric {
 }
 
 impl Metric {
-    pub const ALL: [Metric; 42] = [
+    pub const ALL: [Metric; 44] = [
         Metric::GetppidNs,
         Metric::EventsPerCall,
         Metric::MembarrierWallNs,
@@ -116,6 +120,8 @@ impl Metric {
         Metric::ProgramsInObject,
         Metric::TrampolineBtfTypes,
         Metric::RssKib,
+        Metric::ExitMs,
+        Metric::IntervalCpuMs,
         Metric::RunUtimeMs,
         Metric::RunS,
         Metric::WindowCpuMs,
@@ -162,6 +168,8 @@ impl Metric {
             Metric::ProgramsInObject => "programs_in_object",
             Metric::TrampolineBtfTypes => "trampoline_btf_types",
             Metric::RssKib => "rss_kib",
+            Metric::ExitMs => "exit_ms",
+            Metric::IntervalCpuMs => "interval_cpu_ms",
             Metric::RunUtimeMs => "run_utime_ms",
             Metric::RunS => "run_s",
             Metric::WindowCpuMs => "window_cpu_ms",

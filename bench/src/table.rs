@@ -43,6 +43,9 @@ pub enum RowId {
     StartupUtimeCount,
     RssCount,
     RssSrlat,
+    /// From Ctrl-C until srlat exited, hooked by kprobes or by trampolines: the detach of a
+    /// trampoline waits for tasks-RCU grace periods.
+    ExitSrlat(Attach),
     RunUtime,
     UserCpuShare,
     WindowUtime,
@@ -140,6 +143,14 @@ impl RowId {
             RowId::StartupUtimeCount => "User CPU until attached, count (ms)".into(),
             RowId::RssCount => "Peak RSS, count (MiB)".into(),
             RowId::RssSrlat => "Peak RSS, srlat (MiB)".into(),
+            RowId::ExitSrlat(Attach::Fentry) => {
+                "Exit after Ctrl-C, srlat by trampolines (`--attach fentry`) (ms)".into()
+            }
+            RowId::ExitSrlat(attach) => format!(
+                "Exit after Ctrl-C, srlat by kprobes (`--attach {}`; bpftrace's script the same \
+                 way) (ms)",
+                attach.name()
+            ),
             RowId::RunUtime => format!("User CPU, whole {window} s count run (ms)"),
             RowId::UserCpuShare => "User CPU, share of the whole count run (%)".into(),
             RowId::WindowUtime => format!("User CPU while tracing, {window} s window (ms)"),
@@ -572,6 +583,19 @@ impl Summary {
                 .traced(mib(running(Metric::RssKib, Srlat)))
                 .with_ratio()
                 .rcutrace_at_most(RSS_MIB, "rcutrace ≤ 10 MiB"),
+            row(RowId::ExitSrlat(Attach::Kprobe), 0)
+                .traced((
+                    m(
+                        Metric::ExitMs,
+                        Running(Tracer::Rcutrace(Attach::Kprobe), Srlat),
+                    ),
+                    m(Metric::ExitMs, Running(Bpftrace, Srlat)),
+                ))
+                .with_ratio(),
+            row(RowId::ExitSrlat(Attach::Fentry), 0).rcutrace_only(m(
+                Metric::ExitMs,
+                Running(Tracer::Rcutrace(Attach::Fentry), Srlat),
+            )),
             row(RowId::RunUtime, 0)
                 .traced(under(Metric::RunUtimeMs))
                 .with_ratio(),

@@ -100,3 +100,47 @@ fn tiny_benchmark_fills_every_row() {
         bench::BENCHMARKS_MD
     );
 }
+
+/// `--scaling` once, tiny, between guests of 2 and 4 CPUs (two `rcu_node`s would need more:
+/// the table's shape is what is checked here, the full run boots 64): every row gets both
+/// guests' numbers, and nothing is recorded.
+#[test]
+fn tiny_scaling_run_fills_every_row() {
+    let sizes = Sizes {
+        reps: 1,
+        calls: 20_000,
+        membarriers: 5,
+        window_secs: 2,
+    };
+    let recorded = workspace::root().join(bench::BENCHMARKS_MD);
+    let before = std::fs::read(&recorded).ok();
+    let opts = Options::new(Kernel::Series("6.12".into()), sizes);
+    let outcome = bench::run_scaling(&opts, 4, false).expect("the scaling run runs");
+    let summary = &outcome.summary;
+    assert_eq!(summary.cpus, (2, 4));
+    let incomplete: Vec<_> = summary.rows.iter().filter(|r| !r.is_complete()).collect();
+    assert!(
+        incomplete.is_empty(),
+        "rows without numbers: {incomplete:#?}\n{}",
+        summary.table()
+    );
+    // Each report's CPU was measured, and is a report's worth, not nothing.
+    let interval = summary
+        .rows
+        .iter()
+        .find(|r| r.label.starts_with("CPU per"))
+        .unwrap();
+    assert!(
+        interval.rcutrace.0.unwrap() > 0.0 && interval.rcutrace.1.unwrap() > 0.0,
+        "{interval:?}"
+    );
+    let section = bench::scaling_md(&outcome, "cargo xtask bench --scaling 4", "today", 4);
+    assert!(section.contains(&summary.table()), "{section}");
+    assert!(!section.contains('{'), "a field left unfilled: {section}");
+    assert_eq!(
+        std::fs::read(&recorded).ok(),
+        before,
+        "{} changed",
+        bench::BENCHMARKS_MD
+    );
+}

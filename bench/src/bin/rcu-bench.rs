@@ -16,7 +16,7 @@ rcu-bench: measures rcutrace against bpftrace and against no tracer (run as root
 
 USAGE:
     rcu-bench [--reps R] [--calls N] [--membarriers M] [--window SECS]
-              [--rcutrace PATH] [--bpftrace PATH]
+              [--rcutrace PATH] [--bpftrace PATH] [--scaling]
 
 Each repetition runs, for no tracer, `rcutrace count`, bpftrace's reader count and an empty
 kprobe on __rcu_read_lock (the order rotates from one repetition to the next):
@@ -36,6 +36,12 @@ for bpftrace hooking what rcutrace hooked.
 A last pass with /proc/sys/kernel/bpf_stats_enabled set reads each one's BPF program time,
 checks that its programs ran for every timed call, and that rcutrace attached as expected.
 The empty programs are bpftrace scripts with empty blocks.
+
+With --scaling, only what grows with the CPU count, for a guest of few CPUs and one of many:
+each repetition launches `rcutrace count` (with its start-up timing marks) and bpftrace's
+reader count, each stopped once attached; runs `rcutrace count --interval 1` for SECS seconds
+for the CPU it uses per report; and `rcutrace gp --secs 0` and `rcutrace stall` for SECS
+seconds each on the idle guest, with bpf_stats on.
 
 Every tracer launch is timed until attached (its banner, and for a kprobe its entry in
 /sys/kernel/debug/kprobes/list), then stopped with SIGINT and reaped with wait4() for its peak
@@ -67,12 +73,17 @@ fn parse_args() -> Options {
         window: Duration::from_secs(10),
         rcutrace: "/bin/rcutrace".into(),
         bpftrace: "/usr/bin/bpftrace".into(),
+        scaling: false,
     };
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
         if flag == "-h" || flag == "--help" {
             print!("{USAGE}");
             exit(0);
+        }
+        if flag == "--scaling" {
+            opts.scaling = true;
+            continue;
         }
         let Some(value) = args.next() else {
             usage_error(&format!("`{flag}` needs a value"))
@@ -101,6 +112,9 @@ fn parse_args() -> Options {
 
 fn bench(opts: &Options) -> Result<(), String> {
     phases::begin(opts)?;
+    if opts.scaling {
+        return scaling(opts);
+    }
 
     for rep in 0..opts.reps {
         let tag = format!("[{}/{}]", rep + 1, opts.reps);
@@ -135,4 +149,23 @@ fn bench(opts: &Options) -> Result<(), String> {
     let result = phases::program_times(opts);
     set_bpf_stats(false)?;
     result
+}
+
+/// What grows with the CPU count (`--scaling`), in the order of the full run's.
+fn scaling(opts: &Options) -> Result<(), String> {
+    for rep in 0..opts.reps {
+        let tag = format!("[{}/{}]", rep + 1, opts.reps);
+        phases::kernel_facts();
+        for tracer in rotated(&[Tracer::RCUTRACE, Tracer::Bpftrace], rep) {
+            phases::count_startup(opts, tracer, &tag)?;
+        }
+        phases::interval_reports(opts, &tag)?;
+        set_bpf_stats(true)?;
+        let watched = rotated(&Watcher::ALL, rep)
+            .into_iter()
+            .try_for_each(|watcher| phases::watching(opts, watcher, Load::Idle, &tag));
+        set_bpf_stats(false)?;
+        watched?;
+    }
+    Ok(())
 }

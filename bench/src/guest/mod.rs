@@ -27,6 +27,8 @@ pub struct Options {
     /// The tracers' paths in the guest.
     pub rcutrace: String,
     pub bpftrace: String,
+    /// Only what grows with the CPU count (`--scaling`).
+    pub scaling: bool,
 }
 
 /// `items` in the order of repetition `rep`: rotating spreads drift and order effects evenly.

@@ -48,6 +48,8 @@ pub(crate) struct Finished {
     peak_rss_kib: Option<u64>,
     pub(crate) utime: Duration,
     pub(crate) lifetime: Duration,
+    /// From the first SIGINT until reaped.
+    exit: Duration,
 }
 
 /// The command line of `tracer` doing `job`; `None` for no tracer.
@@ -347,6 +349,7 @@ impl Running {
             thread::sleep(Duration::from_millis(5));
         }
         let lifetime = self.launched.elapsed();
+        let exit = started.elapsed();
         // Reaped by wait4, so the Child must not be waited for again.
         drop(self.child);
         let stdout = self.stdout.join().unwrap_or_default();
@@ -372,6 +375,7 @@ impl Running {
             peak_rss_kib,
             utime: time(usage.ru_utime),
             lifetime,
+            exit,
         })
     }
 }
@@ -381,5 +385,9 @@ impl Finished {
         if let Some(kib) = self.peak_rss_kib {
             sample(Metric::RssKib, config, kib as f64);
         }
+    }
+
+    pub(crate) fn record_exit(&self, config: Config) {
+        sample(Metric::ExitMs, config, self.exit.as_secs_f64() * 1e3);
     }
 }

@@ -36,6 +36,9 @@ sample rss_kib rcutrace-count 8192
 sample rss_kib bpftrace-count 102400
 sample rss_kib rcutrace-srlat 8192
 sample rss_kib bpftrace-srlat 104448
+sample exit_ms rcutrace-kprobe-srlat 700
+sample exit_ms rcutrace-fentry-srlat 2800
+sample exit_ms bpftrace-srlat 1400
 sample run_utime_ms rcutrace 30
 sample run_utime_ms bpftrace 2500
 sample run_s rcutrace 10.5
@@ -191,6 +194,12 @@ fn summary_rows_and_targets() {
     assert!(startup.target.as_ref().unwrap().met);
     assert_eq!(summary.row(RowId::RssCount).unwrap().rcutrace, Some(8.0));
     assert!(!summary.row(RowId::RssSrlat).unwrap().misses_target());
+    let exit = |attach| {
+        let row = summary.row(RowId::ExitSrlat(attach)).unwrap();
+        (row.rcutrace, row.bpftrace, row.ratio)
+    };
+    assert_eq!(exit(Attach::Kprobe), (Some(700.0), Some(1400.0), Some(0.5)));
+    assert_eq!(exit(Attach::Fentry), (Some(2800.0), None, None));
     let share = summary.row(RowId::UserCpuShare).unwrap();
     assert!((share.rcutrace.unwrap() - 30.0 / 105.0).abs() < 1e-9);
     assert!(share.target.as_ref().unwrap().met);

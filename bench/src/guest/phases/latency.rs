@@ -23,9 +23,9 @@ pub fn latency_path(opts: &Options, tracer: Tracer, tag: &str) -> Result<(), Str
         cpu / 1e3
     ));
     if let Some(running) = running {
-        running
-            .stop()?
-            .record_rss(Config::Running(tracer, Job::Srlat));
+        let done = running.stop()?;
+        done.record_rss(Config::Running(tracer, Job::Srlat));
+        done.record_exit(Config::Running(tracer, Job::Srlat));
     }
     Ok(())
 }

@@ -1,8 +1,8 @@
 //! The measurements, one file per group, each a function the driver calls in its order:
 //! `readers` (the reader path and the sampled reader mode), `latency` (the latency path),
 //! `cpu_window`, `watching` (the always-on commands), `footprints`, `namespaces` (the
-//! namespace load) and `programs` (the last pass, with bpf_stats); here, the run's facts and
-//! the kernel's.
+//! namespace load) and `programs` (the last pass, with bpf_stats); `scaling` is the run
+//! of few and of many CPUs (`--scaling`); here, the run's facts and the kernel's.
 
 mod cpu_window;
 mod footprints;
@@ -10,6 +10,7 @@ mod latency;
 mod namespaces;
 mod programs;
 mod readers;
+mod scaling;
 mod watching;
 
 use std::process::Command;
@@ -27,6 +28,7 @@ pub use latency::latency_path;
 pub use namespaces::namespace_load;
 pub use programs::program_times;
 pub use readers::{reader_path, sampled_readers};
+pub use scaling::{count_startup, interval_reports};
 pub use watching::watching;
 
 /// Checks what the measurements need, and prints the run's facts: the kernel, its CPUs, the

@@ -101,7 +101,7 @@ pub fn program_times(opts: &Options) -> Result<(), String> {
 }
 
 /// Where rcutrace's start-up went, from its timing marks.
-fn startup_phases(config: Config, stderr_lines: &[(Duration, String)]) {
+pub(super) fn startup_phases(config: Config, stderr_lines: &[(Duration, String)]) {
     let marks: Vec<marks::Mark> = stderr_lines
         .iter()
         .filter_map(|(_, line)| marks::parse(line))
