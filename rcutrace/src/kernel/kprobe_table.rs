@@ -158,6 +158,16 @@ impl Memory for KernelMemory {
 pub struct KprobeTable {
     memory: KernelMemory,
     layout: Layout,
+    /// Where the last walk found each of rcutrace's kprobes: read there again, until one
+    /// is registered anew (`forget`), rather than walking the whole table for each report.
+    found_at: std::sync::Mutex<Option<Vec<(Key, u64)>>>,
+}
+
+/// One of rcutrace's kprobes, owning its function's name.
+type Key = (String, bool, u32);
+
+fn key(ours: &Ours<'_>) -> Key {
+    (ours.function.to_string(), ours.is_return, ours.program_id)
 }
 
 impl KprobeTable {
@@ -202,12 +212,25 @@ impl KprobeTable {
             kretprobe_dispatcher: symbol("kretprobe_dispatcher")?,
         };
         let memory = KernelMemory::open().context("reading the kprobe table")?;
-        Ok(KprobeTable { memory, layout })
+        Ok(KprobeTable {
+            memory,
+            layout,
+            found_at: std::sync::Mutex::new(None),
+        })
     }
 
     /// What the kernel counted for each of `ours` now; one it could not find is absent.
+    /// The table is walked when `ours` differ from the last walk's, or one was registered
+    /// anew since; otherwise each is read where that walk found it.
     pub fn read<'a>(&self, ours: &[Ours<'a>]) -> Result<HashMap<Ours<'a>, Counted>> {
-        walk(&self.memory, &self.layout, ours)
+        let mut found_at = self.found_at.lock().unwrap_or_else(|e| e.into_inner());
+        read_where_found(&self.memory, &self.layout, &mut found_at, ours)
+    }
+
+    /// One of rcutrace's kprobes was registered anew (detached and attached again): the next
+    /// reading walks the table.
+    pub fn forget(&self) {
+        *self.found_at.lock().unwrap_or_else(|e| e.into_inner()) = None;
     }
 }
 
@@ -291,21 +314,54 @@ fn our_probe<'a>(
     let probe = candidates
         .into_iter()
         .find(|o| programs.contains(&o.program_id))?;
+    Some((*probe, counted_at(memory, layout, kprobe, is_return)?))
+}
+
+/// `KprobeTable::read`, with where the last walk found each kprobe (`found_at`).
+fn read_where_found<'a>(
+    memory: &impl Memory,
+    layout: &Layout,
+    found_at: &mut Option<Vec<(Key, u64)>>,
+    ours: &[Ours<'a>],
+) -> Result<HashMap<Ours<'a>, Counted>> {
+    if let Some(places) = found_at.as_ref()
+        && places.len() == ours.len()
+        && let Some(counted) = ours
+            .iter()
+            .map(|o| {
+                let key = key(o);
+                let (_, kprobe) = places.iter().find(|(k, _)| *k == key)?;
+                Some((*o, counted_at(memory, layout, *kprobe, o.is_return)?))
+            })
+            .collect::<Option<HashMap<_, _>>>()
+    {
+        return Ok(counted);
+    }
+    let counted = walk(memory, layout, ours)?;
+    *found_at = (counted.len() == ours.len())
+        .then(|| counted.iter().map(|(o, c)| (key(o), c.address)).collect());
+    Ok(counted)
+}
+
+/// What the kernel counted for the kprobe at `kprobe`, a known one of rcutrace's.
+fn counted_at(
+    memory: &impl Memory,
+    layout: &Layout,
+    kprobe: u64,
+    is_return: bool,
+) -> Option<Counted> {
     let returns_dropped = if is_return {
+        let kretprobe = kprobe.checked_sub(layout.kretprobe_kp)?;
         // An int; negative would be a kernel bug, not calls.
-        let n = memory.read_u32(kretprobe + layout.kretprobe_nmissed).ok()? as i32;
-        n.max(0) as u64
+        (memory.read_u32(kretprobe + layout.kretprobe_nmissed).ok()? as i32).max(0) as u64
     } else {
         0
     };
-    Some((
-        *probe,
-        Counted {
-            address: kprobe,
-            nmissed: memory.read_u64(kprobe + layout.kprobe_nmissed).ok()?,
-            returns_dropped,
-        },
-    ))
+    Some(Counted {
+        address: kprobe,
+        nmissed: memory.read_u64(kprobe + layout.kprobe_nmissed).ok()?,
+        returns_dropped,
+    })
 }
 
 /// The ids of the BPF programs a trace_kprobe's event runs.
@@ -585,6 +641,37 @@ mod tests {
                 ),
             ])
         );
+    }
+
+    #[test]
+    fn a_walk_is_not_repeated_until_a_probe_is_registered_anew() {
+        let mut image = empty_table();
+        let entry = trace_kprobe(
+            &mut image,
+            0xffff_8880_0001_0000,
+            "rcu_segcblist_enqueue",
+            false,
+            &[41],
+            3,
+            0,
+        );
+        chain(&mut image, 3, &[entry]);
+        let mut found_at = None;
+        let first = read_where_found(&image, &LAYOUT, &mut found_at, &[OUR_ENTRY]).unwrap();
+        assert_eq!(first[&OUR_ENTRY].nmissed, 3);
+        // Counted since, and gone from the table's lists: read where it was found.
+        image.put_u64(entry + LAYOUT.kprobe_nmissed, 5);
+        image.put_u64(LAYOUT.table + 8 * 3, 0);
+        let again = read_where_found(&image, &LAYOUT, &mut found_at, &[OUR_ENTRY]).unwrap();
+        assert_eq!(again[&OUR_ENTRY].nmissed, 5);
+        // Forgotten (registered anew): the walk finds it no longer.
+        found_at = None;
+        let walked = read_where_found(&image, &LAYOUT, &mut found_at, &[OUR_ENTRY]).unwrap();
+        assert!(walked.is_empty());
+        // Another set of probes than the last walk's is walked for.
+        let mut found_at = Some(vec![(key(&OUR_ENTRY), entry)]);
+        let both = read_where_found(&image, &LAYOUT, &mut found_at, &[OUR_ENTRY, OUR_RETURN]);
+        assert!(both.unwrap().is_empty());
     }
 
     /// A probe of the right function and side that runs another program is not ours, nor is

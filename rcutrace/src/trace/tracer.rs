@@ -257,6 +257,9 @@ impl Tracer {
             .program_mut(&entry.program)
             .ok_or_else(|| anyhow!("program {} missing from the eBPF object", entry.program))?
             .try_into()?;
+        if let Some(Ok(table)) = &self.kprobe_table {
+            table.forget();
+        }
         match (entry.link.take(), on) {
             (Some(link), false) => program
                 .detach(link)
@@ -474,10 +477,18 @@ impl Tracer {
             .ok_or_else(|| anyhow!("map {name} missing from the eBPF object"))
     }
 
-    /// Every slot of a per-CPU u64 array, summed over the CPUs.
+    /// Every slot of a per-CPU u64 array, summed over the CPUs: in one system call where the
+    /// kernel takes a batch (5.6 and later), else a lookup per slot. Interval reports read
+    /// every counter array, and a lookup each costs more than the rest of the report.
     pub fn per_cpu_sums(&self, name: &str) -> Result<Vec<u64>> {
         let array: PerCpuArray<&MapData, u64> =
             PerCpuArray::try_from(self.map(name)?).with_context(|| format!("opening {name}"))?;
+        if let Map::PerCpuArray(data) = self.map(name)?
+            && let Ok(cpus) = aya::util::nr_cpus()
+            && let Some(sums) = batched_per_cpu_sums(data, array.len(), cpus)
+        {
+            return Ok(sums);
+        }
         (0..array.len())
             .map(|index| {
                 let values = array
@@ -642,6 +653,70 @@ fn kprobe_found_no_symbol(error: &anyhow::Error) -> bool {
 }
 
 /// A per-CPU counter's total (counters wrap; so do their differences).
+/// `BPF_MAP_LOOKUP_BATCH`'s attributes (`union bpf_attr`'s `batch`).
+#[repr(C)]
+#[derive(Default)]
+struct BatchAttr {
+    in_batch: u64,
+    out_batch: u64,
+    keys: u64,
+    values: u64,
+    count: u32,
+    map_fd: u32,
+    elem_flags: u64,
+    flags: u64,
+}
+
+const BPF_MAP_LOOKUP_BATCH: libc::c_long = 24;
+
+/// Every slot of a per-CPU array of u64, each summed over the CPUs, in one
+/// `BPF_MAP_LOOKUP_BATCH`; `None` where the kernel or the map does not take it.
+fn batched_per_cpu_sums(data: &MapData, slots: u32, cpus: usize) -> Option<Vec<u64>> {
+    use std::os::fd::AsFd as _;
+    let slots = slots as usize;
+    let mut keys = vec![0u32; slots];
+    let mut values = vec![0u64; slots * cpus];
+    let mut out_batch = 0u32;
+    let mut attr = BatchAttr {
+        out_batch: &mut out_batch as *mut u32 as u64,
+        keys: keys.as_mut_ptr() as u64,
+        values: values.as_mut_ptr() as u64,
+        count: u32::try_from(slots).ok()?,
+        map_fd: u32::try_from(data.fd().as_fd().as_raw_fd()).ok()?,
+        ..BatchAttr::default()
+    };
+    // SAFETY: the attributes point at buffers of `slots` keys and `slots` per-CPU values,
+    // which live until the call returns.
+    let result = unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            BPF_MAP_LOOKUP_BATCH,
+            &mut attr as *mut BatchAttr,
+            std::mem::size_of::<BatchAttr>(),
+        )
+    };
+    // ENOENT: the batch reached the map's end, as one of every slot does.
+    let whole = result == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::ENOENT);
+    if !whole || attr.count as usize != slots {
+        return None;
+    }
+    per_cpu_sums_of(&keys, &values, cpus)
+}
+
+/// Each slot's sum, from a batch: the slots' keys in the order read, and after each other
+/// their values, `cpus` of them each. `None` unless every slot was read once.
+fn per_cpu_sums_of(keys: &[u32], values: &[u64], cpus: usize) -> Option<Vec<u64>> {
+    let mut sums = vec![None; keys.len()];
+    for (key, slot_values) in keys.iter().zip(values.chunks(cpus.max(1))) {
+        let sum = sums.get_mut(*key as usize)?;
+        if sum.is_some() {
+            return None;
+        }
+        *sum = Some(sum_over_cpus(slot_values));
+    }
+    sums.into_iter().collect()
+}
+
 fn sum_over_cpus(values: &[u64]) -> u64 {
     values.iter().fold(0, |sum, v| sum.wrapping_add(*v))
 }
@@ -720,6 +795,17 @@ mod tests {
             io_error: std::io::Error::from_raw_os_error(errno),
         });
         anyhow::Error::from(error).context("attaching")
+    }
+
+    #[test]
+    fn a_batch_of_per_cpu_slots_sums_each_slot_by_its_key() {
+        // Three slots of two CPUs, read out of order.
+        let keys = [1, 0, 2];
+        let values = [10, 1, 20, 2, 30, 3];
+        assert_eq!(per_cpu_sums_of(&keys, &values, 2), Some(vec![22, 11, 33]));
+        // A slot read twice, or one past the array, is no whole reading.
+        assert_eq!(per_cpu_sums_of(&[0, 0, 2], &values, 2), None);
+        assert_eq!(per_cpu_sums_of(&[0, 1, 3], &values, 2), None);
     }
 
     /// Only the kprobe event's own creation failing with ENOENT says the symbol is absent.
