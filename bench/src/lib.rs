@@ -78,6 +78,11 @@ pub const PACED_WORK: Duration = Duration::from_micros(200);
 /// between attaching and the timed work (so a tracer's own start-up tail is not timed).
 pub const SETTLE: Duration = Duration::from_millis(300);
 
+/// How long an always-on command runs before its window: it reads a snapshot of the kernel's
+/// symbols as tracing begins (most of a second of CPU in a 64-CPU guest), a cost of its
+/// start, not of the hours it then runs.
+pub const WATCH_SETTLE: Duration = Duration::from_secs(5);
+
 /// Untimed membarrier() calls before a timed loop: the first calls after a probe is patched in
 /// pay for emulating freshly changed code, which is the emulator's cost, not the probe's.
 pub const MEMBARRIER_WARMUP: u64 = 3;

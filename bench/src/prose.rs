@@ -633,6 +633,7 @@ fn scaling_grows(summary: &ScalingSummary) -> String {
         (figure(few, decimals), figure(many, decimals))
     };
     let (interval_few, interval_many) = pair("CPU per", 3);
+    let (read_few, read_many) = pair("of which reading", 3);
     let (gp_few, gp_many) = pair("`gp`", 3);
     let (stall_few, stall_many) = pair("`stall`", 3);
     fill(
@@ -647,6 +648,8 @@ fn scaling_grows(summary: &ScalingSummary) -> String {
             ("bpftrace_rss_growth", growth(bpftrace("Peak RSS"))),
             ("interval_few", interval_few),
             ("interval_many", interval_many),
+            ("read_few", read_few),
+            ("read_many", read_many),
             ("few", summary.cpus.0.to_string()),
             ("many", summary.cpus.1.to_string()),
             ("gp_few", gp_few),

@@ -50,6 +50,8 @@ pub enum Metric {
     ExitMs,
     /// The CPU `rcutrace count --interval 1` uses per report (its threads, user and system).
     IntervalCpuMs,
+    /// Of that, reading the counters (the median report, as rcutrace logs it).
+    IntervalReadMs,
     /// User CPU over the tracer's whole run.
     RunUtimeMs,
     /// The tracer's whole run, launch to exit.
@@ -100,7 +102,7 @@ pub enum Metric {
 }
 
 impl Metric {
-    pub const ALL: [Metric; 44] = [
+    pub const ALL: [Metric; 45] = [
         Metric::GetppidNs,
         Metric::EventsPerCall,
         Metric::MembarrierWallNs,
@@ -122,6 +124,7 @@ impl Metric {
         Metric::RssKib,
         Metric::ExitMs,
         Metric::IntervalCpuMs,
+        Metric::IntervalReadMs,
         Metric::RunUtimeMs,
         Metric::RunS,
         Metric::WindowCpuMs,
@@ -170,6 +173,7 @@ impl Metric {
             Metric::RssKib => "rss_kib",
             Metric::ExitMs => "exit_ms",
             Metric::IntervalCpuMs => "interval_cpu_ms",
+            Metric::IntervalReadMs => "interval_read_ms",
             Metric::RunUtimeMs => "run_utime_ms",
             Metric::RunS => "run_s",
             Metric::WindowCpuMs => "window_cpu_ms",

@@ -1,15 +1,16 @@
 //! What grows with the CPU count: the same measurements (`rcu-bench --scaling`) in a guest of
 //! few CPUs and in one of many, side by side, with the targets judged on the larger guest:
-//! rcutrace's start-up and peak RSS keep their ratios to bpftrace's (within 5 %), an
-//! `--interval` report costs at most 1 ms of CPU, and the always-on commands stay within
+//! rcutrace's start-up and peak RSS keep their ratios to bpftrace's (within 5 %), reading
+//! the counters for an `--interval` report costs at most 1 ms of CPU, and the always-on
+//! commands stay within
 //! their shares of a CPU. rcutrace's start-up phases say where any growth went.
 
 use std::fmt::Write as _;
 
 use crate::sample::{Config, Job, Load, Metric, Samples, Tracer, Watcher};
 
-/// The CPU one `--interval` report may cost, in ms.
-pub const INTERVAL_CPU_MS: f64 = 1.0;
+/// The CPU reading the counters for one `--interval` report may cost, in ms.
+pub const INTERVAL_READ_MS: f64 = 1.0;
 /// How far a ratio to bpftrace's may grow with the CPU count and still count as kept.
 const RATIO_TOLERANCE: f64 = 1.05;
 
@@ -126,14 +127,20 @@ impl ScalingSummary {
                 0,
             ),
             compared("Peak RSS, count (MiB)", Metric::RssKib, &mib, 1),
+            plain(
+                "CPU per `count --interval 1` report (ms)",
+                Metric::IntervalCpuMs,
+                rcutrace_count,
+                3,
+            ),
             at_most(
                 plain(
-                    "CPU per `count --interval 1` report (ms)",
-                    Metric::IntervalCpuMs,
+                    "of which reading the counters (ms)",
+                    Metric::IntervalReadMs,
                     rcutrace_count,
                     3,
                 ),
-                INTERVAL_CPU_MS,
+                INTERVAL_READ_MS,
                 "≤ 1 ms",
             ),
         ];
@@ -220,6 +227,7 @@ sample startup_attaching_ms rcutrace-count 200
 sample rss_kib rcutrace-count 10240
 sample rss_kib bpftrace-count 102400
 sample interval_cpu_ms rcutrace-count 0.2
+sample interval_read_ms rcutrace-count 0.1
 sample added_cpu_pct rcutrace-gp-idle 0.2
 sample added_cpu_pct rcutrace-stall-idle 0.05
 ";
@@ -233,6 +241,7 @@ sample startup_attaching_ms rcutrace-count 250
 sample rss_kib rcutrace-count 10240
 sample rss_kib bpftrace-count 102400
 sample interval_cpu_ms rcutrace-count 1.5
+sample interval_read_ms rcutrace-count 1.2
 sample added_cpu_pct rcutrace-gp-idle 0.3
 sample added_cpu_pct rcutrace-stall-idle 0.08
 ";
@@ -258,7 +267,8 @@ sample added_cpu_pct rcutrace-stall-idle 0.08
         let rss = row("Peak RSS");
         assert_eq!(rss.rcutrace, (Some(10.0), Some(10.0)));
         assert!(rss.target.as_ref().unwrap().met);
-        assert!(!row("CPU per").target.as_ref().unwrap().met);
+        assert!(row("CPU per").target.is_none());
+        assert!(!row("of which reading").target.as_ref().unwrap().met);
         assert!(row("`gp`").target.as_ref().unwrap().met);
         assert!(row("`stall`").target.as_ref().unwrap().met);
         assert_eq!(summary.misses().len(), 2, "{:?}", summary.misses());

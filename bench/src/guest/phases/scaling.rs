@@ -39,12 +39,17 @@ pub fn count_startup(opts: &Options, tracer: Tracer, tag: &str) -> Result<(), St
     Ok(())
 }
 
-/// `rcutrace count --interval 1` over the window: the CPU its threads use per report.
+/// What rcutrace logs for each report's reading of the counters (`trace::engine`).
+const READ_LOG: &str = "warn,rcutrace::trace::engine=debug";
+const READ_LINE: &str = "counters read for a report in ";
+
+/// `rcutrace count --interval 1` over the window: the CPU its threads use per report, and of
+/// that, what reading the counters took (as rcutrace logs it, its thread's CPU time).
 pub fn interval_reports(opts: &Options, tag: &str) -> Result<(), String> {
     let config = Config::Running(Tracer::RCUTRACE, Job::Count);
     let mut cmd = Command::new(&opts.rcutrace);
-    cmd.args(["count", "--interval", "1"]);
-    let running = spawn_attached(cmd, config, None, &[], false)?;
+    cmd.args(["count", "--interval", "1", "--secs", "0"]);
+    let running = spawn_attached(cmd, config, None, &[("RUST_LOG", READ_LOG)], false)?;
     thread::sleep(SETTLE);
     let before = (std::time::Instant::now(), cpu_now(running.pid));
     thread::sleep(opts.window);
@@ -59,8 +64,25 @@ pub fn interval_reports(opts: &Options, tag: &str) -> Result<(), String> {
     let reports = (after.0 - before.0).as_secs_f64();
     let cpu_ms = cpu_after.exec_ns.saturating_sub(cpu_before.exec_ns) as f64 / 1e6;
     sample(Metric::IntervalCpuMs, config, cpu_ms / reports);
+    let mut reads: Vec<f64> = done
+        .stderr_lines
+        .iter()
+        .filter_map(|(_, line)| {
+            let after = &line[line.find(READ_LINE)? + READ_LINE.len()..];
+            after.split_whitespace().next()?.parse().ok()
+        })
+        .collect();
+    reads.sort_by(f64::total_cmp);
+    let Some(read_ms) = reads.get(reads.len() / 2).copied() else {
+        return Err(format!(
+            "`rcutrace count --interval 1` logged no reading of its counters:\n{}",
+            done.stderr
+        ));
+    };
+    sample(Metric::IntervalReadMs, config, read_ms);
     progress(&format!(
-        "{tag} rcutrace count --interval 1: {:.3} ms of CPU per report",
+        "{tag} rcutrace count --interval 1: {:.3} ms of CPU per report, {read_ms:.3} ms of it \
+         reading the counters",
         cpu_ms / reports
     ));
     Ok(())

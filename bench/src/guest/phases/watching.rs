@@ -5,7 +5,7 @@ use std::process::Command;
 use std::thread;
 use std::time::Instant;
 
-use crate::SETTLE;
+use crate::WATCH_SETTLE;
 use crate::guest::loads::SteadyLoad;
 use crate::guest::procfs::{Cpu, Program, bpf_programs, context_switches, cpu_now, ticks_per_sec};
 use crate::guest::tracer::spawn_attached;
@@ -23,7 +23,7 @@ pub fn watching(opts: &Options, watcher: Watcher, load: Load, tag: &str) -> Resu
     cmd.args(watcher.args());
     let running = spawn_attached(cmd, config, None, &[], load == Load::Idle)?;
     let steady = (load == Load::Busy).then(|| SteadyLoad::start(0));
-    thread::sleep(SETTLE);
+    thread::sleep(WATCH_SETTLE);
     let before = WatchReading::now(running.pid);
     thread::sleep(opts.window);
     let after = WatchReading::now(running.pid);
