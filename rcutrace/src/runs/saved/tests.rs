@@ -443,6 +443,7 @@ fn a_gp_run_of_384_cpus_keeps_every_cpu_and_prints_the_same_ten() {
                     sample: None,
                 }),
                 held_ns: 80_000_000,
+                expedited: false,
             },
             stack: Vec::new(),
         })
@@ -476,6 +477,7 @@ fn a_gp_run_of_384_cpus_keeps_every_cpu_and_prints_the_same_ten() {
             unassembled: Default::default(),
             lost: Default::default(),
             rcu_node_leaves: Vec::new(),
+            expedited: None,
         })),
         environment: None,
     };
