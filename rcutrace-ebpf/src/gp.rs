@@ -85,10 +85,16 @@ static GP_COUNTS: PerCpuArray<u64> = PerCpuArray::with_max_entries(GP_COUNT_SLOT
 /// The expedited grace period in progress and the last one that ended (`EXPEDITED_*` slots).
 #[map]
 static EXPEDITED_STATE: Array<u64> = Array::with_max_entries(EXPEDITED_SLOTS, 0);
-/// Per CPU, the leaf an expedited CPU report was just sent about: the walk up the tree that
-/// report makes (`__rcu_report_exp_rnp()`) is not a blocked reader's report.
+/// Per CPU, the leaf an expedited CPU report was just sent about and when
+/// (`EXPEDITED_WALK_NODE`, `EXPEDITED_WALK_AT`): the walk up the tree that report makes
+/// (`__rcu_report_exp_rnp()`, at once) is not a blocked reader's report.
 #[map]
-static EXPEDITED_WALK: PerCpuArray<u64> = PerCpuArray::with_max_entries(1, 0);
+static EXPEDITED_WALK: PerCpuArray<u64> = PerCpuArray::with_max_entries(2, 0);
+const EXPEDITED_WALK_NODE: u32 = 0;
+const EXPEDITED_WALK_AT: u32 = 1;
+/// A walk this long after the CPU report is not that report's: the kernel found the bits
+/// already reported (another CPU cleared them after the program read them) and made none.
+const EXPEDITED_WALK_WITHIN_NS: u64 = 10_000_000;
 
 /// Counts one thing the programs could not report, in `GP_LOSSES` slot `slot` (`srlat
 /// --stages`' programs count their lost events here too).
@@ -647,17 +653,27 @@ program! {
         } else {
             second
         };
-        if let Some(walk) = EXPEDITED_WALK.get_ptr_mut(0) {
-            unsafe { *walk = node };
-        }
         let Some(awaited) = read::<u64>(node + u64::from(window::constant(&RCU_NODE_EXPMASK)))
         else {
             return 0;
         };
         let reported = mask & awaited;
-        if reported != 0 {
-            send(&ctx, EVENT_EXPEDITED_REPORT, reported, node, false);
+        // Bits already reported: the kernel returns at once, with no walk.
+        if reported == 0 {
+            return 0;
         }
+        let now = unsafe { bpf_ktime_get_ns() };
+        if let (Some(walk), Some(at)) = (
+            EXPEDITED_WALK.get_ptr_mut(EXPEDITED_WALK_NODE),
+            EXPEDITED_WALK.get_ptr_mut(EXPEDITED_WALK_AT),
+        ) {
+            unsafe {
+                *walk = node;
+                *at = now;
+            }
+        }
+        let comm = bpf_get_current_comm().unwrap_or_default();
+        send_with(&ctx, now, EVENT_EXPEDITED_REPORT, reported, node, false, comm, [0; 16]);
         0
     }
 }
@@ -671,14 +687,21 @@ program! {
             return 0;
         }
         let Some(node) = ctx.arg::<u64>(0) else { return 0 };
-        if let Some(walk) = EXPEDITED_WALK.get_ptr_mut(0) {
-            let after_cpus = unsafe { *walk } == node;
+        let now = unsafe { bpf_ktime_get_ns() };
+        if let (Some(walk), Some(at)) = (
+            EXPEDITED_WALK.get_ptr_mut(EXPEDITED_WALK_NODE),
+            EXPEDITED_WALK.get_ptr_mut(EXPEDITED_WALK_AT),
+        ) {
+            let after_cpus = unsafe {
+                *walk == node && now.saturating_sub(*at) < EXPEDITED_WALK_WITHIN_NS
+            };
             unsafe { *walk = 0 };
             if after_cpus {
                 return 0;
             }
         }
-        send(&ctx, EVENT_EXPEDITED_READER_REPORT, 0, node, false);
+        let comm = bpf_get_current_comm().unwrap_or_default();
+        send_with(&ctx, now, EVENT_EXPEDITED_READER_REPORT, 0, node, false, comm, [0; 16]);
         0
     }
 }
