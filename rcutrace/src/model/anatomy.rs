@@ -286,7 +286,9 @@ pub struct Assembler {
     /// `take_done_expedited`, what could not be made whole of them (`undecoded_reports`
     /// counts their reports that no node or leaf explains), and whether one was seen to
     /// start.
-    expedited: Option<ExpeditedInProgress>,
+    /// Oldest first: the next one can start before the last one's end is seen (its waiter,
+    /// woken inside `rcu_exp_wait_wake()`, lets the next begin before that returns).
+    expedited: Vec<ExpeditedInProgress>,
     done_expedited: Vec<GracePeriod>,
     pub unassembled_expedited: Unassembled,
     expedited_start_seen: bool,
@@ -406,7 +408,7 @@ impl Assembler {
             last_gp_seq: None,
             unnumbered: 0,
             start_seen: false,
-            expedited: None,
+            expedited: Vec::new(),
             done_expedited: Vec::new(),
             unassembled_expedited: Unassembled::default(),
             expedited_start_seen: false,
@@ -639,17 +641,21 @@ impl Assembler {
         }
     }
 
-    /// An expedited grace period's event: they are serialised by the kernel (one at a time),
-    /// so each report belongs to the one in progress.
+    /// An expedited grace period's event. The kernel runs one at a time, but the next one
+    /// can start before the hook at the end of the last one ran: reports belong to the
+    /// newest, and an end to the newest that started before `expedited_sequence` read there.
     fn add_expedited(&mut self, event: &GpEvent) {
         let at = event.at_ns;
         match event.kind {
             gp::EVENT_EXPEDITED_START => {
-                if self.expedited.is_some() {
+                // At most one can be waiting for its end to be seen beside the one starting:
+                // older ones lost their end event.
+                while self.expedited.len() > 1 {
+                    self.expedited.remove(0);
                     self.unassembled_expedited.incomplete += 1;
                 }
                 self.expedited_start_seen = true;
-                self.expedited = Some(ExpeditedInProgress {
+                self.expedited.push(ExpeditedInProgress {
                     started_ns: at,
                     sequence: event.value,
                     cpus_reported: 0,
@@ -658,7 +664,7 @@ impl Assembler {
                 });
             }
             gp::EVENT_EXPEDITED_REPORT => {
-                let Some(current) = &mut self.expedited else {
+                let Some(current) = self.expedited.last_mut() else {
                     return;
                 };
                 match self.tree.decode(event.extra, event.value) {
@@ -678,7 +684,7 @@ impl Assembler {
                 }
             }
             gp::EVENT_EXPEDITED_READER_REPORT => {
-                let Some(current) = &mut self.expedited else {
+                let Some(current) = self.expedited.last_mut() else {
                     return;
                 };
                 let leaf_level = self.tree.leaf_level();
@@ -702,35 +708,53 @@ impl Assembler {
                 };
                 current.last = Some((at, holdout));
             }
-            gp::EVENT_EXPEDITED_END => match self.expedited.take() {
-                Some(current) => {
-                    let wait_end = current
-                        .last
-                        .as_ref()
-                        .map_or(at, |(last, _)| (*last).clamp(current.started_ns, at));
-                    let held_ns = wait_end - current.started_ns;
-                    self.done_expedited.push(GracePeriod {
-                        gp_seq: current.sequence,
-                        started_ns: current.started_ns,
-                        duration_ns: at.saturating_sub(current.started_ns),
-                        phases: Phases {
-                            init_ns: 0,
-                            quiescent_wait_ns: held_ns,
-                            kthread_wake_ns: at.saturating_sub(wait_end),
-                            cleanup_ns: 0,
-                        },
-                        request_wait_ns: None,
-                        fqs_passes: 0,
-                        cpus_reported: current.cpus_reported,
-                        blocked_readers: current.blocked_readers,
-                        last_holdout: current.last.map(|(_, holdout)| holdout),
-                        held_ns,
-                        expedited: true,
-                    });
+            gp::EVENT_EXPEDITED_END => {
+                // The ones that started before the sequence read at the end (it has passed
+                // their start); where it could not be read (0, counted), the oldest.
+                let ended = if event.value == 0 {
+                    usize::from(!self.expedited.is_empty())
+                } else {
+                    self.expedited
+                        .iter()
+                        .take_while(|g| (event.value.wrapping_sub(g.sequence) as i64) > 0)
+                        .count()
+                };
+                if ended == 0 {
+                    if self.expedited_start_seen {
+                        self.unassembled_expedited.incomplete += 1;
+                    } else {
+                        self.unassembled_expedited.began_before_tracing += 1;
+                    }
+                    return;
                 }
-                None if self.expedited_start_seen => self.unassembled_expedited.incomplete += 1,
-                None => self.unassembled_expedited.began_before_tracing += 1,
-            },
+                let mut ended: Vec<ExpeditedInProgress> = self.expedited.drain(..ended).collect();
+                // Of several, all but the newest lost their end event.
+                self.unassembled_expedited.incomplete += ended.len() as u64 - 1;
+                let Some(current) = ended.pop() else { return };
+                let wait_end = current
+                    .last
+                    .as_ref()
+                    .map_or(at, |(last, _)| (*last).max(current.started_ns).min(at));
+                let held_ns = wait_end.saturating_sub(current.started_ns);
+                self.done_expedited.push(GracePeriod {
+                    gp_seq: current.sequence,
+                    started_ns: current.started_ns,
+                    duration_ns: at.saturating_sub(current.started_ns),
+                    phases: Phases {
+                        init_ns: 0,
+                        quiescent_wait_ns: held_ns,
+                        kthread_wake_ns: at.saturating_sub(wait_end),
+                        cleanup_ns: 0,
+                    },
+                    request_wait_ns: None,
+                    fqs_passes: 0,
+                    cpus_reported: current.cpus_reported,
+                    blocked_readers: current.blocked_readers,
+                    last_holdout: current.last.map(|(_, holdout)| holdout),
+                    held_ns,
+                    expedited: true,
+                });
+            }
             _ => {}
         }
     }

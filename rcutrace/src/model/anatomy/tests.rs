@@ -818,3 +818,54 @@ fn expedited_events_that_cannot_be_assembled_are_counted() {
         }
     );
 }
+
+/// The waiter woken inside `rcu_exp_wait_wake()` can let the next expedited grace period
+/// start before that function returns: the next one's start (and reports) come before the
+/// last one's end, which `expedited_sequence` read at the end pairs with the right start.
+#[test]
+fn an_expedited_grace_period_that_starts_before_the_last_ones_end_is_seen() {
+    let tree = flat();
+    let report = |at: u64, cpu: u32, mask: u64| {
+        on_cpu(
+            with(
+                event(at, gp::EVENT_EXPEDITED_REPORT, 400 + cpu),
+                mask,
+                root(&flat()),
+            ),
+            cpu,
+        )
+    };
+    let events = [
+        with(event(1000, gp::EVENT_EXPEDITED_START, WORKER), 0x31, 0),
+        report(1100, 0, 0b01),
+        report(1200, 1, 0b10),
+        with(event(1300, gp::EVENT_EXPEDITED_START, 600), 0x35, 0),
+        report(1400, 1, 0b10),
+        // The first one's end, with the second one's start already in expedited_sequence.
+        with(event(1450, gp::EVENT_EXPEDITED_END, WORKER), 0x35, 0),
+        report(1500, 0, 0b01),
+        with(event(1600, gp::EVENT_EXPEDITED_END, 600), 0x38, 0),
+    ];
+    let mut a = assemble_on(tree, &events);
+    let done = a.take_done_expedited();
+    let summary: Vec<_> = done
+        .iter()
+        .map(|g| {
+            (
+                g.gp_seq,
+                g.started_ns,
+                g.duration_ns,
+                g.held_ns,
+                g.last_holdout.as_ref().map(Holdout::cpu),
+            )
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            (0x31, 1000, 450, 200, Some(1)),
+            (0x35, 1300, 300, 200, Some(0))
+        ]
+    );
+    assert_eq!(a.unassembled_expedited, Unassembled::default());
+}
