@@ -48,6 +48,22 @@ pub const EVENT_KERNEL_STALL_WARNING: u32 = 11;
 /// force-quiescent-state pass: the one event that wakes user space at once, so that the
 /// watch need not look every second to warn on time.
 pub const EVENT_STALL_WAKE: u32 = 12;
+/// An expedited grace period began selecting its CPUs (`sync_rcu_exp_select_cpus()`):
+/// `value` is `rcu_state.expedited_sequence` then (0 if it could not be read). Sent, like the
+/// three below, only when user space asked for the expedited events (`gp`).
+pub const EVENT_EXPEDITED_START: u32 = 13;
+/// The expedited grace period ended and its waiters were woken (`rcu_exp_wait_wake()`
+/// returned): `value` is `rcu_state.expedited_sequence` then.
+pub const EVENT_EXPEDITED_END: u32 = 14;
+/// CPUs reported their expedited quiescent state (`rcu_report_exp_cpu_mult()`): `value` the
+/// leaf's bits still awaited, `extra` the leaf's address; `cpu` where it ran: a report of
+/// just that CPU is the CPU's own (its IPI handler, or the reader that handler deferred to),
+/// others were found idle or offline when the CPUs were selected.
+pub const EVENT_EXPEDITED_REPORT: u32 = 15;
+/// A leaf's last blocked reader that the expedited grace period waited for left
+/// (`rcu_report_exp_rnp()`, seen at `__rcu_report_exp_rnp()`): `extra` the leaf's address;
+/// `pid`/`comm` the reader.
+pub const EVENT_EXPEDITED_READER_REPORT: u32 = 16;
 pub const WAKE_NORMAL: u64 = 0;
 pub const WAKE_EXPEDITED: u64 = 1;
 

@@ -398,6 +398,34 @@ pub struct GracePeriodsSummary {
     /// every report was decoded by.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rcu_node_leaves: Vec<String>,
+    /// The expedited grace periods, where they were followed (absent in runs saved before).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expedited: Option<ExpeditedGracePeriodsRecord>,
+}
+
+/// `gp`'s expedited grace periods: each from the selection of its CPUs
+/// (`sync_rcu_exp_select_cpus()`) to its waiters woken (`rcu_exp_wait_wake()` returned).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ExpeditedGracePeriodsRecord {
+    pub grace_periods: u64,
+    /// How many ended by `rcu_state.expedited_sequence`, from the first listed to the last.
+    pub by_expedited_sequence: Option<u64>,
+    /// `grace_periods` against `by_expedited_sequence`, where it was read.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cross_checks: Vec<CrossCheck>,
+    pub min_ns: Option<u64>,
+    pub mean_ns: Option<f64>,
+    pub max_ns: Option<u64>,
+    pub percentiles_ns: Members<f64>,
+    #[serde(default)]
+    pub percentiles_exact: bool,
+    pub without_report: u64,
+    /// `found_by_pass` counts CPUs found idle or offline when the CPUs were selected.
+    pub holdouts_by_cpu: Vec<CpuHoldoutsRecord>,
+    pub holdouts_by_task: Vec<TaskHoldoutsRecord>,
+    pub begun_before_tracing: u64,
+    pub incomplete: u64,
+    pub undecoded_reports: u64,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -454,6 +482,12 @@ pub struct GracePeriod {
     pub held_ns: u64,
     /// `null` if no report was seen.
     pub last_holdout: Option<LastHoldout>,
+    /// An expedited grace period (absent for normal ones): `gp_seq` is then
+    /// `rcu_state.expedited_sequence`, `started_ns` the selection of its CPUs, the wait
+    /// `quiescent_wait_ns` and `kthread_wake_ns` (the wake-up after the last report) its only
+    /// phases, and `found_by_pass` a CPU found idle or offline at selection.
+    #[serde(default, skip_serializing_if = "core::ops::Not::not")]
+    pub expedited: bool,
 }
 
 /// The CPU or blocked reader whose report ended a grace period's wait.

@@ -58,6 +58,17 @@ static HOLDOUT_SAMPLE_AFTER_NS: u64 = crate::window::UNSET_U64 + 1;
 /// `u64::MAX`: never (every command but `stall`).
 #[unsafe(no_mangle)]
 static STALL_WAKE_AFTER_NS: u64 = crate::window::UNSET_U64 + 2;
+/// 1: send the expedited grace periods' events too (`gp`); 0: only keep `EXPEDITED_STATE`.
+#[unsafe(no_mangle)]
+static EXPEDITED_EVENTS: u32 = 0;
+#[unsafe(no_mangle)]
+static RCU_STATE_EXPEDITED_SEQUENCE: u32 = 0;
+#[unsafe(no_mangle)]
+static RCU_NODE_EXPMASK: u32 = 0;
+/// Which argument of `rcu_report_exp_cpu_mult()` is the mask: 1 (`rnp, mask, wake`) on 6.1
+/// and 6.12, 2 (`rnp, flags, mask_in, wake`) on 7.3; read from the kernel BTF.
+#[unsafe(no_mangle)]
+static EXP_REPORT_MASK_ARG: u32 = 1;
 
 #[map]
 static GP_STATE: Array<GpState> = Array::with_max_entries(1, 0);
@@ -74,6 +85,16 @@ static GP_COUNTS: PerCpuArray<u64> = PerCpuArray::with_max_entries(GP_COUNT_SLOT
 /// The expedited grace period in progress and the last one that ended (`EXPEDITED_*` slots).
 #[map]
 static EXPEDITED_STATE: Array<u64> = Array::with_max_entries(EXPEDITED_SLOTS, 0);
+/// Per CPU, the leaf an expedited CPU report was just sent about and when
+/// (`EXPEDITED_WALK_NODE`, `EXPEDITED_WALK_AT`): the walk up the tree that report makes
+/// (`__rcu_report_exp_rnp()`, at once) is not a blocked reader's report.
+#[map]
+static EXPEDITED_WALK: PerCpuArray<u64> = PerCpuArray::with_max_entries(2, 0);
+const EXPEDITED_WALK_NODE: u32 = 0;
+const EXPEDITED_WALK_AT: u32 = 1;
+/// A walk this long after the CPU report is not that report's: the kernel found the bits
+/// already reported (another CPU cleared them after the program read them) and made none.
+const EXPEDITED_WALK_WITHIN_NS: u64 = 10_000_000;
 
 /// Counts one thing the programs could not report, in `GP_LOSSES` slot `slot` (`srlat
 /// --stages`' programs count their lost events here too).
@@ -556,19 +577,39 @@ program! {
     }
 }
 
+/// Whether the expedited grace periods' events go to user space (`gp` only).
+#[inline(always)]
+fn sending_expedited() -> bool {
+    window::constant(&EXPEDITED_EVENTS) != 0 && sending()
+}
+
+/// `rcu_state.expedited_sequence` now, or 0 where it cannot be read (counted).
+#[inline(always)]
+fn expedited_sequence() -> u64 {
+    let address = window::constant(&RCU_STATE_ADDRESS)
+        + u64::from(window::constant(&RCU_STATE_EXPEDITED_SEQUENCE));
+    read::<u64>(address).unwrap_or(0)
+}
+
 program! {
-    kprobe fn gp_expedited_start_kprobe(_ctx: ProbeContext) -> u32 {
+    kprobe fn gp_expedited_start_kprobe(ctx: ProbeContext) -> u32 {
         // sync_rcu_exp_select_cpus(): an expedited grace period starts asking its CPUs.
         if let Some(since) = EXPEDITED_STATE.get_ptr_mut(EXPEDITED_SINCE) {
             unsafe { *since = bpf_ktime_get_ns() };
+        }
+        if sending_expedited() {
+            send(&ctx, EVENT_EXPEDITED_START, expedited_sequence(), 0, false);
         }
         0
     }
 }
 
 program! {
-    kretprobe fn gp_expedited_end_kretprobe(_ctx: RetProbeContext) -> u32 {
+    kretprobe fn gp_expedited_end_kretprobe(ctx: RetProbeContext) -> u32 {
         // rcu_exp_wait_wake() returns once every CPU reported and the waiters were woken.
+        if sending_expedited() {
+            send(&ctx, EVENT_EXPEDITED_END, expedited_sequence(), 0, false);
+        }
         let (Some(since), Some(last_start), Some(last_end)) = (
             EXPEDITED_STATE.get_ptr_mut(EXPEDITED_SINCE),
             EXPEDITED_STATE.get_ptr_mut(EXPEDITED_LAST_START),
@@ -584,6 +625,83 @@ program! {
             }
             *since = 0;
         }
+        0
+    }
+}
+
+program! {
+    kprobe fn gp_expedited_report_kprobe(ctx: ProbeContext) -> u32 {
+        // rcu_report_exp_cpu_mult(): CPUs of a leaf report (the IPI handler or the reader
+        // it deferred to, on the CPU itself, or the selection for CPUs it found idle). The
+        // bits still awaited are sent; the walk up the tree it then makes is its own.
+        if !sending_expedited() {
+            return 0;
+        }
+        // Both candidates are read at fixed offsets (the verifier refuses a context read at
+        // a computed one), then the kernel's is chosen: x86-64 passes them in rsi and rdx.
+        let Some(node) = ctx.arg::<u64>(0) else {
+            return 0;
+        };
+        let (second, third) = unsafe {
+            (
+                core::ptr::read_volatile(&(*ctx.regs).rsi),
+                core::ptr::read_volatile(&(*ctx.regs).rdx),
+            )
+        };
+        let mask = if window::constant(&EXP_REPORT_MASK_ARG) == 2 {
+            third
+        } else {
+            second
+        };
+        let Some(awaited) = read::<u64>(node + u64::from(window::constant(&RCU_NODE_EXPMASK)))
+        else {
+            return 0;
+        };
+        let reported = mask & awaited;
+        // Bits already reported: the kernel returns at once, with no walk.
+        if reported == 0 {
+            return 0;
+        }
+        let now = unsafe { bpf_ktime_get_ns() };
+        if let (Some(walk), Some(at)) = (
+            EXPEDITED_WALK.get_ptr_mut(EXPEDITED_WALK_NODE),
+            EXPEDITED_WALK.get_ptr_mut(EXPEDITED_WALK_AT),
+        ) {
+            unsafe {
+                *walk = node;
+                *at = now;
+            }
+        }
+        let comm = bpf_get_current_comm().unwrap_or_default();
+        send_with(&ctx, now, EVENT_EXPEDITED_REPORT, reported, node, false, comm, [0; 16]);
+        0
+    }
+}
+
+program! {
+    kprobe fn gp_expedited_walk_kprobe(ctx: ProbeContext) -> u32 {
+        // __rcu_report_exp_rnp(rnp, wake, flags): a leaf's report walks up from here. After
+        // a CPU report it is that report's; else a leaf's last blocked reader just left
+        // (rcu_report_exp_rnp(), inlined into the reader's unlock on 6.1, 6.12 and 7.3).
+        if !sending_expedited() {
+            return 0;
+        }
+        let Some(node) = ctx.arg::<u64>(0) else { return 0 };
+        let now = unsafe { bpf_ktime_get_ns() };
+        if let (Some(walk), Some(at)) = (
+            EXPEDITED_WALK.get_ptr_mut(EXPEDITED_WALK_NODE),
+            EXPEDITED_WALK.get_ptr_mut(EXPEDITED_WALK_AT),
+        ) {
+            let after_cpus = unsafe {
+                *walk == node && now.saturating_sub(*at) < EXPEDITED_WALK_WITHIN_NS
+            };
+            unsafe { *walk = 0 };
+            if after_cpus {
+                return 0;
+            }
+        }
+        let comm = bpf_get_current_comm().unwrap_or_default();
+        send_with(&ctx, now, EVENT_EXPEDITED_READER_REPORT, 0, node, false, comm, [0; 16]);
         0
     }
 }

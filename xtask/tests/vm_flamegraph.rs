@@ -157,12 +157,13 @@ echo '=== gp.svg'; cat /tmp/gp.svg; echo
     let gp = run_named(&parts, "gp");
     gp.assert_ok("gp");
     let stacks = folded(&gp.out);
-    // One line per listed grace period, in their order (slowest first), each its last
-    // holdout's stack root first, weighed by how long it held the grace period up.
+    // One line per listed normal grace period, in their order (slowest first), each its last
+    // holdout's stack root first, weighed by how long it held the grace period up (the
+    // expedited ones listed beside them are not in the folded stacks).
     let listed: Vec<rcutrace_common::records::GracePeriod> = parts["gp.json"]
         .lines()
         .filter_map(|line| match serde_json::from_str::<Record>(line).unwrap() {
-            Record::GracePeriod(g) => Some(g),
+            Record::GracePeriod(g) if !g.expedited => Some(g),
             _ => None,
         })
         .collect();

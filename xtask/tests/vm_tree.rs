@@ -28,6 +28,10 @@ const HOLD_MS: u64 = 400;
 /// A hold past the first warning of a watch with the kernel's stall timeout at 3 s (at 1 s).
 const STALL_HOLD_MS: u64 = 2500;
 const STALL_TIMEOUT: &str = "/sys/module/rcupdate/parameters/rcu_cpu_stall_timeout";
+/// The hold during which another process makes `EXPEDITED_CALLS` expedited calls, the first
+/// 0.3 s into it (room for the emulated 64-CPU guest to start the caller).
+const EXPEDITED_HOLD_MS: u64 = 1500;
+const EXPEDITED_CALLS: u64 = 3;
 /// `membarrier()` calls: a `synchronize_rcu()` each.
 const SYNCS: u64 = 20;
 const CALLBACKS: u64 = 300;
@@ -90,6 +94,12 @@ fn tree(series: &str, shape: &Shape) {
          traced task 'gp --secs 0 --top 50 -f json' 'sh -c \"taskset -c {last} /bin/rcu-workload module block_reader 1 {HOLD_MS}; sleep 0.5\"'\n\
          echo '=== task_readout'; cat /proc/rcutrace_test\n\
          traced text 'gp --secs 0 --top 3' 'sh -c \"taskset -c {last} /bin/rcu-workload module block_reader 1 {HOLD_MS}; sleep 0.5\"'\n\
+         printf '/bin/rcu-workload module reset 0 >/dev/null\n%s & held=$!\nsleep 0.3\n/bin/rcu-workload module synchronize_rcu_expedited {EXPEDITED_CALLS} >/dev/null\nwait $held\nsleep 0.2\n' '/bin/rcu-workload module hold_cpu {last} {EXPEDITED_HOLD_MS}' > /tmp/exp_cpu.sh\n\
+         printf '/bin/rcu-workload module reset 0 >/dev/null\n%s & held=$!\nsleep 0.3\n/bin/rcu-workload module synchronize_rcu_expedited {EXPEDITED_CALLS} >/dev/null\nwait $held\nsleep 0.2\n' 'taskset -c {last} /bin/rcu-workload module block_reader 1 {EXPEDITED_HOLD_MS}' > /tmp/exp_task.sh\n\
+         traced exp_cpu 'gp --secs 0 --top 100000 -f json' 'sh /tmp/exp_cpu.sh'\n\
+         echo '=== exp_cpu_readout'; cat /proc/rcutrace_test\n\
+         traced exp_task 'gp --secs 0 --top 100000 -f json' 'sh /tmp/exp_task.sh'\n\
+         echo '=== exp_task_readout'; cat /proc/rcutrace_test\n\
          echo 3 > {STALL_TIMEOUT}\n\
          printf '%s & held=$!\\nsleep 0.3\\n/bin/rcu-workload module synchronize_rcu_expedited 1 >/dev/null\\nwait $held\\n' '/bin/rcu-workload module hold_cpu {last} {STALL_HOLD_MS}' > /tmp/stall_cpu.sh\n\
          printf '%s & held=$!\\nsleep 0.3\\n/bin/rcu-workload module synchronize_rcu_expedited 1 >/dev/null\\nwait $held\\n' 'taskset -c {last} /bin/rcu-workload module block_reader 1 {STALL_HOLD_MS}' > /tmp/stall_task.sh\n\
@@ -182,6 +192,12 @@ fn tree(series: &str, shape: &Shape) {
         text.out
     );
 
+    // Expedited grace periods requested while the last CPU holds a reader with preemption
+    // off: each one started during the hold waits for that CPU, which reports itself when
+    // its reader ends; then while a reader is asleep on it, for that reader.
+    assert_expedited_held(&sections, "exp_cpu", shape.cpus, last, geometry);
+    assert_expedited_held(&sections, "exp_task", shape.cpus, last, geometry);
+
     // `stall` names the same CPU and the same task while they hold a grace period, and only
     // CPUs that owe it: the last CPU, or (for the task, whose CPU reported) none.
     let stall = run_named(&sections, "stall_cpu");
@@ -256,6 +272,108 @@ fn tree(series: &str, shape: &Shape) {
         "{}",
         percpu.out
     );
+}
+
+/// The expedited run `name` (`exp_cpu`: the last CPU held; `exp_task`: a reader asleep on
+/// it): every expedited grace period is listed, as many as `rcu_state.expedited_sequence`
+/// advanced by, each decoded (no CPU outside the guest, no report from no leaf); the module
+/// made its calls; every one that started during the hold ended after it, held by the last
+/// CPU reporting itself, or by the sleeping reader (pid, comm, the CPU it blocked on, where
+/// it was switched out); and at least one did.
+fn assert_expedited_held(
+    sections: &HashMap<String, String>,
+    name: &str,
+    cpus: u32,
+    last: u32,
+    geometry: &str,
+) {
+    let run = run_named(sections, name);
+    run.assert_ok(name);
+    let records = run.records();
+    let s = support::gp_summary(&records);
+    let e = s
+        .expedited
+        .as_ref()
+        .unwrap_or_else(|| panic!("{name}: no expedited summary: {s:#?}\n{}", run.err));
+    assert!(e.grace_periods > 0, "{name}: {e:#?}");
+    assert_eq!(
+        e.by_expedited_sequence,
+        Some(e.grace_periods),
+        "{name}: {e:#?}"
+    );
+    let [check] = e.cross_checks.as_slice() else {
+        panic!("{name}: one expedited cross-check expected: {e:#?}");
+    };
+    assert!(check.agrees, "{name}: {check:#?}");
+    assert_eq!(
+        (
+            e.without_report,
+            e.incomplete,
+            e.undecoded_reports,
+            s.lost_events,
+            s.kernel_reads_failed
+        ),
+        (0, 0, 0, 0, 0),
+        "{name}: {s:#?}"
+    );
+    let listed = support::expedited_grace_periods(&records);
+    assert_eq!(listed.len() as u64, e.grace_periods, "{name}: {e:#?}");
+    for g in &listed {
+        assert_eq!(
+            g.quiescent_wait_ns + g.kthread_wake_ns,
+            g.duration_ns,
+            "{name}: {g:#?}"
+        );
+        let h = g.last_holdout.as_ref().expect("a last holdout");
+        assert!(h.cpu < cpus, "{name}: {g:#?}");
+        if h.kind == "cpu" {
+            let named = cpus_of(h.cpu_list.as_deref().expect("a CPU list"));
+            assert!(named.iter().all(|&c| c < cpus), "{name}: {g:#?}");
+        }
+    }
+    let readout = &sections[&format!("{name}_readout")];
+    assert_eq!(
+        readout_number(readout, "calls synchronize_rcu_expedited"),
+        EXPEDITED_CALLS,
+        "{readout}"
+    );
+    // The reader's msleep() has returned 1.3 ms short of its 1.5 s by the clock in the
+    // emulated 64-CPU guest (jiffies catching up on lost ticks): the interval as the module
+    // measured it is what is checked against.
+    let (start, end) = hold_interval(readout, EXPEDITED_HOLD_MS * 9 / 10);
+    let during: Vec<_> = listed
+        .iter()
+        .filter(|g| g.started_ns >= start && g.started_ns <= end)
+        .collect();
+    assert!(
+        !during.is_empty(),
+        "{name}: no expedited grace period started during the hold {start}..{end}: {listed:#?}"
+    );
+    let writer = support::workload_value(&run.work, "pid") as u32;
+    for g in during {
+        assert!(
+            g.started_ns + g.held_ns >= end,
+            "{name}: its last report came before the hold ended at {end}: {g:#?}"
+        );
+        let h = g.last_holdout.as_ref().expect("a last holdout");
+        if name == "exp_cpu" {
+            assert_eq!(
+                (
+                    h.kind.as_str(),
+                    h.cpu,
+                    h.cpu_list.as_deref(),
+                    h.found_by_pass
+                ),
+                ("cpu", last, Some(last.to_string().as_str()), Some(false)),
+                "{geometry}{name}: {g:#?}"
+            );
+        } else {
+            assert_eq!(h.cpu, last, "{geometry}{name}: {g:#?}");
+            // Blocked from just after the module's start stamp to just before its end one.
+            let held_ms = ((end - start) / support::MS).saturating_sub(10);
+            support::assert_blocked_reader(g, writer, held_ms);
+        }
+    }
 }
 
 /// The guest's `srlat` and `callbacks` runs, for `assert_updaters_exact`: `synchronize_rcu()`

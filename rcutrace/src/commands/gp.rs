@@ -13,8 +13,8 @@ use crate::{
     commands::publish::Sink,
     kernel::{self, symbols::keeper::SymbolKeeper},
     model::{
-        GracePeriodLosses, GracePeriodRow, GracePeriodsSummary, HistMap, LatencySummary, Losses,
-        Map, Report, Summary,
+        ExpeditedGracePeriods, GracePeriodLosses, GracePeriodRow, GracePeriodsSummary, HistMap,
+        LatencySummary, Losses, Map, Report, Summary,
         aggregate::Layout,
         anatomy::{Assembler, Holdout},
         grace_periods::Tally,
@@ -23,7 +23,7 @@ use crate::{
     trace::{
         engine::{self, Ends, Need, Period, Reporting, Request},
         grace_periods::{GpEvents, constants, decode},
-        probes::{GRACE_PERIODS, GRACE_PERIODS_NEEDED, Probe},
+        probes::{EXPEDITED_GRACE_PERIODS, GRACE_PERIODS, GRACE_PERIODS_NEEDED, Probe},
     },
 };
 
@@ -34,15 +34,21 @@ const MAP_NAME: &str = "@gplat";
 struct Stream {
     assembler: Assembler,
     tally: Tally,
+    /// The expedited grace periods', tallied apart.
+    expedited: Tally,
     malformed: u64,
 }
 
 pub async fn run(args: &GpArgs, sink: Sink) -> Result<Report> {
     let format = sink.format();
-    let probes: Vec<Probe> = GRACE_PERIODS.in_attach_order().to_vec();
+    let mut probes: Vec<Probe> = GRACE_PERIODS.in_attach_order().to_vec();
     engine::read_btf_ahead(&probes, Default::default(), None);
     crate::marks::mark("kernel BTF read");
-    let layout = kernel::rcu_state::layout()?;
+    let mut layout = kernel::rcu_state::layout()?;
+    layout.expedited = kernel::rcu_state::expedited_layout()?;
+    if layout.expedited.is_some() {
+        probes.extend(EXPEDITED_GRACE_PERIODS);
+    }
     crate::marks::mark("RCU's layout and rcu_node tree read");
     let cpus = kernel::possible_cpus()?;
     let leaves = layout.tree.leaf_cpu_lists();
@@ -50,6 +56,7 @@ pub async fn run(args: &GpArgs, sink: Sink) -> Result<Report> {
     let stream = RefCell::new(Stream {
         assembler: Assembler::new(layout.tree.clone(), &kernel::online_cpus()?),
         tally: new_tally(),
+        expedited: new_tally(),
         malformed: 0,
     });
     let mut consume = |record: &[u8]| {
@@ -61,6 +68,9 @@ pub async fn run(args: &GpArgs, sink: Sink) -> Result<Report> {
         stream.assembler.add(&event);
         for gp in stream.assembler.take_done() {
             stream.tally.add(gp);
+        }
+        for gp in stream.assembler.take_done_expedited() {
+            stream.expedited.add(gp);
         }
     };
     let symbols = SymbolKeeper::new();
@@ -87,23 +97,38 @@ pub async fn run(args: &GpArgs, sink: Sink) -> Result<Report> {
                     stream.malformed
                 );
             }
-            let tally = if period.cumulative {
-                stream.tally.clone()
+            let (tally, expedited) = if period.cumulative {
+                (stream.tally.clone(), stream.expedited.clone())
             } else {
-                std::mem::replace(&mut stream.tally, new_tally())
+                (
+                    std::mem::replace(&mut stream.tally, new_tally()),
+                    std::mem::replace(&mut stream.expedited, new_tally()),
+                )
             };
             let in_progress = stream.assembler.in_progress();
-            let unassembled = if period.cumulative {
-                stream.assembler.unassembled
+            let (unassembled, unassembled_expedited) = if period.cumulative {
+                (
+                    stream.assembler.unassembled,
+                    stream.assembler.unassembled_expedited,
+                )
             } else {
-                std::mem::take(&mut stream.assembler.unassembled)
+                (
+                    std::mem::take(&mut stream.assembler.unassembled),
+                    std::mem::take(&mut stream.assembler.unassembled_expedited),
+                )
             };
+            // The expedited grace periods are shown where every one of their hooks is in.
+            let expedited_attached = EXPEDITED_GRACE_PERIODS
+                .iter()
+                .all(|probe| period.attached.iter().any(|(p, _)| p == probe));
+            let expedited = expedited_attached.then_some((&expedited, unassembled_expedited));
             let report = report_of(
                 period,
                 args,
                 &tally,
                 in_progress,
                 unassembled,
+                expedited,
                 &leaves,
                 &symbols,
             )?;
@@ -119,12 +144,14 @@ pub async fn run(args: &GpArgs, sink: Sink) -> Result<Report> {
     Ok(report)
 }
 
+#[allow(clippy::too_many_arguments)]
 fn report_of(
     period: &Period<'_>,
     args: &GpArgs,
     tally: &Tally,
     in_progress: bool,
     unassembled: crate::model::anatomy::Unassembled,
+    expedited: Option<(&Tally, crate::model::anatomy::Unassembled)>,
     rcu_node_leaves: &[String],
     symbols: &SymbolKeeper,
 ) -> Result<Report> {
@@ -142,16 +169,30 @@ fn report_of(
         missed_by_kernel,
     };
     let mut frames = super::naming::stack_frames(period.tracer, symbols);
-    let slowest = tally
-        .slowest()
-        .iter()
-        .map(|gp| GracePeriodRow {
-            grace_period: gp.clone(),
-            stack: holdout_stack(gp.last_holdout.as_ref())
-                .map(&mut frames)
-                .unwrap_or_default(),
+    let mut rows = |tally: &Tally| -> Vec<GracePeriodRow> {
+        tally
+            .slowest()
+            .iter()
+            .map(|gp| GracePeriodRow {
+                grace_period: gp.clone(),
+                stack: holdout_stack(gp.last_holdout.as_ref())
+                    .map(&mut frames)
+                    .unwrap_or_default(),
+            })
+            .collect()
+    };
+    let slowest = rows(tally);
+    let expedited = expedited.map(|(tally, unassembled)| {
+        Box::new(ExpeditedGracePeriods {
+            durations: tally.duration().stats(None),
+            holdouts_by_cpu: tally.holdouts_by_cpu(),
+            holdouts_by_task: tally.holdouts_by_task(),
+            slowest: rows(tally),
+            by_sequence: tally.by_gp_seq(),
+            without_report: tally.without_report(),
+            unassembled,
         })
-        .collect();
+    });
     let latency = LatencySummary {
         map_name: MAP_NAME.into(),
         unit: args.unit,
@@ -189,6 +230,7 @@ fn report_of(
             unassembled,
             lost,
             rcu_node_leaves: rcu_node_leaves.to_vec(),
+            expedited,
         })),
         environment: period.environment(),
     })

@@ -159,6 +159,79 @@ pub fn btf_of(functions: &HashMap<String, u32>) -> Btf {
     btf
 }
 
+/// The position (from 0) of the first parameter of `function` named one of `names`, from the
+/// kernel BTF; `None` if the kernel has no such function or it takes no such parameter (a
+/// signature that differs between kernels: `rcu_report_exp_cpu_mult()` took its mask second
+/// before 7.x, third since).
+pub fn parameter_position(function: &str, names: &[&str]) -> Result<Option<u32>> {
+    let file = File::open(VMLINUX).with_context(|| format!("opening {VMLINUX}"))?;
+    parameters_in(BufReader::with_capacity(64 * 1024, file), function, names)
+        .with_context(|| format!("reading kernel BTF ({VMLINUX})"))
+}
+
+fn parameters_in<R: BufRead + Seek>(
+    mut input: R,
+    function: &str,
+    names: &[&str],
+) -> Result<Option<u32>> {
+    let header = read_header(&mut input)?;
+    input.seek(SeekFrom::Start(
+        u64::from(header.length) + u64::from(header.strings_at),
+    ))?;
+    let mut wanted = vec![function];
+    wanted.extend(names);
+    let offsets = name_offsets((&mut input).take(header.strings_length.into()), &wanted)?;
+    input.seek(SeekFrom::Start(
+        u64::from(header.length) + u64::from(header.types_at),
+    ))?;
+    let mut types = (&mut input).take(header.types_length.into());
+    // Prototypes that take a parameter of a wanted name, by type id, with its position;
+    // the function's prototype id once its FUNC is found (a FUNC may come before or after
+    // its prototype).
+    let mut positions: HashMap<u32, u32> = HashMap::new();
+    let mut prototype = None;
+    let mut id = 1u32;
+    let mut common = [0u8; 12];
+    let mut params = Vec::new();
+    loop {
+        match types.read_exact(&mut common) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => break,
+            Err(e) => return Err(e).context("reading the types"),
+        }
+        let word = |at: usize| {
+            u32::from_le_bytes([common[at], common[at + 1], common[at + 2], common[at + 3]])
+        };
+        let (name_at, info, type_id) = (word(0), word(4), word(8));
+        let kind = (info >> 24) & 0x1f;
+        let vlen = info & 0xffff;
+        let trailing = trailing_bytes(kind, vlen)
+            .with_context(|| format!("type {id} has unknown kind {kind}"))?;
+        if kind == KIND_FUNC && offsets.get(&name_at) == Some(&function) {
+            prototype.get_or_insert(type_id);
+        }
+        if kind == KIND_FUNC_PROTO {
+            params.resize(trailing as usize, 0);
+            types
+                .read_exact(&mut params)
+                .context("reading a prototype's parameters")?;
+            let found = params.chunks_exact(8).position(|param| {
+                let name_at = u32::from_le_bytes([param[0], param[1], param[2], param[3]]);
+                offsets
+                    .get(&name_at)
+                    .is_some_and(|name| names.contains(name))
+            });
+            if let Some(at) = found {
+                positions.insert(id, at as u32);
+            }
+        } else {
+            skip(&mut types, trailing).context("reading the types")?;
+        }
+        id += 1;
+    }
+    Ok(prototype.and_then(|prototype| positions.get(&prototype).copied()))
+}
+
 /// BTF's header (`struct btf_header`); its offsets count from its end.
 struct Header {
     length: u32,
@@ -171,6 +244,7 @@ struct Header {
 const MAGIC: u16 = 0xeb9f;
 const KIND_STRUCT: u32 = 4;
 const KIND_FUNC: u32 = 12;
+const KIND_FUNC_PROTO: u32 = 13;
 
 fn scan<R: BufRead + Seek>(mut input: R, functions: &[&str], fields: &[Field]) -> Result<Found> {
     let header = read_header(&mut input)?;
@@ -433,6 +507,56 @@ mod tests {
                 "read {capacity} bytes at a time"
             );
             assert_eq!(ids["call_rcu"], 22, "read {capacity} bytes at a time");
+        }
+    }
+
+    /// A BTF blob of raw type bytes and strings.
+    fn raw_blob(types: &[u8], strings: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        out.extend(MAGIC.to_le_bytes());
+        out.extend([1, 0]);
+        out.extend(24u32.to_le_bytes());
+        out.extend(0u32.to_le_bytes());
+        out.extend((types.len() as u32).to_le_bytes());
+        out.extend((types.len() as u32).to_le_bytes());
+        out.extend((strings.len() as u32).to_le_bytes());
+        out.extend(types);
+        out.extend(strings);
+        out
+    }
+
+    #[test]
+    fn finds_a_parameter_by_name_in_the_functions_prototype() {
+        // Offsets: 1 "rnp", 5 "mask", 10 "mask_in", 18 "flags", 24 "report", 31 "other".
+        let strings = b"\0rnp\0mask\0mask_in\0flags\0report\0other\0";
+        let mut types = Vec::new();
+        let mut add = |name: u32, kind: u32, type_id: u32, params: &[u32]| {
+            types.extend(name.to_le_bytes());
+            types.extend(((kind << 24) | params.len() as u32).to_le_bytes());
+            types.extend(type_id.to_le_bytes());
+            for &param in params {
+                types.extend(param.to_le_bytes());
+                types.extend(1u32.to_le_bytes());
+            }
+        };
+        // id 1: other's prototype, with `mask` first; id 4: report's, after its FUNC (id 2).
+        add(0, KIND_FUNC_PROTO, 0, &[5, 1]);
+        add(24, KIND_FUNC, 4, &[]);
+        add(31, KIND_FUNC, 1, &[]);
+        add(0, KIND_FUNC_PROTO, 0, &[1, 18, 10, 5]);
+        let blob = raw_blob(&types, strings);
+        for capacity in [blob.len(), 1, 5] {
+            let input = || std::io::BufReader::with_capacity(capacity, Cursor::new(&blob));
+            assert_eq!(
+                parameters_in(input(), "report", &["mask", "mask_in"]).unwrap(),
+                Some(2)
+            );
+            assert_eq!(parameters_in(input(), "other", &["mask"]).unwrap(), Some(0));
+            assert_eq!(
+                parameters_in(input(), "report", &["nothing"]).unwrap(),
+                None
+            );
+            assert_eq!(parameters_in(input(), "absent", &["mask"]).unwrap(), None);
         }
     }
 

@@ -15,6 +15,7 @@ use crate::model::tree::RcuTree;
 
 const GP_SEQ: Field = ("rcu_state", "gp_seq");
 const NODE_QSMASK: Field = ("rcu_node", "qsmask");
+const NODE_EXPMASK: Field = ("rcu_node", "expmask");
 const TASK_NESTING: Field = ("task_struct", "rcu_read_lock_nesting");
 
 const STALL_TIMEOUT: &str = "/sys/module/rcupdate/parameters/rcu_cpu_stall_timeout";
@@ -33,6 +34,45 @@ pub struct RcuLayout {
     /// Offsets of `rcuname` and `msg` in the stall-warning tracepoint's record, where the
     /// kernel has that tracepoint.
     pub stall_warning: Option<(u32, u32)>,
+    /// What the expedited reports' programs read, where the kernel has it all.
+    pub expedited: Option<ExpeditedLayout>,
+}
+
+/// Where the expedited grace periods' state is: `rcu_state.expedited_sequence`, each
+/// `rcu_node`'s `expmask`, and which argument of `rcu_report_exp_cpu_mult()` is its mask.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ExpeditedLayout {
+    pub expedited_sequence: u32,
+    pub node_expmask: u32,
+    pub report_mask_arg: u32,
+}
+
+/// The function whose mask argument moves between kernels (`rnp, mask, wake` on 6.1 and
+/// 6.12; `rnp, flags, mask_in, wake` on 7.3).
+pub const EXPEDITED_REPORT_FUNCTION: &str = "rcu_report_exp_cpu_mult";
+
+/// The expedited layout, or `None` (said in the debug log) where this kernel lacks a part.
+pub fn expedited_layout() -> Result<Option<ExpeditedLayout>> {
+    let fields = [EXPEDITED_SEQUENCE, NODE_EXPMASK];
+    let offsets = btf::field_offsets(&fields)
+        .context("reading the expedited grace periods' fields from the kernel BTF")?;
+    let (Some(&expedited_sequence), Some(&node_expmask)) =
+        (offsets.get(&EXPEDITED_SEQUENCE), offsets.get(&NODE_EXPMASK))
+    else {
+        log::debug!("no rcu_state.expedited_sequence or rcu_node.expmask in the kernel BTF");
+        return Ok(None);
+    };
+    let Some(report_mask_arg) =
+        btf::parameter_position(EXPEDITED_REPORT_FUNCTION, &["mask", "mask_in"])?
+    else {
+        log::debug!("no {EXPEDITED_REPORT_FUNCTION}() taking a mask in the kernel BTF");
+        return Ok(None);
+    };
+    Ok(Some(ExpeditedLayout {
+        expedited_sequence,
+        node_expmask,
+        report_mask_arg,
+    }))
 }
 
 /// Reads this kernel's layout; fails naming what is missing (a kernel without preemptible
@@ -84,6 +124,7 @@ pub fn layout() -> Result<RcuLayout> {
         tree,
         task_nesting: offsets[&TASK_NESTING],
         stall_warning: stall_warning_offsets(),
+        expedited: None,
     })
 }
 

@@ -140,6 +140,12 @@ pub struct GracePeriod {
     pub last_holdout: Option<Holdout>,
     /// How long the last holdout held it, from the end of init to its report.
     pub held_ns: u64,
+    /// An expedited grace period: `gp_seq` is `rcu_state.expedited_sequence` while it was in
+    /// progress, the duration runs from the selection of its CPUs to its waiters woken, the
+    /// phases are only the wait for reports (`quiescent_wait_ns`, to the last) and the
+    /// wake-up after it (`kthread_wake_ns`), `found_by_pass` a CPU found idle or offline at
+    /// selection, and `fqs_passes` 0.
+    pub expedited: bool,
 }
 
 /// A blocked reader being followed.
@@ -171,6 +177,16 @@ struct Left {
     holdout: Holdout,
     /// Whether it was counted as holding the grace period in progress when it left.
     counted: bool,
+}
+
+/// The expedited grace period being assembled.
+#[derive(Clone, Debug)]
+struct ExpeditedInProgress {
+    started_ns: u64,
+    sequence: u64,
+    cpus_reported: u32,
+    blocked_readers: u32,
+    last: Option<(u64, Holdout)>,
 }
 
 /// The grace period being assembled.
@@ -266,6 +282,19 @@ pub struct Assembler {
     /// Whether any grace period was seen to start: an end without a start after that is
     /// an incomplete grace period, not one that began before tracing.
     start_seen: bool,
+    /// The expedited grace period in progress, those completed since the last
+    /// `take_done_expedited`, what could not be made whole of them (`undecoded_reports`
+    /// counts their reports that no node or leaf explains), and whether one was seen to
+    /// start.
+    /// Oldest first: the next one can start before the last one's end is seen (its waiter,
+    /// woken inside `rcu_exp_wait_wake()`, lets the next begin before that returns).
+    expedited: Vec<ExpeditedInProgress>,
+    done_expedited: Vec<GracePeriod>,
+    pub unassembled_expedited: Unassembled,
+    expedited_start_seen: bool,
+    /// The blocked reader that left last, whatever grace period was in progress: an
+    /// expedited grace period's report of its leaf follows in the same task.
+    reader_left: Option<(u32, Holdout)>,
 }
 
 fn comm(bytes: &[u8; 16]) -> String {
@@ -379,6 +408,11 @@ impl Assembler {
             last_gp_seq: None,
             unnumbered: 0,
             start_seen: false,
+            expedited: Vec::new(),
+            done_expedited: Vec::new(),
+            unassembled_expedited: Unassembled::default(),
+            expedited_start_seen: false,
+            reader_left: None,
         }
     }
 
@@ -526,18 +560,20 @@ impl Assembler {
             }
             gp::EVENT_UNBLOCK => {
                 let Some(blocked) = self.blocked.remove(&event.pid) else {
+                    self.reader_left = None;
                     return;
                 };
+                let holdout = Holdout::Task {
+                    blocked_ns: at.saturating_sub(blocked.since_ns),
+                    task: blocked.task.clone(),
+                    cpu: blocked.cpu,
+                    stack: blocked.stack,
+                };
+                self.reader_left = Some((event.pid, holdout.clone()));
                 let Some(current) = &mut self.current else {
                     return;
                 };
                 let holds = blocked.holds(current) && current.cleanup_start_ns.is_none();
-                let holdout = Holdout::Task {
-                    blocked_ns: at.saturating_sub(blocked.since_ns),
-                    task: blocked.task,
-                    cpu: blocked.cpu,
-                    stack: blocked.stack,
-                };
                 if holds {
                     current.blocked_readers += 1;
                     current.last = Some((at, holdout.clone()));
@@ -597,8 +633,135 @@ impl Assembler {
                 None if self.start_seen => self.incomplete(false),
                 None => self.unassembled.began_before_tracing += 1,
             },
+            gp::EVENT_EXPEDITED_START
+            | gp::EVENT_EXPEDITED_END
+            | gp::EVENT_EXPEDITED_REPORT
+            | gp::EVENT_EXPEDITED_READER_REPORT => self.add_expedited(event),
             _ => {}
         }
+    }
+
+    /// An expedited grace period's event. The kernel runs one at a time, but the next one
+    /// can start before the hook at the end of the last one ran: reports belong to the
+    /// newest, and an end to the newest that started before `expedited_sequence` read there.
+    fn add_expedited(&mut self, event: &GpEvent) {
+        let at = event.at_ns;
+        match event.kind {
+            gp::EVENT_EXPEDITED_START => {
+                // At most one can be waiting for its end to be seen beside the one starting:
+                // older ones lost their end event.
+                while self.expedited.len() > 1 {
+                    self.expedited.remove(0);
+                    self.unassembled_expedited.incomplete += 1;
+                }
+                self.expedited_start_seen = true;
+                self.expedited.push(ExpeditedInProgress {
+                    started_ns: at,
+                    sequence: event.value,
+                    cpus_reported: 0,
+                    blocked_readers: 0,
+                    last: None,
+                });
+            }
+            gp::EVENT_EXPEDITED_REPORT => {
+                let Some(current) = self.expedited.last_mut() else {
+                    return;
+                };
+                match self.tree.decode(event.extra, event.value) {
+                    Some(Reported::Cpus(cpus)) if !cpus.is_empty() => {
+                        current.cpus_reported += cpus.len() as u32;
+                        // The IPI handler (or the reader it deferred to) reports its own CPU
+                        // alone; the selection reports the CPUs it found idle or offline.
+                        let found_by_pass = cpus != [event.cpu];
+                        let holdout = Holdout::Cpu {
+                            cpus,
+                            found_by_pass,
+                            sample: None,
+                        };
+                        current.last = Some((at, holdout));
+                    }
+                    _ => self.unassembled_expedited.undecoded_reports += 1,
+                }
+            }
+            gp::EVENT_EXPEDITED_READER_REPORT => {
+                let Some(current) = self.expedited.last_mut() else {
+                    return;
+                };
+                let leaf_level = self.tree.leaf_level();
+                let Some(leaf) = self
+                    .tree
+                    .node(event.extra)
+                    .filter(|node| node.level == leaf_level)
+                else {
+                    self.unassembled_expedited.undecoded_reports += 1;
+                    return;
+                };
+                current.blocked_readers += 1;
+                let holdout = match self.reader_left.take() {
+                    Some((pid, holdout)) if pid == event.pid => holdout,
+                    // It blocked before tracing began (or its block was not followed): the
+                    // leaf's CPUs name where it was.
+                    _ => Holdout::Readers {
+                        task: task(event),
+                        cpus: (leaf.grplo..=leaf.grphi).collect(),
+                    },
+                };
+                current.last = Some((at, holdout));
+            }
+            gp::EVENT_EXPEDITED_END => {
+                // The ones that started before the sequence read at the end (it has passed
+                // their start); where it could not be read (0, counted), the oldest.
+                let ended = if event.value == 0 {
+                    usize::from(!self.expedited.is_empty())
+                } else {
+                    self.expedited
+                        .iter()
+                        .take_while(|g| (event.value.wrapping_sub(g.sequence) as i64) > 0)
+                        .count()
+                };
+                if ended == 0 {
+                    if self.expedited_start_seen {
+                        self.unassembled_expedited.incomplete += 1;
+                    } else {
+                        self.unassembled_expedited.began_before_tracing += 1;
+                    }
+                    return;
+                }
+                let mut ended: Vec<ExpeditedInProgress> = self.expedited.drain(..ended).collect();
+                // Of several, all but the newest lost their end event.
+                self.unassembled_expedited.incomplete += ended.len() as u64 - 1;
+                let Some(current) = ended.pop() else { return };
+                let wait_end = current
+                    .last
+                    .as_ref()
+                    .map_or(at, |(last, _)| (*last).max(current.started_ns).min(at));
+                let held_ns = wait_end.saturating_sub(current.started_ns);
+                self.done_expedited.push(GracePeriod {
+                    gp_seq: current.sequence,
+                    started_ns: current.started_ns,
+                    duration_ns: at.saturating_sub(current.started_ns),
+                    phases: Phases {
+                        init_ns: 0,
+                        quiescent_wait_ns: held_ns,
+                        kthread_wake_ns: at.saturating_sub(wait_end),
+                        cleanup_ns: 0,
+                    },
+                    request_wait_ns: None,
+                    fqs_passes: 0,
+                    cpus_reported: current.cpus_reported,
+                    blocked_readers: current.blocked_readers,
+                    last_holdout: current.last.map(|(_, holdout)| holdout),
+                    held_ns,
+                    expedited: true,
+                });
+            }
+            _ => {}
+        }
+    }
+
+    /// The expedited grace periods completed since the last call.
+    pub fn take_done_expedited(&mut self) -> Vec<GracePeriod> {
+        std::mem::take(&mut self.done_expedited)
     }
 
     fn finish(&mut self, current: InProgress, ended_ns: u64) -> Option<GracePeriod> {
@@ -649,6 +812,7 @@ impl Assembler {
             blocked_readers: current.blocked_readers,
             last_holdout,
             held_ns: wait_end - init_end,
+            expedited: false,
         })
     }
 

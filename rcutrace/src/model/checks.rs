@@ -212,6 +212,22 @@ pub fn grace_periods_by_gp_seq(assembled: u64, by_gp_seq: u64) -> CrossCheck {
     }
 }
 
+/// `rcutrace gp`'s expedited grace periods, each assembled from `sync_rcu_exp_select_cpus()`
+/// to `rcu_exp_wait_wake()`'s return, against the advance of `rcu_state.expedited_sequence`
+/// from the first listed to the last (each advances it by one grace period, as `gp_seq`).
+pub fn expedited_by_sequence(assembled: u64, by_sequence: u64) -> CrossCheck {
+    CrossCheck {
+        counted: "expedited grace periods assembled from sync_rcu_exp_select_cpus() to \
+                  rcu_exp_wait_wake()"
+            .into(),
+        value: assembled,
+        against: "the advance of rcu_state.expedited_sequence".into(),
+        expected: by_sequence,
+        bound: 0,
+        at_most: false,
+    }
+}
+
 /// The callbacks `rcutrace callbacks` saw queued through `call_rcu()` and its hurried
 /// cousin but never saw invoked, against what the CPUs' callback lists held (read from
 /// kernel memory) just before the window closed, plus every queueing seen after that read.

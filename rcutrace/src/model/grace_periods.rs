@@ -204,6 +204,7 @@ mod tests {
             blocked_readers: 0,
             last_holdout: holdout,
             held_ns: duration_ns - 40,
+            expedited: false,
         }
     }
 

@@ -445,17 +445,58 @@ pub struct GracePeriodsSummary {
     /// The CPUs of each leaf `rcu_node` of the kernel's tree, as cpulists: the shape every
     /// report was decoded by.
     pub rcu_node_leaves: Vec<String>,
+    /// The expedited grace periods, where they were followed.
+    pub expedited: Option<Box<ExpeditedGracePeriods>>,
+}
+
+/// `gp`'s expedited grace periods, each from the selection of its CPUs to its waiters woken.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ExpeditedGracePeriods {
+    /// Their durations' statistics (`count` is how many were assembled).
+    pub durations: SeriesStats,
+    /// Last holdouts that were CPUs, by CPU, most first; `found_by_pass` counts those found
+    /// idle or offline when the CPUs were selected.
+    pub holdouts_by_cpu: Vec<CpuHoldouts>,
+    pub holdouts_by_task: Vec<TaskHoldouts>,
+    /// The slowest, slowest first (`--top`).
+    pub slowest: Vec<GracePeriodRow>,
+    /// How many `rcu_state.expedited_sequence` says ended from the first listed to the last.
+    pub by_sequence: Option<u64>,
+    /// Those with no report seen: their last holdout is unknown.
+    pub without_report: u64,
+    /// `began_before_tracing`, `incomplete` and `undecoded_reports` apply.
+    pub unassembled: anatomy::Unassembled,
+}
+
+impl ExpeditedGracePeriods {
+    /// The expedited grace periods assembled against the advance of
+    /// `rcu_state.expedited_sequence`, where it was read.
+    pub fn cross_checks(&self) -> Vec<checks::CrossCheck> {
+        self.by_sequence
+            .map(|n| checks::expedited_by_sequence(self.durations.count, n))
+            .into_iter()
+            .collect()
+    }
 }
 
 impl GracePeriodsSummary {
     /// The grace periods assembled against the advance of `rcu_state.gp_seq`, where it was
     /// read.
-    pub fn cross_checks(&self) -> Vec<checks::CrossCheck> {
+    pub fn normal_cross_checks(&self) -> Vec<checks::CrossCheck> {
         let assembled = self.latency.series.first().map_or(0, |s| s.count);
         self.by_gp_seq
             .map(|n| checks::grace_periods_by_gp_seq(assembled, n))
             .into_iter()
             .collect()
+    }
+
+    /// The normal grace periods' check, then the expedited ones', where each was read.
+    pub fn cross_checks(&self) -> Vec<checks::CrossCheck> {
+        let mut checks = self.normal_cross_checks();
+        if let Some(expedited) = &self.expedited {
+            checks.extend(expedited.cross_checks());
+        }
+        checks
     }
 }
 

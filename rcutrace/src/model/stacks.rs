@@ -300,6 +300,7 @@ mod tests {
                 blocked_readers: 0,
                 last_holdout: None,
                 held_ns,
+                expedited: false,
             },
             stack: stack.iter().map(|f| f.to_string()).collect(),
         };
@@ -327,6 +328,7 @@ mod tests {
             unassembled: Default::default(),
             lost: Default::default(),
             rcu_node_leaves: Vec::new(),
+            expedited: None,
         };
         let report = Report {
             time: None,

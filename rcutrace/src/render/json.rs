@@ -122,6 +122,7 @@ fn records(report: &Report) -> Vec<Record> {
             records.extend(
                 s.slowest
                     .iter()
+                    .chain(s.expedited.iter().flat_map(|e| &e.slowest))
                     .map(|row| Record::GracePeriod(grace_period(row))),
             );
         }
@@ -227,7 +228,7 @@ fn grace_periods_summary(s: &GracePeriodsSummary) -> records::GracePeriodsSummar
         unit: s.latency.unit.suffix().into(),
         grace_periods: s.latency.series.first().map_or(0, |series| series.count),
         by_gp_seq: s.by_gp_seq,
-        cross_checks: cross_checks(&s.cross_checks()),
+        cross_checks: cross_checks(&s.normal_cross_checks()),
         without_report: s.without_report,
         phases: s
             .phases
@@ -242,27 +243,8 @@ fn grace_periods_summary(s: &GracePeriodsSummary) -> records::GracePeriodsSummar
                 percentiles_exact: phase.stats.percentiles_exact,
             })
             .collect(),
-        holdouts_by_cpu: s
-            .holdouts_by_cpu
-            .iter()
-            .map(|row| records::CpuHoldoutsRecord {
-                cpu: row.cpus.first().copied().unwrap_or_default(),
-                cpu_list: (row.cpus.len() > 1).then(|| cpu_list(&row.cpus)),
-                grace_periods: row.grace_periods,
-                found_by_pass: row.found_by_pass,
-                held_ns: row.held_ns,
-            })
-            .collect(),
-        holdouts_by_task: s
-            .holdouts_by_task
-            .iter()
-            .map(|row| records::TaskHoldoutsRecord {
-                pid: row.pid,
-                comm: row.comm.clone(),
-                grace_periods: row.grace_periods,
-                held_ns: row.held_ns,
-            })
-            .collect(),
+        holdouts_by_cpu: cpu_holdouts(&s.holdouts_by_cpu),
+        holdouts_by_task: task_holdouts(&s.holdouts_by_task),
         begun_before_tracing: s.unassembled.began_before_tracing,
         incomplete: s.unassembled.incomplete,
         unseen: s.unassembled.unseen,
@@ -274,7 +256,49 @@ fn grace_periods_summary(s: &GracePeriodsSummary) -> records::GracePeriodsSummar
         kernel_reads_failed: s.lost.kernel_reads,
         missed_by_kernel: s.lost.missed_by_kernel,
         rcu_node_leaves: s.rcu_node_leaves.clone(),
+        expedited: s
+            .expedited
+            .as_ref()
+            .map(|e| records::ExpeditedGracePeriodsRecord {
+                grace_periods: e.durations.count,
+                by_expedited_sequence: e.by_sequence,
+                cross_checks: cross_checks(&e.cross_checks()),
+                min_ns: e.durations.min_ns,
+                mean_ns: e.durations.mean_ns,
+                max_ns: e.durations.max_ns,
+                percentiles_ns: percentiles(&e.durations),
+                percentiles_exact: e.durations.percentiles_exact,
+                without_report: e.without_report,
+                holdouts_by_cpu: cpu_holdouts(&e.holdouts_by_cpu),
+                holdouts_by_task: task_holdouts(&e.holdouts_by_task),
+                begun_before_tracing: e.unassembled.began_before_tracing,
+                incomplete: e.unassembled.incomplete,
+                undecoded_reports: e.unassembled.undecoded_reports,
+            }),
     }
+}
+
+fn cpu_holdouts(rows: &[crate::model::CpuHoldouts]) -> Vec<records::CpuHoldoutsRecord> {
+    rows.iter()
+        .map(|row| records::CpuHoldoutsRecord {
+            cpu: row.cpus.first().copied().unwrap_or_default(),
+            cpu_list: (row.cpus.len() > 1).then(|| cpu_list(&row.cpus)),
+            grace_periods: row.grace_periods,
+            found_by_pass: row.found_by_pass,
+            held_ns: row.held_ns,
+        })
+        .collect()
+}
+
+fn task_holdouts(rows: &[crate::model::TaskHoldouts]) -> Vec<records::TaskHoldoutsRecord> {
+    rows.iter()
+        .map(|row| records::TaskHoldoutsRecord {
+            pid: row.pid,
+            comm: row.comm.clone(),
+            grace_periods: row.grace_periods,
+            held_ns: row.held_ns,
+        })
+        .collect()
 }
 
 fn grace_period(row: &GracePeriodRow) -> records::GracePeriod {
@@ -344,6 +368,7 @@ fn grace_period(row: &GracePeriodRow) -> records::GracePeriod {
         blocked_readers: gp.blocked_readers,
         held_ns: gp.held_ns,
         last_holdout,
+        expedited: gp.expedited,
     }
 }
 

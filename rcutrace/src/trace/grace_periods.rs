@@ -50,7 +50,9 @@ pub fn constants(layout: &RcuLayout, cpus: u32, events: GpEvents) -> Vec<Constan
         GpEvents::WithWakeAfter(after) => u64::try_from(after.as_nanos()).unwrap_or(u64::MAX),
         _ => u64::MAX,
     };
-    vec![
+    // Only `gp` takes the expedited grace periods apart, where the layout was read for it.
+    let expedited = layout.expedited.filter(|_| events == GpEvents::WithSamples);
+    let mut constants = vec![
         Constant::U32("GP_EVENTS", u32::from(events != GpEvents::None)),
         Constant::U64("RCU_STATE_ADDRESS", layout.rcu_state),
         Constant::U32("RCU_STATE_GP_SEQ", layout.gp_seq),
@@ -66,7 +68,16 @@ pub fn constants(layout: &RcuLayout, cpus: u32, events: GpEvents) -> Vec<Constan
         Constant::MaxEntries("CPU_STATE", cpus),
         Constant::MaxEntries("BLOCKED", MAX_BLOCKED),
         Constant::MaxEntries("STACKS", MAX_STACKS),
-    ]
+        Constant::U32("EXPEDITED_EVENTS", u32::from(expedited.is_some())),
+    ];
+    if let Some(expedited) = expedited {
+        constants.extend([
+            Constant::U32("RCU_STATE_EXPEDITED_SEQUENCE", expedited.expedited_sequence),
+            Constant::U32("RCU_NODE_EXPMASK", expedited.node_expmask),
+            Constant::U32("EXP_REPORT_MASK_ARG", expedited.report_mask_arg),
+        ]);
+    }
+    constants
 }
 
 /// A ring record as the grace-period event it is, if it is long enough for one.

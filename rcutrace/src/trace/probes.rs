@@ -709,6 +709,25 @@ pub const EXPEDITED_START: Probe =
     gp_hook("sync_rcu_exp_select_cpus", Side::Entry, "expedited_start");
 pub const EXPEDITED_END: Probe = gp_hook("rcu_exp_wait_wake", Side::Return, "expedited_end");
 
+/// `gp`'s expedited reports: CPUs of a leaf (`rcu_report_exp_cpu_mult()`, whose mask is its
+/// second argument on 6.1 and 6.12, its third on 7.3), and the walk up from a leaf
+/// (`__rcu_report_exp_rnp()`), where a leaf's last blocked reader leaving is seen:
+/// `rcu_report_exp_rnp()` and `rcu_report_exp_rdp()` are inlined on 6.1, 6.12 and 7.3.
+/// Kprobes only, like the other expedited hooks: they run with a node's lock held, in an
+/// IPI handler or a reader's unlock.
+pub const EXPEDITED_REPORT: Probe =
+    gp_hook("rcu_report_exp_cpu_mult", Side::Entry, "expedited_report");
+pub const EXPEDITED_WALK: Probe = gp_hook("__rcu_report_exp_rnp", Side::Entry, "expedited_walk");
+
+/// `gp`'s expedited hooks, reports before the bounds so that every expedited grace period
+/// seen to start is seen whole.
+pub const EXPEDITED_GRACE_PERIODS: [Probe; 4] = [
+    EXPEDITED_REPORT,
+    EXPEDITED_WALK,
+    EXPEDITED_END,
+    EXPEDITED_START,
+];
+
 /// The kernel's own RCU stall warning, a tracepoint production kernels keep (`rcutrace
 /// stall` reports it beside its own earlier warning).
 pub const KERNEL_STALL_WARNING: Probe =

@@ -394,11 +394,23 @@ pub fn gp_summary(records: &[Record]) -> &GracePeriodsSummary {
         .expect("an rcutrace_gp_summary record")
 }
 
+/// The normal grace periods listed.
 pub fn grace_periods(records: &[Record]) -> Vec<&GracePeriod> {
     records
         .iter()
         .filter_map(|r| match r {
-            Record::GracePeriod(g) => Some(g),
+            Record::GracePeriod(g) if !g.expedited => Some(g),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The expedited grace periods listed.
+pub fn expedited_grace_periods(records: &[Record]) -> Vec<&GracePeriod> {
+    records
+        .iter()
+        .filter_map(|r| match r {
+            Record::GracePeriod(g) if g.expedited => Some(g),
             _ => None,
         })
         .collect()

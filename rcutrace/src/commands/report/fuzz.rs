@@ -193,6 +193,7 @@ fn grace_periods() -> Report {
             blocked_readers: 1,
             last_holdout,
             held_ns,
+            expedited: false,
         },
         stack: stack.iter().map(|f| f.to_string()).collect(),
     };
@@ -264,6 +265,7 @@ fn grace_periods() -> Report {
             without_report: 0,
             unassembled: Default::default(),
             lost: Default::default(),
+            expedited: None,
         })),
         environment: None,
     }

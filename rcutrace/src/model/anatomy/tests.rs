@@ -560,3 +560,312 @@ fn gp_seq_counts_grace_periods_in_steps_of_four() {
     // The counter starts below zero and wraps.
     assert_eq!(grace_periods_by_gp_seq(u64::MAX - 2, 1), 2);
 }
+
+fn on_cpu(mut e: GpEvent, cpu: u32) -> GpEvent {
+    e.cpu = cpu;
+    e
+}
+
+/// Expedited grace periods on the tree of 4 CPUs in leaves of 2 (two leaves under a root,
+/// as `rcutree.rcu_fanout_leaf=2` makes it), or of one node.
+fn two_leaves() -> RcuTree {
+    RcuTree::modelled(4, 2, 64)
+}
+
+fn leaf(tree: &RcuTree, first_cpu: u32) -> u64 {
+    tree.leaves()
+        .find(|leaf| leaf.grplo == first_cpu)
+        .map(|leaf| leaf.address)
+        .unwrap_or_default()
+}
+
+fn assemble_on(tree: RcuTree, events: &[GpEvent]) -> Assembler {
+    let mut assembler = Assembler::new(tree, &[]);
+    events.iter().for_each(|e| assembler.add(e));
+    assembler
+}
+
+const WORKER: u32 = 77;
+
+#[test]
+fn an_expedited_grace_period_is_named_by_the_cpu_that_reported_last() {
+    let tree = two_leaves();
+    let events = [
+        with(event(1000, gp::EVENT_EXPEDITED_START, WORKER), 0x31, 0),
+        // The selection, on CPU 0, finds CPUs 0 and 1 idle at once, then CPU 2.
+        on_cpu(
+            with(
+                event(1100, gp::EVENT_EXPEDITED_REPORT, WORKER),
+                0b11,
+                leaf(&tree, 0),
+            ),
+            0,
+        ),
+        on_cpu(
+            with(
+                event(1200, gp::EVENT_EXPEDITED_REPORT, WORKER),
+                0b01,
+                leaf(&tree, 2),
+            ),
+            0,
+        ),
+        // CPU 3 reports itself last: bit 1 of the leaf of CPUs 2-3.
+        on_cpu(
+            with(
+                event(1700, gp::EVENT_EXPEDITED_REPORT, 500),
+                0b10,
+                leaf(&tree, 2),
+            ),
+            3,
+        ),
+        with(event(2000, gp::EVENT_EXPEDITED_END, WORKER), 0x34, 0),
+    ];
+    let mut a = assemble_on(tree, &events);
+    assert!(a.take_done().is_empty(), "no normal grace period");
+    let done = a.take_done_expedited();
+    assert_eq!(done.len(), 1);
+    let g = &done[0];
+    assert!(g.expedited);
+    assert_eq!(g.gp_seq, 0x31);
+    assert_eq!((g.started_ns, g.duration_ns, g.held_ns), (1000, 1000, 700));
+    assert_eq!(
+        (g.phases.quiescent_wait_ns, g.phases.kthread_wake_ns),
+        (700, 300)
+    );
+    assert_eq!(
+        (g.cpus_reported, g.blocked_readers, g.fqs_passes),
+        (4, 0, 0)
+    );
+    assert_eq!(
+        g.last_holdout,
+        Some(Holdout::Cpu {
+            cpus: vec![3],
+            found_by_pass: false,
+            sample: None
+        })
+    );
+    assert_eq!(a.unassembled_expedited, Unassembled::default());
+}
+
+#[test]
+fn cpus_found_idle_at_selection_last_are_one_holdout_of_several_cpus() {
+    let tree = flat();
+    let events = [
+        with(event(1000, gp::EVENT_EXPEDITED_START, WORKER), 5, 0),
+        on_cpu(
+            with(
+                event(1100, gp::EVENT_EXPEDITED_REPORT, 400),
+                0b01,
+                root(&tree),
+            ),
+            0,
+        ),
+        // Reported from CPU 0 about CPU 1 alone: found at selection, not CPU 1's own.
+        on_cpu(
+            with(
+                event(1300, gp::EVENT_EXPEDITED_REPORT, WORKER),
+                0b10,
+                root(&tree),
+            ),
+            0,
+        ),
+        with(event(1400, gp::EVENT_EXPEDITED_END, WORKER), 8, 0),
+        // The next: both CPUs found at once.
+        with(event(2000, gp::EVENT_EXPEDITED_START, WORKER), 9, 0),
+        on_cpu(
+            with(
+                event(2100, gp::EVENT_EXPEDITED_REPORT, WORKER),
+                0b11,
+                root(&tree),
+            ),
+            1,
+        ),
+        with(event(2200, gp::EVENT_EXPEDITED_END, WORKER), 12, 0),
+    ];
+    let done = assemble_on(tree, &events).take_done_expedited();
+    let holdouts: Vec<_> = done.iter().map(|g| g.last_holdout.clone()).collect();
+    assert_eq!(
+        holdouts,
+        [
+            Some(Holdout::Cpu {
+                cpus: vec![1],
+                found_by_pass: true,
+                sample: None
+            }),
+            Some(Holdout::Cpu {
+                cpus: vec![0, 1],
+                found_by_pass: true,
+                sample: None
+            })
+        ]
+    );
+    assert_eq!(
+        done.iter().map(|g| g.gp_seq).collect::<Vec<_>>(),
+        [5, 9],
+        "numbered by expedited_sequence while in progress"
+    );
+}
+
+/// A reader blocked on CPU `cpu` (pid 900) leaves last: its leaf's report follows its unlock.
+fn expedited_reader_leaves_last(tree: &RcuTree, cpu: u32, leaf_address: u64) -> Vec<GpEvent> {
+    vec![
+        on_cpu(with(event(500, gp::EVENT_BLOCK, 900), 1, 0), cpu),
+        with(event(1000, gp::EVENT_EXPEDITED_START, WORKER), 0x41, 0),
+        on_cpu(
+            with(
+                event(1100, gp::EVENT_EXPEDITED_REPORT, WORKER),
+                0b01,
+                tree.leaves().next().map(|l| l.address).unwrap_or_default(),
+            ),
+            0,
+        ),
+        on_cpu(event(1800, gp::EVENT_UNBLOCK, 900), cpu),
+        on_cpu(
+            with(
+                event(1810, gp::EVENT_EXPEDITED_READER_REPORT, 900),
+                0,
+                leaf_address,
+            ),
+            cpu,
+        ),
+        with(event(1900, gp::EVENT_EXPEDITED_END, WORKER), 0x44, 0),
+    ]
+}
+
+#[test]
+fn a_blocked_reader_that_leaves_last_holds_the_expedited_grace_period() {
+    // One node, and two leaves with the reader on the second (CPU 3).
+    for (tree, cpu, first) in [(flat(), 1, 0), (two_leaves(), 3, 2)] {
+        let address = leaf(&tree, first);
+        let events = expedited_reader_leaves_last(&tree, cpu, address);
+        let mut a = assemble_on(tree, &events);
+        let done = a.take_done_expedited();
+        assert_eq!(done.len(), 1);
+        let g = &done[0];
+        assert_eq!((g.blocked_readers, g.held_ns), (1, 810));
+        match &g.last_holdout {
+            Some(Holdout::Task {
+                task,
+                cpu: on,
+                blocked_ns,
+                ..
+            }) => {
+                assert_eq!((task.pid, *on, *blocked_ns), (900, cpu, 1300));
+            }
+            other => panic!("expected the reader, got {other:?}"),
+        }
+        assert_eq!(a.unassembled_expedited.undecoded_reports, 0);
+    }
+}
+
+#[test]
+fn an_expedited_reader_report_not_seen_to_block_names_its_leafs_cpus() {
+    let tree = two_leaves();
+    let address = leaf(&tree, 2);
+    let events = [
+        with(event(1000, gp::EVENT_EXPEDITED_START, WORKER), 1, 0),
+        on_cpu(
+            with(
+                event(1500, gp::EVENT_EXPEDITED_READER_REPORT, 901),
+                0,
+                address,
+            ),
+            2,
+        ),
+        with(event(1600, gp::EVENT_EXPEDITED_END, WORKER), 4, 0),
+    ];
+    let done = assemble_on(tree, &events).take_done_expedited();
+    match &done[0].last_holdout {
+        Some(Holdout::Readers { task, cpus }) => {
+            assert_eq!((task.pid, cpus.as_slice()), (901, &[2, 3][..]));
+        }
+        other => panic!("expected the leaf's readers, got {other:?}"),
+    }
+}
+
+#[test]
+fn expedited_events_that_cannot_be_assembled_are_counted() {
+    let tree = two_leaves();
+    let root_address = root(&tree);
+    let events = [
+        // An end before any start: begun before tracing.
+        with(event(100, gp::EVENT_EXPEDITED_END, WORKER), 4, 0),
+        with(event(1000, gp::EVENT_EXPEDITED_START, WORKER), 5, 0),
+        // A CPU report at the root, and a reader report from no leaf: undecoded.
+        with(
+            event(1100, gp::EVENT_EXPEDITED_REPORT, WORKER),
+            0b1,
+            root_address,
+        ),
+        with(event(1150, gp::EVENT_EXPEDITED_READER_REPORT, 3), 0, 0xdead),
+        // A start while one is in progress: the first is incomplete.
+        with(event(1200, gp::EVENT_EXPEDITED_START, WORKER), 9, 0),
+        with(event(1300, gp::EVENT_EXPEDITED_END, WORKER), 12, 0),
+        // An end with no start after starts were seen: incomplete.
+        with(event(1400, gp::EVENT_EXPEDITED_END, WORKER), 16, 0),
+    ];
+    let mut a = assemble_on(tree, &events);
+    let done = a.take_done_expedited();
+    assert_eq!(done.len(), 1);
+    assert_eq!(done[0].last_holdout, None);
+    assert_eq!(
+        a.unassembled_expedited,
+        Unassembled {
+            began_before_tracing: 1,
+            incomplete: 2,
+            undecoded_reports: 2,
+            ..Unassembled::default()
+        }
+    );
+}
+
+/// The waiter woken inside `rcu_exp_wait_wake()` can let the next expedited grace period
+/// start before that function returns: the next one's start (and reports) come before the
+/// last one's end, which `expedited_sequence` read at the end pairs with the right start.
+#[test]
+fn an_expedited_grace_period_that_starts_before_the_last_ones_end_is_seen() {
+    let tree = flat();
+    let report = |at: u64, cpu: u32, mask: u64| {
+        on_cpu(
+            with(
+                event(at, gp::EVENT_EXPEDITED_REPORT, 400 + cpu),
+                mask,
+                root(&flat()),
+            ),
+            cpu,
+        )
+    };
+    let events = [
+        with(event(1000, gp::EVENT_EXPEDITED_START, WORKER), 0x31, 0),
+        report(1100, 0, 0b01),
+        report(1200, 1, 0b10),
+        with(event(1300, gp::EVENT_EXPEDITED_START, 600), 0x35, 0),
+        report(1400, 1, 0b10),
+        // The first one's end, with the second one's start already in expedited_sequence.
+        with(event(1450, gp::EVENT_EXPEDITED_END, WORKER), 0x35, 0),
+        report(1500, 0, 0b01),
+        with(event(1600, gp::EVENT_EXPEDITED_END, 600), 0x38, 0),
+    ];
+    let mut a = assemble_on(tree, &events);
+    let done = a.take_done_expedited();
+    let summary: Vec<_> = done
+        .iter()
+        .map(|g| {
+            (
+                g.gp_seq,
+                g.started_ns,
+                g.duration_ns,
+                g.held_ns,
+                g.last_holdout.as_ref().map(Holdout::cpu),
+            )
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            (0x31, 1000, 450, 200, Some(1)),
+            (0x35, 1300, 300, 200, Some(0))
+        ]
+    );
+    assert_eq!(a.unassembled_expedited, Unassembled::default());
+}

@@ -81,30 +81,16 @@ pub(super) fn grace_periods_summary(summary: &GracePeriodsSummary) -> String {
          where the request that woke the kthread was seen)"
     );
     out.push_str(&holdouts_by_cpu(
+        CpuTable::NORMAL,
         &summary.holdouts_by_cpu,
         summary.holdout_cpus_shown,
         unit,
     ));
-    if !summary.holdouts_by_task.is_empty() {
-        let _ = writeln!(
-            out,
-            "\nLast holdouts, by blocked reader:\n  {:>7}  {:<16}  {:>13}  {:>12}",
-            "PID",
-            "COMM",
-            "GRACE PERIODS",
-            format!("HELD ({suffix})"),
-        );
-        for row in &summary.holdouts_by_task {
-            let _ = writeln!(
-                out,
-                "  {:>7}  {:<16}  {:>13}  {:>12}",
-                row.pid,
-                row.comm,
-                row.grace_periods,
-                fixed(row.held_ns)
-            );
-        }
-    }
+    out.push_str(&holdouts_by_task(
+        "Last holdouts, by blocked reader",
+        &summary.holdouts_by_task,
+        unit,
+    ));
     if !summary.slowest.is_empty() {
         let _ = writeln!(
             out,
@@ -131,7 +117,7 @@ pub(super) fn grace_periods_summary(summary: &GracePeriodsSummary) -> String {
                 fixed(p.kthread_wake_ns),
                 fixed(p.cleanup_ns),
                 gp.fqs_passes,
-                holdout_text(gp.last_holdout.as_ref(), unit),
+                holdout_text(gp.last_holdout.as_ref(), false, unit),
             );
             if !row.stack.is_empty() {
                 let _ = writeln!(out, "      stack: {}", row.stack.join("; "));
@@ -162,13 +148,173 @@ pub(super) fn grace_periods_summary(summary: &GracePeriodsSummary) -> String {
         l.kernel_reads,
         l.missed_by_kernel
     );
+    if let Some(expedited) = &summary.expedited {
+        out.push_str(&expedited_summary(
+            expedited,
+            summary.elapsed.as_secs_f64(),
+            summary.holdout_cpus_shown,
+            unit,
+        ));
+    }
     out
+}
+
+/// The expedited grace periods' section: their count against `expedited_sequence`, their
+/// durations, their last holdouts by CPU and by blocked reader, the slowest, and what was not
+/// assembled.
+fn expedited_summary(
+    e: &crate::model::ExpeditedGracePeriods,
+    secs: f64,
+    shown: usize,
+    unit: Unit,
+) -> String {
+    let mut out = String::new();
+    let count = e.durations.count;
+    let rate = if secs >= MIN_RATE_WINDOW_SECS {
+        format!(" ({:.1}/s)", count as f64 / secs)
+    } else {
+        String::new()
+    };
+    let by_sequence = match e.by_sequence {
+        Some(n) if n == count => "; rcu_state.expedited_sequence advanced by as many".to_string(),
+        Some(n) => format!(
+            "; warning: rcu_state.expedited_sequence says {n} from the first to the last, so {} \
+             were not seen",
+            n.saturating_sub(count)
+        ),
+        None => String::new(),
+    };
+    let _ = writeln!(
+        out,
+        "\nExpedited grace periods: {count} in {secs:.2} s{rate}{by_sequence}"
+    );
+    let suffix = unit.suffix();
+    let fixed = |ns: u64| figure::fixed_number(ns as f64, unit);
+    if count > 0 {
+        let percentile = |q: f64| super::percentile_column(&e.durations, q, unit);
+        let _ = writeln!(
+            out,
+            "  duration ({suffix}), from selecting CPUs to waking the waiters: p50 {}, p99 {}, \
+             max {}",
+            percentile(0.5).trim(),
+            percentile(0.99).trim(),
+            e.durations.max_ns.map_or("-".to_string(), fixed),
+        );
+    }
+    if e.without_report > 0 {
+        let _ = writeln!(
+            out,
+            "warning: {} expedited grace periods ended with no report seen: their last holdout \
+             is unknown",
+            e.without_report
+        );
+    }
+    out.push_str(&holdouts_by_cpu(
+        CpuTable::EXPEDITED,
+        &e.holdouts_by_cpu,
+        shown,
+        unit,
+    ));
+    out.push_str(&holdouts_by_task(
+        "Last holdouts of expedited grace periods, by blocked reader",
+        &e.holdouts_by_task,
+        unit,
+    ));
+    if !e.slowest.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nSlowest {} expedited grace periods ({suffix}):\n  {:>12}  {:>10}  {:>10}  {:>8}  {:>4}  LAST HOLDOUT",
+            e.slowest.len(),
+            "SEQUENCE",
+            "DURATION",
+            "QS WAIT",
+            "WAKE",
+            "CPUS",
+        );
+        for row in &e.slowest {
+            let gp = &row.grace_period;
+            let _ = writeln!(
+                out,
+                "  {:>12}  {:>10}  {:>10}  {:>8}  {:>4}  {}",
+                gp.gp_seq as i64,
+                fixed(gp.duration_ns),
+                fixed(gp.phases.quiescent_wait_ns),
+                fixed(gp.phases.kthread_wake_ns),
+                gp.cpus_reported,
+                holdout_text(gp.last_holdout.as_ref(), true, unit),
+            );
+            if !row.stack.is_empty() {
+                let _ = writeln!(out, "      stack: {}", row.stack.join("; "));
+            }
+        }
+    }
+    let u = &e.unassembled;
+    let _ = writeln!(
+        out,
+        "\nExpedited not assembled: {} begun before tracing, {} incomplete{}",
+        u.began_before_tracing,
+        u.incomplete,
+        match u.undecoded_reports {
+            0 => String::new(),
+            n => format!(", {n} reports from no rcu_node leaf of the tree"),
+        },
+    );
+    out
+}
+
+/// A table of last holdouts by blocked reader under `title`, if there are any.
+fn holdouts_by_task(title: &str, rows: &[crate::model::TaskHoldouts], unit: Unit) -> String {
+    let mut out = String::new();
+    if rows.is_empty() {
+        return out;
+    }
+    let fixed = |ns: u64| figure::fixed_number(ns as f64, unit);
+    let _ = writeln!(
+        out,
+        "\n{title}:\n  {:>7}  {:<16}  {:>13}  {:>12}",
+        "PID",
+        "COMM",
+        "GRACE PERIODS",
+        format!("HELD ({})", unit.suffix()),
+    );
+    for row in rows {
+        let _ = writeln!(
+            out,
+            "  {:>7}  {:<16}  {:>13}  {:>12}",
+            row.pid,
+            row.comm,
+            row.grace_periods,
+            fixed(row.held_ns)
+        );
+    }
+    out
+}
+
+/// The words of a table of last holdouts by CPU: normal grace periods' CPUs are found by a
+/// force-quiescent-state pass, expedited ones' at the selection of CPUs.
+struct CpuTable {
+    title: &'static str,
+    found: &'static str,
+    found_words: &'static str,
+}
+
+impl CpuTable {
+    const NORMAL: CpuTable = CpuTable {
+        title: "Last holdouts, by CPU",
+        found: "FOUND BY A PASS",
+        found_words: "found by a pass",
+    };
+    const EXPEDITED: CpuTable = CpuTable {
+        title: "Last holdouts of expedited grace periods, by CPU",
+        found: "FOUND AT SELECTION",
+        found_words: "found at selection",
+    };
 }
 
 /// `gp`'s last holdouts by CPU, most grace periods first (as the model sorts them): the first
 /// `shown`, then the rest added up on one line, so that hundreds of CPUs take a dozen lines.
 /// One row left over is listed, not summed: its line would take as much room.
-fn holdouts_by_cpu(rows: &[CpuHoldouts], shown: usize, unit: Unit) -> String {
+fn holdouts_by_cpu(table: CpuTable, rows: &[CpuHoldouts], shown: usize, unit: Unit) -> String {
     let mut out = String::new();
     if rows.is_empty() {
         return out;
@@ -192,27 +338,25 @@ fn holdouts_by_cpu(rows: &[CpuHoldouts], shown: usize, unit: Unit) -> String {
     } else {
         format!(" ({} of {} CPUs, --top)", cpus_of(listed), cpus_of(rows))
     };
-    let _ = writeln!(
-        out,
-        "\nLast holdouts, by CPU, most grace periods first{of}:"
-    );
+    let _ = writeln!(out, "\n{}, most grace periods first{of}:", table.title);
     let lists: Vec<String> = listed.iter().map(|row| cpu_list(&row.cpus)).collect();
     // As wide as the longest list of CPUs.
     let width = lists.iter().map(String::len).max().unwrap_or(0).max(5);
+    let found_width = table.found.len();
     if !listed.is_empty() {
         let _ = writeln!(
             out,
-            "  {:>width$}  {:>13}  {:>15}  {:>12}",
+            "  {:>width$}  {:>13}  {:>found_width$}  {:>12}",
             "CPU",
             "GRACE PERIODS",
-            "FOUND BY A PASS",
+            table.found,
             format!("HELD ({})", unit.suffix()),
         );
     }
     for (row, list) in listed.iter().zip(&lists) {
         let _ = writeln!(
             out,
-            "  {:>width$}  {:>13}  {:>15}  {:>12}",
+            "  {:>width$}  {:>13}  {:>found_width$}  {:>12}",
             list,
             row.grace_periods,
             row.found_by_pass,
@@ -227,9 +371,10 @@ fn holdouts_by_cpu(rows: &[CpuHoldouts], shown: usize, unit: Unit) -> String {
         };
         let _ = writeln!(
             out,
-            "  {cpus}: {} grace periods, {} found by a pass, held {} {} (-f json lists every CPU)",
+            "  {cpus}: {} grace periods, {} {}, held {} {} (-f json lists every CPU)",
             rest.iter().map(|r| r.grace_periods).sum::<u64>(),
             rest.iter().map(|r| r.found_by_pass).sum::<u64>(),
+            table.found_words,
             fixed(rest.iter().map(|r| r.held_ns).sum()),
             unit.suffix(),
         );
@@ -240,6 +385,7 @@ fn holdouts_by_cpu(rows: &[CpuHoldouts], shown: usize, unit: Unit) -> String {
 /// A grace period's last holdout in a few words.
 fn holdout_text(
     holdout: Option<&crate::model::anatomy::Holdout>,
+    expedited: bool,
     unit: crate::model::Unit,
 ) -> String {
     use crate::model::anatomy::Holdout;
@@ -255,10 +401,10 @@ fn holdout_text(
                 [cpu] => format!("CPU {cpu}"),
                 _ => format!("CPUs {} ({})", cpu_list(cpus), cpus.len()),
             };
-            let how = if *found_by_pass {
-                "found quiescent by a pass"
-            } else {
-                "reported itself"
+            let how = match (*found_by_pass, expedited) {
+                (true, false) => "found quiescent by a pass",
+                (true, true) => "found idle or offline at selection",
+                (false, _) => "reported itself",
             };
             let running = sample
                 .as_ref()
@@ -319,6 +465,7 @@ mod tests {
                     sample: None,
                 }),
                 held_ns,
+                expedited: false,
             });
         };
         for cpu in 0..cpus {
@@ -355,6 +502,7 @@ mod tests {
             unassembled: Default::default(),
             lost: Default::default(),
             rcu_node_leaves: Vec::new(),
+            expedited: None,
         }
     }
 

@@ -7,8 +7,8 @@ use anyhow::{Context as _, Result, bail};
 use rcutrace_common::records;
 
 use crate::model::{
-    CpuHoldouts, GracePeriodLosses, GracePeriodRow, GracePeriodsSummary, LatencySummary,
-    PhaseStats, SeriesStats, TaskHoldouts,
+    CpuHoldouts, ExpeditedGracePeriods, GracePeriodLosses, GracePeriodRow, GracePeriodsSummary,
+    LatencySummary, PhaseStats, SeriesStats, TaskHoldouts,
     anatomy::{GracePeriod, Holdout, Mode, Phases, Sample, Task, Unassembled},
     tree::parse_cpu_list,
 };
@@ -45,38 +45,17 @@ pub fn summary(
                 },
             })
             .collect(),
-        holdouts_by_cpu: s
-            .holdouts_by_cpu
-            .iter()
-            .map(|r| {
-                let cpus = match &r.cpu_list {
-                    Some(list) => parse_cpu_list(list)
-                        .with_context(|| format!("{list:?} is not a list of CPUs"))?,
-                    None => vec![r.cpu],
-                };
-                Ok(CpuHoldouts {
-                    cpus,
-                    grace_periods: r.grace_periods,
-                    found_by_pass: r.found_by_pass,
-                    held_ns: r.held_ns,
-                })
-            })
-            .collect::<Result<_>>()?,
+        holdouts_by_cpu: cpu_holdouts(&s.holdouts_by_cpu)?,
         // The live run listed its --top CPUs, a number the records do not keep. As many as
         // its slowest grace periods is the same: that list has --top of them, or every grace
         // period tallied and so at least as many as there are CPUs in the table.
-        holdout_cpus_shown: rows.len(),
-        holdouts_by_task: s
-            .holdouts_by_task
+        holdout_cpus_shown: rows.iter().filter(|g| !g.expedited).count(),
+        holdouts_by_task: task_holdouts(&s.holdouts_by_task),
+        slowest: rows
             .iter()
-            .map(|r| TaskHoldouts {
-                pid: r.pid,
-                comm: r.comm.clone(),
-                grace_periods: r.grace_periods,
-                held_ns: r.held_ns,
-            })
-            .collect(),
-        slowest: rows.iter().map(row).collect::<Result<_>>()?,
+            .filter(|g| !g.expedited)
+            .map(row)
+            .collect::<Result<_>>()?,
         by_gp_seq: s.by_gp_seq,
         without_report: s.without_report,
         unassembled: Unassembled {
@@ -94,7 +73,75 @@ pub fn summary(
             missed_by_kernel: s.missed_by_kernel,
         },
         rcu_node_leaves: s.rcu_node_leaves.clone(),
+        expedited: s
+            .expedited
+            .as_ref()
+            .map(|e| expedited(e, rows))
+            .transpose()?
+            .map(Box::new),
     })
+}
+
+/// The expedited grace periods of a saved run: their summary, and the rows marked expedited.
+fn expedited(
+    e: &records::ExpeditedGracePeriodsRecord,
+    rows: &[records::GracePeriod],
+) -> Result<ExpeditedGracePeriods> {
+    Ok(ExpeditedGracePeriods {
+        durations: SeriesStats {
+            key: None,
+            count: e.grace_periods,
+            min_ns: e.min_ns,
+            max_ns: e.max_ns,
+            mean_ns: e.mean_ns,
+            percentiles: percentiles(&e.percentiles_ns),
+            percentiles_exact: e.percentiles_exact,
+        },
+        holdouts_by_cpu: cpu_holdouts(&e.holdouts_by_cpu)?,
+        holdouts_by_task: task_holdouts(&e.holdouts_by_task),
+        slowest: rows
+            .iter()
+            .filter(|g| g.expedited)
+            .map(row)
+            .collect::<Result<_>>()?,
+        by_sequence: e.by_expedited_sequence,
+        without_report: e.without_report,
+        unassembled: Unassembled {
+            began_before_tracing: e.begun_before_tracing,
+            incomplete: e.incomplete,
+            undecoded_reports: e.undecoded_reports,
+            ..Unassembled::default()
+        },
+    })
+}
+
+fn cpu_holdouts(rows: &[records::CpuHoldoutsRecord]) -> Result<Vec<CpuHoldouts>> {
+    rows.iter()
+        .map(|r| {
+            let cpus = match &r.cpu_list {
+                Some(list) => parse_cpu_list(list)
+                    .with_context(|| format!("{list:?} is not a list of CPUs"))?,
+                None => vec![r.cpu],
+            };
+            Ok(CpuHoldouts {
+                cpus,
+                grace_periods: r.grace_periods,
+                found_by_pass: r.found_by_pass,
+                held_ns: r.held_ns,
+            })
+        })
+        .collect()
+}
+
+fn task_holdouts(rows: &[records::TaskHoldoutsRecord]) -> Vec<TaskHoldouts> {
+    rows.iter()
+        .map(|r| TaskHoldouts {
+            pid: r.pid,
+            comm: r.comm.clone(),
+            grace_periods: r.grace_periods,
+            held_ns: r.held_ns,
+        })
+        .collect()
 }
 
 fn row(g: &records::GracePeriod) -> Result<GracePeriodRow> {
@@ -116,6 +163,7 @@ fn row(g: &records::GracePeriod) -> Result<GracePeriodRow> {
             blocked_readers: g.blocked_readers,
             last_holdout,
             held_ns: g.held_ns,
+            expedited: g.expedited,
         },
         stack: g
             .last_holdout

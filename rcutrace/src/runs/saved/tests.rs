@@ -443,6 +443,7 @@ fn a_gp_run_of_384_cpus_keeps_every_cpu_and_prints_the_same_ten() {
                     sample: None,
                 }),
                 held_ns: 80_000_000,
+                expedited: false,
             },
             stack: Vec::new(),
         })
@@ -476,6 +477,7 @@ fn a_gp_run_of_384_cpus_keeps_every_cpu_and_prints_the_same_ten() {
             unassembled: Default::default(),
             lost: Default::default(),
             rcu_node_leaves: Vec::new(),
+            expedited: None,
         })),
         environment: None,
     };
@@ -746,4 +748,142 @@ fn bpftrace_wrapped_bounds_print_as_bpftrace_printed_them() {
     )
     .unwrap_err();
     assert!(format!("{err:#}").contains("neither a value nor a wrapped log2 bound"));
+}
+
+/// A gp run with expedited grace periods: the JSON marks their rows expedited and carries
+/// their summary, `report` prints the same section again, and a run saved before (no
+/// expedited summary, no mark) still reads as normal grace periods only.
+#[test]
+fn a_gp_run_with_expedited_grace_periods_prints_the_same_again() {
+    use crate::model::{
+        CpuHoldouts, ExpeditedGracePeriods, GracePeriodRow, GracePeriodsSummary, TaskHoldouts,
+        anatomy::{GracePeriod, Holdout, Phases, Task},
+    };
+    let row = |gp_seq: u64, expedited: bool, holdout: Holdout| GracePeriodRow {
+        grace_period: GracePeriod {
+            gp_seq,
+            started_ns: gp_seq,
+            duration_ns: 5_000_000,
+            phases: Phases {
+                quiescent_wait_ns: 4_000_000,
+                kthread_wake_ns: 1_000_000,
+                ..Default::default()
+            },
+            request_wait_ns: None,
+            fqs_passes: 0,
+            cpus_reported: 4,
+            blocked_readers: u32::from(matches!(holdout, Holdout::Task { .. })),
+            last_holdout: Some(holdout),
+            held_ns: 4_000_000,
+            expedited,
+        },
+        stack: Vec::new(),
+    };
+    let cpu = |cpus: Vec<u32>, found_by_pass| Holdout::Cpu {
+        cpus,
+        found_by_pass,
+        sample: None,
+    };
+    let reader = Holdout::Task {
+        task: Task {
+            pid: 438,
+            tgid: 438,
+            comm: "rcu-workload".into(),
+        },
+        cpu: 3,
+        blocked_ns: 1_029_436_832,
+        stack: None,
+    };
+    let expedited = ExpeditedGracePeriods {
+        durations: series(None, 3),
+        holdouts_by_cpu: vec![CpuHoldouts {
+            cpus: vec![0, 1],
+            grace_periods: 2,
+            found_by_pass: 2,
+            held_ns: 8_000_000,
+        }],
+        holdouts_by_task: vec![TaskHoldouts {
+            pid: 438,
+            comm: "rcu-workload".into(),
+            grace_periods: 1,
+            held_ns: 4_000_000,
+        }],
+        slowest: vec![
+            row(353, true, reader),
+            row(325, true, cpu(vec![0, 1], true)),
+        ],
+        by_sequence: Some(3),
+        without_report: 0,
+        unassembled: Default::default(),
+    };
+    let mut summary = GracePeriodsSummary {
+        elapsed: Duration::from_secs(4),
+        latency: LatencySummary {
+            map_name: "@gplat".into(),
+            unit: Unit::Ms,
+            series: vec![series(None, 1)],
+            percentile_error: PERCENTILE_ERROR,
+            losses: Losses::default(),
+            stages: None,
+            cross_checks: Vec::new(),
+        },
+        phases: Vec::new(),
+        holdouts_by_cpu: vec![CpuHoldouts {
+            cpus: vec![3],
+            grace_periods: 1,
+            found_by_pass: 0,
+            held_ns: 4_000_000,
+        }],
+        holdout_cpus_shown: 1,
+        holdouts_by_task: Vec::new(),
+        slowest: vec![row(409, false, cpu(vec![3], false))],
+        by_gp_seq: Some(1),
+        without_report: 0,
+        unassembled: Default::default(),
+        lost: Default::default(),
+        rcu_node_leaves: vec!["0-1".into(), "2-3".into()],
+        expedited: Some(Box::new(expedited)),
+    };
+    let report = |summary: &GracePeriodsSummary| Report {
+        time: None,
+        maps: vec![Map::Hist(HistMap {
+            name: "@gplat".into(),
+            key: None,
+            buckets: log2(&[5_000_000]),
+        })],
+        summary: Summary::GracePeriods(Box::new(summary.clone())),
+        environment: None,
+    };
+    let with = report(&summary);
+    let json = live(Format::Json, &with);
+    assert_eq!(json.matches("\"expedited\": true").count(), 2, "{json}");
+    assert!(json.contains("\"by_expedited_sequence\": 3"), "{json}");
+    let text = live(Format::Text, &with);
+    assert!(
+        text.contains(
+            "\nExpedited grace periods: 3 in 4.00 s (0.8/s); rcu_state.expedited_sequence \
+             advanced by as many\n"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("CPUs 0-1 (2) (found idle or offline at selection)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("blocked reader pid 438 rcu-workload (on CPU 3,"),
+        "{text}"
+    );
+    assert_eq!(replayed(&with), text);
+    // Saved before expedited grace periods were followed.
+    summary.expedited = None;
+    let without = report(&summary);
+    let json = live(Format::Json, &without);
+    assert!(!json.contains("expedited"), "{json}");
+    let saved = parse(json.as_bytes()).unwrap();
+    let Summary::GracePeriods(s) = &saved.reports[0].summary else {
+        panic!("{json}");
+    };
+    assert_eq!((s.expedited.is_none(), s.slowest.len()), (true, 1));
+    assert_eq!(replayed(&without), live(Format::Text, &without));
 }

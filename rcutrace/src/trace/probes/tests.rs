@@ -456,3 +456,35 @@ fn the_domain_init_hook_is_an_optional_kprobe() {
     assert!(SRCU_DOMAIN_INIT.names_only());
     assert!(!counted_probe("synchronize_srcu").names_only());
 }
+
+/// `gp`'s expedited hooks run in IPI handlers, readers' unlocks and with a node's lock held:
+/// kprobes under every choice, never a trampoline.
+#[test]
+fn the_expedited_hooks_are_kprobes() {
+    for probe in EXPEDITED_GRACE_PERIODS {
+        for choice in [
+            AttachChoice::Auto,
+            AttachChoice::Fentry,
+            AttachChoice::Kprobe,
+        ] {
+            let expected = match probe.side {
+                Side::Entry => Method::Kprobe,
+                Side::Return => Method::Kretprobe,
+            };
+            assert_eq!(
+                plan_methods(&probe, choice),
+                [expected],
+                "{} {choice:?}",
+                probe.function
+            );
+        }
+    }
+    assert_eq!(
+        EXPEDITED_REPORT.program(Method::Kprobe).as_deref(),
+        Some("gp_expedited_report_kprobe")
+    );
+    assert_eq!(
+        EXPEDITED_WALK.program(Method::Kprobe).as_deref(),
+        Some("gp_expedited_walk_kprobe")
+    );
+}
