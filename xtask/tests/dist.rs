@@ -70,7 +70,8 @@ fn dist_installs_a_static_binary_its_pages_and_completions() {
 }
 
 /// The guest gets busybox (static) and rcutrace, nothing else: no loader, no libc. The job's
-/// stderr is a terminal (a serial port), so a timed run counts down there, and never into a file.
+/// stderr is a terminal (a serial port), so a timed run counts down there, then says how its
+/// detaching went; into a file it writes neither.
 #[test]
 fn the_static_binary_traces_in_a_guest_without_a_c_library_6_12() {
     let binary = xtask::build::build_rcutrace().expect("building rcutrace");
@@ -92,7 +93,14 @@ fn the_static_binary_traces_in_a_guest_without_a_c_library_6_12() {
     let countdown = "\rrcutrace: 2 s left (Ctrl-C ends early and prints)\r\
                      rcutrace: 1 s left (Ctrl-C ends early and prints)\r";
     assert!(out.stderr.starts_with(countdown), "{:?}", out.stderr);
-    // Wiped before the results: blanks over the line, and back to its start.
-    assert!(out.stderr.ends_with(" \r"), "{:?}", out.stderr);
+    // Wiped before the results: blanks over the line, and back to its start; then the
+    // detaching, on a line of its own.
+    let (counted_down, detached) = out.stderr.rsplit_once(" \r").unwrap_or_default();
+    assert!(counted_down.starts_with(countdown), "{:?}", out.stderr);
+    assert!(
+        detached.starts_with("rcutrace: detached ") && detached.ends_with('\n'),
+        "{:?}",
+        out.stderr
+    );
     assert_eq!(out.status, Some(0));
 }

@@ -11,8 +11,10 @@ const SYNCS: u64 = 40;
 fn counts_ground_truth(series: &str) {
     let script = format!(
         "traced readers 'count --secs 0' '/bin/rcu-workload getppid {READERS}'\n\
+         export RUST_LOG=warn,rcutrace::commands::publish=info\n\
          traced syncs 'count --secs 0 --attach kprobe' '/bin/rcu-workload membarrier {SYNCS}'\n\
          traced fentry 'count --secs 0 --attach fentry' '/bin/rcu-workload membarrier {SYNCS}'\n\
+         unset RUST_LOG\n\
          traced timed 'count --secs 2' 'sleep 4'\n\
          traced json 'count --secs 0 -f json' '/bin/rcu-workload getppid {READERS}'\n\
          export RUST_LOG=info\n\
@@ -138,13 +140,14 @@ fn counts_ground_truth(series: &str) {
     assert!(timed.out.contains("Over 2."), "{}", timed.out);
 }
 
-/// rcutrace's line about its own detaching: `detached N hooks in T ms (K kprobes T ms, ...);
-/// grace periods ended meanwhile: G normal, ...`. The kinds add up to the hooks, and each
-/// kprobe's unregistering waited for a normal grace period of its own, one after another.
+/// rcutrace's line about its own detaching, logged since stderr is a file here: `detached N
+/// hooks in T ms (K kprobes T ms, ...); grace periods ended meanwhile: G normal, ...`. The
+/// kinds add up to the hooks, and each kprobe's unregistering waited for a normal grace
+/// period of its own, one after another.
 fn assert_detach_said(name: &str, err: &str) {
     let line = err
         .lines()
-        .find_map(|l| l.strip_prefix("rcutrace: detached "))
+        .find_map(|l| l.strip_prefix("[INFO  rcutrace::commands::publish] detached "))
         .unwrap_or_else(|| panic!("{name}: no detach line: {err}"));
     let number = |text: &str| -> u64 { text.trim().parse().unwrap_or_else(|_| panic!("{line}")) };
     let (hooks, rest) = line.split_once(" hooks in ").expect(line);

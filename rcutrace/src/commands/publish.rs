@@ -2,7 +2,10 @@
 //! in the run's format and saved to `--save`'s file), `stall`'s events, and what `report`
 //! reads back. A reader that stops reading (`| head`) ends the output, not as a failure.
 
-use std::{fmt, io::Write as _};
+use std::{
+    fmt,
+    io::{IsTerminal as _, Write as _},
+};
 
 use anyhow::{Context as _, Result};
 
@@ -54,9 +57,16 @@ impl Sink {
         print(&render::stall_event(self.format, event))
     }
 
-    /// rcutrace's own detaching, done: on stderr, whatever the format.
+    /// rcutrace's own detaching, done: on stderr where that is a terminal, whatever the
+    /// format; elsewhere (a file, a pipe) in the log at info level, so that a script's stderr
+    /// stays empty on success, as bpftrace's does.
     pub fn detached(self, detach: &OwnDetach) {
-        eprint!("{}", render::detach_line(detach));
+        let line = render::detach_line(detach);
+        if std::io::stderr().is_terminal() {
+            eprint!("{line}");
+        } else {
+            log::info!("{}", line.trim_start_matches("rcutrace: ").trim_end());
+        }
     }
 
     /// Text made elsewhere (`report`'s reading of saved runs).
