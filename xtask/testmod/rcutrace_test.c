@@ -59,7 +59,7 @@
  *                                then, the reader left, a 50 ms sleep on CPU C (its quiescent
  *                                state) before the writer moves back.
  *   block_reader N MS            N times: inside rcu_read_lock(), one
- *                                start_poll_synchronize_rcu(), then msleep(MS) in
+ *                                start_poll_synchronize_rcu(), then sleeps MS ms (by ktime) in
  *                                rcutrace_test_block_in_reader() (MS <= 30000): the writer is a
  *                                blocked reader that holds the grace period up. The kernel warns
  *                                once about the voluntary switch inside a reader.
@@ -94,6 +94,7 @@
 #include <linux/atomic.h>
 #include <linux/cpu.h>
 #include <linux/delay.h>
+#include <linux/hrtimer.h>
 #include <linux/kernel.h>
 #include <linux/kprobes.h>
 #include <linux/ktime.h>
@@ -852,11 +853,21 @@ static int op_hold_cpu(unsigned long cpu, unsigned long ms)
 
 static noinline void rcutrace_test_block_in_reader(unsigned long ms)
 {
+	ktime_t until;
+
 	rcu_read_lock();
 	atomic_set(&hold_cpu_used, raw_smp_processor_id());
 	atomic64_set(&hold_start_ns, ktime_get_ns());
 	CALL(start_poll_synchronize_rcu);
-	msleep(ms);
+	/*
+	 * Asleep once, until the clock the hold is measured by says MS have passed: msleep()
+	 * counts jiffies, which under emulation can run ahead of that clock (a 400 ms msleep()
+	 * came back after 396.5 ms of it in a 64-CPU guest).
+	 */
+	until = ktime_add_ms(ktime_get(), ms);
+	do {
+		set_current_state(TASK_UNINTERRUPTIBLE);
+	} while (schedule_hrtimeout(&until, HRTIMER_MODE_ABS));
 	atomic64_set(&hold_end_ns, ktime_get_ns());
 	rcu_read_unlock();
 }
