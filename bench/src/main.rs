@@ -96,23 +96,16 @@ fn bench_command(args: BenchArgs) -> Result<ExitCode> {
     println!("{}", outcome.summary.table());
     println!("{}", outcome.summary.targets());
     if sizes.is_full() {
-        let path = workspace::root().join(bench::BENCHMARKS_MD);
-        let series = document::series(&outcome.kernel_release).with_context(|| {
-            format!(
-                "no kernel series in the release {:?}",
-                outcome.kernel_release
-            )
+        let series = write_section(&outcome.kernel_release, str::to_string, |before| {
+            let mut section = bench::benchmarks_md(&outcome, &opts.command(), &bench::today());
+            // Whether this run agrees with the one it replaces.
+            if let Some(comparison) =
+                before.and_then(|before| bench::against_previous(before, &section))
+            {
+                section.push_str(&comparison);
+            }
+            section
         })?;
-        let mut section = bench::benchmarks_md(&outcome, &opts.command(), &bench::today());
-        // Whether this run agrees with the one it replaces: read before it is overwritten.
-        let previous = std::fs::read_to_string(&path).unwrap_or_default();
-        if let Some(before) = document::section(&previous, &series)
-            && let Some(comparison) = bench::against_previous(&before, &section)
-        {
-            section.push_str(&comparison);
-        }
-        let text = document::with_section(&previous, &series, &section);
-        std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
         eprintln!(
             "xtask: the {series} kernel's section written to {}",
             bench::BENCHMARKS_MD
@@ -152,18 +145,11 @@ fn scaling_command(opts: &bench::Options, cpus: u32) -> Result<ExitCode> {
         println!("missed: {miss}");
     }
     if sizes.reps >= Sizes::FULL.reps && sizes.window_secs >= Sizes::FULL.window_secs {
-        let path = workspace::root().join(bench::BENCHMARKS_MD);
-        let series = document::series(&outcome.kernel_release).with_context(|| {
-            format!(
-                "no kernel series in the release {:?}",
-                outcome.kernel_release
-            )
-        })?;
-        let key = document::scaling_key(&series, cpus);
-        let section = bench::scaling_md(&outcome, &command, &bench::today(), cpus);
-        let previous = std::fs::read_to_string(&path).unwrap_or_default();
-        let text = document::with_section(&previous, &key, &section);
-        std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+        let key = write_section(
+            &outcome.kernel_release,
+            |series| document::scaling_key(series, cpus),
+            |_| bench::scaling_md(&outcome, &command, &bench::today(), cpus),
+        )?;
         eprintln!(
             "xtask: the section `{key}` written to {}",
             bench::BENCHMARKS_MD
@@ -177,4 +163,23 @@ fn scaling_command(opts: &bench::Options, cpus: u32) -> Result<ExitCode> {
         );
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Writes one section of BENCHMARKS.md for the kernel of `kernel_release`, under the key
+/// `key_of` makes of its series, as `section` makes it from the text it replaces (if any);
+/// returns the key.
+fn write_section(
+    kernel_release: &str,
+    key_of: impl FnOnce(&str) -> String,
+    section: impl FnOnce(Option<&str>) -> String,
+) -> Result<String> {
+    let path = workspace::root().join(bench::BENCHMARKS_MD);
+    let series = document::series(kernel_release)
+        .with_context(|| format!("no kernel series in the release {kernel_release:?}"))?;
+    let key = key_of(&series);
+    let previous = std::fs::read_to_string(&path).unwrap_or_default();
+    let before = document::section(&previous, &key);
+    let text = document::with_section(&previous, &key, &section(before.as_deref()));
+    std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+    Ok(key)
 }

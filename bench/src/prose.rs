@@ -53,6 +53,14 @@ fn fill(template: &str, fields: &[(&str, String)]) -> String {
     out
 }
 
+/// What the guest said of `key` (a line `KEY VALUE` of its info), or `?`.
+fn guest_info(info: &[String], key: &str) -> String {
+    info.iter()
+        .find_map(|l| l.strip_prefix(key)?.strip_prefix(' '))
+        .unwrap_or("?")
+        .to_string()
+}
+
 /// A figure with `decimals` places, or `?` where it was not measured.
 fn num(value: Option<f64>, decimals: usize) -> String {
     value.map_or("?".into(), |v| format!("{v:.decimals$}"))
@@ -62,14 +70,7 @@ fn num(value: Option<f64>, decimals: usize) -> String {
 pub fn benchmarks_md(outcome: &Outcome, command: &str, date: &str) -> String {
     let summary = &outcome.summary;
     let sizes = summary.sizes;
-    let info = |key: &str| {
-        outcome
-            .info
-            .iter()
-            .find_map(|l| l.strip_prefix(key)?.strip_prefix(' '))
-            .unwrap_or("?")
-            .to_string()
-    };
+    let info = |key: &str| guest_info(&outcome.info, key);
     let mut md = fill(
         HEADER,
         &[
@@ -546,14 +547,7 @@ fn watch_notes(summary: &Summary) -> String {
 /// table, the targets missed and what grew.
 pub fn scaling_md(outcome: &ScalingOutcome, command: &str, date: &str, many: u32) -> String {
     let summary = &outcome.summary;
-    let info = |key: &str| {
-        outcome
-            .info
-            .iter()
-            .find_map(|l| l.strip_prefix(key)?.strip_prefix(' '))
-            .unwrap_or("?")
-            .to_string()
-    };
+    let info = |key: &str| guest_info(&outcome.info, key);
     let leaves = many.div_ceil(16);
     let mut md = fill(
         SCALING,
@@ -634,6 +628,7 @@ fn scaling_grows(summary: &ScalingSummary) -> String {
     };
     let (interval_few, interval_many) = pair("CPU per", 3);
     let (read_few, read_many) = pair("of which reading", 3);
+    let (arrays_few, arrays_many) = pair("of which the per-CPU maps", 3);
     let (gp_few, gp_many) = pair("`gp`", 3);
     let (stall_few, stall_many) = pair("`stall`", 3);
     fill(
@@ -650,6 +645,8 @@ fn scaling_grows(summary: &ScalingSummary) -> String {
             ("interval_many", interval_many),
             ("read_few", read_few),
             ("read_many", read_many),
+            ("arrays_few", arrays_few),
+            ("arrays_many", arrays_many),
             ("few", summary.cpus.0.to_string()),
             ("many", summary.cpus.1.to_string()),
             ("gp_few", gp_few),

@@ -52,6 +52,8 @@ pub enum Metric {
     IntervalCpuMs,
     /// Of that, reading the counters (the median report, as rcutrace logs it).
     IntervalReadMs,
+    /// Of the reading, the per-CPU arrays (a value per CPU for each slot read).
+    IntervalArraysMs,
     /// User CPU over the tracer's whole run.
     RunUtimeMs,
     /// The tracer's whole run, launch to exit.
@@ -102,7 +104,7 @@ pub enum Metric {
 }
 
 impl Metric {
-    pub const ALL: [Metric; 45] = [
+    pub const ALL: [Metric; 46] = [
         Metric::GetppidNs,
         Metric::EventsPerCall,
         Metric::MembarrierWallNs,
@@ -125,6 +127,7 @@ impl Metric {
         Metric::ExitMs,
         Metric::IntervalCpuMs,
         Metric::IntervalReadMs,
+        Metric::IntervalArraysMs,
         Metric::RunUtimeMs,
         Metric::RunS,
         Metric::WindowCpuMs,
@@ -174,6 +177,7 @@ impl Metric {
             Metric::ExitMs => "exit_ms",
             Metric::IntervalCpuMs => "interval_cpu_ms",
             Metric::IntervalReadMs => "interval_read_ms",
+            Metric::IntervalArraysMs => "interval_arrays_ms",
             Metric::RunUtimeMs => "run_utime_ms",
             Metric::RunS => "run_s",
             Metric::WindowCpuMs => "window_cpu_ms",

@@ -402,6 +402,19 @@ pub fn needs_own_work(probes: &[Probe]) -> bool {
     })
 }
 
+/// How many of the first slots of the `COUNTS` array the programs of `probes` write: its only
+/// writers are the counter programs, each to its own slot, so a reading need read no further.
+pub fn counter_slots_written(probes: &[Probe]) -> u32 {
+    probes
+        .iter()
+        .filter_map(|p| match p.programs {
+            Programs::Counter(slot) => Some(slot + 1),
+            _ => None,
+        })
+        .max()
+        .unwrap_or(0)
+}
+
 impl Probe {
     /// Whether the hook only names what other hooks count (`SRCU_DOMAIN_INIT`): a run goes
     /// on without it.

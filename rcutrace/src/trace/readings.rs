@@ -6,12 +6,12 @@
 //! the reader probe) is a new kprobe, whose count starts from zero: its whole count is the
 //! period's.
 
-use std::collections::HashMap;
+use std::{collections::HashMap, time::Duration};
 
 use anyhow::Result;
 use rcutrace_common::attribution::Attribution;
 
-use crate::{kernel::kprobe_table::Counted, trace::probes::Probe, trace::tracer::Tracer};
+use crate::{kernel::kprobe_table::Counted, marks, trace::probes::Probe, trace::tracer::Tracer};
 
 /// The per-CPU arrays of counters: `count`'s per-function counts and its losses, the
 /// latency programs' per-function statistics, and `gp`'s counts and what its programs could
@@ -41,23 +41,33 @@ pub struct Reading {
 }
 
 impl Reading {
-    /// Reads every counter now; the keyed map only when `keyed` (walking it is not free).
+    /// Reads every counter now; the keyed map only when `keyed` (walking it is not free), and
+    /// the arrays only where a loaded program uses them (the others read as empty).
     pub fn take(tracer: &Tracer, keyed: bool) -> Result<Self> {
+        Ok(Self::take_timed(tracer, keyed)?.0)
+    }
+
+    /// `take`, with the CPU time this thread spent reading the per-CPU arrays: the part of a
+    /// reading that grows with the CPU count (a value per CPU for every slot).
+    pub fn take_timed(tracer: &Tracer, keyed: bool) -> Result<(Self, Duration)> {
+        let started = marks::thread_cpu();
         let mut arrays = HashMap::new();
-        for name in ARRAYS {
+        for name in ARRAYS.into_iter().filter(|name| tracer.array_in_use(name)) {
             arrays.insert(name, tracer.per_cpu_sums(name)?);
         }
+        let arrays_cpu = marks::thread_cpu().saturating_sub(started);
         let keyed = if keyed {
             tracer.keyed_counts()?.into_iter().collect()
         } else {
             HashMap::new()
         };
-        Ok(Reading {
+        let reading = Reading {
             arrays,
             keyed,
             missed: tracer.missed_by_program_id(),
             kprobe_missed: tracer.kprobe_misses(),
-        })
+        };
+        Ok((reading, arrays_cpu))
     }
 
     /// What was added from `earlier` to this reading. A key this reading did not see (a walk

@@ -2,6 +2,7 @@
 //! detaches. The only module that talks to aya.
 
 use std::{
+    cell::OnceCell,
     collections::{HashMap, HashSet},
     fmt,
     os::fd::AsRawFd as _,
@@ -74,6 +75,11 @@ pub struct Tracer {
     /// Where the kprobe layer keeps its skipped-hit counts (`set_kprobe_table`), or why
     /// they cannot be read.
     kprobe_table: Option<std::result::Result<KprobeTable, String>>,
+    /// The per-CPU arrays some loaded program uses, found at the first reading (`None`
+    /// where the kernel does not list a program's maps).
+    arrays_in_use: OnceCell<Option<HashSet<String>>>,
+    /// Arrays of which only the first slots are written (`written_slots`), and how many.
+    written_slots: HashMap<&'static str, u32>,
 }
 
 struct KprobeLink {
@@ -132,6 +138,8 @@ impl Tracer {
             program_ids: Vec::new(),
             kprobes: Vec::new(),
             kprobe_table: None,
+            arrays_in_use: OnceCell::new(),
+            written_slots: HashMap::new(),
         })
     }
 
@@ -477,19 +485,68 @@ impl Tracer {
             .ok_or_else(|| anyhow!("map {name} missing from the eBPF object"))
     }
 
-    /// Every slot of a per-CPU u64 array, summed over the CPUs: in one system call where the
-    /// kernel takes a batch (5.6 and later), else a lookup per slot. Interval reports read
-    /// every counter array, and a lookup each costs more than the rest of the report.
+    /// Whether a loaded program uses per-CPU array `name`, so that reading it can find
+    /// anything (where the kernel does not say, every array is taken as used). Asked once the
+    /// programs are loaded: at 64 CPUs each array costs a read of a value per slot and CPU,
+    /// and most commands write two or three of the object's arrays.
+    pub fn array_in_use(&self, name: &str) -> bool {
+        self.arrays_in_use
+            .get_or_init(|| self.find_arrays_in_use())
+            .as_ref()
+            .is_none_or(|used| used.contains(name))
+    }
+
+    fn find_arrays_in_use(&self) -> Option<HashSet<String>> {
+        let mut used_ids = HashSet::new();
+        for (_, program) in self.ebpf.programs() {
+            // A program that is not loaded has no info, and uses nothing.
+            if let Ok(info) = program.info() {
+                used_ids.extend(info.map_ids().ok()??);
+            }
+        }
+        let used: HashSet<String> = self
+            .maps
+            .iter()
+            .filter(|(_, map)| match map {
+                Map::PerCpuArray(data) => {
+                    data.info().is_ok_and(|info| used_ids.contains(&info.id()))
+                }
+                _ => false,
+            })
+            .map(|(name, _)| name.clone())
+            .collect();
+        log::debug!("per-CPU arrays the programs use: {used:?}");
+        Some(used)
+    }
+
+    /// Says that the run's programs write only the first `slots` slots of array `name`
+    /// (`count` writes 7 of `COUNTS`' 48): readings read no more, since at 64 CPUs each slot
+    /// read costs a value per CPU.
+    pub fn set_written_slots(&mut self, name: &'static str, slots: u32) {
+        self.written_slots.insert(name, slots);
+    }
+
+    /// Every slot of a per-CPU u64 array that the programs write, summed over the CPUs (the
+    /// slots past those read as none): in one system call where the kernel takes a batch
+    /// (5.6 and later), else a lookup per slot. Interval reports read every counter array,
+    /// and a lookup each costs more than the rest of the report.
     pub fn per_cpu_sums(&self, name: &str) -> Result<Vec<u64>> {
         let array: PerCpuArray<&MapData, u64> =
             PerCpuArray::try_from(self.map(name)?).with_context(|| format!("opening {name}"))?;
+        let slots = self
+            .written_slots
+            .get(name)
+            .map_or(array.len(), |&written| written.min(array.len()));
+        if slots == 0 {
+            return Ok(Vec::new());
+        }
         if let Map::PerCpuArray(data) = self.map(name)?
             && let Ok(cpus) = aya::util::nr_cpus()
-            && let Some(sums) = batched_per_cpu_sums(data, array.len(), cpus)
+            && let Some(sums) = batched_per_cpu_sums(data, slots, cpus)
         {
             return Ok(sums);
         }
-        (0..array.len())
+        (0..slots)
             .map(|index| {
                 let values = array
                     .get(&index, 0)
@@ -669,7 +726,7 @@ struct BatchAttr {
 
 const BPF_MAP_LOOKUP_BATCH: libc::c_long = 24;
 
-/// Every slot of a per-CPU array of u64, each summed over the CPUs, in one
+/// The first `slots` slots of a per-CPU array of u64, each summed over the CPUs, in one
 /// `BPF_MAP_LOOKUP_BATCH`; `None` where the kernel or the map does not take it.
 fn batched_per_cpu_sums(data: &MapData, slots: u32, cpus: usize) -> Option<Vec<u64>> {
     use std::os::fd::AsFd as _;

@@ -42,6 +42,8 @@ pub fn count_startup(opts: &Options, tracer: Tracer, tag: &str) -> Result<(), St
 /// What rcutrace logs for each report's reading of the counters (`trace::engine`).
 const READ_LOG: &str = "warn,rcutrace::trace::engine=debug";
 const READ_LINE: &str = "counters read for a report in ";
+/// In the same line, what of it the per-CPU arrays took.
+const ARRAYS_PART: &str = "the per-CPU arrays in ";
 
 /// `rcutrace count --interval 1` over the window: the CPU its threads use per report, and of
 /// that, what reading the counters took (as rcutrace logs it, its thread's CPU time).
@@ -64,25 +66,31 @@ pub fn interval_reports(opts: &Options, tag: &str) -> Result<(), String> {
     let reports = (after.0 - before.0).as_secs_f64();
     let cpu_ms = cpu_after.exec_ns.saturating_sub(cpu_before.exec_ns) as f64 / 1e6;
     sample(Metric::IntervalCpuMs, config, cpu_ms / reports);
-    let mut reads: Vec<f64> = done
-        .stderr_lines
-        .iter()
-        .filter_map(|(_, line)| {
-            let after = &line[line.find(READ_LINE)? + READ_LINE.len()..];
-            after.split_whitespace().next()?.parse().ok()
-        })
-        .collect();
-    reads.sort_by(f64::total_cmp);
-    let Some(read_ms) = reads.get(reads.len() / 2).copied() else {
+    let median_after = |text: &str| {
+        let mut values: Vec<f64> = done
+            .stderr_lines
+            .iter()
+            .filter(|(_, line)| line.contains(READ_LINE))
+            .filter_map(|(_, line)| {
+                let after = &line[line.find(text)? + text.len()..];
+                after.split_whitespace().next()?.parse().ok()
+            })
+            .collect();
+        values.sort_by(f64::total_cmp);
+        values.get(values.len() / 2).copied()
+    };
+    let (Some(read_ms), Some(arrays_ms)) = (median_after(READ_LINE), median_after(ARRAYS_PART))
+    else {
         return Err(format!(
             "`rcutrace count --interval 1` logged no reading of its counters:\n{}",
             done.stderr
         ));
     };
     sample(Metric::IntervalReadMs, config, read_ms);
+    sample(Metric::IntervalArraysMs, config, arrays_ms);
     progress(&format!(
         "{tag} rcutrace count --interval 1: {:.3} ms of CPU per report, {read_ms:.3} ms of it \
-         reading the counters",
+         reading the counters, {arrays_ms:.3} ms the per-CPU arrays",
         cpu_ms / reports
     ));
     Ok(())

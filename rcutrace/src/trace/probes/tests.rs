@@ -488,3 +488,24 @@ fn the_expedited_hooks_are_kprobes() {
         Some("gp_expedited_walk_kprobe")
     );
 }
+
+/// A reading reads `COUNTS` only as far as the run's counter programs write: the default
+/// seven are its first seven slots, `--all` reaches the count of empty `rcu_gp_init()`s,
+/// and a run without counters reads none.
+#[test]
+fn counter_slots_written_end_at_the_last_counter() {
+    let probes = |set| counted_functions(set).map(|c| c.probe).collect::<Vec<_>>();
+    assert_eq!(counter_slots_written(&probes(CountedSet::Default)), 7);
+    let mut all = probes(CountedSet::All);
+    all.push(GP_INIT_FOUND_NOTHING);
+    let written = counter_slots_written(&all);
+    assert!(written > counters::GP_INIT_FOUND_NOTHING && written <= counters::COUNTER_SLOTS);
+    assert!(COUNTED.iter().all(|c| c.slot() < written));
+    let mut gp: Vec<Probe> = GRACE_PERIODS.in_attach_order().to_vec();
+    gp.push(EXPEDITED_END);
+    assert_eq!(counter_slots_written(&gp), 0);
+    let mut srlat = vec![GP_LATENCY.entry, GP_LATENCY.exit];
+    assert_eq!(counter_slots_written(&srlat), 0);
+    srlat.push(counted_probe("call_rcu"));
+    assert_eq!(counter_slots_written(&srlat), counters::CALL_RCU + 1);
+}
