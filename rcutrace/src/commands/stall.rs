@@ -95,7 +95,10 @@ pub async fn run(args: &StallArgs, sink: Sink) -> Result<Report> {
         reader: ExpeditedHoldoutReader::new(layout.tree.clone()),
         failure_said: false,
     };
-    let symbols = SymbolKeeper::new();
+    // A warning's stacks are named as it is printed, while what holds the grace period is
+    // still loaded: the periodic look only keeps the names of what goes away before that,
+    // and each look is a wake-up (three quarters of an idle stall's own CPU at one a second).
+    let symbols = SymbolKeeper::looking_every(LOOK_EVERY);
     let state = RefCell::new(State {
         printer: Printer::start(sink, symbols.clone()),
         stream: Assembler::new(layout.tree.clone(), &online),

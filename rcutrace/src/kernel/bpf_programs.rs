@@ -12,10 +12,11 @@ use std::{
 
 use aya_obj::generated::{bpf_attr, bpf_cmd, bpf_prog_info};
 
-/// The ids of the programs loaded now, ascending; empty where the kernel will not say.
-pub fn ids() -> Vec<u32> {
+/// The ids above `id` of the programs loaded now, ascending (0: all of them); empty where
+/// the kernel will not say. One call if there are none.
+pub fn ids_after(id: u32) -> Vec<u32> {
     let mut ids = Vec::new();
-    let mut id = 0;
+    let mut id = id;
     loop {
         // SAFETY: all zeroes is a valid bpf_attr.
         let mut attr: bpf_attr = unsafe { std::mem::zeroed() };

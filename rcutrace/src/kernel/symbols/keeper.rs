@@ -1,8 +1,8 @@
 //! Keeps the kernel's symbols while a run traces, so that a stack is named as it was when
 //! captured: one snapshot of /proc/kallsyms as the window opens (on a thread of its own, off
-//! the start-up path), then a cheap look every second at which modules and BPF programs are
-//! loaded, and a new snapshot only when one appeared. What goes away stays named by the
-//! snapshot that had it. A module loaded and unloaded between two looks is not known: its
+//! the start-up path), then a cheap look every second (or as often as the command asks) at
+//! which modules and BPF programs are loaded, and a new snapshot only when one appeared.
+//! What goes away stays named by the snapshot that had it. A module loaded and unloaded between two looks is not known: its
 //! addresses print as unknown, never as a neighbour's. A run that starts a command in its
 //! window (`run`, `-c`) reads the first snapshot before the command starts.
 //!
@@ -20,7 +20,7 @@ use std::{
 
 use super::{Symbolizer, unknown};
 
-/// How often the keeper looks for new modules and BPF programs.
+/// How often the keeper looks for new modules and BPF programs, unless the command says.
 const LOOK_EVERY: Duration = Duration::from_secs(1);
 
 /// Shared by the window's thread, the keeper's and (for `stall`) the printer's; the keeper's
@@ -29,8 +29,8 @@ pub struct SymbolKeeper {
     shared: Arc<Shared>,
 }
 
-#[derive(Default)]
 struct Shared {
+    look_every: Duration,
     handles: AtomicUsize,
     state: Mutex<State>,
     stop: Mutex<bool>,
@@ -93,9 +93,21 @@ impl Names<'_> {
 
 impl SymbolKeeper {
     pub fn new() -> Self {
-        let shared = Arc::new(Shared::default());
-        shared.handles.store(1, Ordering::Relaxed);
-        SymbolKeeper { shared }
+        Self::looking_every(LOOK_EVERY)
+    }
+
+    /// A keeper that looks for newcomers every `look_every`: each look wakes a thread, which
+    /// an always-on command pays for.
+    pub fn looking_every(look_every: Duration) -> Self {
+        SymbolKeeper {
+            shared: Arc::new(Shared {
+                look_every,
+                handles: AtomicUsize::new(1),
+                state: Mutex::default(),
+                stop: Mutex::default(),
+                stopped: Condvar::new(),
+            }),
+        }
     }
 
     /// Takes the first snapshot now, on the calling thread: for a run that starts a command
@@ -122,7 +134,7 @@ impl SymbolKeeper {
                 let stop = shared.stop.lock().unwrap_or_else(|e| e.into_inner());
                 let (stop, _) = shared
                     .stopped
-                    .wait_timeout_while(stop, LOOK_EVERY, |stop| !*stop)
+                    .wait_timeout_while(stop, shared.look_every, |stop| !*stop)
                     .unwrap_or_else(|e| e.into_inner());
                 if *stop {
                     return;

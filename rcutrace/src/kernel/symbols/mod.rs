@@ -41,9 +41,11 @@ pub struct Presence {
 }
 
 impl Presence {
-    fn now() -> Result<(Presence, String)> {
+    /// The modules loaded now and the BPF programs with ids above `after` (0: all of them),
+    /// with /proc/modules' text.
+    fn now(after: u32) -> Result<(Presence, String)> {
         let text = fs::read_to_string("/proc/modules").context("reading /proc/modules")?;
-        let presence = Presence::of(&text, bpf_programs::ids());
+        let presence = Presence::of(&text, bpf_programs::ids_after(after));
         Ok((presence, text))
     }
 
@@ -111,17 +113,20 @@ impl Symbolizer {
             .as_ref()
     }
 
-    /// Takes a new snapshot if a module or BPF program appeared since the last one.
+    /// Takes a new snapshot if a module or BPF program appeared since the last one. Always-on
+    /// commands look every second, so a look that finds nothing new costs one read of
+    /// /proc/modules and one bpf() call: the kernel numbers programs upwards (wrapping only
+    /// after 2^31 of them), so a new one has an id above every id seen.
     pub fn refresh(&mut self) -> Result<()> {
-        let (presence, _) = Presence::now()?;
-        if presence.has_new(&self.seen) {
+        let newest_seen = self.seen.programs.iter().max().copied().unwrap_or(0);
+        if Presence::now(newest_seen)?.0.has_new(&self.seen) {
             self.read()?;
         }
         Ok(())
     }
 
     fn read(&mut self) -> Result<()> {
-        let (presence, modules) = Presence::now()?;
+        let (presence, modules) = Presence::now(0)?;
         let extents = Extents {
             modules: table::parse_modules(&modules),
             bpf_functions: bpf_programs::jited_functions(&Vec::from_iter(
