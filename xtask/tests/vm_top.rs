@@ -22,55 +22,68 @@ mkdir -p /dev/pts && mount -t devpts devpts /dev/pts || exit 1
 export TERM=screen TERMINFO=/lib/terminfo SHELL=/bin/sh
 insmod /lib/rcutrace_test.ko || exit 1
 wait_for() { i=0; while ! eval "$1" && [ $i -lt 900 ]; do sleep 0.1; i=$((i + 1)); done; }
-screen() { tmux capture-pane -p -t top; }
+# Each session has a tmux server of its own (-L NAME): a new session on the server the last
+# one killed could land on it while it is still going away, and go with it.
+t() { tmux -L "$server" "$@"; }
+screen() { t capture-pane -p -t top; }
 on_screen() { screen | grep -q -e "$1"; }
 # start NAME: rcutrace top in a 150x45 terminal, its status in /tmp/NAME.status on exit.
 start() {
+    server=$1
     rm -f /tmp/$1.status
-    tmux new-session -d -s top -x 150 -y 45 \
+    t new-session -d -s top -x 150 -y 45 \
         "/bin/rcutrace top --rows 30 2>/tmp/$1.err; echo \$? >/tmp/$1.status"
-    tmux set-option -t top remain-on-exit on
+    t set-option -t top remain-on-exit on
     wait_for "on_screen 'Grace periods'"
     # Two refreshes: its first intervals are behind it.
     sleep 2.5
 }
-# stop NAME: after the keys or signal that ended it, its status and what the pane shows.
+# stop NAME: after the keys or signal that ended it, its status and what the pane shows. If it
+# did not end, where each of its threads is (in the kernel too) and what the kernel said.
 stop() {
-    wait_for "[ -e /tmp/$1.status ]"
+    wait_for "[ -s /tmp/$1.status ]"
+    echo "=== $1.stuck"
+    if [ ! -s /tmp/$1.status ]; then
+        for t in /proc/$(pidof rcutrace)/task/*; do
+            echo "thread $(cat $t/comm): state $(cut -d' ' -f3 $t/stat), in $(cat $t/wchan)"
+            cat $t/stack
+        done
+        dmesg | tail -20
+    fi
     echo "=== $1.status"; cat /tmp/$1.status
-    echo "=== $1.alternate"; tmux display-message -p -t top '#{alternate_on}'
+    echo "=== $1.alternate"; t display-message -p -t top '#{alternate_on}'
     echo "=== $1.after"; screen
     echo "=== $1.err"; cat /tmp/$1.err
-    tmux kill-server
+    t kill-server
 }
 
 start keys
-echo "=== keys.alternate_while_open"; tmux display-message -p -t top '#{alternate_on}'
+echo "=== keys.alternate_while_open"; t display-message -p -t top '#{alternate_on}'
 /bin/rcu-workload membarrier CALLS >/dev/null
 /bin/rcu-workload module call_rcu CALLBACKS >/dev/null
 /bin/rcu-workload module rcu_barrier 1 >/dev/null
 sleep 2.5
 echo "=== workload"; screen
-tmux send-keys -t top p
+t send-keys -t top p
 sleep 0.5
 echo "=== paused"; screen
 /bin/rcu-workload membarrier MORE_CALLS >/dev/null
 sleep 2.5
 echo "=== still_paused"; screen
-tmux send-keys -t top p
+t send-keys -t top p
 sleep 2.5
 echo "=== resumed"; screen
-tmux send-keys -t top s
+t send-keys -t top s
 sleep 0.5
 echo "=== sort_max"; screen
-tmux send-keys -t top s
+t send-keys -t top s
 sleep 0.5
 echo "=== sort_calls"; screen
-tmux send-keys -t top q
+t send-keys -t top q
 stop keys
 
 start interrupt
-tmux send-keys -t top C-c
+t send-keys -t top C-c
 stop interrupt
 
 start terminate
@@ -185,7 +198,13 @@ fn top(series: &str) {
     for ending in ["keys", "interrupt", "terminate"] {
         let status = section(&format!("{ending}.status")).trim();
         let err = section(&format!("{ending}.err"));
-        assert_eq!(status, "0", "{series} {ending}: {err}");
+        assert_eq!(
+            status,
+            "0",
+            "{series} {ending}: {err}\nthe screen:\n{}\nwhere it was:\n{}",
+            section(&format!("{ending}.after")),
+            section(&format!("{ending}.stuck"))
+        );
         assert_eq!(
             section(&format!("{ending}.alternate")).trim(),
             "0",

@@ -12,7 +12,7 @@ use std::{
     cell::RefCell,
     collections::{BTreeMap, HashMap},
     io::Stdout,
-    sync::{Arc, Mutex},
+    sync::{Arc, Mutex, OnceLock},
     time::Duration,
 };
 
@@ -107,7 +107,7 @@ pub async fn run(args: &TopArgs, sink: Sink) -> Result<()> {
         rows: args.rows,
         ..View::default()
     })?;
-    Screen::read_keys(&screen);
+    let keys_failed = Screen::read_keys(&screen);
     let mut make_frame = |period: &Period<'_>| {
         let mut aggregate = aggregate.borrow_mut();
         if aggregate.malformed > 0 {
@@ -157,6 +157,11 @@ pub async fn run(args: &TopArgs, sink: Sink) -> Result<()> {
     }
     drop(restore);
     delivering.say_detached();
+    if let Some(failure) = keys_failed.get() {
+        bail!(
+            "reading the keyboard failed, so top ended (its keys could no longer end it): {failure}"
+        );
+    }
     traced.map(|_| ())
 }
 
@@ -186,11 +191,23 @@ impl Screen {
     }
 
     /// Reads keys until the process ends: `q` and Ctrl-C end the window (as SIGINT does),
-    /// `p` and `s` change the view.
-    fn read_keys(screen: &Arc<Mutex<Screen>>) {
+    /// `p` and `s` change the view. If reading them fails, the window ends too: in raw mode
+    /// Ctrl-C is only a key, and a screen no key can end must not be left running. What
+    /// failed is returned.
+    fn read_keys(screen: &Arc<Mutex<Screen>>) -> Arc<OnceLock<String>> {
         let screen = Arc::clone(screen);
+        let failed = Arc::new(OnceLock::new());
+        let failure = Arc::clone(&failed);
+        let fail = move |what: String| {
+            let _ = failure.set(what);
+            quit();
+        };
         std::thread::spawn(move || {
-            while let Ok(event) = event::read() {
+            loop {
+                let event = match event::read() {
+                    Ok(event) => event,
+                    Err(e) => return fail(e.to_string()),
+                };
                 let Event::Key(key) = event else {
                     if let Event::Resize(..) = event
                         && let Ok(mut s) = screen.lock()
@@ -203,7 +220,7 @@ impl Screen {
                     continue;
                 }
                 let Ok(mut s) = screen.lock() else {
-                    return;
+                    return fail("the screen's lock was poisoned".to_string());
                 };
                 match key.code {
                     KeyCode::Char('q') | KeyCode::Esc => quit(),
@@ -215,6 +232,7 @@ impl Screen {
                 let _ = s.redraw();
             }
         });
+        failed
     }
 
     /// A new refresh: shown unless paused (the frozen one stays, so it can be read).
