@@ -64,6 +64,14 @@
  *                                blocked reader that holds the grace period up. The kernel warns
  *                                once about the voluntary switch inside a reader.
  *   spin_preempt_off N           holds the CPU N ms with preemption off (the stuck-guest op)
+ *   hold_srcu C MS               on CPU C (as hold_cpu moves): srcu_read_lock() on the module's
+ *                                srcu_struct, one start_poll_synchronize_srcu() (so an SRCU grace
+ *                                period is wanted), then asleep MS ms (by ktime; MS <= 30000) in
+ *                                rcutrace_test_hold_srcu_reader(), then srcu_read_unlock(): CPU
+ *                                C's count holds every SRCU grace period of that domain up.
+ *   hold_task C MS               on CPU C: busy MS ms (MS <= 5000) in rcutrace_test_hold_task(),
+ *                                preemptible but never switching out of its own accord nor
+ *                                returning to user mode: the writer is a tasks-RCU holdout.
  *   reset N                      zeroes every counter below (N is ignored).
  * The `uses OP:` lines of the read-out list the kernel functions each op calls.
  *
@@ -71,6 +79,7 @@
  *   ops: OP OP ...                 the ops this kernel supports
  *   uses OP: FUNC ...              the kernel functions one write of OP calls
  *   calls FUNC: N                  calls the module made of kernel function FUNC (since load or reset)
+ *   called_ns FUNC: N              when the module last called FUNC (ktime_get_ns() just before)
  *   queued CALLBACK: N             callbacks of that function queued
  *   invoked CALLBACK: N            callbacks of that function invoked
  *   wait_min_ns CALLBACK: N        shortest queue-to-invocation time seen by the callback (0: none)
@@ -82,6 +91,10 @@
  *                                  (ktime_get_ns(), CLOCK_MONOTONIC), just before its request
  *   hold_end_ns: N                 when it stopped holding (before rcu_read_unlock())
  *   hold_cpu: C                    the CPU the last hold ran on
+ *   srcu_hold_start_ns, srcu_hold_end_ns, srcu_hold_cpu: C
+ *                                  the same of the last hold_srcu (start: just before its request)
+ *   task_hold_start_ns, task_hold_end_ns, task_hold_pid: P
+ *                                  the same of the last hold_task, and the writer's pid
  * FUNC and CALLBACK lines appear for what this kernel supports. Callbacks are static functions
  * of the module, listed in /proc/kallsyms as "t rcutrace_test_cb [rcutrace_test]" and so on.
  *
@@ -149,9 +162,13 @@ enum kernel_func { KERNEL_FUNCS(AS_ENUM) NR_KERNEL_FUNCS };
 static const char *const kernel_func_names[] = { KERNEL_FUNCS(AS_NAME) };
 static const bool kernel_func_present[] = { KERNEL_FUNCS(AS_PRESENT) };
 static atomic_long_t kernel_func_calls[NR_KERNEL_FUNCS];
+static atomic64_t kernel_func_called_ns[NR_KERNEL_FUNCS];
 
 /* Calls kernel function f, counting the call (the value is f's). */
-#define CALL(f, ...) (atomic_long_inc(&kernel_func_calls[FN_##f]), f(__VA_ARGS__))
+/* Counts the call, and notes when it was made: a waiter began waiting just after. */
+#define CALL(f, ...)                                                                       \
+	(atomic_long_inc(&kernel_func_calls[FN_##f]),                                       \
+	 atomic64_set(&kernel_func_called_ns[FN_##f], ktime_get_ns()), f(__VA_ARGS__))
 
 /* ---- Callbacks: one function per kind, so each is its own symbol ---------------------- */
 
@@ -800,6 +817,38 @@ static int op_reset(unsigned long n, unsigned long arg)
 
 /* ---- Holdouts: a CPU, or a blocked reader, that holds a grace period up ---------------- */
 #define MAX_HOLD_MS 30000UL
+/* A busy task starves its CPU's kernel threads: well short of the soft-lockup watchdog's 20 s. */
+#define MAX_TASK_HOLD_MS 5000UL
+
+/* Runs hold(ms) with the writer moved to CPU cpu, then moves it back. */
+static int __maybe_unused on_cpu(unsigned long cpu, void (*hold)(unsigned long ms), unsigned long ms)
+{
+	cpumask_var_t old;
+	int err;
+
+	if (cpu >= nr_cpu_ids || !cpu_online(cpu) || !ms)
+		return -EINVAL;
+	if (!alloc_cpumask_var(&old, GFP_KERNEL))
+		return -ENOMEM;
+	cpumask_copy(old, current->cpus_ptr);
+	err = set_cpus_allowed_ptr(current, cpumask_of(cpu));
+	if (!err) {
+		hold(ms);
+		set_cpus_allowed_ptr(current, old);
+	}
+	free_cpumask_var(old);
+	return err;
+}
+
+/* Asleep, uninterruptibly, until the clock the holds are measured by says MS have passed. */
+static void __maybe_unused sleep_by_clock(unsigned long ms)
+{
+	ktime_t until = ktime_add_ms(ktime_get(), ms);
+
+	do {
+		set_current_state(TASK_UNINTERRUPTIBLE);
+	} while (schedule_hrtimeout(&until, HRTIMER_MODE_ABS));
+}
 /* Ticks and force-quiescent-state passes enough for a quiescent state to be reported. */
 #define HOLD_QS_MS 50
 #if HAVE(start_poll_synchronize_rcu)
@@ -816,39 +865,30 @@ static noinline void rcutrace_test_hold_spin(unsigned long ms)
 		cpu_relax();
 }
 
+static void hold_cpu_in_reader(unsigned long ms)
+{
+	rcu_read_lock();
+	preempt_disable();
+	atomic_set(&hold_cpu_used, smp_processor_id());
+	atomic64_set(&hold_start_ns, ktime_get_ns());
+	CALL(start_poll_synchronize_rcu);
+	rcutrace_test_hold_spin(ms);
+	atomic64_set(&hold_end_ns, ktime_get_ns());
+	/* Unlock first: a preemption inside the reader would make it a blocked one. */
+	rcu_read_unlock();
+	preempt_enable();
+	/*
+	 * A sleep on CPU C outside any reader: C's quiescent state, reported before the writer
+	 * goes on. Without it the writer's next reader could end the held grace period instead
+	 * (on 7.3's lazy preemption an exiting writer was preempted inside one, in exit_mmap(),
+	 * and became the last holdout, 1 ms after 400 ms of C's hold).
+	 */
+	msleep(HOLD_QS_MS);
+}
+
 static int op_hold_cpu(unsigned long cpu, unsigned long ms)
 {
-	cpumask_var_t old;
-	int err;
-
-	if (cpu >= nr_cpu_ids || !cpu_online(cpu) || !ms)
-		return -EINVAL;
-	if (!alloc_cpumask_var(&old, GFP_KERNEL))
-		return -ENOMEM;
-	cpumask_copy(old, current->cpus_ptr);
-	err = set_cpus_allowed_ptr(current, cpumask_of(cpu));
-	if (!err) {
-		rcu_read_lock();
-		preempt_disable();
-		atomic_set(&hold_cpu_used, smp_processor_id());
-		atomic64_set(&hold_start_ns, ktime_get_ns());
-		CALL(start_poll_synchronize_rcu);
-		rcutrace_test_hold_spin(ms);
-		atomic64_set(&hold_end_ns, ktime_get_ns());
-		/* Unlock first: a preemption inside the reader would make it a blocked one. */
-		rcu_read_unlock();
-		preempt_enable();
-		/*
-		 * A sleep on CPU C outside any reader: C's quiescent state, reported before the
-		 * writer goes on. Without it the writer's next reader could end the held grace
-		 * period instead (on 7.3's lazy preemption an exiting writer was preempted inside
-		 * one, in exit_mmap(), and became the last holdout, 1 ms after 400 ms of C's hold).
-		 */
-		msleep(HOLD_QS_MS);
-		set_cpus_allowed_ptr(current, old);
-	}
-	free_cpumask_var(old);
-	return err;
+	return on_cpu(cpu, hold_cpu_in_reader, ms);
 }
 
 /* A blocked reader's sleep beyond its MS: a tick at Debian's HZ=250, as msleep() gave. */
@@ -856,8 +896,6 @@ static int op_hold_cpu(unsigned long cpu, unsigned long ms)
 
 static noinline void rcutrace_test_block_in_reader(unsigned long ms)
 {
-	ktime_t until;
-
 	rcu_read_lock();
 	atomic_set(&hold_cpu_used, raw_smp_processor_id());
 	atomic64_set(&hold_start_ns, ktime_get_ns());
@@ -869,10 +907,7 @@ static noinline void rcutrace_test_block_in_reader(unsigned long ms)
 	 * the time from reading the clock here to being switched out, where a busy host can
 	 * stop this vCPU for milliseconds (the reader is blocked from its switch only).
 	 */
-	until = ktime_add_ms(ktime_get(), ms + HOLD_SLACK_MS);
-	do {
-		set_current_state(TASK_UNINTERRUPTIBLE);
-	} while (schedule_hrtimeout(&until, HRTIMER_MODE_ABS));
+	sleep_by_clock(ms + HOLD_SLACK_MS);
 	atomic64_set(&hold_end_ns, ktime_get_ns());
 	rcu_read_unlock();
 }
@@ -881,6 +916,62 @@ DEFINE_OP(block_reader, NOTHING, rcutrace_test_block_in_reader(arg))
 #else
 #define op_hold_cpu NULL
 #define op_block_reader NULL
+#endif
+
+#if HAVE(start_poll_synchronize_srcu)
+static atomic64_t srcu_hold_start_ns, srcu_hold_end_ns;
+static atomic_t srcu_hold_cpu_used = ATOMIC_INIT(-1);
+
+/*
+ * An SRCU reader of the module's domain, asleep: its lock is counted on the CPU it took it
+ * on, and unbalances that CPU's count until it leaves. A function of its own, so that the
+ * stack it sleeps on names it.
+ */
+static noinline void rcutrace_test_hold_srcu_reader(unsigned long ms)
+{
+	int idx = srcu_read_lock(&rcutrace_test_srcu);
+
+	atomic_set(&srcu_hold_cpu_used, raw_smp_processor_id());
+	atomic64_set(&srcu_hold_start_ns, ktime_get_ns());
+	CALL(start_poll_synchronize_srcu, &rcutrace_test_srcu);
+	sleep_by_clock(ms);
+	atomic64_set(&srcu_hold_end_ns, ktime_get_ns());
+	srcu_read_unlock(&rcutrace_test_srcu, idx);
+}
+
+static int op_hold_srcu(unsigned long cpu, unsigned long ms)
+{
+	return on_cpu(cpu, rcutrace_test_hold_srcu_reader, ms);
+}
+#else
+#define op_hold_srcu NULL
+#endif
+
+#if HAVE(synchronize_rcu_tasks)
+static atomic64_t task_hold_start_ns, task_hold_end_ns;
+static atomic_t task_hold_pid;
+
+/*
+ * A tasks-RCU holdout: busy in the kernel, preemptible but never switching out of its own
+ * accord nor returning to user mode, the only quiescent states tasks RCU knows.
+ */
+static noinline void rcutrace_test_hold_task(unsigned long ms)
+{
+	u64 from = ktime_get_ns();
+
+	atomic_set(&task_hold_pid, current->pid);
+	atomic64_set(&task_hold_start_ns, from);
+	while (ktime_get_ns() - from < ms * NSEC_PER_MSEC)
+		cpu_relax();
+	atomic64_set(&task_hold_end_ns, ktime_get_ns());
+}
+
+static int op_hold_task(unsigned long cpu, unsigned long ms)
+{
+	return on_cpu(cpu, rcutrace_test_hold_task, ms);
+}
+#else
+#define op_hold_task NULL
 #endif
 
 struct test_op {
@@ -947,6 +1038,8 @@ static const struct test_op test_ops[] = {
 	OP_WITH_ARG(hold_cpu, MAX_HOLD_MS, "start_poll_synchronize_rcu (inside the held reader)"),
 	OP_WITH_ARG(block_reader, MAX_HOLD_MS, "start_poll_synchronize_rcu (inside the blocked reader)"),
 	OP(spin_preempt_off, "nothing (N ms busy with preemption off; see the stuck-guest op)"),
+	OP_WITH_ARG(hold_srcu, MAX_HOLD_MS, "start_poll_synchronize_srcu (inside the held reader)"),
+	OP_WITH_ARG(hold_task, MAX_TASK_HOLD_MS, "nothing (N is the CPU; busy without switching)"),
 	OP(reset, "nothing"),
 };
 
@@ -1016,6 +1109,10 @@ static int rcutrace_test_show(struct seq_file *m, void *v)
 		if (kernel_func_present[i])
 			seq_printf(m, "calls %s: %ld\n", kernel_func_names[i],
 				   atomic_long_read(&kernel_func_calls[i]));
+	for (i = 0; i < NR_KERNEL_FUNCS; i++)
+		if (kernel_func_present[i])
+			seq_printf(m, "called_ns %s: %llu\n", kernel_func_names[i],
+				   (u64)atomic64_read(&kernel_func_called_ns[i]));
 	for (i = 0; i < NR_CALLBACKS; i++) {
 		struct callback_stats *s = &callback_stats[i];
 		u64 min = atomic64_read(&s->wait_min_ns);
@@ -1040,6 +1137,16 @@ static int rcutrace_test_show(struct seq_file *m, void *v)
 	seq_printf(m, "hold_start_ns: %llu\n", (u64)atomic64_read(&hold_start_ns));
 	seq_printf(m, "hold_end_ns: %llu\n", (u64)atomic64_read(&hold_end_ns));
 	seq_printf(m, "hold_cpu: %d\n", atomic_read(&hold_cpu_used));
+#endif
+#if HAVE(start_poll_synchronize_srcu)
+	seq_printf(m, "srcu_hold_start_ns: %llu\n", (u64)atomic64_read(&srcu_hold_start_ns));
+	seq_printf(m, "srcu_hold_end_ns: %llu\n", (u64)atomic64_read(&srcu_hold_end_ns));
+	seq_printf(m, "srcu_hold_cpu: %d\n", atomic_read(&srcu_hold_cpu_used));
+#endif
+#if HAVE(synchronize_rcu_tasks)
+	seq_printf(m, "task_hold_start_ns: %llu\n", (u64)atomic64_read(&task_hold_start_ns));
+	seq_printf(m, "task_hold_end_ns: %llu\n", (u64)atomic64_read(&task_hold_end_ns));
+	seq_printf(m, "task_hold_pid: %d\n", atomic_read(&task_hold_pid));
 #endif
 	seq_printf(m, "gp_seq: %lu\n", rcu_get_gp_seq());
 	return 0;
