@@ -46,6 +46,10 @@ impl Flavour {
 /// The low bits of an RCU sequence number say whether a grace period is in progress
 /// (`RCU_SEQ_CTR_SHIFT`); the rest counts those that ended.
 const SEQ_STATE_BITS: u32 = 2;
+/// The counts of ended grace periods wrap at this many bits: the sequence numbers wrap at 64,
+/// and normal RCU's starts 300 grace periods short of wrapping (`rcu_state.gp_seq`'s
+/// initial value), so a machine not long booted crosses it.
+const COUNT_BITS: u32 = u64::BITS - SEQ_STATE_BITS;
 
 /// Where each flavour's sequence number lies; a flavour this kernel lacks is left out.
 pub struct GraceCounters {
@@ -101,7 +105,10 @@ impl Ended {
             .iter()
             .filter_map(|&(flavour, before)| {
                 let (_, later) = after.0.iter().find(|(f, _)| *f == flavour)?;
-                Some((flavour, later.wrapping_sub(before)))
+                Some((
+                    flavour,
+                    later.wrapping_sub(before) & ((1 << COUNT_BITS) - 1),
+                ))
             })
             .collect()
     }
@@ -130,5 +137,15 @@ mod tests {
         // A flavour read only once is left out.
         let tasks_only = Ended(vec![(Flavour::Tasks, 12)]);
         assert_eq!(before.since(&tasks_only), vec![(Flavour::Tasks, 2)]);
+    }
+
+    #[test]
+    fn counts_across_the_wrap_a_new_boot_crosses() {
+        // rcu_state.gp_seq begins at (0 - 300) << 2: 6 grace periods before the wrap, and
+        // 40 after.
+        let start = 0u64.wrapping_sub(6) << 2;
+        let before = Ended(vec![(Flavour::Normal, start >> SEQ_STATE_BITS)]);
+        let after = Ended(vec![(Flavour::Normal, (40u64 << 2) >> SEQ_STATE_BITS)]);
+        assert_eq!(before.since(&after), vec![(Flavour::Normal, 46)]);
     }
 }
