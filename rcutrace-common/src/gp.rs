@@ -146,7 +146,11 @@ pub const EXPEDITED_LAST_START: u32 = 1;
 pub const EXPEDITED_LAST_END: u32 = 2;
 /// The start (`EXPEDITED_SINCE`) of the one user space was last woken for.
 pub const EXPEDITED_WOKEN: u32 = 3;
-pub const EXPEDITED_SLOTS: u32 = 4;
+/// `rcu_state.expedited_sequence` as the one in progress began (0 where it cannot be read):
+/// what tells its end from that of the one before, whose `rcu_exp_wait_wake()` can return
+/// after it began (6.1).
+pub const EXPEDITED_SINCE_SEQUENCE: u32 = 4;
+pub const EXPEDITED_SLOTS: u32 = 5;
 
 #[cfg(feature = "user")]
 mod pod {

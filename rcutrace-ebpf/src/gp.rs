@@ -583,22 +583,41 @@ fn sending_expedited() -> bool {
     window::constant(&EXPEDITED_EVENTS) != 0 && sending()
 }
 
-/// `rcu_state.expedited_sequence` now, or 0 where it cannot be read (counted).
+/// `rcu_state.expedited_sequence` now, or 0 where it cannot be read (counted) or where its
+/// place is not known.
 #[inline(always)]
 fn expedited_sequence() -> u64 {
-    let address = window::constant(&RCU_STATE_ADDRESS)
-        + u64::from(window::constant(&RCU_STATE_EXPEDITED_SEQUENCE));
-    read::<u64>(address).unwrap_or(0)
+    let offset = window::constant(&RCU_STATE_EXPEDITED_SEQUENCE);
+    if offset == 0 {
+        return 0;
+    }
+    read::<u64>(window::constant(&RCU_STATE_ADDRESS) + u64::from(offset)).unwrap_or(0)
 }
 
 program! {
     kprobe fn gp_expedited_start_kprobe(ctx: ProbeContext) -> u32 {
         // sync_rcu_exp_select_cpus(): an expedited grace period starts asking its CPUs.
-        if let Some(since) = EXPEDITED_STATE.get_ptr_mut(EXPEDITED_SINCE) {
-            unsafe { *since = bpf_ktime_get_ns() };
+        let sequence = expedited_sequence();
+        if let (Some(since), Some(since_sequence), Some(last_start), Some(last_end)) = (
+            EXPEDITED_STATE.get_ptr_mut(EXPEDITED_SINCE),
+            EXPEDITED_STATE.get_ptr_mut(EXPEDITED_SINCE_SEQUENCE),
+            EXPEDITED_STATE.get_ptr_mut(EXPEDITED_LAST_START),
+            EXPEDITED_STATE.get_ptr_mut(EXPEDITED_LAST_END),
+        ) {
+            let now = unsafe { bpf_ktime_get_ns() };
+            unsafe {
+                // The one before is still waking its waiters (6.1), but it has ended: the
+                // next can start only once its waiters were released.
+                if *since != 0 {
+                    *last_start = *since;
+                    *last_end = now;
+                }
+                *since = now;
+                *since_sequence = sequence;
+            }
         }
         if sending_expedited() {
-            send(&ctx, EVENT_EXPEDITED_START, expedited_sequence(), 0, false);
+            send(&ctx, EVENT_EXPEDITED_START, sequence, 0, false);
         }
         0
     }
@@ -607,18 +626,26 @@ program! {
 program! {
     kretprobe fn gp_expedited_end_kretprobe(ctx: RetProbeContext) -> u32 {
         // rcu_exp_wait_wake() returns once every CPU reported and the waiters were woken.
+        let sequence = expedited_sequence();
         if sending_expedited() {
-            send(&ctx, EVENT_EXPEDITED_END, expedited_sequence(), 0, false);
+            send(&ctx, EVENT_EXPEDITED_END, sequence, 0, false);
         }
-        let (Some(since), Some(last_start), Some(last_end)) = (
+        let (Some(since), Some(since_sequence), Some(last_start), Some(last_end)) = (
             EXPEDITED_STATE.get_ptr_mut(EXPEDITED_SINCE),
+            EXPEDITED_STATE.get_ptr_mut(EXPEDITED_SINCE_SEQUENCE),
             EXPEDITED_STATE.get_ptr_mut(EXPEDITED_LAST_START),
             EXPEDITED_STATE.get_ptr_mut(EXPEDITED_LAST_END),
         ) else {
             return 0;
         };
-        // One that began before the probes were attached has no start to pair with.
         unsafe {
+            // The next one began before this one's return, and is still in progress (the
+            // sequence is where it was when it began): the start hook already recorded this
+            // one's end.
+            if *since_sequence != 0 && *since_sequence == sequence {
+                return 0;
+            }
+            // One that began before the probes were attached has no start to pair with.
             if *since != 0 {
                 *last_start = *since;
                 *last_end = bpf_ktime_get_ns();

@@ -34,15 +34,16 @@ pub struct RcuLayout {
     /// Offsets of `rcuname` and `msg` in the stall-warning tracepoint's record, where the
     /// kernel has that tracepoint.
     pub stall_warning: Option<(u32, u32)>,
+    /// `rcu_state.expedited_sequence`, where the kernel has it.
+    pub expedited_sequence: Option<u32>,
     /// What the expedited reports' programs read, where the kernel has it all.
     pub expedited: Option<ExpeditedLayout>,
 }
 
-/// Where the expedited grace periods' state is: `rcu_state.expedited_sequence`, each
-/// `rcu_node`'s `expmask`, and which argument of `rcu_report_exp_cpu_mult()` is its mask.
+/// Where the expedited grace periods' reports are (beside `RcuLayout::expedited_sequence`):
+/// each `rcu_node`'s `expmask`, and which argument of `rcu_report_exp_cpu_mult()` is its mask.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ExpeditedLayout {
-    pub expedited_sequence: u32,
     pub node_expmask: u32,
     pub report_mask_arg: u32,
 }
@@ -56,7 +57,7 @@ pub fn expedited_layout() -> Result<Option<ExpeditedLayout>> {
     let fields = [EXPEDITED_SEQUENCE, NODE_EXPMASK];
     let offsets = btf::field_offsets(&fields)
         .context("reading the expedited grace periods' fields from the kernel BTF")?;
-    let (Some(&expedited_sequence), Some(&node_expmask)) =
+    let (Some(_), Some(&node_expmask)) =
         (offsets.get(&EXPEDITED_SEQUENCE), offsets.get(&NODE_EXPMASK))
     else {
         log::debug!("no rcu_state.expedited_sequence or rcu_node.expmask in the kernel BTF");
@@ -69,7 +70,6 @@ pub fn expedited_layout() -> Result<Option<ExpeditedLayout>> {
         return Ok(None);
     };
     Ok(Some(ExpeditedLayout {
-        expedited_sequence,
         node_expmask,
         report_mask_arg,
     }))
@@ -79,8 +79,8 @@ pub fn expedited_layout() -> Result<Option<ExpeditedLayout>> {
 /// RCU has no reader nesting in its tasks, for one).
 pub fn layout() -> Result<RcuLayout> {
     let fields = [GP_SEQ, NODE_QSMASK, NODE_GRPLO, NODE_LEVEL, TASK_NESTING];
-    let offsets =
-        btf::field_offsets(&fields).context("reading RCU's structures from the kernel BTF")?;
+    let offsets = btf::field_offsets(&[fields.as_slice(), &[EXPEDITED_SEQUENCE]].concat())
+        .context("reading RCU's structures from the kernel BTF")?;
     let missing: Vec<String> = fields
         .iter()
         .filter(|field| !offsets.contains_key(*field))
@@ -124,6 +124,7 @@ pub fn layout() -> Result<RcuLayout> {
         tree,
         task_nesting: offsets[&TASK_NESTING],
         stall_warning: stall_warning_offsets(),
+        expedited_sequence: offsets.get(&EXPEDITED_SEQUENCE).copied(),
         expedited: None,
     })
 }

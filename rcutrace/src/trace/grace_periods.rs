@@ -70,9 +70,13 @@ pub fn constants(layout: &RcuLayout, cpus: u32, events: GpEvents) -> Vec<Constan
         Constant::MaxEntries("STACKS", MAX_STACKS),
         Constant::U32("EXPEDITED_EVENTS", u32::from(expedited.is_some())),
     ];
+    // The expedited hooks of every run tell one expedited grace period's end from the next
+    // one's by the sequence.
+    if let Some(offset) = layout.expedited_sequence {
+        constants.push(Constant::U32("RCU_STATE_EXPEDITED_SEQUENCE", offset));
+    }
     if let Some(expedited) = expedited {
         constants.extend([
-            Constant::U32("RCU_STATE_EXPEDITED_SEQUENCE", expedited.expedited_sequence),
             Constant::U32("RCU_NODE_EXPMASK", expedited.node_expmask),
             Constant::U32("EXP_REPORT_MASK_ARG", expedited.report_mask_arg),
         ]);
