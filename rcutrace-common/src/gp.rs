@@ -64,6 +64,25 @@ pub const EVENT_EXPEDITED_REPORT: u32 = 15;
 /// (`rcu_report_exp_rnp()`, seen at `__rcu_report_exp_rnp()`): `extra` the leaf's address;
 /// `pid`/`comm` the reader.
 pub const EVENT_EXPEDITED_READER_REPORT: u32 = 16;
+/// An SRCU grace period begins (`srcu_gp_start()`): `value` the domain (`struct srcu_struct
+/// *`), `extra` its `srcu_gp_seq` as it begins (its state bits still idle).
+pub const EVENT_SRCU_START: u32 = 17;
+/// A run of an SRCU domain's grace-period work (`process_srcu()`) returned: `value` the
+/// domain, `extra` its `srcu_gp_seq` then. A grace period ended in it if that passed its end.
+pub const EVENT_SRCU_WORK_DONE: u32 = 18;
+/// A tasks-RCU flavour's kthread begins a grace period (its wait function, such as
+/// `rcu_tasks_wait_gp()`, is entered): `value` the flavour's `struct rcu_tasks *`.
+pub const EVENT_TASKS_START: u32 = 19;
+/// That grace period ends (the wait function returns): `value` as at its start.
+pub const EVENT_TASKS_END: u32 = 20;
+/// A scan of an SRCU domain's readers (`try_check_zero()`) found some: one event per CPU
+/// whose count of readers that entered exceeds those that left, for the index scanned.
+/// `value` the domain, `extra` the CPU in the high 32 bits and that excess in the low ones.
+pub const EVENT_SRCU_READERS: u32 = 21;
+/// At most this many CPUs are named per scan; past it readers are spread too thin to say.
+pub const MAX_SRCU_READER_CPUS: u32 = 16;
+/// At most this many possible CPUs are scanned for an SRCU domain's readers.
+pub const MAX_SRCU_SCANNED_CPUS: u32 = 1024;
 pub const WAKE_NORMAL: u64 = 0;
 pub const WAKE_EXPEDITED: u64 = 1;
 

@@ -26,6 +26,9 @@ use rcutrace_common::{attribution::NO_STACK, gp::*};
 
 use crate::{attribution::keep_stack, latency, window};
 
+mod srcu;
+mod tasks;
+
 /// Address of `rcu_state` (from /proc/kallsyms) and the byte offsets of the fields read.
 #[unsafe(no_mangle)]
 static RCU_STATE_ADDRESS: u64 = crate::window::UNSET_U64;

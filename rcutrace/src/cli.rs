@@ -112,10 +112,17 @@ pub enum Command {
         sudo rcutrace gp --secs 10\n  \
         sudo rcutrace gp --top 20 --unit us\n  \
         sudo rcutrace gp --interval 1 --secs 0\n  \
-        sudo rcutrace -f json gp --secs 30 > gp.json\n\n\
+        sudo rcutrace -f json gp --secs 30 > gp.json\n  \
+        sudo rcutrace gp --flavor srcu --secs 10\n  \
+        sudo rcutrace gp --flavor tasks --secs 30\n\n\
         Every hook but the quiescent-state report is a kprobe: the functions run in the\n\
         scheduler, the tick and RCU's core. The report is a trampoline where the kernel allows\n\
-        (a kprobe is skipped inside another kprobe's handler).")]
+        (a kprobe is skipped inside another kprobe's handler).\n\n\
+        With --flavor srcu, a histogram of SRCU grace periods' lengths per domain, from\n\
+        srcu_gp_start() to the return of the grace-period work (process_srcu()) that ended\n\
+        each; with --flavor tasks, of tasks-RCU grace periods per flavour, each a call of the\n\
+        flavour's wait function (rcu_tasks_wait_gp(), rcu_tasks_rude_wait_gp()). All by\n\
+        kprobe.")]
     Gp(GpArgs),
     /// Watch for RCU stalls: warn, seconds before the kernel's own stall warning, when the
     /// grace period in progress grows old, naming the CPUs that have not reported a quiescent
@@ -457,8 +464,24 @@ pub struct LatencyArgs {
     pub by: ByArgs,
 }
 
+/// Which RCU's grace periods `gp` takes apart.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Flavor {
+    /// Normal RCU: each grace period's phases and holdouts.
+    #[default]
+    Normal,
+    /// SRCU: each grace period's length, by domain (srcu_struct).
+    Srcu,
+    /// Tasks RCU: each grace period's length, by flavour (rcu_tasks, rcu_tasks_rude, and
+    /// rcu_tasks_trace before 7.0, where it became SRCU).
+    Tasks,
+}
+
 #[derive(Debug, Args)]
 pub struct GpArgs {
+    /// The flavour of RCU whose grace periods to follow.
+    #[arg(long, value_enum, default_value_t = Flavor::Normal, value_name = "FLAVOR")]
+    pub flavor: Flavor,
     #[command(flatten)]
     pub length: Length,
     #[command(flatten)]
@@ -650,6 +673,16 @@ pub fn check(cli: &Cli) -> Result<(), clap::Error> {
     }
     check_by_srcu(cli)?;
     check_stacks(cli)?;
+    if let Command::Gp(args) = &cli.command
+        && args.flavor != Flavor::Normal
+        && args.attach == AttachChoice::Fentry
+    {
+        return Err(conflict(
+            "gp --flavor srcu and tasks hook by kprobe only (a trampoline's attach and detach \
+             wait for tasks-RCU grace periods, and on 7.x tasks-trace RCU is SRCU): --attach \
+             takes auto or kprobe with them",
+        ));
+    }
     if let Command::Report(args) = &cli.command
         && args.files.len() < 2
         && !args.fail_if.is_empty()

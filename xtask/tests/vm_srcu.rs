@@ -1,6 +1,7 @@
-//! SRCU by domain (`--by srcu`) on Debian's 6.1, 6.12 and 7.3, in a guest with two `rcu_node`
-//! leaves (4 CPUs, `rcutree.rcu_fanout_leaf=2`), one boot per kernel for every scenario. The
-//! test module calls SRCU's functions on its own `srcu_struct`, a known number of times:
+//! SRCU by domain (`--by srcu`) and the grace periods of SRCU and tasks RCU (`gp --flavor`) on
+//! Debian's 6.1, 6.12 and 7.3, in a guest with two `rcu_node` leaves (4 CPUs,
+//! `rcutree.rcu_fanout_leaf=2`), one boot per kernel for every scenario. The test module
+//! calls SRCU's functions on its own `srcu_struct`, a known number of times:
 //!
 //! - `count --by srcu -c CMD` (by kprobe, and `--attach fentry`) counts the module's calls exactly, each under the module's
 //!   domain by name (`rcutrace_test_srcu [rcutrace_test]`);
@@ -14,13 +15,25 @@
 //! - the module unloaded before `count`'s report: its domain still named as when called;
 //! - a domain no symbol names (the module's `dynamic_srcu` op: a kmalloc'd `srcu_struct`
 //!   initialised in the window): `count --by srcu` and `srlat --by srcu` key its calls, exactly,
-//!   by its address and the module function that initialised it.
+//!   by its address and the module function that initialised it;
+//! - held grace periods: an SRCU reader of the module's domain asleep on the last leaf's
+//!   last CPU (`hold_srcu`), and a task busy in the kernel there that tasks RCU must wait for
+//!   (`hold_task`), each while the script makes one wait begin: `srlat` times that one wait,
+//!   under the module's domain for SRCU, and no shorter than from its call to the hold's end;
+//! - `gp --flavor srcu`: the module's domain has exactly one grace period for its held
+//!   reader's request, no shorter than from that request to the reader's end, held up by
+//!   readers on the hold's CPU and no other, and exactly one for each of its
+//!   synchronize_srcu() calls;
+//! - `gp --flavor tasks`: one tasks-RCU grace period for the wait begun inside `hold_task`, no
+//!   shorter than from that call to the hold's end, then exactly one per synchronize call of
+//!   each tasks flavour: classic, rude (none on 7.3, where it is a no-op on x86) and
+//!   tasks-trace (7.3's are SRCU's, not here).
 
 mod support;
 
 use std::time::Duration;
 
-use rcutrace_common::records::Record;
+use rcutrace_common::records::{MapValue, Record};
 use support::{boot_with_module_on, run_named, sections};
 
 const CALL_SRCU: u64 = 10;
@@ -31,6 +44,30 @@ const TASKS_TRACE_CALLBACKS: u64 = 5;
 const DYNAMIC_SYNCS: u64 = 3;
 const MODULE_DOMAIN: &str = "rcutrace_test_srcu [rcutrace_test]";
 const TASKS_TRACE_DOMAIN: &str = "rcu_tasks_trace_srcu_struct";
+/// The holds: on the second leaf's last CPU, for a second.
+const HOLD_CPU: u64 = 3;
+const HOLD_MS: u64 = 1000;
+/// Synchronize calls of each tasks-RCU flavour after the held one.
+const TASKS_SYNCS: u64 = 3;
+
+/// A hold (`OP` on CPU `C` for `MS`, the module noting its start in `STARTED`), and once it
+/// has begun, one `WAIT`.
+const HELD_WAIT: &str = "\
+before=$(grep STARTED /proc/rcutrace_test)
+rcu-workload module OP C MS &
+while [ \"$(grep STARTED /proc/rcutrace_test)\" = \"$before\" ]; do sleep 0.05; done
+rcu-workload module WAIT 1
+wait
+";
+
+fn held_wait(op: &str, started: &str, wait: &str) -> String {
+    HELD_WAIT
+        .replace("OP", op)
+        .replace("STARTED", started)
+        .replace("WAIT", wait)
+        .replace(" C ", &format!(" {HOLD_CPU} "))
+        .replace(" MS ", &format!(" {HOLD_MS} "))
+}
 
 /// `(map, key, count)` of every latency summary of a `-f json` run.
 fn timed(records: &[Record]) -> Vec<(String, Option<String>, u64)> {
@@ -47,6 +84,8 @@ fn timed(records: &[Record]) -> Vec<(String, Option<String>, u64)> {
 fn srcu_scenarios(series: &str) {
     let script = format!(
         "insmod /lib/rcutrace_test.ko || exit 1\n\
+         cat > /tmp/held_srcu.sh <<'EOF'\n{held_srcu}EOF\n\
+         cat > /tmp/held_task.sh <<'EOF'\n{held_task}EOF\n\
          printf 'rcu-workload module call_srcu {CALL_SRCU}\\n\
          rcu-workload module synchronize_srcu {SYNCHRONIZE_SRCU}\\n\
          rcu-workload module srcu_barrier {SRCU_BARRIER}\\n' > /tmp/ops.sh\n\
@@ -70,7 +109,27 @@ fn srcu_scenarios(series: &str) {
          insmod /lib/rcutrace_test.ko || exit 1\n\
          traced dynamic count --by srcu -c 'rcu-workload module dynamic_srcu {DYNAMIC_SYNCS}'\n\
          traced dynamic_srlat -f json srlat --func synchronize_srcu --by srcu \
-           -c 'rcu-workload module dynamic_srcu {DYNAMIC_SYNCS}'\n"
+           -c 'rcu-workload module dynamic_srcu {DYNAMIC_SYNCS}'\n\
+         traced held_srcu -f json srlat --func synchronize_srcu --by srcu -c 'sh /tmp/held_srcu.sh'\n\
+         echo '=== held_srcu.readout'; cat /proc/rcutrace_test\n\
+         traced held_task -f json srlat --func synchronize_rcu_tasks -c 'sh /tmp/held_task.sh'\n\
+         echo '=== held_task.readout'; cat /proc/rcutrace_test\n\
+         printf 'rcu-workload module hold_srcu {HOLD_CPU} {HOLD_MS}\\nsleep 0.5\\n' > /tmp/gp_held.sh\n\
+         traced gp_held -f json gp --flavor srcu -c 'sh /tmp/gp_held.sh'\n\
+         echo '=== gp_held.readout'; cat /proc/rcutrace_test\n\
+         printf 'rcu-workload module synchronize_srcu {SYNCHRONIZE_SRCU}\\nsleep 0.5\\n' \
+           > /tmp/gp_syncs.sh\n\
+         traced gp_syncs gp --flavor srcu -c 'sh /tmp/gp_syncs.sh'\n\
+         cat > /tmp/gp_tasks.sh <<'EOF'\n{held_task}\
+         cat /proc/rcutrace_test > /tmp/held_readout\n\
+         rcu-workload module synchronize_rcu_tasks {TASKS_SYNCS}\n\
+         rcu-workload module synchronize_rcu_tasks_rude {TASKS_SYNCS}\n\
+         rcu-workload module synchronize_rcu_tasks_trace {TASKS_SYNCS}\n\
+         sleep 0.5\nEOF\n\
+         traced gp_tasks -f json gp --flavor tasks -c 'sh /tmp/gp_tasks.sh'\n\
+         echo '=== gp_tasks.readout'; cat /tmp/held_readout\n",
+        held_srcu = held_wait("hold_srcu", "srcu_hold_start_ns", "synchronize_srcu"),
+        held_task = held_wait("hold_task", "task_hold_start_ns", "synchronize_rcu_tasks"),
     );
     let guest = boot_with_module_on(
         series,
@@ -78,7 +137,7 @@ fn srcu_scenarios(series: &str) {
         4,
         1024,
         &["rcutree.rcu_fanout_leaf=2"],
-        Duration::from_secs(300),
+        Duration::from_secs(420),
     );
     let sections = sections(&guest.stdout);
 
@@ -198,6 +257,162 @@ fn srcu_scenarios(series: &str) {
             if map == "@synchronize_srcu" && names_dynamic_domain(key)),
         "{waits:?}\n{}",
         dynamic_srlat.out
+    );
+
+    // The held waits: each one wait alone, begun inside its hold and timed at least to the
+    // hold's end (it cannot return before; the probe's clock is read after the module's).
+    for (name, prefix, function, key) in [
+        ("held_srcu", "srcu", "synchronize_srcu", Some(MODULE_DOMAIN)),
+        ("held_task", "task", "synchronize_rcu_tasks", None),
+    ] {
+        let run = run_named(&sections, name);
+        run.assert_ok(name);
+        let readout = sections[&format!("{name}.readout")].as_str();
+        let number = |key: &str| support::readout_number(readout, key);
+        let (start, end) = (
+            number(&format!("{prefix}_hold_start_ns")),
+            number(&format!("{prefix}_hold_end_ns")),
+        );
+        let called = number(&format!("called_ns {function}"));
+        assert!(end - start >= HOLD_MS * 1_000_000, "{readout}");
+        assert!(
+            start < called && called < end,
+            "{name}: the wait began outside the hold:\n{readout}"
+        );
+        let summaries: Vec<_> = run
+            .records()
+            .into_iter()
+            .filter_map(|r| match r {
+                Record::LatencySummary(s) if s.count > 0 => Some(s),
+                _ => None,
+            })
+            .collect();
+        assert!(
+            matches!(&summaries[..], [s] if s.map == format!("@{function}")
+                && s.key.as_deref() == key && s.count == 1),
+            "{name}: {summaries:#?}"
+        );
+        let waited = summaries[0].max_ns.unwrap();
+        println!(
+            "{series} {name}: waited {waited} ns, called {} ns before the hold ended",
+            end - called
+        );
+        assert!(
+            waited >= end - called,
+            "{name}: waited {waited} ns, but was called {} ns before the hold ended",
+            end - called
+        );
+    }
+    assert_eq!(
+        support::readout_number(&sections["held_srcu.readout"], "srcu_hold_cpu"),
+        HOLD_CPU
+    );
+
+    // gp --flavor srcu: the held reader's grace period, whole, on the module's domain alone
+    // (it requested it inside the reader, so it began after that call and ended after the
+    // reader left).
+    let gp_held = run_named(&sections, "gp_held");
+    gp_held.assert_ok("gp_held");
+    let readout = sections["gp_held.readout"].as_str();
+    let number = |key: &str| support::readout_number(readout, key);
+    let requested = number("called_ns start_poll_synchronize_srcu");
+    let held_until = number("srcu_hold_end_ns");
+    let module_grace_periods: Vec<_> = gp_held
+        .records()
+        .into_iter()
+        .filter_map(|r| match r {
+            Record::LatencySummary(s) if s.key.as_deref() == Some(MODULE_DOMAIN) => Some(s),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        matches!(&module_grace_periods[..], [s] if s.map == "@srcu_gp" && s.count == 1
+            && s.max_ns.is_some_and(|max| max >= held_until - requested)),
+        "{series}: {module_grace_periods:#?}\nheld {} ns from the request\n{}",
+        held_until - requested,
+        gp_held.out
+    );
+    // Held up by readers on the hold's CPU, and on no other.
+    let held_on: Vec<(String, u64)> = gp_held
+        .records()
+        .into_iter()
+        .filter_map(|r| match r {
+            Record::Map(maps) => match maps.get("@srcu_gp_held_on") {
+                Some(MapValue::Keyed(keys)) => Some(keys.0.clone()),
+                _ => None,
+            },
+            _ => None,
+        })
+        .flatten()
+        .filter(|(key, _)| key.starts_with(MODULE_DOMAIN))
+        .collect();
+    assert_eq!(
+        held_on,
+        [(format!("{MODULE_DOMAIN}, {HOLD_CPU}"), 1)],
+        "{series}:\n{}",
+        gp_held.out
+    );
+    println!(
+        "{series} gp_held: {:?} ns for a reader held {} ns after the request",
+        module_grace_periods[0].max_ns,
+        held_until - requested
+    );
+    // One grace period for each synchronize_srcu() on the idle domain, in text as bpftrace
+    // prints a keyed histogram.
+    let gp_syncs = run_named(&sections, "gp_syncs");
+    gp_syncs.assert_ok("gp_syncs");
+    assert!(
+        gp_syncs
+            .out
+            .contains(&format!("@srcu_gp[{MODULE_DOMAIN}]: \n")),
+        "{}",
+        gp_syncs.out
+    );
+    assert!(
+        gp_syncs.out.contains(&format!(
+            "@srcu_gp[{MODULE_DOMAIN}] count {SYNCHRONIZE_SRCU}, "
+        )),
+        "{}",
+        gp_syncs.out
+    );
+
+    // gp --flavor tasks: the held wait's grace period (it began after the call and could not
+    // end before the hold did), then one per synchronize call, of each flavour this kernel
+    // runs tasks-RCU grace periods of.
+    let gp_tasks = run_named(&sections, "gp_tasks");
+    gp_tasks.assert_ok("gp_tasks");
+    let readout = sections["gp_tasks.readout"].as_str();
+    let number = |key: &str| support::readout_number(readout, key);
+    let held_for = number("task_hold_end_ns") - number("called_ns synchronize_rcu_tasks");
+    let mut flavours: Vec<(String, u64, u64)> = gp_tasks
+        .records()
+        .into_iter()
+        .filter_map(|r| match r {
+            Record::LatencySummary(s) if s.map == "@tasks_gp" && s.count > 0 => {
+                Some((s.key.unwrap_or_default(), s.count, s.max_ns.unwrap_or(0)))
+            }
+            _ => None,
+        })
+        .collect();
+    flavours.sort();
+    let counts: Vec<(&str, u64)> = flavours.iter().map(|(k, n, _)| (k.as_str(), *n)).collect();
+    let expected: &[(&str, u64)] = match series {
+        "7.3" => &[("rcu_tasks", TASKS_SYNCS + 1)],
+        _ => &[
+            ("rcu_tasks", TASKS_SYNCS + 1),
+            ("rcu_tasks_rude", TASKS_SYNCS),
+            ("rcu_tasks_trace", TASKS_SYNCS),
+        ],
+    };
+    assert_eq!(counts, expected, "{series}:\n{}", gp_tasks.out);
+    let longest = flavours[0].2;
+    println!(
+        "{series} gp_tasks: longest {longest} ns, the wait called {held_for} ns before the hold ended"
+    );
+    assert!(
+        longest >= held_for,
+        "{series}: {longest} < {held_for}\n{}",
+        gp_tasks.out
     );
 
     // The module unloaded before the report: its domain is named as it was when called.

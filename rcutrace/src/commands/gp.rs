@@ -9,7 +9,7 @@ use rcutrace_common::gp as common;
 
 use super::window::trace;
 use crate::{
-    cli::GpArgs,
+    cli::{Flavor, GpArgs},
     commands::publish::Sink,
     kernel::{self, symbols::keeper::SymbolKeeper},
     model::{
@@ -39,7 +39,12 @@ struct Stream {
     malformed: u64,
 }
 
+mod flavours;
+
 pub async fn run(args: &GpArgs, sink: Sink) -> Result<Report> {
+    if args.flavor != Flavor::Normal {
+        return flavours::run(args, sink).await;
+    }
     let format = sink.format();
     let mut probes: Vec<Probe> = GRACE_PERIODS.in_attach_order().to_vec();
     engine::read_btf_ahead(&probes, Default::default(), None);

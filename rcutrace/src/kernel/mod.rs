@@ -2,7 +2,8 @@
 //! functions (kallsyms), privileges and tasks; `btf` reads the kernel's own type information,
 //! `misses` and `kprobe_table` the probe hits it skipped, `rcu_tree` its tree of `rcu_node`s
 //! (`expedited_holdouts`: what an expedited grace period still waits for), `grace_counters`
-//! how many grace periods of each flavour have ended,
+//! how many grace periods of each flavour have ended, `srcu_layout` where SRCU keeps its grace
+//! periods,
 //! `symbols` names its addresses (`bpf_programs`: the BPF programs loaded, which kallsyms
 //! lists without lengths), `cgroups` its cgroups,
 //! and `environment` records what a run ran on.
@@ -19,6 +20,7 @@ pub mod kprobe_table;
 pub mod misses;
 pub mod rcu_state;
 pub mod rcu_tree;
+pub mod srcu_layout;
 pub mod symbols;
 pub mod tracefs;
 

@@ -2,7 +2,8 @@
 //! histograms with their slots, latency statistics and what was lost. `aggregate` turns
 //! latency samples into histograms, `stats` derives percentiles, and `attribution` keys
 //! events by who caused them; `anatomy` assembles grace periods from the kernel's events and
-//! `grace_periods` tallies them, `stall` judges when the one in progress is worth a warning;
+//! `grace_periods` tallies them (`flavour_grace_periods`: SRCU's and tasks RCU's), `stall` judges
+//! when the one in progress is worth a warning;
 //! `stacks` takes a report's kernel stacks with their weights, for flame graphs; `tree`
 //! decodes a quiescent-state report by the kernel's tree of `rcu_node`s; `detach` is
 //! rcutrace's own detaching as a run ends.
@@ -12,6 +13,7 @@ pub mod anatomy;
 pub mod attribution;
 pub mod checks;
 pub mod detach;
+pub mod flavour_grace_periods;
 pub mod grace_periods;
 pub mod run;
 pub mod stacks;

@@ -14,7 +14,7 @@ use rcutrace_common::{
 };
 
 use crate::{
-    kernel::{self, rcu_state::RcuLayout},
+    kernel::{self, rcu_state::RcuLayout, srcu_layout::SrcuGpLayout},
     model::stall::ExpeditedState,
     trace::tracer::{Constant, Tracer},
 };
@@ -82,6 +82,52 @@ pub fn constants(layout: &RcuLayout, cpus: u32, events: GpEvents) -> Vec<Constan
         ]);
     }
     constants
+}
+
+/// Room for the threads running SRCU's grace-period work at once (kworkers, one per domain
+/// at most).
+const MAX_SRCU_WORKERS: u32 = 1024;
+
+/// `gp --flavor srcu`'s load-time constants: where this kernel's SRCU domains keep their
+/// grace-period number and work, and where their readers are counted on each of `cpus`
+/// (the per-CPU areas' offsets at `per_cpu_offset`, the address of `__per_cpu_offset`).
+pub fn srcu_constants(
+    layout: &SrcuGpLayout,
+    per_cpu_offset: Option<u64>,
+    cpus: u32,
+) -> Vec<Constant> {
+    let mut constants = vec![
+        Constant::U32("GP_EVENTS", 1),
+        Constant::U32("GP_SRCU_VIA_USAGE", u32::from(layout.usage.is_some())),
+        Constant::U32("GP_SRCU_SUP", layout.usage.unwrap_or(0)),
+        Constant::U32("GP_SRCU_GP_SEQ", layout.gp_seq),
+        Constant::U32("GP_SRCU_WORK", layout.work),
+        Constant::U32("GP_SRCU_USAGE_SSP", layout.usage_ssp),
+        Constant::MaxEntries("SRCU_WORKING", MAX_SRCU_WORKERS),
+        Constant::MaxEntries("SRCU_SCANNING", MAX_SRCU_WORKERS),
+    ];
+    if let (Some(readers), Some(per_cpu_offset)) = (layout.readers, per_cpu_offset) {
+        constants.extend([
+            Constant::U32("GP_SRCU_SDA", readers.sda),
+            Constant::U32("GP_SRCU_LOCKS", readers.entered),
+            Constant::U32("GP_SRCU_UNLOCKS", readers.left),
+            Constant::U32("GP_SRCU_INDEX_STRIDE", readers.index_stride),
+            Constant::U64("GP_PER_CPU_OFFSET", per_cpu_offset),
+            Constant::U32("GP_SRCU_CPUS", cpus),
+        ]);
+    }
+    constants
+}
+
+/// Room for the tasks-RCU kthreads in a grace period at once (one per flavour).
+const MAX_TASKS_KTHREADS: u32 = 64;
+
+/// `gp --flavor tasks`' load-time constants.
+pub fn tasks_constants() -> Vec<Constant> {
+    vec![
+        Constant::U32("GP_EVENTS", 1),
+        Constant::MaxEntries("TASKS_WAITING", MAX_TASKS_KTHREADS),
+    ]
 }
 
 /// A ring record as the grace-period event it is, if it is long enough for one.

@@ -811,6 +811,38 @@ pub const GRACE_PERIOD_BOUNDS: [Probe; 4] = [
     kprobe_first(GRACE_PERIODS.init),
 ];
 
+/// What `gp --flavor srcu` hooks: each SRCU grace period's start, and the domain's
+/// grace-period work, whose return tells which grace periods it ended; the returns first, so
+/// that a grace period seen to begin is seen to end. The same functions on Debian's 6.1, 6.12
+/// and 7.3; kprobes only (their programs have no trampoline: see `rcutrace-ebpf`'s
+/// `gp::srcu`).
+pub const SRCU_GRACE_PERIODS: [Probe; 3] = [
+    gp_hook("process_srcu", Side::Return, "srcu_work"),
+    gp_hook("process_srcu", Side::Entry, "srcu_work"),
+    gp_hook("srcu_gp_start", Side::Entry, "srcu_start"),
+];
+
+/// Each scan of a domain's readers (`try_check_zero()`), whose return names the CPUs where
+/// readers entered and have not left when it finds some. Optional: without them the grace
+/// periods are still timed.
+pub const SRCU_READER_SCANS: [Probe; 2] = [
+    gp_hook("try_check_zero", Side::Return, "srcu_scan"),
+    gp_hook("try_check_zero", Side::Entry, "srcu_scan"),
+];
+
+/// What `gp --flavor tasks` hooks: each tasks-RCU flavour's wait function, which its kthread
+/// calls once per grace period (entry and return; the returns first, as above). The rude
+/// flavour's is optional: 7.3 on x86 runs no rude grace period, and a kernel may lack it.
+pub const TASKS_GRACE_PERIODS: [Probe; 4] = [
+    gp_hook("rcu_tasks_wait_gp", Side::Return, "tasks"),
+    gp_hook("rcu_tasks_rude_wait_gp", Side::Return, "tasks_rude"),
+    gp_hook("rcu_tasks_wait_gp", Side::Entry, "tasks"),
+    gp_hook("rcu_tasks_rude_wait_gp", Side::Entry, "tasks_rude"),
+];
+
+/// Without these no tasks-RCU grace period is seen.
+pub const TASKS_GRACE_PERIODS_NEEDED: [Probe; 2] = [TASKS_GRACE_PERIODS[0], TASKS_GRACE_PERIODS[2]];
+
 const fn kprobe_first(probe: Probe) -> Probe {
     Probe {
         prefer_kprobe: true,

@@ -1,0 +1,204 @@
+//! `rcutrace gp --flavor srcu`: each SRCU grace period's bounds, per domain. A grace period
+//! begins in `srcu_gp_start()`; its end (`srcu_gp_end()`, inlined everywhere) comes inside
+//! a run of the domain's grace-period work, `process_srcu()`, whose return sends the
+//! domain's number then: user space ends every grace period that number has passed. Kprobes
+//! only: on 7.x tasks-trace RCU is an SRCU domain, and a trampoline's attach queues work there.
+
+use aya_ebpf::{
+    macros::map,
+    maps::HashMap,
+    programs::{ProbeContext, RetProbeContext},
+};
+use rcutrace_common::gp::{
+    EVENT_SRCU_READERS, EVENT_SRCU_START, EVENT_SRCU_WORK_DONE, GP_LOST_EVENTS,
+    MAX_SRCU_READER_CPUS, MAX_SRCU_SCANNED_CPUS,
+};
+
+use super::{lose, read, send, sending};
+use crate::window;
+
+/// 1: the domain keeps its grace-period number in a `struct srcu_usage` of its own
+/// (`srcu_struct.srcu_sup`, at `GP_SRCU_SUP`; 6.2 on); 0: in `srcu_struct` itself (6.1).
+#[unsafe(no_mangle)]
+static GP_SRCU_VIA_USAGE: u32 = 0;
+#[unsafe(no_mangle)]
+static GP_SRCU_SUP: u32 = 0;
+/// `srcu_gp_seq`'s offset in `srcu_usage` (or in `srcu_struct`, on 6.1).
+#[unsafe(no_mangle)]
+static GP_SRCU_GP_SEQ: u32 = 0;
+/// The offset of the `work_struct` `process_srcu()` is given in the structure holding it:
+/// `srcu_usage.work.work` (6.2 on, whose `srcu_ssp` at `GP_SRCU_USAGE_SSP` is the domain), or
+/// `srcu_struct.work.work` (6.1).
+#[unsafe(no_mangle)]
+static GP_SRCU_WORK: u32 = 0;
+#[unsafe(no_mangle)]
+static GP_SRCU_USAGE_SSP: u32 = 0;
+
+/// Where a scan that found readers looks for them, CPU by CPU: `srcu_struct.sda` (the
+/// domain's per-CPU `srcu_data`), the offsets in `srcu_data` of the counts of readers that
+/// entered and left index 0, the distance to index 1's, the address of `__per_cpu_offset`,
+/// and the possible CPUs. Set only where the scans are hooked.
+#[unsafe(no_mangle)]
+static GP_SRCU_SDA: u32 = 0;
+#[unsafe(no_mangle)]
+static GP_SRCU_LOCKS: u32 = 0;
+#[unsafe(no_mangle)]
+static GP_SRCU_UNLOCKS: u32 = 0;
+#[unsafe(no_mangle)]
+static GP_SRCU_INDEX_STRIDE: u32 = 0;
+#[unsafe(no_mangle)]
+static GP_PER_CPU_OFFSET: u64 = 0;
+#[unsafe(no_mangle)]
+static GP_SRCU_CPUS: u32 = 0;
+
+/// The domain each thread running `process_srcu()` works for, until it returns; sized at
+/// load time.
+#[map]
+static SRCU_WORKING: HashMap<u32, u64> = HashMap::with_max_entries(1, 0);
+/// The domain and index each thread running `try_check_zero()` scans, until it returns; sized
+/// at load time.
+#[map]
+static SRCU_SCANNING: HashMap<u32, [u64; 2]> = HashMap::with_max_entries(1, 0);
+
+#[inline(always)]
+fn via_usage() -> bool {
+    window::constant(&GP_SRCU_VIA_USAGE) != 0
+}
+
+/// `domain`'s `srcu_gp_seq`.
+#[inline(always)]
+fn gp_seq_of(domain: u64) -> Option<u64> {
+    let holder = if via_usage() {
+        read::<u64>(domain + u64::from(window::constant(&GP_SRCU_SUP)))?
+    } else {
+        domain
+    };
+    read::<u64>(holder + u64::from(window::constant(&GP_SRCU_GP_SEQ)))
+}
+
+/// The domain whose grace-period work `work` is.
+#[inline(always)]
+fn domain_of_work(work: u64) -> Option<u64> {
+    let holder = work.wrapping_sub(u64::from(window::constant(&GP_SRCU_WORK)));
+    if via_usage() {
+        read::<u64>(holder + u64::from(window::constant(&GP_SRCU_USAGE_SSP)))
+    } else {
+        Some(holder)
+    }
+}
+
+program! {
+    kprobe fn gp_srcu_start_kprobe(ctx: ProbeContext) -> u32 {
+        if sending()
+            && let Some(domain) = ctx.arg::<u64>(0)
+            && let Some(gp_seq) = gp_seq_of(domain)
+        {
+            send(&ctx, EVENT_SRCU_START, domain, gp_seq, false);
+        }
+        0
+    }
+}
+
+program! {
+    kprobe fn gp_srcu_work_kprobe(ctx: ProbeContext) -> u32 {
+        if sending()
+            && let Some(work) = ctx.arg::<u64>(0)
+            && let Some(domain) = domain_of_work(work)
+        {
+            let (_, tid, _) = window::current();
+            // Without it this run's end would go unseen: counted as lost.
+            if SRCU_WORKING.insert(&tid, &domain, 0).is_err() {
+                lose(GP_LOST_EVENTS);
+            }
+        }
+        0
+    }
+}
+
+program! {
+    kretprobe fn gp_srcu_work_kretprobe(ctx: RetProbeContext) -> u32 {
+        let (_, tid, _) = window::current();
+        let Some(&domain) = (unsafe { SRCU_WORKING.get(&tid) }) else {
+            return 0;
+        };
+        let _ = SRCU_WORKING.remove(&tid);
+        if sending()
+            && let Some(gp_seq) = gp_seq_of(domain)
+        {
+            send(&ctx, EVENT_SRCU_WORK_DONE, domain, gp_seq, false);
+        }
+        0
+    }
+}
+
+/// Names the CPUs whose readers of `domain` entered `index` and have not all left: their
+/// count of entries there exceeds their count of exits. A reader that moved CPU in between
+/// leaves one CPU ahead and another behind for good, so this is where readers entered, not
+/// who they are.
+#[inline(always)]
+fn name_reader_cpus(ctx: &RetProbeContext, domain: u64, index: u64) {
+    let Some(sda) = read::<u64>(domain + u64::from(window::constant(&GP_SRCU_SDA))) else {
+        return;
+    };
+    let per_cpu_offset = window::constant(&GP_PER_CPU_OFFSET);
+    let cpus = window::constant(&GP_SRCU_CPUS);
+    let stride = u64::from(window::constant(&GP_SRCU_INDEX_STRIDE)) * index;
+    let locks = u64::from(window::constant(&GP_SRCU_LOCKS)) + stride;
+    let unlocks = u64::from(window::constant(&GP_SRCU_UNLOCKS)) + stride;
+    let mut named = 0;
+    for cpu in 0..MAX_SRCU_SCANNED_CPUS {
+        if cpu >= cpus || named >= MAX_SRCU_READER_CPUS {
+            break;
+        }
+        let Some(offset) = read::<u64>(per_cpu_offset + u64::from(cpu) * 8) else {
+            break;
+        };
+        let data = sda.wrapping_add(offset);
+        let (Some(entered), Some(left)) = (read::<u64>(data + locks), read::<u64>(data + unlocks))
+        else {
+            continue;
+        };
+        let excess = entered.wrapping_sub(left) as i64;
+        if excess > 0 {
+            let excess = excess.min(i64::from(u32::MAX)) as u64;
+            send(
+                ctx,
+                EVENT_SRCU_READERS,
+                domain,
+                (u64::from(cpu) << 32) | excess,
+                false,
+            );
+            named += 1;
+        }
+    }
+}
+
+program! {
+    kprobe fn gp_srcu_scan_kprobe(ctx: ProbeContext) -> u32 {
+        if sending()
+            && let (Some(domain), Some(index)) = (ctx.arg::<u64>(0), ctx.arg::<u64>(1))
+        {
+            let (_, tid, _) = window::current();
+            // Without it this scan's readers would go unnamed: counted as lost.
+            if SRCU_SCANNING.insert(&tid, &[domain, index & 1], 0).is_err() {
+                lose(GP_LOST_EVENTS);
+            }
+        }
+        0
+    }
+}
+
+program! {
+    kretprobe fn gp_srcu_scan_kretprobe(ctx: RetProbeContext) -> u32 {
+        let (_, tid, _) = window::current();
+        let Some(&[domain, index]) = (unsafe { SRCU_SCANNING.get(&tid) }) else {
+            return 0;
+        };
+        let _ = SRCU_SCANNING.remove(&tid);
+        // try_check_zero() returns true when the index has no readers left.
+        if sending() && ctx.ret::<u64>() & 0xff == 0 {
+            name_reader_cpus(&ctx, domain, index);
+        }
+        0
+    }
+}

@@ -1,0 +1,373 @@
+//! The grace periods of the flavours other than normal RCU's, assembled from `gp
+//! --flavor`'s events, keyed by what runs them: an SRCU domain (`struct srcu_struct *`), or a
+//! tasks-RCU flavour (`struct rcu_tasks *`).
+//!
+//! SRCU: one begins at `srcu_gp_start()`, which sends the domain's number as it was (idle);
+//! `rcu_seq_start()` then makes it odd in its state bits, and `rcu_seq_end()` moves it to the
+//! next idle number. It ends at the first event of its domain whose number has reached that:
+//! the return of the grace-period work that ended it, or (6.1, where `srcu_gp_end()` starts
+//! the next at once) the next one's start. A scan of the domain's readers that finds some
+//! names the CPUs where they entered: those are kept with the grace period in progress.
+//!
+//! Tasks RCU: the flavour's kthread runs one grace period in each call of its wait function
+//! (`rcu_tasks_wait_gp()`, `rcu_tasks_rude_wait_gp()`): from its entry to its return.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use rcutrace_common::gp::{
+    EVENT_SRCU_READERS, EVENT_SRCU_START, EVENT_SRCU_WORK_DONE, EVENT_TASKS_END, EVENT_TASKS_START,
+    GP_SEQ_STATE_BITS, GpEvent,
+};
+
+use crate::model::aggregate::{Layout, Series};
+
+const STATE_MASK: u64 = (1 << GP_SEQ_STATE_BITS) - 1;
+
+/// One grace period, whole.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FlavourGracePeriod {
+    /// What ran it: an SRCU domain, or a tasks-RCU flavour's `struct rcu_tasks`.
+    pub key: u64,
+    /// SRCU: its `srcu_gp_seq` while in progress (0 for tasks RCU).
+    pub gp_seq: u64,
+    pub started_ns: u64,
+    pub duration_ns: u64,
+    /// SRCU: the CPUs where readers that held it up entered, ascending.
+    pub reader_cpus: Vec<u32>,
+}
+
+/// An SRCU grace period in progress.
+#[derive(Debug)]
+struct InProgress {
+    /// The number it ends at.
+    end: u64,
+    started_ns: u64,
+    reader_cpus: BTreeSet<u32>,
+}
+
+/// The number a grace period begun at idle number `gp_seq` ends at (`rcu_seq_endval()` of
+/// the number `rcu_seq_start()` makes of it).
+fn end_of(gp_seq: u64) -> u64 {
+    (gp_seq.wrapping_add(1) | STATE_MASK).wrapping_add(1)
+}
+
+/// Whether number `gp_seq` has reached `end` (as the kernel compares them, past wrapping).
+fn reached(gp_seq: u64, end: u64) -> bool {
+    gp_seq.wrapping_sub(end) as i64 >= 0
+}
+
+/// What an assembler has finished and not yet handed on.
+#[derive(Debug, Default)]
+pub struct Finished {
+    done: Vec<FlavourGracePeriod>,
+    /// Grace periods seen to end whose start came before tracing (or was not sent).
+    began_before_tracing: u64,
+}
+
+/// What `gp --flavor` assembles its events with.
+pub trait Assemble {
+    fn add(&mut self, event: &GpEvent);
+    /// Grace periods begun and not yet seen to end.
+    fn in_progress(&self) -> u64;
+    fn finished(&mut self) -> &mut Finished;
+
+    /// The grace periods ended since the last call, in the order they ended.
+    fn take_done(&mut self) -> Vec<FlavourGracePeriod> {
+        std::mem::take(&mut self.finished().done)
+    }
+
+    /// Grace periods seen to end whose start was not seen, since the last call.
+    fn take_began_before_tracing(&mut self) -> u64 {
+        std::mem::take(&mut self.finished().began_before_tracing)
+    }
+}
+
+#[derive(Debug, Default)]
+pub struct SrcuAssembler {
+    /// Per domain, the grace period in progress.
+    in_progress: HashMap<u64, InProgress>,
+    /// Per domain, the end of a grace period seen in progress whose start was not seen.
+    unseen: HashMap<u64, u64>,
+    finished: Finished,
+}
+
+impl Assemble for SrcuAssembler {
+    fn add(&mut self, event: &GpEvent) {
+        self.assemble(event);
+    }
+
+    fn in_progress(&self) -> u64 {
+        self.in_progress.len() as u64
+    }
+
+    fn finished(&mut self) -> &mut Finished {
+        &mut self.finished
+    }
+}
+
+/// Tasks RCU's grace periods: each from its wait function's entry to its return, per flavour.
+#[derive(Debug, Default)]
+pub struct TasksAssembler {
+    /// Per flavour, when the grace period in progress began.
+    in_progress: HashMap<u64, u64>,
+    finished: Finished,
+}
+
+impl Assemble for TasksAssembler {
+    fn add(&mut self, event: &GpEvent) {
+        let (flavour, at) = (event.value, event.at_ns);
+        match event.kind {
+            EVENT_TASKS_START => {
+                self.in_progress.insert(flavour, at);
+            }
+            EVENT_TASKS_END => match self.in_progress.remove(&flavour) {
+                Some(started) => self.finished.done.push(FlavourGracePeriod {
+                    key: flavour,
+                    gp_seq: 0,
+                    started_ns: started,
+                    duration_ns: at.saturating_sub(started),
+                    reader_cpus: Vec::new(),
+                }),
+                None => self.finished.began_before_tracing += 1,
+            },
+            _ => {}
+        }
+    }
+
+    fn in_progress(&self) -> u64 {
+        self.in_progress.len() as u64
+    }
+
+    fn finished(&mut self) -> &mut Finished {
+        &mut self.finished
+    }
+}
+
+impl SrcuAssembler {
+    fn assemble(&mut self, event: &GpEvent) {
+        let (domain, gp_seq, at) = (event.value, event.extra, event.at_ns);
+        match event.kind {
+            EVENT_SRCU_START => {
+                self.passed(domain, gp_seq, at);
+                let started = InProgress {
+                    end: end_of(gp_seq),
+                    started_ns: at,
+                    reader_cpus: BTreeSet::new(),
+                };
+                self.in_progress.insert(domain, started);
+            }
+            EVENT_SRCU_READERS => {
+                if let Some(gp) = self.in_progress.get_mut(&domain) {
+                    gp.reader_cpus.insert((event.extra >> 32) as u32);
+                }
+            }
+            EVENT_SRCU_WORK_DONE => {
+                self.passed(domain, gp_seq, at);
+                if gp_seq & STATE_MASK != 0 && !self.in_progress.contains_key(&domain) {
+                    self.unseen
+                        .entry(domain)
+                        .or_insert((gp_seq | STATE_MASK).wrapping_add(1));
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// `domain`'s number is `gp_seq` at `at`: ends what that number has passed.
+    fn passed(&mut self, domain: u64, gp_seq: u64, at: u64) {
+        if self
+            .in_progress
+            .get(&domain)
+            .is_some_and(|gp| reached(gp_seq, gp.end))
+            && let Some(gp) = self.in_progress.remove(&domain)
+        {
+            self.finished.done.push(FlavourGracePeriod {
+                key: domain,
+                gp_seq: gp.end.wrapping_sub(STATE_MASK + 1) | 1,
+                started_ns: gp.started_ns,
+                duration_ns: at.saturating_sub(gp.started_ns),
+                reader_cpus: gp.reader_cpus.into_iter().collect(),
+            });
+        }
+        if let Some(&end) = self.unseen.get(&domain)
+            && reached(gp_seq, end)
+        {
+            self.unseen.remove(&domain);
+            self.finished.began_before_tracing += 1;
+        }
+    }
+}
+
+/// The durations of the grace periods of a period, per key, and per key and CPU how many
+/// were held up by readers that entered there.
+#[derive(Clone, Debug)]
+pub struct FlavourTally {
+    layout: Layout,
+    unit_ns: u64,
+    pub by_key: BTreeMap<u64, Series>,
+    pub held_by_readers_on: BTreeMap<(u64, u32), u64>,
+}
+
+impl FlavourTally {
+    pub fn new(layout: Layout, unit_ns: u64) -> Self {
+        FlavourTally {
+            layout,
+            unit_ns,
+            by_key: BTreeMap::new(),
+            held_by_readers_on: BTreeMap::new(),
+        }
+    }
+
+    pub fn add(&mut self, gp: &FlavourGracePeriod) {
+        self.by_key
+            .entry(gp.key)
+            .or_insert_with(|| Series::new(self.layout))
+            .record(gp.duration_ns, self.unit_ns);
+        for &cpu in &gp.reader_cpus {
+            *self.held_by_readers_on.entry((gp.key, cpu)).or_default() += 1;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TASKS: u64 = 0xffff_ffff_82cc_dcc0;
+    const RUDE: u64 = 0xffff_ffff_82cc_db60;
+
+    const A: u64 = 0xffff_ffff_a040_2000;
+    const B: u64 = 0xffff_8880_0123_4000;
+
+    fn event(kind: u32, domain: u64, gp_seq: u64, at_ns: u64) -> GpEvent {
+        GpEvent {
+            kind,
+            value: domain,
+            extra: gp_seq,
+            at_ns,
+            ..GpEvent::default()
+        }
+    }
+
+    #[test]
+    fn a_grace_period_ends_at_the_work_that_moved_its_number_on() {
+        let mut assembler = SrcuAssembler::default();
+        assembler.add(&event(EVENT_SRCU_START, A, 8, 1_000));
+        // A scan that found readers entered on CPU 3 (twice), then a run of the work: still
+        // in progress. Another domain's readers are not this grace period's.
+        assembler.add(&event(EVENT_SRCU_READERS, A, 3 << 32 | 1, 1_500));
+        assembler.add(&event(EVENT_SRCU_READERS, B, 5 << 32 | 1, 1_500));
+        assembler.add(&event(EVENT_SRCU_READERS, A, 3 << 32 | 1, 1_800));
+        assembler.add(&event(EVENT_SRCU_WORK_DONE, A, 9, 2_000));
+        assert!(assembler.take_done().is_empty());
+        assert_eq!(Assemble::in_progress(&assembler), 1);
+        assembler.add(&event(EVENT_SRCU_WORK_DONE, A, 12, 5_000));
+        assert_eq!(
+            assembler.take_done(),
+            [FlavourGracePeriod {
+                key: A,
+                gp_seq: 9,
+                started_ns: 1_000,
+                duration_ns: 4_000,
+                reader_cpus: vec![3],
+            }]
+        );
+        assert_eq!(Assemble::in_progress(&assembler), 0);
+    }
+
+    #[test]
+    fn the_next_start_ends_the_one_before_when_it_comes_first() {
+        // 6.1: srcu_gp_end() starts the next grace period before the work returns.
+        let mut assembler = SrcuAssembler::default();
+        assembler.add(&event(EVENT_SRCU_START, A, 12, 1_000));
+        assembler.add(&event(EVENT_SRCU_START, A, 16, 3_000));
+        assembler.add(&event(EVENT_SRCU_WORK_DONE, A, 17, 3_500));
+        assembler.add(&event(EVENT_SRCU_WORK_DONE, A, 20, 9_000));
+        let done = assembler.take_done();
+        assert_eq!(
+            done.iter()
+                .map(|g| (g.gp_seq, g.started_ns, g.duration_ns))
+                .collect::<Vec<_>>(),
+            [(13, 1_000, 2_000), (17, 3_000, 6_000)]
+        );
+    }
+
+    #[test]
+    fn domains_are_apart() {
+        let mut assembler = SrcuAssembler::default();
+        assembler.add(&event(EVENT_SRCU_START, A, 4, 100));
+        assembler.add(&event(EVENT_SRCU_START, B, 400, 200));
+        // B's number says nothing of A's grace period.
+        assembler.add(&event(EVENT_SRCU_WORK_DONE, B, 404, 300));
+        assembler.add(&event(EVENT_SRCU_WORK_DONE, A, 8, 1_100));
+        let done: Vec<_> = assembler
+            .take_done()
+            .iter()
+            .map(|g| (g.key, g.duration_ns))
+            .collect();
+        assert_eq!(done, [(B, 100), (A, 1_000)]);
+        let mut tally = FlavourTally::new(Layout::Log2, 1);
+        for g in [(A, 5), (A, 7), (B, 9)] {
+            tally.add(&FlavourGracePeriod {
+                key: g.0,
+                gp_seq: 1,
+                started_ns: 0,
+                duration_ns: g.1,
+                reader_cpus: if g.1 == 7 { vec![0, 2] } else { vec![2] },
+            });
+        }
+        assert_eq!(
+            tally
+                .held_by_readers_on
+                .iter()
+                .map(|(k, n)| (*k, *n))
+                .collect::<Vec<_>>(),
+            [((B, 2), 1), ((A, 0), 1), ((A, 2), 2)]
+        );
+        let counts: Vec<_> = tally.by_key.iter().map(|(d, s)| (*d, s.count())).collect();
+        assert_eq!(counts, [(B, 1), (A, 2)]);
+    }
+
+    #[test]
+    fn one_begun_before_tracing_is_counted_not_timed() {
+        let mut assembler = SrcuAssembler::default();
+        // In progress when first seen, then over.
+        assembler.add(&event(EVENT_SRCU_WORK_DONE, A, 21, 100));
+        assembler.add(&event(EVENT_SRCU_WORK_DONE, A, 24, 900));
+        assert!(assembler.take_done().is_empty());
+        assert_eq!(assembler.finished.began_before_tracing, 1);
+        // An idle domain's work says nothing.
+        assembler.add(&event(EVENT_SRCU_WORK_DONE, B, 40, 1_000));
+        assert_eq!(assembler.finished.began_before_tracing, 1);
+    }
+
+    #[test]
+    fn numbers_compare_past_wrapping() {
+        let mut assembler = SrcuAssembler::default();
+        let near_the_end = u64::MAX - 3;
+        assembler.add(&event(EVENT_SRCU_START, A, near_the_end, 10));
+        assembler.add(&event(EVENT_SRCU_WORK_DONE, A, 0, 30));
+        assert_eq!(assembler.take_done().len(), 1);
+    }
+
+    #[test]
+    fn a_tasks_grace_period_is_its_wait_function_call() {
+        let mut assembler = TasksAssembler::default();
+        // The rude flavour's ends first; one flavour's end never ends another's.
+        assembler.add(&event(EVENT_TASKS_START, TASKS, 0, 1_000));
+        assembler.add(&event(EVENT_TASKS_START, RUDE, 0, 1_500));
+        assembler.add(&event(EVENT_TASKS_END, RUDE, 0, 2_000));
+        assert_eq!(assembler.in_progress(), 1);
+        assembler.add(&event(EVENT_TASKS_END, TASKS, 0, 901_000));
+        let done: Vec<_> = assembler
+            .take_done()
+            .iter()
+            .map(|g| (g.key, g.started_ns, g.duration_ns))
+            .collect();
+        assert_eq!(done, [(RUDE, 1_500, 500), (TASKS, 1_000, 900_000)]);
+        // An end whose start came before tracing: counted once, then taken.
+        assembler.add(&event(EVENT_TASKS_END, TASKS, 0, 950_000));
+        assert_eq!(assembler.take_began_before_tracing(), 1);
+        assert_eq!(assembler.take_began_before_tracing(), 0);
+    }
+}
