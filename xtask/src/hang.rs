@@ -80,7 +80,7 @@ impl Stack {
         }
     }
 
-    /// Whether any frame is `function` (with or without a module).
+    /// Whether any frame is `function` (with or without a module, guessed or not).
     pub fn contains(&self, function: &str) -> bool {
         self.frames.iter().any(|f| function_of(f) == function)
     }
@@ -89,6 +89,7 @@ impl Stack {
 /// A frame's function, without its module or the compiler's clone suffix (`.isra.0`,
 /// `.part.0`, `.constprop.0`, `.cold`): the name in the source.
 fn function_of(frame: &str) -> &str {
+    let frame = frame.strip_prefix(GUESS).unwrap_or(frame);
     let name = frame.split(' ').next().unwrap_or(frame);
     name.split('.').next().unwrap_or(name)
 }
@@ -153,6 +154,9 @@ enum Record {
 struct Frames {
     task: Vec<String>,
     other: Vec<String>,
+    /// The task context's `? func+0x..` lines: addresses on the stack that the unwinder
+    /// could not place in the chain of calls.
+    task_guesses: Vec<String>,
     in_interrupt: bool,
     saw_task_context: bool,
 }
@@ -166,6 +170,12 @@ impl Frames {
         }
     }
 
+    fn push_guess(&mut self, frame: String) {
+        if !self.in_interrupt {
+            self.task_guesses.push(frame);
+        }
+    }
+
     fn into_stack(self) -> Stack {
         let mut frames = if self.saw_task_context {
             self.task
@@ -176,9 +186,19 @@ impl Frames {
         };
         // An interrupted instruction (RIP) is often the trace's next frame too.
         frames.dedup();
+        // Where the unwinder lost the chain at the interrupted instruction itself (an
+        // interrupt taken at a retpoline thunk's entry, whose unwind hint is "undefined"), the
+        // kernel prints its callers only as guesses: keep them, marked as such, rather than
+        // a stack of one frame.
+        if frames.len() <= 1 {
+            frames.extend(self.task_guesses.into_iter().map(|f| format!("{GUESS}{f}")));
+        }
         Stack { frames }
     }
 }
+
+/// How the kernel marks a frame its unwinder only guessed, and how a stack keeps it.
+const GUESS: &str = "? ";
 
 impl KernelState {
     pub fn parse(console: &str) -> Self {
@@ -227,6 +247,8 @@ impl KernelState {
                         }
                     } else if let Some(frame) = parse_frame(body) {
                         frames.push(frame);
+                    } else if let Some(frame) = body.strip_prefix(GUESS).and_then(parse_frame) {
+                        frames.push_guess(frame);
                     }
                 }
             }
@@ -634,6 +656,58 @@ mod tests {
 [   52.000011]  rcutrace_test_write+0xe2/0x150 [rcutrace_test]
 [   52.000012]  </TASK>
 ";
+
+    /// An NMI taken at a retpoline thunk's entry: the unwinder stops there, and the kernel
+    /// prints the callers only as guesses (6.12, once in CI).
+    #[test]
+    fn a_cpu_interrupted_in_a_thunk_keeps_the_guessed_callers() {
+        let console = "\
+[  110.000001] NMI backtrace for cpu 1
+[  110.000002] CPU: 1 UID: 0 PID: 153 Comm: sh Tainted: G           OEL     6.12.118+deb12-cloud-amd64 #1
+[  110.000003] RIP: 0010:__x86_indirect_thunk_array+0x0/0x20
+[  110.000004] Call Trace:
+[  110.000005]  <NMI>
+[  110.000006]  ? nmi_cpu_backtrace+0x9e/0x110
+[  110.000007]  </NMI>
+[  110.000008]  <TASK>
+[  110.000009]  ? ktime_get+0x3c/0xa0
+[  110.000010]  ? rcutrace_test_spin_preempt_off+0x29/0x60 [rcutrace_test]
+[  110.000011]  ? rcutrace_test_write+0x173/0x1f0 [rcutrace_test]
+[  110.000012]  </TASK>
+[  120.000001] NMI backtrace for cpu 1
+[  120.000002] CPU: 1 UID: 0 PID: 153 Comm: sh Tainted: G           OEL     6.12.118+deb12-cloud-amd64 #1
+[  120.000003] RIP: 0010:ktime_get+0x3c/0xa0
+[  120.000004] Call Trace:
+[  120.000005]  <TASK>
+[  120.000006]  rcutrace_test_spin_preempt_off+0x29/0x60 [rcutrace_test]
+[  120.000007]  ? vfs_write+0xf8/0x450
+[  120.000008]  </TASK>
+";
+        let state = KernelState::parse(console);
+        assert_eq!(state.cpus.len(), 2);
+        assert_eq!(
+            state.cpus[0].stack.frames,
+            [
+                "__x86_indirect_thunk_array",
+                "? ktime_get",
+                "? rcutrace_test_spin_preempt_off [rcutrace_test]",
+                "? rcutrace_test_write [rcutrace_test]"
+            ]
+        );
+        assert!(
+            state.cpus[0]
+                .stack
+                .contains("rcutrace_test_spin_preempt_off")
+        );
+        // Where the chain holds, its guesses stay out.
+        assert_eq!(
+            state.cpus[1].stack.frames,
+            [
+                "ktime_get",
+                "rcutrace_test_spin_preempt_off [rcutrace_test]"
+            ]
+        );
+    }
 
     #[test]
     fn reads_lockups_hung_tasks_and_backtraces() {

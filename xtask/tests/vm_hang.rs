@@ -58,7 +58,9 @@ fn deliberate_block_is_reported_with_its_stack(series: &str) {
     }
 
     // SysRq l: exactly one CPU in the spin, the locked-up one, running that shell (the other
-    // idles, or runs whatever the kernel has to do at that moment).
+    // idles, or runs whatever the kernel has to do at that moment). Where the NMI came at a
+    // retpoline thunk's entry (the spin reads the clock through one), the unwinder stops
+    // there and the kernel names the spin only as a guessed caller: that counts.
     let spinning: Vec<_> = kernel
         .busy_cpus()
         .into_iter()
