@@ -114,14 +114,17 @@ pub enum Command {
         sudo rcutrace gp --interval 1 --secs 0\n  \
         sudo rcutrace -f json gp --secs 30 > gp.json\n  \
         sudo rcutrace gp --flavor srcu --secs 10\n  \
-        sudo rcutrace gp --flavor tasks --secs 30\n\n\
+        sudo rcutrace gp --flavor tasks --secs 30\n  \
+        sudo rcutrace gp --flavor trace --secs 10\n\n\
         Every hook but the quiescent-state report is a kprobe: the functions run in the\n\
         scheduler, the tick and RCU's core. The report is a trampoline where the kernel allows\n\
         (a kprobe is skipped inside another kprobe's handler).\n\n\
         With --flavor srcu, a histogram of SRCU grace periods' lengths per domain, from\n\
         srcu_gp_start() to the return of the grace-period work (process_srcu()) that ended\n\
         each; with --flavor tasks, of tasks-RCU grace periods per flavour, each a call of the\n\
-        flavour's wait function (rcu_tasks_wait_gp(), rcu_tasks_rude_wait_gp()). All by\n\
+        flavour's wait function (rcu_tasks_wait_gp(), rcu_tasks_rude_wait_gp()); --flavor\n\
+        rude and trace keep one tasks-RCU flavour. Since 7.0 tasks-trace RCU is SRCU: there\n\
+        --flavor trace follows its domain, rcu_tasks_trace_srcu_struct, and says so. All by\n\
         kprobe.")]
     Gp(GpArgs),
     /// Watch for RCU stalls: warn, seconds before the kernel's own stall warning, when the
@@ -475,6 +478,11 @@ pub enum Flavor {
     /// Tasks RCU: each grace period's length, by flavour (rcu_tasks, rcu_tasks_rude, and
     /// rcu_tasks_trace before 7.0, where it became SRCU).
     Tasks,
+    /// Tasks-rude RCU alone (rcu_tasks_rude).
+    Rude,
+    /// Tasks-trace RCU alone: rcu_tasks_trace, or since 7.0 the SRCU domain it became
+    /// (rcu_tasks_trace_srcu_struct).
+    Trace,
 }
 
 #[derive(Debug, Args)]
@@ -678,7 +686,7 @@ pub fn check(cli: &Cli) -> Result<(), clap::Error> {
         && args.attach == AttachChoice::Fentry
     {
         return Err(conflict(
-            "gp --flavor srcu and tasks hook by kprobe only (a trampoline's attach and detach \
+            "gp's flavours other than normal hook by kprobe only (a trampoline's attach and detach \
              wait for tasks-RCU grace periods, and on 7.x tasks-trace RCU is SRCU): --attach \
              takes auto or kprobe with them",
         ));

@@ -27,7 +27,11 @@
 //! - `gp --flavor tasks`: one tasks-RCU grace period for the wait begun inside `hold_task`, no
 //!   shorter than from that call to the hold's end, then exactly one per synchronize call of
 //!   each tasks flavour: classic, rude (none on 7.3, where it is a no-op on x86) and
-//!   tasks-trace (7.3's are SRCU's, not here).
+//!   tasks-trace (7.3's are SRCU's, not here);
+//! - `gp --flavor trace` and `--flavor rude`, with 3 calls of each tasks flavour in the window:
+//!   exactly their own flavour's 3 grace periods on 6.1 and 6.12; on 7.3 `trace` says it
+//!   follows `rcu_tasks_trace_srcu_struct` and finds exactly 3 of its grace periods, `rude`
+//!   none.
 
 mod support;
 
@@ -127,7 +131,12 @@ fn srcu_scenarios(series: &str) {
          rcu-workload module synchronize_rcu_tasks_trace {TASKS_SYNCS}\n\
          sleep 0.5\nEOF\n\
          traced gp_tasks -f json gp --flavor tasks -c 'sh /tmp/gp_tasks.sh'\n\
-         echo '=== gp_tasks.readout'; cat /tmp/held_readout\n",
+         echo '=== gp_tasks.readout'; cat /tmp/held_readout\n\
+         printf 'rcu-workload module synchronize_rcu_tasks_trace {TASKS_SYNCS}\\n\
+         rcu-workload module synchronize_rcu_tasks_rude {TASKS_SYNCS}\\n\
+         rcu-workload module synchronize_rcu_tasks {TASKS_SYNCS}\\nsleep 0.5\\n' > /tmp/flavours.sh\n\
+         traced gp_trace -f json gp --flavor trace -c 'sh /tmp/flavours.sh'\n\
+         traced gp_rude -f json gp --flavor rude -c 'sh /tmp/flavours.sh'\n",
         held_srcu = held_wait("hold_srcu", "srcu_hold_start_ns", "synchronize_srcu"),
         held_task = held_wait("hold_task", "task_hold_start_ns", "synchronize_rcu_tasks"),
     );
@@ -414,6 +423,45 @@ fn srcu_scenarios(series: &str) {
         "{series}: {longest} < {held_for}\n{}",
         gp_tasks.out
     );
+
+    // --flavor trace and rude keep one flavour of the three called in their window: 6.x's
+    // tasks-trace and tasks-rude kthreads' grace periods, one per call; on 7.3 tasks-trace
+    // RCU is an SRCU domain, said and followed, and synchronize_rcu_tasks_rude() returns at
+    // once on x86 (no grace period).
+    let kept = |name: &str, map: &str| -> Vec<(String, u64)> {
+        let run = run_named(&sections, name);
+        run.assert_ok(name);
+        run.records()
+            .into_iter()
+            .filter_map(|r| match r {
+                Record::LatencySummary(s) if s.map == map && s.count > 0 => {
+                    Some((s.key.unwrap_or_default(), s.count))
+                }
+                _ => None,
+            })
+            .collect()
+    };
+    let trace_note = "tasks-trace RCU is SRCU on this kernel: following its domain, \
+                      rcu_tasks_trace_srcu_struct";
+    let trace_err = &run_named(&sections, "gp_trace").err;
+    if series == "7.3" {
+        assert!(trace_err.contains(trace_note), "{trace_err}");
+        assert_eq!(
+            kept("gp_trace", "@srcu_gp"),
+            [("rcu_tasks_trace_srcu_struct".to_string(), TASKS_SYNCS)]
+        );
+        assert_eq!(kept("gp_rude", "@tasks_gp"), []);
+    } else {
+        assert!(!trace_err.contains(trace_note), "{trace_err}");
+        assert_eq!(
+            kept("gp_trace", "@tasks_gp"),
+            [("rcu_tasks_trace".to_string(), TASKS_SYNCS)]
+        );
+        assert_eq!(
+            kept("gp_rude", "@tasks_gp"),
+            [("rcu_tasks_rude".to_string(), TASKS_SYNCS)]
+        );
+    }
 
     // The module unloaded before the report: its domain is named as it was when called.
     let unloaded = run_named(&sections, "unloaded");

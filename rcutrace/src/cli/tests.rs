@@ -513,6 +513,10 @@ fn rules_across_options_are_usage_errors() {
             &["serve", "--save", "x.json"],
             "--save is for the commands that print a run",
         ),
+        (
+            &["gp", "--flavor", "trace", "--attach", "fentry"],
+            "gp's flavours other than normal hook by kprobe only",
+        ),
     ] {
         let err = check(&parse(args).unwrap()).unwrap_err();
         assert_eq!(err.exit_code(), 2, "{args:?}");
@@ -597,4 +601,23 @@ fn by_srcu_is_for_calls_on_an_srcu_domain() {
             "{err}"
         );
     }
+}
+
+#[test]
+fn gp_follows_each_flavour_by_name() {
+    for (name, flavor) in [
+        ("normal", Flavor::Normal),
+        ("srcu", Flavor::Srcu),
+        ("tasks", Flavor::Tasks),
+        ("rude", Flavor::Rude),
+        ("trace", Flavor::Trace),
+    ] {
+        let Command::Gp(args) = parse(&["gp", "--flavor", name]).unwrap().command else {
+            panic!("not gp");
+        };
+        assert_eq!(args.flavor, flavor);
+    }
+    let err = parse(&["gp", "--flavor", "tasks-trace"]).unwrap_err();
+    assert_eq!(err.exit_code(), 2);
+    assert!(err.to_string().contains("rude, trace"), "{err}");
 }

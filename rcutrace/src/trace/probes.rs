@@ -842,6 +842,8 @@ pub const TASKS_GRACE_PERIODS: [Probe; 4] = [
 
 /// Without these no tasks-RCU grace period is seen.
 pub const TASKS_GRACE_PERIODS_NEEDED: [Probe; 2] = [TASKS_GRACE_PERIODS[0], TASKS_GRACE_PERIODS[2]];
+/// Without these no tasks-rude-RCU grace period is seen.
+pub const TASKS_RUDE_GRACE_PERIODS: [Probe; 2] = [TASKS_GRACE_PERIODS[1], TASKS_GRACE_PERIODS[3]];
 
 const fn kprobe_first(probe: Probe) -> Probe {
     Probe {

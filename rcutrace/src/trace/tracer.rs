@@ -231,6 +231,9 @@ impl Tracer {
                 fentry
                     .load(function, targets.btf()?)
                     .context("loading the program")?;
+                // A trampoline's program is verified against its function at load: timed
+                // apart from the attach, which builds and patches in the trampoline.
+                marks::mark(format_args!("{function}: program loaded"));
                 fentry.attach().context("attaching")?;
             }
             Method::Tracepoint => {
@@ -246,6 +249,9 @@ impl Tracer {
                 fexit
                     .load(function, targets.btf()?)
                     .context("loading the program")?;
+                // A trampoline's program is verified against its function at load: timed
+                // apart from the attach, which builds and patches in the trampoline.
+                marks::mark(format_args!("{function}: program loaded"));
                 fexit.attach().context("attaching")?;
             }
         }

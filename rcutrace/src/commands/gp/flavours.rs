@@ -1,11 +1,12 @@
-//! `rcutrace gp --flavor srcu|tasks`: how long the grace periods of the flavours other than
-//! normal RCU's take, by what runs them: each SRCU domain, each tasks-RCU flavour. The
+//! `rcutrace gp --flavor srcu|tasks|rude|trace`: how long the grace periods of the flavours
+//! other than normal RCU's take, by what runs them: each SRCU domain, each tasks-RCU flavour
+//! (`rude` and `trace` keep one; since 7.0 tasks-trace RCU is an SRCU domain). The
 //! programs send each grace period's bounds; `model::flavour_grace_periods` assembles them,
 //! and each period's report is a histogram of the lengths per key, with exact statistics.
 
-use std::cell::RefCell;
+use std::{cell::RefCell, collections::HashMap};
 
-use anyhow::{Result, bail};
+use anyhow::{Context as _, Result, bail};
 use rcutrace_common::gp as common;
 
 use crate::{
@@ -23,17 +24,24 @@ use crate::{
         grace_periods::{decode, srcu_constants, tasks_constants},
         probes::{
             self, AttachChoice, Probe, SRCU_GRACE_PERIODS, SRCU_READER_SCANS, TASKS_GRACE_PERIODS,
-            TASKS_GRACE_PERIODS_NEEDED,
+            TASKS_GRACE_PERIODS_NEEDED, TASKS_RUDE_GRACE_PERIODS,
         },
         tracer::Constant,
     },
 };
 
+/// SRCU's grace periods, by domain.
+const SRCU_MAP: &str = "@srcu_gp";
 /// Per key and CPU, the grace periods held up by readers that entered on that CPU (SRCU).
 const HELD_ON_MAP: &str = "@srcu_gp_held_on";
 
 /// The per-CPU areas' offsets, by which the programs find each CPU's counts of readers.
 const PER_CPU_OFFSET: &str = "__per_cpu_offset";
+/// The tasks-RCU flavours `--flavor rude` and `trace` keep, by their `struct rcu_tasks`.
+const TASKS_RUDE: &str = "rcu_tasks_rude";
+const TASKS_TRACE: &str = "rcu_tasks_trace";
+/// What tasks-trace RCU became in 7.0: an SRCU domain (mainline c27cea4416a3).
+const TASKS_TRACE_SRCU: &str = "rcu_tasks_trace_srcu_struct";
 
 /// What one flavour hooks and how its events are assembled.
 struct Plan {
@@ -43,51 +51,96 @@ struct Plan {
     /// The histograms' map, keyed by what ran each grace period.
     map_name: &'static str,
     assembler: Box<dyn Assemble>,
+    /// The one domain or tasks-RCU flavour kept (`--flavor rude|trace`), by address: the
+    /// programs hook every one, and their events carry it.
+    only: Option<u64>,
 }
 
 fn plan(flavor: Flavor) -> Result<Plan> {
+    let wanted: &[&str] = match flavor {
+        Flavor::Srcu => &[PER_CPU_OFFSET],
+        Flavor::Rude => &[TASKS_RUDE],
+        Flavor::Trace => &[PER_CPU_OFFSET, TASKS_TRACE_SRCU, TASKS_TRACE],
+        Flavor::Tasks | Flavor::Normal => &[],
+    };
+    // One pass over /proc/kallsyms for all of them, before tracing begins.
+    let symbols = if wanted.is_empty() {
+        HashMap::new()
+    } else {
+        kernel::kernel_symbols(wanted).unwrap_or_else(|e| {
+            log::warn!("reading /proc/kallsyms: {e:#}");
+            HashMap::new()
+        })
+    };
+    let address_of = |symbol: &str| {
+        symbols.get(symbol).copied().with_context(|| {
+            format!("this kernel has no {symbol} in /proc/kallsyms (or hides its address)")
+        })
+    };
     Ok(match flavor {
-        Flavor::Srcu => {
-            // Domains no symbol names are named by who initialised them, where that was
-            // in the window.
-            let mut probes = SRCU_GRACE_PERIODS.to_vec();
-            probes.push(probes::SRCU_DOMAIN_INIT);
-            // Without it the grace periods are still timed, their readers' CPUs not named.
-            let per_cpu_offset = match kernel::kernel_symbols(&[PER_CPU_OFFSET]) {
-                Ok(symbols) => symbols.get(PER_CPU_OFFSET).copied(),
-                Err(e) => {
-                    log::warn!("the CPUs of SRCU's readers are not named: {e:#}");
-                    None
-                }
-            };
-            let layout = kernel::srcu_layout::layout()?;
-            // The scans are hooked only where their readers can be found.
-            if layout.readers.is_some() && per_cpu_offset.is_some() {
-                probes.extend(SRCU_READER_SCANS);
-            } else {
-                eprintln!(
-                    "rcutrace: warning: this kernel's SRCU readers' counts cannot be found (its \
-                     BTF or {PER_CPU_OFFSET}): the CPUs of the readers that hold grace periods \
-                     up are not named"
-                );
-            }
+        Flavor::Srcu => srcu_plan(symbols.get(PER_CPU_OFFSET).copied())?,
+        Flavor::Tasks => tasks_plan(&TASKS_GRACE_PERIODS_NEEDED),
+        Flavor::Rude => Plan {
+            only: Some(address_of(TASKS_RUDE).context("following tasks-rude RCU")?),
+            ..tasks_plan(&TASKS_RUDE_GRACE_PERIODS)
+        },
+        Flavor::Trace if symbols.contains_key(TASKS_TRACE_SRCU) => {
+            eprintln!(
+                "rcutrace: tasks-trace RCU is SRCU on this kernel: following its domain, \
+                 {TASKS_TRACE_SRCU}"
+            );
             Plan {
-                probes,
-                needed: &SRCU_GRACE_PERIODS,
-                constants: srcu_constants(&layout, per_cpu_offset, kernel::possible_cpus()?),
-                map_name: "@srcu_gp",
-                assembler: Box::new(SrcuAssembler::default()),
+                only: symbols.get(TASKS_TRACE_SRCU).copied(),
+                ..srcu_plan(symbols.get(PER_CPU_OFFSET).copied())?
             }
         }
-        Flavor::Tasks => Plan {
-            probes: TASKS_GRACE_PERIODS.to_vec(),
-            needed: &TASKS_GRACE_PERIODS_NEEDED,
-            constants: tasks_constants(),
-            map_name: "@tasks_gp",
-            assembler: Box::new(TasksAssembler::default()),
+        Flavor::Trace => Plan {
+            only: Some(address_of(TASKS_TRACE).context("following tasks-trace RCU")?),
+            ..tasks_plan(&TASKS_GRACE_PERIODS_NEEDED)
         },
         Flavor::Normal => bail!("normal RCU's grace periods are taken apart by gp itself"),
     })
+}
+
+/// SRCU's grace periods, every domain's; their readers' CPUs named where `per_cpu_offset`
+/// (the address of `__per_cpu_offset`) and the readers' layout are known.
+fn srcu_plan(per_cpu_offset: Option<u64>) -> Result<Plan> {
+    // Domains no symbol names are named by who initialised them, where that was in the
+    // window.
+    let mut probes = SRCU_GRACE_PERIODS.to_vec();
+    probes.push(probes::SRCU_DOMAIN_INIT);
+    let layout = kernel::srcu_layout::layout()?;
+    // The scans are hooked only where their readers can be found: without them the grace
+    // periods are still timed, their readers' CPUs not named.
+    if layout.readers.is_some() && per_cpu_offset.is_some() {
+        probes.extend(SRCU_READER_SCANS);
+    } else {
+        eprintln!(
+            "rcutrace: warning: this kernel's SRCU readers' counts cannot be found (its BTF or \
+             {PER_CPU_OFFSET}): the CPUs of the readers that hold grace periods up are not \
+             named"
+        );
+    }
+    Ok(Plan {
+        probes,
+        needed: &SRCU_GRACE_PERIODS,
+        constants: srcu_constants(&layout, per_cpu_offset, kernel::possible_cpus()?),
+        map_name: SRCU_MAP,
+        assembler: Box::new(SrcuAssembler::default()),
+        only: None,
+    })
+}
+
+/// Every tasks-RCU flavour's grace periods; the run fails without `needed`.
+fn tasks_plan(needed: &'static [Probe]) -> Plan {
+    Plan {
+        probes: TASKS_GRACE_PERIODS.to_vec(),
+        needed,
+        constants: tasks_constants(),
+        map_name: "@tasks_gp",
+        assembler: Box::new(TasksAssembler::default()),
+        only: None,
+    }
 }
 
 struct Stream {
@@ -105,6 +158,7 @@ pub async fn run(args: &GpArgs, sink: Sink) -> Result<Report> {
         constants,
         map_name,
         assembler,
+        only,
     } = plan(args.flavor)?;
     let unit_ns = args.unit.nanos();
     let new_tally = || FlavourTally::new(Layout::Log2, unit_ns);
@@ -120,6 +174,10 @@ pub async fn run(args: &GpArgs, sink: Sink) -> Result<Report> {
             stream.malformed += 1;
             return;
         };
+        // Every event names its domain or flavour.
+        if only.is_some_and(|only| event.value != only) {
+            return;
+        }
         stream.assembler.add(&event);
         for gp in stream.assembler.take_done() {
             stream.tally.add(&gp);
@@ -200,7 +258,7 @@ fn report_of(
     }
     // In the order bpftrace prints the histograms: by count, the largest last.
     series.sort_by(|a, b| a.count.cmp(&b.count).then_with(|| a.key.cmp(&b.key)));
-    if args.flavor == Flavor::Srcu {
+    if map_name == SRCU_MAP {
         let entries = tally
             .held_by_readers_on
             .iter()
