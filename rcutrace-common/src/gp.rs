@@ -79,6 +79,16 @@ pub const EVENT_TASKS_END: u32 = 20;
 /// whose count of readers that entered exceeds those that left, for the index scanned.
 /// `value` the domain, `extra` the CPU in the high 32 bits and that excess in the low ones.
 pub const EVENT_SRCU_READERS: u32 = 21;
+/// A task still on classic tasks RCU's holdout list as a pass over it begins
+/// (`check_all_holdout_tasks()`): `value` the flavour (`struct rcu_tasks *`), `extra` the
+/// task's pid in the high 32 bits and the CPU it last ran on in the low ones, `text` its comm.
+/// `pid`/`comm` are the flavour's kthread. Sent before the pass's `EVENT_TASKS_PASS`.
+pub const EVENT_TASKS_HOLDOUT: u32 = 22;
+/// A pass over the holdout list begins, its tasks sent just before: `value` the flavour,
+/// `extra` 1 if more tasks were listed than `MAX_TASKS_HOLDOUTS_NAMED` (those are unnamed).
+pub const EVENT_TASKS_PASS: u32 = 23;
+/// At most this many holdout tasks are named per pass.
+pub const MAX_TASKS_HOLDOUTS_NAMED: u32 = 16;
 /// At most this many CPUs are named per scan; past it readers are spread too thin to say.
 pub const MAX_SRCU_READER_CPUS: u32 = 16;
 /// At most this many possible CPUs are scanned for an SRCU domain's readers.

@@ -27,7 +27,8 @@
 //! - `gp --flavor tasks`: one tasks-RCU grace period for the wait begun inside `hold_task`, no
 //!   shorter than from that call to the hold's end, then exactly one per synchronize call of
 //!   each tasks flavour: classic, rude (none on 7.3, where it is a no-op on x86) and
-//!   tasks-trace (7.3's are SRCU's, not here);
+//!   tasks-trace (7.3's are SRCU's, not here); the busy task is named, by comm and pid, among
+//!   the last holdouts of classic tasks RCU;
 //! - `gp --flavor trace` and `--flavor rude`, with 3 calls of each tasks flavour in the window:
 //!   exactly their own flavour's 3 grace periods on 6.1 and 6.12; on 7.3 `trace` says it
 //!   follows `rcu_tasks_trace_srcu_struct` and finds exactly 3 of its grace periods, `rude`
@@ -421,6 +422,26 @@ fn srcu_scenarios(series: &str) {
     assert!(
         longest >= held_for,
         "{series}: {longest} < {held_for}\n{}",
+        gp_tasks.out
+    );
+    // The busy task is named among the last holdouts of the grace period it held (classic
+    // tasks RCU's last pass over its holdout list), by comm and pid.
+    let held_by: Vec<(String, u64)> = gp_tasks
+        .records()
+        .into_iter()
+        .filter_map(|r| match r {
+            Record::Map(maps) => match maps.get("@tasks_gp_held_by") {
+                Some(MapValue::Keyed(keys)) => Some(keys.0.clone()),
+                _ => None,
+            },
+            _ => None,
+        })
+        .flatten()
+        .collect();
+    let holder = format!("rcu_tasks, rcu-workload, {}", number("task_hold_pid"));
+    assert!(
+        held_by.iter().any(|(key, n)| *key == holder && *n >= 1),
+        "{series}: no {holder} in {held_by:?}\n{}",
         gp_tasks.out
     );
 

@@ -3,16 +3,35 @@
 //! for classic tasks RCU (and tasks-trace RCU before 7.0), `rcu_tasks_rude_wait_gp()` for the
 //! rude flavour. Kprobes only: a trampoline's attach and detach themselves wait for these
 //! grace periods.
+//!
+//! Classic tasks RCU lists the tasks it waits for (each on `task_struct.rcu_tasks_holdout_list`)
+//! and passes over that list until it is empty, 100 ms to 1 s apart: at each pass's start the
+//! tasks still listed are sent, so the last pass of a grace period names its last holdouts.
 
+use aya_ebpf::helpers::{bpf_get_current_comm, bpf_ktime_get_ns};
 use aya_ebpf::{
     macros::map,
     maps::HashMap,
     programs::{ProbeContext, RetProbeContext},
 };
-use rcutrace_common::gp::{EVENT_TASKS_END, EVENT_TASKS_START, GP_LOST_EVENTS};
+use rcutrace_common::gp::{
+    EVENT_TASKS_END, EVENT_TASKS_HOLDOUT, EVENT_TASKS_PASS, EVENT_TASKS_START, GP_LOST_EVENTS,
+    MAX_TASKS_HOLDOUTS_NAMED,
+};
 
-use super::{lose, send, sending};
+use super::{lose, read, send, send_with, sending};
 use crate::window;
+
+/// Byte offsets in `task_struct` of the holdout list's node, the pid, the comm and the CPU
+/// the task last ran on, from the kernel BTF.
+#[unsafe(no_mangle)]
+static GP_TASK_HOLDOUT_LIST: u32 = 0;
+#[unsafe(no_mangle)]
+static GP_TASK_PID: u32 = 0;
+#[unsafe(no_mangle)]
+static GP_TASK_COMM: u32 = 0;
+#[unsafe(no_mangle)]
+static GP_TASK_CPU: u32 = 0;
 
 /// The flavour (`struct rcu_tasks *`) each kthread is running a grace period of, until its
 /// wait function returns; sized at load time.
@@ -70,6 +89,63 @@ program! {
 program! {
     kretprobe fn gp_tasks_rude_kretprobe(ctx: RetProbeContext) -> u32 {
         on_end(&ctx);
+        0
+    }
+}
+
+/// Sends the tasks on the holdout list `holdouts` (a `struct list_head *`) of the grace period
+/// the current kthread runs, then the pass.
+#[inline(always)]
+fn on_holdout_pass(ctx: &ProbeContext) {
+    let (_, tid, _) = window::current();
+    // A grace period begun before tracing has no flavour here: its passes go unsent.
+    let (true, Some(&flavour), Some(head)) = (
+        sending(),
+        unsafe { TASKS_WAITING.get(&tid) },
+        ctx.arg::<u64>(0),
+    ) else {
+        return;
+    };
+    let list_offset = u64::from(window::constant(&GP_TASK_HOLDOUT_LIST));
+    let kthread = bpf_get_current_comm().unwrap_or_default();
+    let Some(mut node) = read::<u64>(head) else {
+        return;
+    };
+    for _ in 0..MAX_TASKS_HOLDOUTS_NAMED {
+        if node == head || node == 0 {
+            break;
+        }
+        let task = node - list_offset;
+        let (Some(pid), Some(comm), Some(cpu), Some(next)) = (
+            read::<u32>(task + u64::from(window::constant(&GP_TASK_PID))),
+            read::<[u8; 16]>(task + u64::from(window::constant(&GP_TASK_COMM))),
+            read::<u32>(task + u64::from(window::constant(&GP_TASK_CPU))),
+            read::<u64>(node),
+        ) else {
+            return;
+        };
+        let now = unsafe { bpf_ktime_get_ns() };
+        let extra = u64::from(pid) << 32 | u64::from(cpu);
+        send_with(
+            ctx,
+            now,
+            EVENT_TASKS_HOLDOUT,
+            flavour,
+            extra,
+            false,
+            kthread,
+            comm,
+        );
+        node = next;
+    }
+    let more = u64::from(node != head && node != 0);
+    send(ctx, EVENT_TASKS_PASS, flavour, more, false);
+}
+
+program! {
+    kprobe fn gp_tasks_holdouts_kprobe(ctx: ProbeContext) -> u32 {
+        // check_all_holdout_tasks(hop, needreport, firstreport): a pass begins.
+        on_holdout_pass(&ctx);
         0
     }
 }

@@ -8,6 +8,7 @@
 //! ends the window as Ctrl-C would, by the signal the window already waits for; `p` and `s`
 //! redraw the last refresh. The terminal is restored however the command ends.
 
+use crate::model::attribution::comm;
 use std::{
     cell::RefCell,
     collections::{BTreeMap, HashMap},
@@ -504,11 +505,6 @@ fn figures(series: &Series) -> LatencyFigures {
         p99_ns: quantile(0.99),
         max_ns: stats.max_ns.unwrap_or(0),
     }
-}
-
-fn comm(bytes: &[u8; 16]) -> String {
-    let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
-    String::from_utf8_lossy(&bytes[..end]).into_owned()
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 //! `misses` and `kprobe_table` the probe hits it skipped, `rcu_tree` its tree of `rcu_node`s
 //! (`expedited_holdouts`: what an expedited grace period still waits for), `grace_counters`
 //! how many grace periods of each flavour have ended, `srcu_layout` where SRCU keeps its grace
-//! periods,
+//! periods, `tasks_holdouts` where tasks RCU lists the tasks it waits for,
 //! `symbols` names its addresses (`bpf_programs`: the BPF programs loaded, which kallsyms
 //! lists without lengths), `cgroups` its cgroups,
 //! and `environment` records what a run ran on.
@@ -22,6 +22,7 @@ pub mod rcu_state;
 pub mod rcu_tree;
 pub mod srcu_layout;
 pub mod symbols;
+pub mod tasks_holdouts;
 pub mod tracefs;
 
 use std::{

@@ -310,6 +310,7 @@ pub fn fields() -> Vec<Field> {
         .chain(&TASKS_FIELDS)
         .chain(&SRCU_FIELDS)
         .chain(&super::callback_lists::FIELDS)
+        .chain(&super::tasks_holdouts::FIELDS)
         .copied()
         .collect()
 }

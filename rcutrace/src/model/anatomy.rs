@@ -7,6 +7,7 @@
 //! than one leaf, a report to an inner node is a leaf's last blocked reader leaving, never a
 //! CPU.
 
+use crate::model::attribution::comm;
 use std::collections::{BTreeSet, HashMap};
 
 use rcutrace_common::{
@@ -295,11 +296,6 @@ pub struct Assembler {
     /// The blocked reader that left last, whatever grace period was in progress: an
     /// expedited grace period's report of its leaf follows in the same task.
     reader_left: Option<(u32, Holdout)>,
-}
-
-fn comm(bytes: &[u8; 16]) -> String {
-    let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
-    String::from_utf8_lossy(&bytes[..end]).into_owned()
 }
 
 /// One CPU's tick samples of one grace period, by stack. What held the CPU up is the stack

@@ -112,7 +112,7 @@ pub fn key_text(by: By, key: &Attribution, names: &mut Namers<'_>) -> String {
 }
 
 /// A NUL-padded command name as text.
-fn comm(bytes: &[u8; 16]) -> String {
+pub fn comm(bytes: &[u8; 16]) -> String {
     let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
     String::from_utf8_lossy(&bytes[..end]).into_owned()
 }

@@ -10,16 +10,21 @@
 //! names the CPUs where they entered: those are kept with the grace period in progress.
 //!
 //! Tasks RCU: the flavour's kthread runs one grace period in each call of its wait function
-//! (`rcu_tasks_wait_gp()`, `rcu_tasks_rude_wait_gp()`): from its entry to its return.
+//! (`rcu_tasks_wait_gp()`, `rcu_tasks_rude_wait_gp()`): from its entry to its return. Classic
+//! tasks RCU passes over the tasks it still waits for until none is left: the tasks listed
+//! as its last pass began are the grace period's last holdouts.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use rcutrace_common::gp::{
-    EVENT_SRCU_READERS, EVENT_SRCU_START, EVENT_SRCU_WORK_DONE, EVENT_TASKS_END, EVENT_TASKS_START,
-    GP_SEQ_STATE_BITS, GpEvent,
+    EVENT_SRCU_READERS, EVENT_SRCU_START, EVENT_SRCU_WORK_DONE, EVENT_TASKS_END,
+    EVENT_TASKS_HOLDOUT, EVENT_TASKS_PASS, EVENT_TASKS_START, GP_SEQ_STATE_BITS, GpEvent,
 };
 
-use crate::model::aggregate::{Layout, Series};
+use crate::model::{
+    aggregate::{Layout, Series},
+    attribution::comm,
+};
 
 const STATE_MASK: u64 = (1 << GP_SEQ_STATE_BITS) - 1;
 
@@ -34,6 +39,29 @@ pub struct FlavourGracePeriod {
     pub duration_ns: u64,
     /// SRCU: the CPUs where readers that held it up entered, ascending.
     pub reader_cpus: Vec<u32>,
+    /// Classic tasks RCU: the tasks still listed as its last pass over the holdouts began.
+    pub last_holdouts: Vec<HoldoutTask>,
+    /// Whether that pass listed more tasks than were named.
+    pub holdouts_unnamed: bool,
+}
+
+/// A task a tasks-RCU grace period waited for.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct HoldoutTask {
+    pub comm: String,
+    pub pid: u32,
+    /// The CPU it last ran on, as the pass began.
+    pub cpu: u32,
+}
+
+/// A tasks-RCU grace period in progress.
+#[derive(Debug, Default)]
+struct TasksInProgress {
+    started_ns: u64,
+    /// The holdouts sent for the pass now beginning.
+    listing: Vec<HoldoutTask>,
+    last_holdouts: Vec<HoldoutTask>,
+    holdouts_unnamed: bool,
 }
 
 /// An SRCU grace period in progress.
@@ -108,8 +136,8 @@ impl Assemble for SrcuAssembler {
 /// Tasks RCU's grace periods: each from its wait function's entry to its return, per flavour.
 #[derive(Debug, Default)]
 pub struct TasksAssembler {
-    /// Per flavour, when the grace period in progress began.
-    in_progress: HashMap<u64, u64>,
+    /// Per flavour, the grace period in progress.
+    in_progress: HashMap<u64, TasksInProgress>,
     finished: Finished,
 }
 
@@ -118,15 +146,36 @@ impl Assemble for TasksAssembler {
         let (flavour, at) = (event.value, event.at_ns);
         match event.kind {
             EVENT_TASKS_START => {
-                self.in_progress.insert(flavour, at);
+                let started = TasksInProgress {
+                    started_ns: at,
+                    ..TasksInProgress::default()
+                };
+                self.in_progress.insert(flavour, started);
+            }
+            EVENT_TASKS_HOLDOUT => {
+                if let Some(gp) = self.in_progress.get_mut(&flavour) {
+                    gp.listing.push(HoldoutTask {
+                        comm: comm(&event.text),
+                        pid: (event.extra >> 32) as u32,
+                        cpu: event.extra as u32,
+                    });
+                }
+            }
+            EVENT_TASKS_PASS => {
+                if let Some(gp) = self.in_progress.get_mut(&flavour) {
+                    gp.last_holdouts = std::mem::take(&mut gp.listing);
+                    gp.holdouts_unnamed = event.extra != 0;
+                }
             }
             EVENT_TASKS_END => match self.in_progress.remove(&flavour) {
-                Some(started) => self.finished.done.push(FlavourGracePeriod {
+                Some(gp) => self.finished.done.push(FlavourGracePeriod {
                     key: flavour,
                     gp_seq: 0,
-                    started_ns: started,
-                    duration_ns: at.saturating_sub(started),
+                    started_ns: gp.started_ns,
+                    duration_ns: at.saturating_sub(gp.started_ns),
                     reader_cpus: Vec::new(),
+                    last_holdouts: gp.last_holdouts,
+                    holdouts_unnamed: gp.holdouts_unnamed,
                 }),
                 None => self.finished.began_before_tracing += 1,
             },
@@ -187,6 +236,8 @@ impl SrcuAssembler {
                 started_ns: gp.started_ns,
                 duration_ns: at.saturating_sub(gp.started_ns),
                 reader_cpus: gp.reader_cpus.into_iter().collect(),
+                last_holdouts: Vec::new(),
+                holdouts_unnamed: false,
             });
         }
         if let Some(&end) = self.unseen.get(&domain)
@@ -198,14 +249,19 @@ impl SrcuAssembler {
     }
 }
 
-/// The durations of the grace periods of a period, per key, and per key and CPU how many
-/// were held up by readers that entered there.
+/// The durations of the grace periods of a period, per key; per key and CPU how many were
+/// held up by readers that entered there (SRCU), and per key and task how many it held up to
+/// their last pass (tasks RCU).
 #[derive(Clone, Debug)]
 pub struct FlavourTally {
     layout: Layout,
     unit_ns: u64,
     pub by_key: BTreeMap<u64, Series>,
     pub held_by_readers_on: BTreeMap<(u64, u32), u64>,
+    /// Keyed by the task's comm and pid (its CPU differs from one pass to the next).
+    pub held_by_tasks: BTreeMap<(u64, String, u32), u64>,
+    /// Grace periods whose last pass listed more holdouts than were named.
+    pub holdouts_unnamed: u64,
 }
 
 impl FlavourTally {
@@ -215,6 +271,8 @@ impl FlavourTally {
             unit_ns,
             by_key: BTreeMap::new(),
             held_by_readers_on: BTreeMap::new(),
+            held_by_tasks: BTreeMap::new(),
+            holdouts_unnamed: 0,
         }
     }
 
@@ -226,6 +284,13 @@ impl FlavourTally {
         for &cpu in &gp.reader_cpus {
             *self.held_by_readers_on.entry((gp.key, cpu)).or_default() += 1;
         }
+        for task in &gp.last_holdouts {
+            *self
+                .held_by_tasks
+                .entry((gp.key, task.comm.clone(), task.pid))
+                .or_default() += 1;
+        }
+        self.holdouts_unnamed += u64::from(gp.holdouts_unnamed);
     }
 }
 
@@ -270,6 +335,8 @@ mod tests {
                 started_ns: 1_000,
                 duration_ns: 4_000,
                 reader_cpus: vec![3],
+                last_holdouts: Vec::new(),
+                holdouts_unnamed: false,
             }]
         );
         assert_eq!(Assemble::in_progress(&assembler), 0);
@@ -314,6 +381,8 @@ mod tests {
                 started_ns: 0,
                 duration_ns: g.1,
                 reader_cpus: if g.1 == 7 { vec![0, 2] } else { vec![2] },
+                last_holdouts: Vec::new(),
+                holdouts_unnamed: false,
             });
         }
         assert_eq!(
@@ -369,5 +438,56 @@ mod tests {
         assembler.add(&event(EVENT_TASKS_END, TASKS, 0, 950_000));
         assert_eq!(assembler.take_began_before_tracing(), 1);
         assert_eq!(assembler.take_began_before_tracing(), 0);
+    }
+
+    fn holdout(flavour: u64, comm: &str, pid: u32, cpu: u32, at_ns: u64) -> GpEvent {
+        let mut text = [0u8; 16];
+        text[..comm.len()].copy_from_slice(comm.as_bytes());
+        GpEvent {
+            text,
+            ..event(
+                EVENT_TASKS_HOLDOUT,
+                flavour,
+                u64::from(pid) << 32 | u64::from(cpu),
+                at_ns,
+            )
+        }
+    }
+
+    #[test]
+    fn the_last_pass_names_the_last_holdouts() {
+        let mut assembler = TasksAssembler::default();
+        assembler.add(&event(EVENT_TASKS_START, TASKS, 0, 1_000));
+        // The first pass lists two tasks; the second only the one still busy, on CPU 3;
+        // a pass of a flavour with no grace period in progress is nobody's.
+        assembler.add(&holdout(TASKS, "sh", 150, 0, 2_000));
+        assembler.add(&holdout(TASKS, "spin", 160, 3, 2_000));
+        assembler.add(&event(EVENT_TASKS_PASS, TASKS, 0, 2_000));
+        assembler.add(&holdout(RUDE, "kworker/1:1", 30, 1, 2_500));
+        assembler.add(&event(EVENT_TASKS_PASS, RUDE, 0, 2_500));
+        assembler.add(&holdout(TASKS, "spin", 160, 3, 100_000));
+        assembler.add(&event(EVENT_TASKS_PASS, TASKS, 1, 100_000));
+        // Listed as a pass began that the end came before: not a last pass.
+        assembler.add(&holdout(TASKS, "late", 170, 1, 200_000));
+        assembler.add(&event(EVENT_TASKS_END, TASKS, 0, 300_000));
+        let done = assembler.take_done();
+        assert_eq!(done.len(), 1);
+        assert_eq!(
+            done[0].last_holdouts,
+            [HoldoutTask {
+                comm: "spin".into(),
+                pid: 160,
+                cpu: 3
+            }]
+        );
+        assert!(done[0].holdouts_unnamed);
+        let mut tally = FlavourTally::new(Layout::Log2, 1);
+        tally.add(&done[0]);
+        tally.add(&done[0]);
+        assert_eq!(
+            tally.held_by_tasks.into_iter().collect::<Vec<_>>(),
+            [((TASKS, "spin".to_string(), 160), 2)]
+        );
+        assert_eq!(tally.holdouts_unnamed, 2);
     }
 }

@@ -14,7 +14,9 @@ use rcutrace_common::{
 };
 
 use crate::{
-    kernel::{self, rcu_state::RcuLayout, srcu_layout::SrcuGpLayout},
+    kernel::{
+        self, rcu_state::RcuLayout, srcu_layout::SrcuGpLayout, tasks_holdouts::HoldoutLayout,
+    },
     model::stall::ExpeditedState,
     trace::tracer::{Constant, Tracer},
 };
@@ -122,12 +124,22 @@ pub fn srcu_constants(
 /// Room for the tasks-RCU kthreads in a grace period at once (one per flavour).
 const MAX_TASKS_KTHREADS: u32 = 64;
 
-/// `gp --flavor tasks`' load-time constants.
-pub fn tasks_constants() -> Vec<Constant> {
-    vec![
+/// `gp --flavor tasks`' load-time constants, with where a holdout task's fields are where
+/// known.
+pub fn tasks_constants(holdouts: Option<&HoldoutLayout>) -> Vec<Constant> {
+    let mut constants = vec![
         Constant::U32("GP_EVENTS", 1),
         Constant::MaxEntries("TASKS_WAITING", MAX_TASKS_KTHREADS),
-    ]
+    ];
+    if let Some(layout) = holdouts {
+        constants.extend([
+            Constant::U32("GP_TASK_HOLDOUT_LIST", layout.holdout_list),
+            Constant::U32("GP_TASK_PID", layout.pid),
+            Constant::U32("GP_TASK_COMM", layout.comm),
+            Constant::U32("GP_TASK_CPU", layout.cpu),
+        ]);
+    }
+    constants
 }
 
 /// A ring record as the grace-period event it is, if it is long enough for one.

@@ -842,6 +842,11 @@ pub const TASKS_GRACE_PERIODS: [Probe; 4] = [
 
 /// Without these no tasks-RCU grace period is seen.
 pub const TASKS_GRACE_PERIODS_NEEDED: [Probe; 2] = [TASKS_GRACE_PERIODS[0], TASKS_GRACE_PERIODS[2]];
+/// Each pass of classic tasks RCU over the tasks it still waits for (the holdouts), whose
+/// entry names them. Optional: without it the grace periods are still timed.
+pub const TASKS_HOLDOUT_PASSES: Probe =
+    gp_hook("check_all_holdout_tasks", Side::Entry, "tasks_holdouts");
+
 /// Without these no tasks-rude-RCU grace period is seen.
 pub const TASKS_RUDE_GRACE_PERIODS: [Probe; 2] = [TASKS_GRACE_PERIODS[1], TASKS_GRACE_PERIODS[3]];
 

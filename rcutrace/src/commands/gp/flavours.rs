@@ -24,7 +24,7 @@ use crate::{
         grace_periods::{decode, srcu_constants, tasks_constants},
         probes::{
             self, AttachChoice, Probe, SRCU_GRACE_PERIODS, SRCU_READER_SCANS, TASKS_GRACE_PERIODS,
-            TASKS_GRACE_PERIODS_NEEDED, TASKS_RUDE_GRACE_PERIODS,
+            TASKS_GRACE_PERIODS_NEEDED, TASKS_HOLDOUT_PASSES, TASKS_RUDE_GRACE_PERIODS,
         },
         tracer::Constant,
     },
@@ -32,6 +32,11 @@ use crate::{
 
 /// SRCU's grace periods, by domain.
 const SRCU_MAP: &str = "@srcu_gp";
+/// Tasks RCU's grace periods, by flavour.
+const TASKS_MAP: &str = "@tasks_gp";
+/// Per flavour and task, the grace periods whose last pass over the holdouts still listed
+/// that task (classic tasks RCU).
+const HELD_BY_MAP: &str = "@tasks_gp_held_by";
 /// Per key and CPU, the grace periods held up by readers that entered on that CPU (SRCU).
 const HELD_ON_MAP: &str = "@srcu_gp_held_on";
 
@@ -79,10 +84,10 @@ fn plan(flavor: Flavor) -> Result<Plan> {
     };
     Ok(match flavor {
         Flavor::Srcu => srcu_plan(symbols.get(PER_CPU_OFFSET).copied())?,
-        Flavor::Tasks => tasks_plan(&TASKS_GRACE_PERIODS_NEEDED),
+        Flavor::Tasks => tasks_plan(&TASKS_GRACE_PERIODS_NEEDED)?,
         Flavor::Rude => Plan {
             only: Some(address_of(TASKS_RUDE).context("following tasks-rude RCU")?),
-            ..tasks_plan(&TASKS_RUDE_GRACE_PERIODS)
+            ..tasks_plan(&TASKS_RUDE_GRACE_PERIODS)?
         },
         Flavor::Trace if symbols.contains_key(TASKS_TRACE_SRCU) => {
             eprintln!(
@@ -96,7 +101,7 @@ fn plan(flavor: Flavor) -> Result<Plan> {
         }
         Flavor::Trace => Plan {
             only: Some(address_of(TASKS_TRACE).context("following tasks-trace RCU")?),
-            ..tasks_plan(&TASKS_GRACE_PERIODS_NEEDED)
+            ..tasks_plan(&TASKS_GRACE_PERIODS_NEEDED)?
         },
         Flavor::Normal => bail!("normal RCU's grace periods are taken apart by gp itself"),
     })
@@ -131,16 +136,27 @@ fn srcu_plan(per_cpu_offset: Option<u64>) -> Result<Plan> {
     })
 }
 
-/// Every tasks-RCU flavour's grace periods; the run fails without `needed`.
-fn tasks_plan(needed: &'static [Probe]) -> Plan {
-    Plan {
-        probes: TASKS_GRACE_PERIODS.to_vec(),
+/// Every tasks-RCU flavour's grace periods, and classic tasks RCU's holdout tasks where their
+/// fields are known; the run fails without `needed`.
+fn tasks_plan(needed: &'static [Probe]) -> Result<Plan> {
+    let mut probes = TASKS_GRACE_PERIODS.to_vec();
+    let holdouts = kernel::tasks_holdouts::layout()?;
+    if holdouts.is_some() {
+        probes.push(TASKS_HOLDOUT_PASSES);
+    } else {
+        eprintln!(
+            "rcutrace: warning: this kernel's BTF lacks the holdout list's fields of \
+             task_struct: the tasks that hold tasks-RCU grace periods up are not named"
+        );
+    }
+    Ok(Plan {
+        probes,
         needed,
-        constants: tasks_constants(),
-        map_name: "@tasks_gp",
+        constants: tasks_constants(holdouts.as_ref()),
+        map_name: TASKS_MAP,
         assembler: Box::new(TasksAssembler::default()),
         only: None,
-    }
+    })
 }
 
 struct Stream {
@@ -268,6 +284,27 @@ fn report_of(
             name: HELD_ON_MAP.into(),
             entries,
         }));
+    }
+    if map_name == TASKS_MAP {
+        let entries = tally
+            .held_by_tasks
+            .iter()
+            .map(|((key, comm, pid), &grace_periods)| {
+                (format!("{}, {comm}, {pid}", name(*key)), grace_periods)
+            })
+            .collect();
+        maps.push(Map::Count(CountMap {
+            name: HELD_BY_MAP.into(),
+            entries,
+        }));
+        if tally.holdouts_unnamed > 0 {
+            eprintln!(
+                "rcutrace: warning: the last pass of {} tasks-RCU grace periods listed more \
+                 than {} holdout tasks: only those are in {HELD_BY_MAP}",
+                tally.holdouts_unnamed,
+                common::MAX_TASKS_HOLDOUTS_NAMED
+            );
+        }
     }
     let losses = period.counters.array("GP_LOSSES");
     let loss = |slot: u32| losses.get(slot as usize).copied().unwrap_or(0);
