@@ -39,7 +39,7 @@ mod support;
 use std::time::Duration;
 
 use rcutrace_common::records::{MapValue, Record};
-use support::{boot_with_module_on, run_named, sections};
+use support::{Run, boot_with_module_on, run_named, sections};
 
 const CALL_SRCU: u64 = 10;
 const SYNCHRONIZE_SRCU: u64 = 4;
@@ -64,6 +64,21 @@ while [ \"$(grep STARTED /proc/rcutrace_test)\" = \"$before\" ]; do sleep 0.05; 
 rcu-workload module WAIT 1
 wait
 ";
+
+/// The entries of keyed map `map` in a `-f json` run's records.
+fn keyed_entries(run: &Run, map: &str) -> Vec<(String, u64)> {
+    run.records()
+        .into_iter()
+        .filter_map(|r| match r {
+            Record::Map(maps) => match maps.get(map) {
+                Some(MapValue::Keyed(keys)) => Some(keys.0.clone()),
+                _ => None,
+            },
+            _ => None,
+        })
+        .flatten()
+        .collect()
+}
 
 fn held_wait(op: &str, started: &str, wait: &str) -> String {
     HELD_WAIT
@@ -343,17 +358,8 @@ fn srcu_scenarios(series: &str) {
         gp_held.out
     );
     // Held up by readers on the hold's CPU, and on no other.
-    let held_on: Vec<(String, u64)> = gp_held
-        .records()
+    let held_on: Vec<(String, u64)> = keyed_entries(&gp_held, "@srcu_gp_held_on")
         .into_iter()
-        .filter_map(|r| match r {
-            Record::Map(maps) => match maps.get("@srcu_gp_held_on") {
-                Some(MapValue::Keyed(keys)) => Some(keys.0.clone()),
-                _ => None,
-            },
-            _ => None,
-        })
-        .flatten()
         .filter(|(key, _)| key.starts_with(MODULE_DOMAIN))
         .collect();
     assert_eq!(
@@ -426,18 +432,7 @@ fn srcu_scenarios(series: &str) {
     );
     // The busy task is named among the last holdouts of the grace period it held (classic
     // tasks RCU's last pass over its holdout list), by comm and pid.
-    let held_by: Vec<(String, u64)> = gp_tasks
-        .records()
-        .into_iter()
-        .filter_map(|r| match r {
-            Record::Map(maps) => match maps.get("@tasks_gp_held_by") {
-                Some(MapValue::Keyed(keys)) => Some(keys.0.clone()),
-                _ => None,
-            },
-            _ => None,
-        })
-        .flatten()
-        .collect();
+    let held_by = keyed_entries(&gp_tasks, "@tasks_gp_held_by");
     let holder = format!("rcu_tasks, rcu-workload, {}", number("task_hold_pid"));
     assert!(
         held_by.iter().any(|(key, n)| *key == holder && *n >= 1),
