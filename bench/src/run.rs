@@ -157,6 +157,7 @@ fn boot(
         script,
         timeout,
         kernel_args: Vec::new(),
+        max_cpus: None,
     };
     let out = vm::run(&job, echo)?;
     if out.status != Some(0) {

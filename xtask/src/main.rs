@@ -76,6 +76,9 @@ struct VmArgs {
     /// Guest CPUs.
     #[arg(long, default_value_t = vm::DEFAULT_CPUS, value_parser = clap::value_parser!(u32).range(1..=64))]
     cpus: u32,
+    /// CPUs the firmware lists in all, the rest possible but not online (QEMU's maxcpus).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=64))]
+    max_cpus: Option<u32>,
     /// Guest memory in MiB.
     #[arg(long, default_value_t = vm::DEFAULT_MEMORY_MB, value_parser = clap::value_parser!(u32).range(256..))]
     memory_mb: u32,
@@ -198,6 +201,7 @@ fn vm_command(args: VmArgs) -> Result<ExitCode> {
         script,
         timeout: Duration::from_secs(args.timeout),
         kernel_args: args.append.clone(),
+        max_cpus: args.max_cpus,
     };
     if args.test_module {
         job = job.with_test_module()?;

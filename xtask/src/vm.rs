@@ -124,6 +124,9 @@ pub struct GuestJob {
     pub timeout: Duration,
     /// Added to the kernel command line after the runner's own options (e.g. `rcu_nocbs=all`).
     pub kernel_args: Vec<String>,
+    /// CPUs the firmware lists beyond `cpus`, as if sockets were empty (QEMU's `maxcpus`):
+    /// the kernel counts them possible, not online.
+    pub max_cpus: Option<u32>,
 }
 
 impl GuestJob {
@@ -136,6 +139,7 @@ impl GuestJob {
             script: script.into(),
             timeout: DEFAULT_TIMEOUT,
             kernel_args: Vec::new(),
+            max_cpus: None,
         }
     }
 
@@ -268,7 +272,7 @@ fn run_in(job: &GuestJob, kernel: &Path, dir: &Path, echo: bool) -> Result<Guest
     // code) within a few runs; one host thread for all vCPUs never did.
     cmd.args(["-accel", "tcg,thread=single", "-cpu", "max"])
         .args(["-m", &job.memory_mb.to_string()])
-        .args(["-smp", &job.cpus.to_string()])
+        .args(["-smp", &smp(job.cpus, job.max_cpus)])
         // No default NIC, VGA or disks: fewer devices to probe at boot.
         .args(["-no-reboot", "-nodefaults", "-display", "none"])
         // The keyboard (SysRq) and the registers of a stuck guest, from outside it.
@@ -758,6 +762,14 @@ pub fn shell_quote(word: &str) -> String {
         return word.to_string();
     }
     format!("'{}'", word.replace('\'', r"'\''"))
+}
+
+/// QEMU's `-smp` value: `cpus`, and room for more where asked.
+fn smp(cpus: u32, max_cpus: Option<u32>) -> String {
+    match max_cpus {
+        Some(max) if max > cpus => format!("{cpus},maxcpus={max}"),
+        _ => cpus.to_string(),
+    }
 }
 
 #[cfg(test)]

@@ -111,6 +111,26 @@ pub fn boot_with_module_on(
     run_job(job)
 }
 
+/// `boot_with_module_on`, with room for `max_cpus` in all (the rest possible, not online).
+pub fn boot_with_module_on_max(
+    series: &str,
+    script: &str,
+    (cpus, max_cpus): (u32, u32),
+    memory_mb: u32,
+    kernel_args: &[&str],
+    limit: Duration,
+) -> GuestOutput {
+    let mut job = guest_job(series, script)
+        .with_test_module()
+        .expect("building the test module");
+    job.cpus = cpus;
+    job.max_cpus = Some(max_cpus);
+    job.memory_mb = memory_mb;
+    job.kernel_args = kernel_args.iter().map(|a| a.to_string()).collect();
+    job.timeout = limit;
+    run_job(job)
+}
+
 /// `boot_with_module_within`, with more host files at guest paths.
 pub fn boot_with_module_and_files(
     series: &str,
