@@ -28,12 +28,13 @@ const ALSO_DOCUMENTED_ON: [(&str, &str); 1] = [("gplat", "srlat.md")];
 const OTHER_TOOLS: [&str; 3] = ["cargo", "scripts/setup", "rcu-workload"];
 
 /// Options of other tools that the pages mention on their own, outside a command line.
-const OTHER_TOOLS_OPTIONS: [&str; 12] = [
+const OTHER_TOOLS_OPTIONS: [&str; 13] = [
     // cargo xtask vm (docs/vm.md, docs/README.md), --kernel of cargo xtask bench too
     "--append",
     "--cpus",
     "--idle",
     "--kernel",
+    "--max-cpus",
     "--memory-mb",
     "--test-module",
     "--timeout",
