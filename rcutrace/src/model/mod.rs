@@ -86,10 +86,12 @@ pub struct HistMap {
 
 impl HistMap {
     /// All samples in the histogram, by which bpftrace orders the keys of a map.
+    /// The buckets' counts summed, at most `u64::MAX` (a saved run's counts can be anything).
     pub fn total(&self) -> u64 {
+        let add = |total: u64, n: &u64| total.saturating_add(*n);
         match &self.buckets {
-            Buckets::Log2(counts) | Buckets::Linear(_, counts) => counts.iter().sum(),
-            Buckets::Sparse { buckets, .. } => buckets.iter().map(|(_, n)| n).sum(),
+            Buckets::Log2(counts) | Buckets::Linear(_, counts) => counts.iter().fold(0, add),
+            Buckets::Sparse { buckets, .. } => buckets.iter().map(|(_, n)| n).fold(0, add),
         }
     }
 

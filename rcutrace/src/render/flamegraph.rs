@@ -13,8 +13,11 @@ use crate::{
 
 /// The SVG of `stacks`, with a title that says what the widths measure.
 pub fn svg(report: &Report, stacks: &WeightedStacks) -> Result<Vec<u8>> {
-    if stacks.total() == 0 {
-        bail!("no kernel stack was recorded in the window: nothing to draw");
+    match stacks.exact_total() {
+        Some(0) => bail!("no kernel stack was recorded in the window: nothing to draw"),
+        // The drawing sums them again, as a machine word (a saved run can say anything).
+        None => bail!("the stacks' weights add up past 2^64: too large to draw"),
+        Some(_) => {}
     }
     let mut options = Options::default();
     options.title = title(report);

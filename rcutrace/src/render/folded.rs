@@ -75,7 +75,10 @@ mod tests {
                 (stack, n.parse().unwrap())
             })
             .collect();
-        assert_eq!(parsed.iter().map(|(_, n)| n).sum::<u64>(), stacks().total());
+        assert_eq!(
+            Some(parsed.iter().map(|(_, n)| n).sum::<u64>()),
+            stacks().exact_total()
+        );
         assert_eq!(parsed.len(), 4, "{merged}");
         assert!(
             parsed.contains(&("kthread_[k];rcu_gp_kthread_[k]", 7)),

@@ -63,7 +63,7 @@ fn report_on(text: &str) {
         let _ = render::verdicts(&verdicts);
         let _ = render::junit(&verdicts);
         if let Ok(stacks) = stacks::of_report(&whole)
-            && stacks.total() > 0
+            && stacks.exact_total() != Some(0)
         {
             let _ = render::flamegraph(&whole);
         }
