@@ -4,7 +4,7 @@
 //! - N `membarrier()` calls: exactly N synchronize_rcu() waits in the command's own thread,
 //!   inside its loop of calls by its own clock, their time off the CPU (from the context
 //!   switches) part of them and the rest within the CPU time the kernel accounted to it, and
-//!   at least 98 % of all its time off the CPU spent in them;
+//!   at least 98 % of its time asleep spent in them (preemption is shown apart, as runnable);
 //! - the same calls then a 300 ms sleep: the sleep is shown apart from the RCU waits;
 //! - network namespaces created and dropped: their cleanup (`cleanup_net`, run by a kworker
 //!   after the command exits) is work the command caused, with its waits and their stacks,
@@ -162,11 +162,15 @@ fn run_scenarios(series: &str) {
         "{s:#?}"
     );
     assert_eq!((s.off_cpu_unseen, s.work_lost), (0, 0), "{s:#?}");
-    // A command that only waits on RCU spends its time off the CPU in those waits: by the
-    // scheduler's own switches, within 2 % of all its time off the CPU. (What is left is
-    // waiting for a CPU around its start and exit, well under 1 % here on every kernel.)
-    let off_cpu = s.off_cpu_asleep_ns + s.off_cpu_runnable_ns;
-    assert!(off_cpu > 0 && off_in_waits * 100 >= off_cpu * 98, "{s:#?}");
+    // A command that only waits on RCU sleeps only in those waits: by the scheduler's own
+    // switches, at least 98 % of its time asleep is inside them. Being preempted is the
+    // scheduler's, not RCU's, and is shown apart as runnable: on a loaded host the command
+    // was preempted between its calls for 6.4 ms of 248 ms off the CPU (2.6 %), all of it
+    // outside the waits, while every nanosecond it slept was inside them.
+    assert!(
+        s.off_cpu_asleep_ns > 0 && s.in_waits_asleep_ns * 100 >= s.off_cpu_asleep_ns * 98,
+        "{s:#?}"
+    );
 
     // A timer's sleep is not RCU's.
     let sleeper = Traced::from(&sections, "sleeper");
