@@ -4,7 +4,7 @@
 
 use std::cell::RefCell;
 
-use anyhow::{Result, bail};
+use anyhow::Result;
 use rcutrace_common::gp as common;
 
 use super::window::trace;
@@ -22,7 +22,7 @@ use crate::{
     },
     trace::{
         engine::{self, Ends, Need, Period, Reporting, Request},
-        grace_periods::{GpEvents, constants, decode},
+        grace_periods::{self, GpEvents, constants, decode},
         probes::{EXPEDITED_GRACE_PERIODS, GRACE_PERIODS, GRACE_PERIODS_NEEDED, Probe},
     },
 };
@@ -95,13 +95,7 @@ pub async fn run(args: &GpArgs, sink: Sink) -> Result<Report> {
         Some(&mut consume),
         &mut |period| {
             let mut stream = stream.borrow_mut();
-            if stream.malformed > 0 {
-                bail!(
-                    "{} records in the event buffer were not grace-period events \
-                     (rcutrace's eBPF object and loader disagree)",
-                    stream.malformed
-                );
-            }
+            grace_periods::refuse_malformed(stream.malformed)?;
             let (tally, expedited) = if period.cumulative {
                 (stream.tally.clone(), stream.expedited.clone())
             } else {

@@ -266,13 +266,7 @@ pub async fn run(args: &StallArgs, sink: Sink) -> Result<Report> {
                 })?;
             }
             state.printer.finish()?;
-            if state.malformed > 0 {
-                anyhow::bail!(
-                    "{} records in the event buffer were not grace-period events \
-                     (rcutrace's eBPF object and loader disagree)",
-                    state.malformed
-                );
-            }
+            grace_periods::refuse_malformed(state.malformed)?;
             Ok(Report {
                 time: None,
                 maps: Vec::new(),

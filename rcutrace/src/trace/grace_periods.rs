@@ -147,6 +147,18 @@ pub fn decode(record: &[u8]) -> Option<GpEvent> {
     rcutrace_common::latency::read_record(record)
 }
 
+/// Fails if `malformed` records could not be decoded: the eBPF object and this loader then
+/// disagree, and nothing assembled from the rest can be trusted.
+pub fn refuse_malformed(malformed: u64) -> Result<()> {
+    if malformed > 0 {
+        anyhow::bail!(
+            "{malformed} records in the event buffer were not grace-period events \
+             (rcutrace's eBPF object and loader disagree)"
+        );
+    }
+    Ok(())
+}
+
 /// What the programs keep of the expedited grace periods.
 pub fn expedited_state(tracer: &Tracer) -> Result<ExpeditedState> {
     let slots = tracer.array_entries::<u64>("EXPEDITED_STATE", EXPEDITED_SLOTS)?;

@@ -101,14 +101,14 @@ pub fn boot_with_module_on(
     kernel_args: &[&str],
     limit: Duration,
 ) -> GuestOutput {
-    let mut job = guest_job(series, script)
-        .with_test_module()
-        .expect("building the test module");
-    job.cpus = cpus;
-    job.memory_mb = memory_mb;
-    job.kernel_args = kernel_args.iter().map(|a| a.to_string()).collect();
-    job.timeout = limit;
-    run_job(job)
+    run_job(module_job_on(
+        series,
+        script,
+        cpus,
+        memory_mb,
+        kernel_args,
+        limit,
+    ))
 }
 
 /// `boot_with_module_on`, with room for `max_cpus` in all (the rest possible, not online).
@@ -120,15 +120,27 @@ pub fn boot_with_module_on_max(
     kernel_args: &[&str],
     limit: Duration,
 ) -> GuestOutput {
+    let mut job = module_job_on(series, script, cpus, memory_mb, kernel_args, limit);
+    job.max_cpus = Some(max_cpus);
+    run_job(job)
+}
+
+fn module_job_on(
+    series: &str,
+    script: &str,
+    cpus: u32,
+    memory_mb: u32,
+    kernel_args: &[&str],
+    limit: Duration,
+) -> GuestJob {
     let mut job = guest_job(series, script)
         .with_test_module()
         .expect("building the test module");
     job.cpus = cpus;
-    job.max_cpus = Some(max_cpus);
     job.memory_mb = memory_mb;
     job.kernel_args = kernel_args.iter().map(|a| a.to_string()).collect();
     job.timeout = limit;
-    run_job(job)
+    job
 }
 
 /// `boot_with_module_within`, with more host files at guest paths.

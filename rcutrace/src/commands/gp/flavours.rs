@@ -21,7 +21,7 @@ use crate::{
     },
     trace::{
         engine::{Ends, Need, Period, Reporting, Request},
-        grace_periods::{decode, srcu_constants, tasks_constants},
+        grace_periods::{self, decode, srcu_constants, tasks_constants},
         probes::{
             self, AttachChoice, Probe, SRCU_GRACE_PERIODS, SRCU_READER_SCANS, TASKS_GRACE_PERIODS,
             TASKS_GRACE_PERIODS_NEEDED, TASKS_HOLDOUT_PASSES, TASKS_RUDE_GRACE_PERIODS,
@@ -217,13 +217,7 @@ pub async fn run(args: &GpArgs, sink: Sink) -> Result<Report> {
         Some(&mut consume),
         &mut |period| {
             let mut stream = stream.borrow_mut();
-            if stream.malformed > 0 {
-                bail!(
-                    "{} records in the event buffer were not grace-period events \
-                     (rcutrace's eBPF object and loader disagree)",
-                    stream.malformed
-                );
-            }
+            grace_periods::refuse_malformed(stream.malformed)?;
             let began = stream.assembler.take_began_before_tracing();
             stream.began_before_tracing += began;
             let (tally, began_before_tracing) = if period.cumulative {
