@@ -461,26 +461,46 @@ pub struct TaskHoldoutsRecord {
     pub held_ns: u64,
 }
 
-/// One grace period taken apart. The four phases add up to `duration_ns`.
+/// One grace period. Normal RCU's are taken apart: the four phases add up to `duration_ns`.
+/// The other flavours' (`gp --flavor`) give their length, what ran them and what held them;
+/// the fields of normal RCU's anatomy are absent there.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GracePeriod {
-    /// `rcu_state.gp_seq` while it was in progress, signed as the kernel prints it.
+    /// `normal`, `srcu` or `tasks` (also `tasks_rude`, `tasks_trace`): what kind of grace
+    /// period it is.
+    #[serde(default = "normal_flavor")]
+    pub flavor: String,
+    /// What ran it, for the other flavours: the SRCU domain or the tasks-RCU flavour, named.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+    /// `rcu_state.gp_seq` while it was in progress, signed as the kernel prints it (SRCU:
+    /// the domain's `srcu_gp_seq`; tasks RCU: 0).
     pub gp_seq: i64,
-    /// When `rcu_gp_init()` was entered, CLOCK_MONOTONIC.
+    /// When it began (normal RCU: `rcu_gp_init()` was entered), CLOCK_MONOTONIC.
     pub started_ns: u64,
     pub duration_ns: u64,
-    pub init_ns: u64,
-    pub quiescent_wait_ns: u64,
-    pub kthread_wake_ns: u64,
-    pub cleanup_ns: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub init_ns: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quiescent_wait_ns: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kthread_wake_ns: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cleanup_ns: Option<u64>,
     /// From the request that woke the kthread to init; `null` where none was seen.
+    #[serde(default)]
     pub request_wait_ns: Option<u64>,
-    pub fqs_passes: u32,
-    pub cpus_reported: u32,
-    pub blocked_readers: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fqs_passes: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpus_reported: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blocked_readers: Option<u32>,
     /// From the end of init to the last holdout's report.
-    pub held_ns: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held_ns: Option<u64>,
     /// `null` if no report was seen.
+    #[serde(default)]
     pub last_holdout: Option<LastHoldout>,
     /// An expedited grace period (absent for normal ones): `gp_seq` is then
     /// `rcu_state.expedited_sequence`, `started_ns` the selection of its CPUs, the wait
@@ -488,6 +508,25 @@ pub struct GracePeriod {
     /// phases, and `found_by_pass` a CPU found idle or offline at selection.
     #[serde(default, skip_serializing_if = "core::ops::Not::not")]
     pub expedited: bool,
+    /// SRCU: the CPUs where readers that held it up entered, ascending.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reader_cpus: Vec<u32>,
+    /// Classic tasks RCU: the tasks still listed as its last pass over the holdouts began.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub holdout_tasks: Vec<HoldoutTaskRecord>,
+}
+
+fn normal_flavor() -> String {
+    "normal".into()
+}
+
+/// A task a tasks-RCU grace period waited for, as its last pass over them began.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HoldoutTaskRecord {
+    pub pid: u32,
+    pub comm: String,
+    /// The CPU it last ran on.
+    pub cpu: u32,
 }
 
 /// The CPU or blocked reader whose report ended a grace period's wait.

@@ -28,6 +28,10 @@ static DOMAIN_ARG_MASK: u32 = 0;
 /// Only calls made by this process (thread group id) count; 0 keeps all.
 #[unsafe(no_mangle)]
 static TARGET_TGID: u32 = 0;
+/// Only calls on this SRCU domain count, of the functions that take one (`DOMAIN_ARG_MASK`);
+/// 0 keeps all (`gp --flavor trace` where tasks-trace RCU is one domain).
+#[unsafe(no_mangle)]
+static ONLY_DOMAIN: u64 = 0;
 
 // Declared as small as they can be: only a run that times calls sizes them at load time
 // (MAX_IN_FLIGHT entries, SAMPLE_RING_BYTES), so that the other commands do not pay for them.
@@ -97,8 +101,19 @@ fn on_entry<C: EbpfContext>(ctx: &C, timed: u32, domain: u64) {
     let Some(origin) = caller_origin(tgid, tid, is_self) else {
         return;
     };
-    add_stat(timed, STAT_ENTRIES);
     let key = InFlightKey { tid, timed };
+    // A call on another domain is no entry of this run's: kept in flight without a start, as
+    // rcutrace's own are, so that its return is dropped, not taken for an unmatched one.
+    let only = window::constant(&ONLY_DOMAIN);
+    if only != 0 && takes_domain(timed) && domain != only {
+        let other = InFlight {
+            start_ns: OWN_CALL_START,
+            key: Default::default(),
+        };
+        let _ = IN_FLIGHT.insert(&key, &other, 0);
+        return;
+    }
+    add_stat(timed, STAT_ENTRIES);
     // A left-out call is accounted for already, returned or not.
     if window::constant(&SAME_FUNCTION_MASK) & (1 << timed) != 0
         && unsafe { IN_FLIGHT.get(&key) }.is_some_and(|call| call.start_ns != OWN_CALL_START)

@@ -124,8 +124,10 @@ pub enum Command {
         each; with --flavor tasks, of tasks-RCU grace periods per flavour, each a call of the\n\
         flavour's wait function (rcu_tasks_wait_gp(), rcu_tasks_rude_wait_gp()); --flavor\n\
         rude and trace keep one tasks-RCU flavour. Since 7.0 tasks-trace RCU is SRCU: there\n\
-        --flavor trace follows its domain, rcu_tasks_trace_srcu_struct, and says so. All by\n\
-        kprobe.")]
+        --flavor trace follows its domain, rcu_tasks_trace_srcu_struct, and says so. Beside\n\
+        them, the flavour's waiters: each wait (synchronize_rcu_tasks*(), rcu_barrier_tasks*(),\n\
+        synchronize_srcu*(), srcu_barrier()) timed by its caller's kernel stack, SRCU's by\n\
+        domain too. All by kprobe.")]
     Gp(GpArgs),
     /// Watch for RCU stalls: warn, seconds before the kernel's own stall warning, when the
     /// grace period in progress grows old, naming the CPUs that have not reported a quiescent
@@ -499,7 +501,8 @@ pub struct GpArgs {
     pub unit: Unit,
     /// The N slowest grace periods to list, each with its anatomy and its last holdout's
     /// stack (0: none); also the N CPUs that were last holdout most often, the rest summed on
-    /// one line (-f json lists every CPU).
+    /// one line (-f json lists every CPU). With --flavor, the N stacks of each wait with the
+    /// most calls, the rest folded into one (0: every stack).
     #[arg(long, default_value_t = 10, value_name = "N", value_parser = parse_gp_top, allow_negative_numbers = true)]
     pub top: usize,
     /// How to hook the functions that have a trampoline program (the kthread's milestones,

@@ -170,7 +170,7 @@ echo '=== gp.svg'; cat /tmp/gp.svg; echo
     assert!(!listed.is_empty(), "{}", parts["gp.json"]);
     assert_eq!(stacks.len(), listed.len(), "{}", gp.out);
     for ((frames, weight), g) in stacks.iter().zip(&listed) {
-        assert_eq!(*weight, g.held_ns, "{frames}: {g:#?}");
+        assert_eq!(Some(*weight), g.held_ns, "{frames}: {g:#?}");
         let stack = g.last_holdout.as_ref().map_or(&[][..], |h| &h.stack[..]);
         let expected: Vec<String> = match stack {
             [] => vec!["[no stack]".to_string()],

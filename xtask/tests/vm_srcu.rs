@@ -23,16 +23,22 @@
 //! - `gp --flavor srcu`: the module's domain has exactly one grace period for its held
 //!   reader's request, no shorter than from that request to the reader's end, held up by
 //!   readers on the hold's CPU and no other, and exactly one for each of its
-//!   synchronize_srcu() calls;
-//! - `gp --flavor tasks`: one tasks-RCU grace period for the wait begun inside `hold_task`, no
-//!   shorter than from that call to the hold's end, then exactly one per synchronize call of
+//!   synchronize_srcu() calls, whose waiters are those calls, under the domain and the
+//!   module's stack;
+//! - `gp --flavor tasks`: one tasks-RCU grace period for the wait begun inside `hold_task`,
+//!   its record (`-f json`) begun after that call and over after the hold, naming the busy
+//!   task among its last holdouts, then exactly one per synchronize call of
 //!   each tasks flavour: classic, rude (none on 7.3, where it is a no-op on x86) and
 //!   tasks-trace (7.3's are SRCU's, not here); the busy task is named, by comm and pid, among
-//!   the last holdouts of classic tasks RCU;
+//!   the last holdouts of classic tasks RCU; its waiters are each of the module's synchronize
+//!   calls, exactly, under the module's stack;
 //! - `gp --flavor trace` and `--flavor rude`, with 3 calls of each tasks flavour in the window:
 //!   exactly their own flavour's 3 grace periods on 6.1 and 6.12; on 7.3 `trace` says it
 //!   follows `rcu_tasks_trace_srcu_struct` and finds exactly 3 of its grace periods, `rude`
-//!   none.
+//!   none;
+//! - a second rcutrace attaching trampolines and kprobes inside the window: on 6.1 and 6.12 a
+//!   trampoline's detach is among `--flavor tasks`' waiters, with its stack; on every kernel a
+//!   kprobe's detach is among `--flavor trace`'s (under `rcu_tasks_trace_srcu_struct` on 7.3).
 
 mod support;
 
@@ -101,6 +107,20 @@ fn timed(records: &[Record]) -> Vec<(String, Option<String>, u64)> {
         .collect()
 }
 
+/// The calls of `map` (a wait `gp --flavor` times, by its callers' stacks) whose key holds
+/// `frame`, summed over the stacks, in a `-f json` run.
+fn waits_through(run: &Run, map: &str, frame: &str) -> u64 {
+    run.records()
+        .into_iter()
+        .filter_map(|r| match r {
+            Record::LatencySummary(s) if s.map == map => Some(s),
+            _ => None,
+        })
+        .filter(|s| s.key.as_deref().is_some_and(|k| k.contains(frame)))
+        .map(|s| s.count)
+        .sum()
+}
+
 fn srcu_scenarios(series: &str) {
     let script = format!(
         "insmod /lib/rcutrace_test.ko || exit 1\n\
@@ -152,7 +172,10 @@ fn srcu_scenarios(series: &str) {
          rcu-workload module synchronize_rcu_tasks_rude {TASKS_SYNCS}\\n\
          rcu-workload module synchronize_rcu_tasks {TASKS_SYNCS}\\nsleep 0.5\\n' > /tmp/flavours.sh\n\
          traced gp_trace -f json gp --flavor trace -c 'sh /tmp/flavours.sh'\n\
-         traced gp_rude -f json gp --flavor rude -c 'sh /tmp/flavours.sh'\n",
+         traced gp_rude -f json gp --flavor rude -c 'sh /tmp/flavours.sh'\n\
+         printf 'rcutrace srlat --attach fentry --secs 1 >/dev/null 2>&1\\nsleep 0.5\\n' > /tmp/attach.sh\n\
+         traced gp_attach -f json gp --flavor tasks -c 'sh /tmp/attach.sh'\n\
+         traced gp_detach -f json gp --flavor trace -c 'sh /tmp/attach.sh'\n",
         held_srcu = held_wait("hold_srcu", "srcu_hold_start_ns", "synchronize_srcu"),
         held_task = held_wait("hold_task", "task_hold_start_ns", "synchronize_rcu_tasks"),
     );
@@ -391,6 +414,19 @@ fn srcu_scenarios(series: &str) {
         "{}",
         gp_syncs.out
     );
+    // And their waiters: those calls, under the domain and the module's stack, on one line.
+    let waiter = format!("@synchronize_srcu[{MODULE_DOMAIN}, synchronize_srcu+");
+    let waiters: Vec<&str> = gp_syncs
+        .out
+        .lines()
+        .filter(|l| l.starts_with(&waiter) && l.contains("; op_synchronize_srcu+"))
+        .filter(|l| l.contains("] count "))
+        .collect();
+    assert!(
+        matches!(waiters[..], [line] if line.contains(&format!("] count {SYNCHRONIZE_SRCU}, "))),
+        "{series}: {waiters:#?}\n{}",
+        gp_syncs.out
+    );
 
     // gp --flavor tasks: the held wait's grace period (it began after the call and could not
     // end before the hold did), then one per synchronize call, of each flavour this kernel
@@ -421,13 +457,36 @@ fn srcu_scenarios(series: &str) {
         ],
     };
     assert_eq!(counts, expected, "{series}:\n{}", gp_tasks.out);
-    let longest = flavours[0].2;
+    // The held wait's grace period, in its record: begun after the call (the kthread starts
+    // it when it wakes, some time after), over after the hold, the busy task among its last
+    // holdouts.
+    let (called, hold_end) = (
+        number("called_ns synchronize_rcu_tasks"),
+        number("task_hold_end_ns"),
+    );
+    let holder_pid = number("task_hold_pid") as u32;
+    let held: Vec<_> = gp_tasks
+        .records()
+        .into_iter()
+        .filter_map(|r| match r {
+            Record::GracePeriod(g) if g.key.as_deref() == Some("rcu_tasks") => Some(g),
+            _ => None,
+        })
+        .filter(|g| g.started_ns > called && g.started_ns + g.duration_ns >= hold_end)
+        .collect();
     println!(
-        "{series} gp_tasks: longest {longest} ns, the wait called {held_for} ns before the hold ended"
+        "{series} gp_tasks: the wait called {held_for} ns before the hold ended; held: {:?}",
+        held.iter()
+            .map(|g| (g.started_ns - called, g.duration_ns))
+            .collect::<Vec<_>>()
     );
     assert!(
-        longest >= held_for,
-        "{series}: {longest} < {held_for}\n{}",
+        held.iter().any(|g| g.flavor == "tasks"
+            && g.holdout_tasks
+                .iter()
+                .any(|t| t.pid == holder_pid && t.comm == "rcu-workload")),
+        "{series}: no grace period from the call ({called}) past the hold ({hold_end}) held by \
+         pid {holder_pid}: {held:#?}\n{}",
         gp_tasks.out
     );
     // The busy task is named among the last holdouts of the grace period it held (classic
@@ -439,6 +498,28 @@ fn srcu_scenarios(series: &str) {
         "{series}: no {holder} in {held_by:?}\n{}",
         gp_tasks.out
     );
+    // Its waiters: each of the module's synchronize calls exactly once, under its function
+    // and the module's stack (7.3's tasks-trace calls are SRCU's, not here; its rude calls
+    // return at once, but are calls).
+    let mut module_waits = vec![
+        ("synchronize_rcu_tasks", TASKS_SYNCS + 1),
+        ("synchronize_rcu_tasks_rude", TASKS_SYNCS),
+    ];
+    if series != "7.3" {
+        module_waits.push(("synchronize_rcu_tasks_trace", TASKS_SYNCS));
+    }
+    for (function, calls) in module_waits {
+        assert_eq!(
+            waits_through(
+                &gp_tasks,
+                &format!("@{function}"),
+                &format!("op_{function}+")
+            ),
+            calls,
+            "{series} {function}:\n{}",
+            gp_tasks.out
+        );
+    }
 
     // --flavor trace and rude keep one flavour of the three called in their window: 6.x's
     // tasks-trace and tasks-rude kthreads' grace periods, one per call; on 7.3 tasks-trace
@@ -478,6 +559,50 @@ fn srcu_scenarios(series: &str) {
             [("rcu_tasks_rude".to_string(), TASKS_SYNCS)]
         );
     }
+
+    // rcutrace's own attaching, run inside the window by a second rcutrace, among the
+    // waiters with its stack: before 7.0 a trampoline's detach unregisters its ftrace ops,
+    // which waits for a tasks-RCU grace period; everywhere a kprobe's detach waits for a
+    // tasks-trace one, an SRCU wait on rcu_tasks_trace_srcu_struct since 7.0. (7.3 frees a
+    // trampoline's ftrace ops without a synchronous wait: none to see there.)
+    let gp_attach = run_named(&sections, "gp_attach");
+    gp_attach.assert_ok("gp_attach");
+    if series != "7.3" {
+        assert!(
+            waits_through(
+                &gp_attach,
+                "@synchronize_rcu_tasks",
+                "bpf_trampoline_unlink_prog+"
+            ) >= 1,
+            "{series}: no trampoline's detach among the waiters\n{}",
+            gp_attach.out
+        );
+    }
+    let gp_detach = run_named(&sections, "gp_detach");
+    gp_detach.assert_ok("gp_detach");
+    let (map, key) = match series {
+        "7.3" => ("@synchronize_srcu", format!("{TASKS_TRACE_DOMAIN}, ")),
+        _ => ("@synchronize_rcu_tasks_trace", String::new()),
+    };
+    let detaches: u64 = gp_detach
+        .records()
+        .into_iter()
+        .filter_map(|r| match r {
+            Record::LatencySummary(s) if s.map == map => Some(s),
+            _ => None,
+        })
+        .filter(|s| {
+            s.key
+                .as_deref()
+                .is_some_and(|k| k.starts_with(&key) && k.contains("perf_event_detach_bpf_prog+"))
+        })
+        .map(|s| s.count)
+        .sum();
+    assert!(
+        detaches >= 1,
+        "{series}: no kprobe's detach among the waiters\n{}",
+        gp_detach.out
+    );
 
     // The module unloaded before the report: its domain is named as it was when called.
     let unloaded = run_named(&sections, "unloaded");

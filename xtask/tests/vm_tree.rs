@@ -321,7 +321,7 @@ fn assert_expedited_held(
     assert_eq!(listed.len() as u64, e.grace_periods, "{name}: {e:#?}");
     for g in &listed {
         assert_eq!(
-            g.quiescent_wait_ns + g.kthread_wake_ns,
+            g.quiescent_wait_ns.unwrap() + g.kthread_wake_ns.unwrap(),
             g.duration_ns,
             "{name}: {g:#?}"
         );
@@ -352,7 +352,7 @@ fn assert_expedited_held(
     let writer = support::workload_value(&run.work, "pid") as u32;
     for g in during {
         assert!(
-            g.started_ns + g.held_ns >= end,
+            g.started_ns + g.held_ns.unwrap() >= end,
             "{name}: its last report came before the hold ended at {end}: {g:#?}"
         );
         let h = g.last_holdout.as_ref().expect("a last holdout");

@@ -208,6 +208,7 @@ fn report_of(
         },
         stages: None,
         cross_checks: Vec::new(),
+        grace_periods: Vec::new(),
     };
     Ok(Report {
         time: None,

@@ -2,6 +2,8 @@
 //! of a run, and the histograms and statistics of one period's samples, with what was not
 //! measured and why.
 
+use std::collections::HashMap;
+
 use anyhow::{Result, bail};
 use rcutrace_common::latency::*;
 
@@ -122,6 +124,7 @@ pub fn period_report(
             losses,
             stages: None,
             cross_checks,
+            grace_periods: Vec::new(),
         });
     }
     // In bpftrace's order of maps, as the histograms print.
@@ -151,6 +154,19 @@ fn keyed(
         });
         return vec![(None, all.unwrap_or_else(|| Series::new(layout)))];
     };
+    // A call whose domain was read for another key (`gp --flavor`'s SRCU waiters by stack)
+    // is keyed by both, as bpftrace prints `@[domain, kstack]`. Named first, and apart: a
+    // namer holds the symbols from its first use until it is dropped.
+    let domains: HashMap<u64, String> = if key_by == By::Srcu {
+        HashMap::new()
+    } else {
+        let mut domain = super::naming::domain_names(tracer, symbols);
+        series
+            .iter()
+            .filter(|(key, _)| key.domain != 0)
+            .map(|(key, _)| (key.domain, domain(key.domain)))
+            .collect()
+    };
     let mut frames = super::naming::stack_frames(tracer, symbols);
     let mut cgroup = |id| cgroups.path(id);
     let mut domain = super::naming::domain_names(tracer, symbols);
@@ -161,7 +177,13 @@ fn keyed(
     };
     let texts: Vec<(String, Series)> = series
         .into_iter()
-        .map(|(key, s)| (key_text(key_by, &key, &mut names), s))
+        .map(|(key, s)| {
+            let text = key_text(key_by, &key, &mut names);
+            match domains.get(&key.domain) {
+                Some(domain) => (format!("{domain}, {text}"), s),
+                None => (text, s),
+            }
+        })
         .collect();
     fold_top(texts, by.top, Series::count, Series::merge)
         .into_iter()

@@ -256,6 +256,10 @@ impl SrcuAssembler {
 pub struct FlavourTally {
     layout: Layout,
     unit_ns: u64,
+    /// How many of the slowest grace periods are kept whole.
+    top: usize,
+    /// The slowest, slowest first (the earlier first among equals).
+    pub slowest: Vec<FlavourGracePeriod>,
     pub by_key: BTreeMap<u64, Series>,
     pub held_by_readers_on: BTreeMap<(u64, u32), u64>,
     /// Keyed by the task's comm and pid (its CPU differs from one pass to the next).
@@ -265,10 +269,12 @@ pub struct FlavourTally {
 }
 
 impl FlavourTally {
-    pub fn new(layout: Layout, unit_ns: u64) -> Self {
+    pub fn new(layout: Layout, unit_ns: u64, top: usize) -> Self {
         FlavourTally {
             layout,
             unit_ns,
+            top,
+            slowest: Vec::new(),
             by_key: BTreeMap::new(),
             held_by_readers_on: BTreeMap::new(),
             held_by_tasks: BTreeMap::new(),
@@ -291,6 +297,13 @@ impl FlavourTally {
                 .or_default() += 1;
         }
         self.holdouts_unnamed += u64::from(gp.holdouts_unnamed);
+        let at = self
+            .slowest
+            .partition_point(|kept| kept.duration_ns >= gp.duration_ns);
+        if at < self.top {
+            self.slowest.insert(at, gp.clone());
+            self.slowest.truncate(self.top);
+        }
     }
 }
 
@@ -373,7 +386,7 @@ mod tests {
             .map(|g| (g.key, g.duration_ns))
             .collect();
         assert_eq!(done, [(B, 100), (A, 1_000)]);
-        let mut tally = FlavourTally::new(Layout::Log2, 1);
+        let mut tally = FlavourTally::new(Layout::Log2, 1, 10);
         for g in [(A, 5), (A, 7), (B, 9)] {
             tally.add(&FlavourGracePeriod {
                 key: g.0,
@@ -395,6 +408,30 @@ mod tests {
         );
         let counts: Vec<_> = tally.by_key.iter().map(|(d, s)| (*d, s.count())).collect();
         assert_eq!(counts, [(B, 1), (A, 2)]);
+    }
+
+    #[test]
+    fn the_slowest_are_kept_whole_slowest_first() {
+        let mut tally = FlavourTally::new(Layout::Log2, 1, 2);
+        for (started_ns, duration_ns) in [(1, 50), (2, 70), (3, 10), (4, 70), (5, 90)] {
+            tally.add(&FlavourGracePeriod {
+                key: A,
+                gp_seq: 1,
+                started_ns,
+                duration_ns,
+                reader_cpus: Vec::new(),
+                last_holdouts: Vec::new(),
+                holdouts_unnamed: false,
+            });
+        }
+        let kept: Vec<_> = tally
+            .slowest
+            .iter()
+            .map(|g| (g.started_ns, g.duration_ns))
+            .collect();
+        assert_eq!(kept, [(5, 90), (2, 70)]);
+        assert_eq!(tally.by_key[&A].count(), 5);
+        assert!(FlavourTally::new(Layout::Log2, 1, 0).slowest.is_empty());
     }
 
     #[test]
@@ -481,7 +518,7 @@ mod tests {
             }]
         );
         assert!(done[0].holdouts_unnamed);
-        let mut tally = FlavourTally::new(Layout::Log2, 1);
+        let mut tally = FlavourTally::new(Layout::Log2, 1, 10);
         tally.add(&done[0]);
         tally.add(&done[0]);
         assert_eq!(

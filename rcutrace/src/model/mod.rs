@@ -184,6 +184,8 @@ pub struct LatencySummary {
     /// The entries against what became of them (samples, in flight, lost), where the report
     /// covers the window from its opening.
     pub cross_checks: Vec<checks::CrossCheck>,
+    /// With `gp --flavor`: the slowest grace periods of the histograms, whole, for `-f json`.
+    pub grace_periods: Vec<rcutrace_common::records::GracePeriod>,
 }
 
 /// Exact statistics of one histogram.
@@ -316,6 +318,20 @@ pub struct Report {
     pub summary: Summary,
     /// Recorded by the commands that trace; the text shows it only in a comparison.
     pub environment: Option<Environment>,
+}
+
+impl Report {
+    /// Adds the maps and latency summaries of `other` (timed calls beside another command's
+    /// figures, such as `gp --flavor`'s waiters), in the order bpftrace prints maps.
+    pub fn add_latency(&mut self, other: Report) {
+        self.maps.extend(other.maps);
+        if let (Summary::Latency(ours), Summary::Latency(theirs)) =
+            (&mut self.summary, other.summary)
+        {
+            ours.extend(theirs);
+            ours.sort_by(|a, b| a.map_name.as_bytes().cmp(b.map_name.as_bytes()));
+        }
+    }
 }
 
 #[cfg(test)]
@@ -739,4 +755,57 @@ pub struct LatencyHistogram {
     pub log2_slots: Vec<u64>,
     pub count: u64,
     pub sum_ns: u128,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn latency(map_name: &str) -> LatencySummary {
+        LatencySummary {
+            map_name: map_name.into(),
+            unit: Unit::Ms,
+            series: Vec::new(),
+            percentile_error: 0.0,
+            losses: Losses::default(),
+            stages: None,
+            cross_checks: Vec::new(),
+            grace_periods: Vec::new(),
+        }
+    }
+
+    fn report(maps: &[&str]) -> Report {
+        Report {
+            time: None,
+            maps: maps
+                .iter()
+                .map(|name| {
+                    Map::Count(CountMap {
+                        name: name.to_string(),
+                        entries: Vec::new(),
+                    })
+                })
+                .collect(),
+            summary: Summary::Latency(maps.iter().map(|name| latency(name)).collect()),
+            environment: None,
+        }
+    }
+
+    #[test]
+    fn timed_calls_join_a_report_in_map_order() {
+        let mut gp = report(&["@tasks_gp"]);
+        gp.add_latency(report(&["@synchronize_rcu_tasks", "@rcu_barrier_tasks"]));
+        let names: Vec<&str> = gp
+            .summary
+            .latency()
+            .unwrap()
+            .iter()
+            .map(|s| s.map_name.as_str())
+            .collect();
+        assert_eq!(
+            names,
+            ["@rcu_barrier_tasks", "@synchronize_rcu_tasks", "@tasks_gp"]
+        );
+        assert_eq!(gp.maps.len(), 3);
+    }
 }

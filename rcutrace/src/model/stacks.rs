@@ -258,6 +258,7 @@ mod tests {
                 losses: Losses::default(),
                 stages: None,
                 cross_checks: Vec::new(),
+                grace_periods: Vec::new(),
             }]),
             environment: None,
         }
@@ -337,6 +338,7 @@ mod tests {
                 losses: Losses::default(),
                 stages: None,
                 cross_checks: Vec::new(),
+                grace_periods: Vec::new(),
             },
             phases: Vec::new(),
             holdouts_by_cpu: Vec::new(),

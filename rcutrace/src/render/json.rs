@@ -355,20 +355,24 @@ fn grace_period(row: &GracePeriodRow) -> records::GracePeriod {
         },
     });
     records::GracePeriod {
+        flavor: "normal".into(),
+        key: None,
         gp_seq: gp.gp_seq as i64,
         started_ns: gp.started_ns,
         duration_ns: gp.duration_ns,
-        init_ns: gp.phases.init_ns,
-        quiescent_wait_ns: gp.phases.quiescent_wait_ns,
-        kthread_wake_ns: gp.phases.kthread_wake_ns,
-        cleanup_ns: gp.phases.cleanup_ns,
+        init_ns: Some(gp.phases.init_ns),
+        quiescent_wait_ns: Some(gp.phases.quiescent_wait_ns),
+        kthread_wake_ns: Some(gp.phases.kthread_wake_ns),
+        cleanup_ns: Some(gp.phases.cleanup_ns),
         request_wait_ns: gp.request_wait_ns,
-        fqs_passes: gp.fqs_passes,
-        cpus_reported: gp.cpus_reported,
-        blocked_readers: gp.blocked_readers,
-        held_ns: gp.held_ns,
+        fqs_passes: Some(gp.fqs_passes),
+        cpus_reported: Some(gp.cpus_reported),
+        blocked_readers: Some(gp.blocked_readers),
+        held_ns: Some(gp.held_ns),
         last_holdout,
         expedited: gp.expedited,
+        reader_cpus: Vec::new(),
+        holdout_tasks: Vec::new(),
     }
 }
 
@@ -603,6 +607,13 @@ fn latency_summary(summary: &LatencySummary, layout: Option<HistLayout>) -> Vec<
         own_calls_left_out: losses.own_calls_left_out,
         cross_checks: cross_checks(&summary.cross_checks),
     }));
+    records.extend(
+        summary
+            .grace_periods
+            .iter()
+            .cloned()
+            .map(Record::GracePeriod),
+    );
     if let Some(stages) = &summary.stages {
         records.extend(stages_records(stages));
     }
@@ -874,6 +885,7 @@ mod tests {
                 },
                 stages: None,
                 cross_checks: Vec::new(),
+                grace_periods: Vec::new(),
             }]),
             environment: None,
         };

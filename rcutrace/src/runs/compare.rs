@@ -615,6 +615,7 @@ mod tests {
                 losses: Losses::default(),
                 stages: None,
                 cross_checks: Vec::new(),
+                grace_periods: Vec::new(),
             }]),
             environment: None,
         }
@@ -719,6 +720,7 @@ mod tests {
                         losses: crate::model::Losses::default(),
                         stages: None,
                         cross_checks: Vec::new(),
+                        grace_periods: Vec::new(),
                     })
                     .collect(),
             ),

@@ -531,6 +531,7 @@ mod tests {
                 },
                 stages: None,
                 cross_checks: Vec::new(),
+                grace_periods: Vec::new(),
             }]),
             environment: None,
         }

@@ -850,6 +850,20 @@ pub const TASKS_HOLDOUT_PASSES: Probe =
 /// Without these no tasks-rude-RCU grace period is seen.
 pub const TASKS_RUDE_GRACE_PERIODS: [Probe; 2] = [TASKS_GRACE_PERIODS[1], TASKS_GRACE_PERIODS[3]];
 
+/// The functions that block their caller until a grace period of a flavour other than
+/// normal RCU's has ended (or its callbacks have run): `gp --flavor` times them, by the
+/// caller's stack, as the grace periods' waiters. A kernel lacks some (7.x made tasks-trace's
+/// inline wrappers over SRCU's; 6.12 has no `rcu_barrier_tasks_rude()`).
+pub const TASKS_WAITS: [&str; 2] = ["synchronize_rcu_tasks", "rcu_barrier_tasks"];
+pub const TASKS_RUDE_WAITS: [&str; 2] = ["synchronize_rcu_tasks_rude", "rcu_barrier_tasks_rude"];
+pub const TASKS_TRACE_WAITS: [&str; 2] = ["synchronize_rcu_tasks_trace", "rcu_barrier_tasks_trace"];
+/// SRCU's, each on the domain it is given first.
+pub const SRCU_WAITS: [&str; 3] = [
+    "synchronize_srcu",
+    "synchronize_srcu_expedited",
+    "srcu_barrier",
+];
+
 const fn kprobe_first(probe: Probe) -> Probe {
     Probe {
         prefer_kprobe: true,

@@ -467,7 +467,7 @@ pub fn held(records: &[Record], hold_end_ns: u64) -> &GracePeriod {
 /// began (the hold requested a grace period, so one was under way throughout).
 pub fn assert_held(g: &GracePeriod, start: u64, end: u64, ms: u64) {
     assert!(
-        g.started_ns + g.init_ns + g.held_ns >= end,
+        g.started_ns + g.init_ns.unwrap() + g.held_ns.unwrap() >= end,
         "last report before the hold ended at {end}: {g:#?}"
     );
     assert!(
@@ -516,7 +516,15 @@ pub fn assert_gp_consistent(name: &str, run: &Run, records: &[Record]) {
     );
     for g in grace_periods(records) {
         assert_eq!(
-            g.init_ns + g.quiescent_wait_ns + g.kthread_wake_ns + g.cleanup_ns,
+            [
+                g.init_ns,
+                g.quiescent_wait_ns,
+                g.kthread_wake_ns,
+                g.cleanup_ns
+            ]
+            .iter()
+            .map(|phase| phase.unwrap())
+            .sum::<u64>(),
             g.duration_ns,
             "{name}: {g:#?}"
         );
@@ -584,7 +592,7 @@ pub fn assert_blocked_reader(g: &GracePeriod, writer: u32, ms: u64) -> &LastHold
             .any(|f| f.starts_with("rcutrace_test_block_in_reader")),
         "{g:#?}"
     );
-    assert!(g.blocked_readers >= 1, "{g:#?}");
+    assert!(g.blocked_readers.unwrap() >= 1, "{g:#?}");
     h
 }
 

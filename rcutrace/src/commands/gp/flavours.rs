@@ -9,22 +9,36 @@ use std::{cell::RefCell, collections::HashMap};
 use anyhow::{Context as _, Result, bail};
 use rcutrace_common::gp as common;
 
+use rcutrace_common::{
+    latency::{RECORD_SAMPLE, record_kind},
+    records,
+};
+
 use crate::{
-    cli::{Flavor, GpArgs},
-    commands::{naming, publish::Sink, window},
-    kernel::{self, symbols::keeper::SymbolKeeper},
+    cli::{ByArgs, Flavor, GpArgs},
+    commands::{
+        naming,
+        publish::Sink,
+        timed_calls::{self, Checking, Timing},
+        window,
+    },
+    kernel::{self, cgroups::CgroupPaths, symbols::keeper::SymbolKeeper},
     model::{
         CountMap, HistMap, LatencySummary, Losses, Map, Report, Summary,
-        aggregate::Layout,
-        flavour_grace_periods::{Assemble, FlavourTally, SrcuAssembler, TasksAssembler},
+        aggregate::{Aggregate, Layout},
+        attribution::By,
+        flavour_grace_periods::{
+            Assemble, FlavourGracePeriod, FlavourTally, SrcuAssembler, TasksAssembler,
+        },
         stats::PERCENTILE_ERROR,
     },
     trace::{
         engine::{Ends, Need, Period, Reporting, Request},
         grace_periods::{self, decode, srcu_constants, tasks_constants},
         probes::{
-            self, AttachChoice, Probe, SRCU_GRACE_PERIODS, SRCU_READER_SCANS, TASKS_GRACE_PERIODS,
-            TASKS_GRACE_PERIODS_NEEDED, TASKS_HOLDOUT_PASSES, TASKS_RUDE_GRACE_PERIODS,
+            self, AttachChoice, Probe, SRCU_GRACE_PERIODS, SRCU_READER_SCANS, SRCU_WAITS,
+            TASKS_GRACE_PERIODS, TASKS_GRACE_PERIODS_NEEDED, TASKS_HOLDOUT_PASSES,
+            TASKS_RUDE_GRACE_PERIODS, TASKS_RUDE_WAITS, TASKS_TRACE_WAITS, TASKS_WAITS,
         },
         tracer::Constant,
     },
@@ -59,6 +73,9 @@ struct Plan {
     /// The one domain or tasks-RCU flavour kept (`--flavor rude|trace`), by address: the
     /// programs hook every one, and their events carry it.
     only: Option<u64>,
+    /// The functions that wait for these grace periods (timed as the waiters, where this
+    /// kernel has them): the flavour's own, or SRCU's on the domains followed.
+    waits: Vec<&'static str>,
 }
 
 fn plan(flavor: Flavor) -> Result<Plan> {
@@ -84,9 +101,13 @@ fn plan(flavor: Flavor) -> Result<Plan> {
     };
     Ok(match flavor {
         Flavor::Srcu => srcu_plan(symbols.get(PER_CPU_OFFSET).copied())?,
-        Flavor::Tasks => tasks_plan(&TASKS_GRACE_PERIODS_NEEDED)?,
+        Flavor::Tasks => Plan {
+            waits: [TASKS_WAITS, TASKS_RUDE_WAITS, TASKS_TRACE_WAITS].concat(),
+            ..tasks_plan(&TASKS_GRACE_PERIODS_NEEDED)?
+        },
         Flavor::Rude => Plan {
             only: Some(address_of(TASKS_RUDE).context("following tasks-rude RCU")?),
+            waits: TASKS_RUDE_WAITS.to_vec(),
             ..tasks_plan(&TASKS_RUDE_GRACE_PERIODS)?
         },
         Flavor::Trace if symbols.contains_key(TASKS_TRACE_SRCU) => {
@@ -101,6 +122,7 @@ fn plan(flavor: Flavor) -> Result<Plan> {
         }
         Flavor::Trace => Plan {
             only: Some(address_of(TASKS_TRACE).context("following tasks-trace RCU")?),
+            waits: TASKS_TRACE_WAITS.to_vec(),
             ..tasks_plan(&TASKS_GRACE_PERIODS_NEEDED)?
         },
         Flavor::Normal => bail!("normal RCU's grace periods are taken apart by gp itself"),
@@ -133,6 +155,7 @@ fn srcu_plan(per_cpu_offset: Option<u64>) -> Result<Plan> {
         map_name: SRCU_MAP,
         assembler: Box::new(SrcuAssembler::default()),
         only: None,
+        waits: SRCU_WAITS.to_vec(),
     })
 }
 
@@ -156,6 +179,7 @@ fn tasks_plan(needed: &'static [Probe]) -> Result<Plan> {
         map_name: TASKS_MAP,
         assembler: Box::new(TasksAssembler::default()),
         only: None,
+        waits: Vec::new(),
     })
 }
 
@@ -169,22 +193,40 @@ struct Stream {
 
 pub async fn run(args: &GpArgs, sink: Sink) -> Result<Report> {
     let Plan {
-        probes,
+        mut probes,
         needed,
-        constants,
+        mut constants,
         map_name,
         assembler,
         only,
+        waits,
     } = plan(args.flavor)?;
+    let timings = waiters(&waits, args)?;
+    probes.extend(timings.iter().flat_map(|t| t.timed.probes()));
+    constants.extend(waiters_constants(&timings, map_name, only));
+    // The waiters are keyed by their callers' stacks, folded beyond --top.
+    let by = ByArgs {
+        by: Some(By::Stack),
+        top: args.top,
+    };
     let unit_ns = args.unit.nanos();
-    let new_tally = || FlavourTally::new(Layout::Log2, unit_ns);
+    let new_tally = || FlavourTally::new(Layout::Log2, unit_ns, args.top);
     let stream = RefCell::new(Stream {
         assembler,
         tally: new_tally(),
         began_before_tracing: 0,
         malformed: 0,
     });
+    let waited = RefCell::new(Aggregate::new(
+        Layout::Log2,
+        timings.iter().map(|t| t.unit.nanos()).collect(),
+    ));
+    // One ring carries both: the grace periods' events and the waits' samples.
     let mut consume = |record: &[u8]| {
+        if record_kind(record) == Some(RECORD_SAMPLE) {
+            waited.borrow_mut().add(record);
+            return;
+        }
         let mut stream = stream.borrow_mut();
         let Some(event) = decode(record) else {
             stream.malformed += 1;
@@ -201,13 +243,19 @@ pub async fn run(args: &GpArgs, sink: Sink) -> Result<Report> {
     };
     let symbols = SymbolKeeper::new();
     let launch = window::launch_of(args.length.command())?;
+    let checking = Checking {
+        whole_window: args.over_time.interval().is_none_or(|i| i.cumulative),
+        format: sink.format(),
+    };
+    let mut cgroups = CgroupPaths::new();
     let report = window::trace(
         Request {
             probes: &probes,
             constants,
-            // Kprobes only: the programs have no other kind.
+            // Kprobes only: the programs have no other kind, and a trampoline's attaching
+            // would itself wait for these flavours' grace periods.
             choice: AttachChoice::Kprobe,
-            by: None,
+            by: by.by,
             need: Need::These(needed),
             ends: Ends::after(args.length.duration()),
             reporting: Reporting::every(args.over_time.interval()),
@@ -226,7 +274,7 @@ pub async fn run(args: &GpArgs, sink: Sink) -> Result<Report> {
                 (std::mem::replace(&mut stream.tally, new_tally()), began)
             };
             let in_progress = stream.assembler.in_progress();
-            Ok(report_of(
+            let mut report = report_of(
                 period,
                 args,
                 map_name,
@@ -234,13 +282,59 @@ pub async fn run(args: &GpArgs, sink: Sink) -> Result<Report> {
                 in_progress,
                 began_before_tracing,
                 &symbols,
-            ))
+            );
+            if !timings.is_empty() {
+                let waiters = timed_calls::period_report(
+                    period,
+                    &timings,
+                    &by,
+                    &mut waited.borrow_mut(),
+                    &symbols,
+                    checking,
+                    &mut cgroups,
+                )?;
+                report.add_latency(waiters);
+            }
+            Ok(report)
         },
         sink,
     )
     .await?;
     window::launched(launch.as_ref())?;
     Ok(report)
+}
+
+/// The waits of `functions` this kernel has, each timed from its call to its return.
+fn waiters(functions: &[&'static str], args: &GpArgs) -> Result<Vec<Timing>> {
+    if functions.is_empty() {
+        return Ok(Vec::new());
+    }
+    let present = kernel::functions_present(functions)?;
+    Ok(functions
+        .iter()
+        .filter(|f| present.contains(**f))
+        .zip(0..)
+        .map(|(&function, index)| Timing {
+            timed: probes::timed_call(index, function),
+            map_name: format!("@{function}"),
+            unit: args.unit,
+        })
+        .collect())
+}
+
+/// What the waits' programs are told: every call's return ends it, SRCU's are keyed by
+/// domain too, and where one domain is followed (7.x's tasks-trace RCU) only its waits count.
+fn waiters_constants(timings: &[Timing], map_name: &str, only: Option<u64>) -> Vec<Constant> {
+    let same_function = timings
+        .iter()
+        .fold(0u32, |mask, t| mask | 1 << t.timed.index());
+    let only_domain = if map_name == SRCU_MAP { only } else { None };
+    vec![
+        Constant::U32("SAME_FUNCTION_MASK", same_function),
+        Constant::U32("TARGET_TGID", 0),
+        Constant::U32("DOMAIN_ARG_MASK", timed_calls::srcu_domain_mask(timings)),
+        Constant::U64("ONLY_DOMAIN", only_domain.unwrap_or(0)),
+    ]
 }
 
 fn report_of(
@@ -311,6 +405,11 @@ fn report_of(
              or their readers' CPUs may be missing from {map_name}"
         );
     }
+    let grace_periods = tally
+        .slowest
+        .iter()
+        .map(|gp| record_of(gp, map_name, &mut name))
+        .collect();
     let attached: Vec<Probe> = period.attached.iter().map(|(p, _)| *p).collect();
     let summary = LatencySummary {
         map_name: map_name.into(),
@@ -328,11 +427,177 @@ fn report_of(
         },
         stages: None,
         cross_checks: Vec::new(),
+        grace_periods,
     };
     Report {
         time: None,
         maps,
         summary: Summary::Latency(vec![summary]),
         environment: period.environment(),
+    }
+}
+
+/// One grace period as `-f json` gives it: `rcutrace_grace_period`, with its flavour and
+/// what ran it, named.
+fn record_of(
+    gp: &FlavourGracePeriod,
+    map_name: &str,
+    name: &mut impl FnMut(u64) -> String,
+) -> records::GracePeriod {
+    records::GracePeriod {
+        flavor: if map_name == SRCU_MAP {
+            "srcu"
+        } else {
+            "tasks"
+        }
+        .into(),
+        key: Some(name(gp.key)),
+        gp_seq: gp.gp_seq as i64,
+        started_ns: gp.started_ns,
+        duration_ns: gp.duration_ns,
+        init_ns: None,
+        quiescent_wait_ns: None,
+        kthread_wake_ns: None,
+        cleanup_ns: None,
+        request_wait_ns: None,
+        fqs_passes: None,
+        cpus_reported: None,
+        blocked_readers: None,
+        held_ns: None,
+        last_holdout: None,
+        expedited: false,
+        reader_cpus: gp.reader_cpus.clone(),
+        holdout_tasks: gp
+            .last_holdouts
+            .iter()
+            .map(|task| records::HoldoutTaskRecord {
+                pid: task.pid,
+                comm: task.comm.clone(),
+                cpu: task.cpu,
+            })
+            .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn timing(index: u32, function: &'static str) -> Timing {
+        Timing {
+            timed: probes::timed_call(index, function),
+            map_name: format!("@{function}"),
+            unit: crate::model::Unit::Ms,
+        }
+    }
+
+    fn constant(constants: &[Constant], name: &str) -> u64 {
+        constants
+            .iter()
+            .find_map(|c| match *c {
+                Constant::U32(n, v) if n == name => Some(u64::from(v)),
+                Constant::U64(n, v) if n == name => Some(v),
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("no {name}"))
+    }
+
+    #[test]
+    fn srcu_waiters_are_keyed_by_domain_and_kept_to_the_one_followed() {
+        const TRACE_DOMAIN: u64 = 0xffff_ffff_8310_c7a0;
+        let timings: Vec<Timing> = SRCU_WAITS
+            .iter()
+            .zip(0..)
+            .map(|(&f, i)| timing(i, f))
+            .collect();
+        let constants = waiters_constants(&timings, SRCU_MAP, Some(TRACE_DOMAIN));
+        // Every wait's return ends its call; each takes its domain first.
+        assert_eq!(constant(&constants, "SAME_FUNCTION_MASK"), 0b111);
+        assert_eq!(constant(&constants, "DOMAIN_ARG_MASK"), 0b111);
+        assert_eq!(constant(&constants, "ONLY_DOMAIN"), TRACE_DOMAIN);
+        assert_eq!(constant(&constants, "TARGET_TGID"), 0);
+        // Every domain's, where none is followed alone.
+        let every = waiters_constants(&timings, SRCU_MAP, None);
+        assert_eq!(constant(&every, "ONLY_DOMAIN"), 0);
+    }
+
+    #[test]
+    fn tasks_waiters_take_no_domain_whatever_flavour_is_kept() {
+        const RUDE: u64 = 0xffff_ffff_82cc_db60;
+        let timings = vec![
+            timing(0, TASKS_RUDE_WAITS[0]),
+            timing(1, TASKS_RUDE_WAITS[1]),
+        ];
+        // `only` names a tasks-RCU flavour here, not a domain the waits are given.
+        let constants = waiters_constants(&timings, TASKS_MAP, Some(RUDE));
+        assert_eq!(constant(&constants, "SAME_FUNCTION_MASK"), 0b11);
+        assert_eq!(constant(&constants, "DOMAIN_ARG_MASK"), 0);
+        assert_eq!(constant(&constants, "ONLY_DOMAIN"), 0);
+    }
+
+    #[test]
+    fn a_grace_period_record_says_its_flavour_and_what_held_it() {
+        use crate::model::flavour_grace_periods::HoldoutTask;
+        let gp = FlavourGracePeriod {
+            key: 0xffff_ffff_82cc_dcc0,
+            gp_seq: 0,
+            started_ns: 5_000,
+            duration_ns: 900_000_000,
+            reader_cpus: Vec::new(),
+            last_holdouts: vec![HoldoutTask {
+                comm: "spin".into(),
+                pid: 160,
+                cpu: 3,
+            }],
+            holdouts_unnamed: false,
+        };
+        let mut name = |key: u64| format!("{key:#x}");
+        let record = record_of(&gp, TASKS_MAP, &mut name);
+        assert_eq!(record.flavor, "tasks");
+        assert_eq!(record.key.as_deref(), Some("0xffffffff82ccdcc0"));
+        assert_eq!(
+            (record.started_ns, record.duration_ns),
+            (5_000, 900_000_000)
+        );
+        assert_eq!(
+            record.holdout_tasks,
+            [records::HoldoutTaskRecord {
+                pid: 160,
+                comm: "spin".into(),
+                cpu: 3
+            }]
+        );
+        // Normal RCU's anatomy is absent, not zero.
+        let json = serde_json::to_string(&record).unwrap();
+        assert!(
+            !json.contains("init_ns") && !json.contains("held_ns"),
+            "{json}"
+        );
+        let srcu = record_of(
+            &FlavourGracePeriod {
+                reader_cpus: vec![3],
+                last_holdouts: Vec::new(),
+                gp_seq: 9,
+                ..gp
+            },
+            SRCU_MAP,
+            &mut name,
+        );
+        assert_eq!((srcu.flavor.as_str(), srcu.gp_seq), ("srcu", 9));
+        assert_eq!(srcu.reader_cpus, [3]);
+    }
+
+    #[test]
+    fn every_wait_of_every_flavour_fits_the_timed_programs() {
+        let all = [TASKS_WAITS, TASKS_RUDE_WAITS, TASKS_TRACE_WAITS].concat();
+        assert!(all.len() as u32 <= rcutrace_common::latency::MAX_TIMED);
+        assert!(SRCU_WAITS.len() as u32 <= rcutrace_common::latency::MAX_TIMED);
+        // And they are waits: srlat times them too.
+        for function in all.iter().chain(&SRCU_WAITS) {
+            assert!(
+                probes::waiting_functions().any(|w| w == *function),
+                "{function}"
+            );
+        }
     }
 }

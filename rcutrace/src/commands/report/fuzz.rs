@@ -222,6 +222,7 @@ fn grace_periods() -> Report {
                 losses: Losses::default(),
                 stages: None,
                 cross_checks: Vec::new(),
+                grace_periods: Vec::new(),
             },
             phases: vec![PhaseStats {
                 name: "init".into(),

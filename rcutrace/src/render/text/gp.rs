@@ -491,6 +491,7 @@ mod tests {
                 losses: crate::model::Losses::default(),
                 stages: None,
                 cross_checks: Vec::new(),
+                grace_periods: Vec::new(),
             },
             phases: tally.phases(),
             holdouts_by_cpu: tally.holdouts_by_cpu(),

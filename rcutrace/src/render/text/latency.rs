@@ -132,6 +132,7 @@ mod tests {
             },
             stages: None,
             cross_checks: Vec::new(),
+            grace_periods: Vec::new(),
         };
         assert_eq!(
             latency_summary(&summary),
@@ -171,6 +172,7 @@ mod tests {
             losses: crate::model::Losses::default(),
             stages: None,
             cross_checks: Vec::new(),
+            grace_periods: Vec::new(),
         };
         let text = latency_summary(&summary);
         assert!(

@@ -375,6 +375,7 @@ mod tests {
                 losses: crate::model::Losses::default(),
                 stages: None,
                 cross_checks: Vec::new(),
+                grace_periods: Vec::new(),
             }]),
             environment: None,
         };

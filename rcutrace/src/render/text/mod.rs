@@ -96,13 +96,17 @@ fn percentile_column(stats: &SeriesStats, q: f64, unit: Unit) -> String {
         })
 }
 
+/// A key of several lines on one: its frames joined by `; `, after a leading field of its
+/// own (`DOMAIN, ` before a stack) by its comma.
 pub(super) fn one_line(key: &str) -> String {
-    let lines: Vec<&str> = key
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .collect();
-    lines.join("; ")
+    let mut line = String::new();
+    for part in key.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        if !line.is_empty() {
+            line.push_str(if line.ends_with(',') { " " } else { "; " });
+        }
+        line.push_str(part);
+    }
+    line
 }
 
 #[cfg(test)]
@@ -138,5 +142,9 @@ mod tests {
             "rcu_barrier+5; cleanup_net+463"
         );
         assert_eq!(one_line("kworker/1:1"), "kworker/1:1");
+        assert_eq!(
+            one_line("tracepoint_srcu, \n    synchronize_srcu+5\n    perf_kprobe_destroy+60\n"),
+            "tracepoint_srcu, synchronize_srcu+5; perf_kprobe_destroy+60"
+        );
     }
 }

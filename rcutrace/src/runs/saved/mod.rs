@@ -286,7 +286,10 @@ impl ReportBeingRead {
                 self.summarized.get_or_insert(line);
                 self.gp_summary = Some(s);
             }
-            Record::GracePeriod(g) => self.grace_periods.push(g),
+            // Normal RCU's are taken apart in gp's summary; the other flavours' are kept
+            // in their records only.
+            Record::GracePeriod(g) if g.flavor == "normal" => self.grace_periods.push(g),
+            Record::GracePeriod(_) => {}
             Record::RunSummary(s) => {
                 self.summarized.get_or_insert(line);
                 self.run_summary = Some(s);

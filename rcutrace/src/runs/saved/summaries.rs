@@ -178,5 +178,6 @@ pub(super) fn latency_summary(
         },
         stages: None,
         cross_checks: cross_checks(&losses.cross_checks),
+        grace_periods: Vec::new(),
     }
 }

@@ -66,6 +66,7 @@ pub(crate) fn latency(maps: Vec<Map>, series: Vec<SeriesStats>, unit: Unit) -> R
             },
             stages: None,
             cross_checks: Vec::new(),
+            grace_periods: Vec::new(),
         }]),
         environment: Some(Environment {
             kernel_release: "6.12.57+deb13-cloud-amd64".into(),
@@ -466,6 +467,7 @@ fn a_gp_run_of_384_cpus_keeps_every_cpu_and_prints_the_same_ten() {
                 losses: Losses::default(),
                 stages: None,
                 cross_checks: Vec::new(),
+                grace_periods: Vec::new(),
             },
             phases: Vec::new(),
             holdouts_by_cpu: holdouts,
@@ -826,6 +828,7 @@ fn a_gp_run_with_expedited_grace_periods_prints_the_same_again() {
             losses: Losses::default(),
             stages: None,
             cross_checks: Vec::new(),
+            grace_periods: Vec::new(),
         },
         phases: Vec::new(),
         holdouts_by_cpu: vec![CpuHoldouts {
