@@ -72,6 +72,10 @@
  *   hold_task C MS               on CPU C: busy MS ms (MS <= 5000) in rcutrace_test_hold_task(),
  *                                preemptible but never switching out of its own accord nor
  *                                returning to user mode: the writer is a tasks-RCU holdout.
+ *   hold_trace C MS              on CPU C: rcu_read_lock_trace(), asleep MS ms (by ktime;
+ *                                MS <= 30000) in rcutrace_test_hold_trace_reader(), then
+ *                                rcu_read_unlock_trace(): the writer holds every tasks-trace
+ *                                grace period up (since 7.0 an SRCU reader on CPU C).
  *   reset N                      zeroes every counter below (N is ignored).
  * The `uses OP:` lines of the read-out list the kernel functions each op calls.
  *
@@ -95,6 +99,8 @@
  *                                  the same of the last hold_srcu (start: just before its request)
  *   task_hold_start_ns, task_hold_end_ns, task_hold_pid: P
  *                                  the same of the last hold_task, and the writer's pid
+ *   trace_hold_start_ns, trace_hold_end_ns, trace_hold_pid: P, trace_hold_cpu: C
+ *                                  the same of the last hold_trace
  * FUNC and CALLBACK lines appear for what this kernel supports. Callbacks are static functions
  * of the module, listed in /proc/kallsyms as "t rcutrace_test_cb [rcutrace_test]" and so on.
  *
@@ -974,6 +980,35 @@ static int op_hold_task(unsigned long cpu, unsigned long ms)
 #define op_hold_task NULL
 #endif
 
+#if HAVE(synchronize_rcu_tasks_trace)
+static atomic64_t trace_hold_start_ns, trace_hold_end_ns;
+static atomic_t trace_hold_pid;
+static atomic_t trace_hold_cpu_used = ATOMIC_INIT(-1);
+
+/*
+ * A tasks-trace RCU reader, asleep: before 7.0 the grace period lists the task as a holdout
+ * until it leaves; since 7.0 tasks-trace RCU is SRCU, and the reader unbalances its CPU's
+ * counts of rcu_tasks_trace_srcu_struct's readers instead.
+ */
+static noinline void rcutrace_test_hold_trace_reader(unsigned long ms)
+{
+	rcu_read_lock_trace();
+	atomic_set(&trace_hold_pid, current->pid);
+	atomic_set(&trace_hold_cpu_used, raw_smp_processor_id());
+	atomic64_set(&trace_hold_start_ns, ktime_get_ns());
+	sleep_by_clock(ms);
+	atomic64_set(&trace_hold_end_ns, ktime_get_ns());
+	rcu_read_unlock_trace();
+}
+
+static int op_hold_trace(unsigned long cpu, unsigned long ms)
+{
+	return on_cpu(cpu, rcutrace_test_hold_trace_reader, ms);
+}
+#else
+#define op_hold_trace NULL
+#endif
+
 struct test_op {
 	const char *name;
 	/* NULL: this kernel lacks the function. */
@@ -1040,6 +1075,7 @@ static const struct test_op test_ops[] = {
 	OP(spin_preempt_off, "nothing (N ms busy with preemption off; see the stuck-guest op)"),
 	OP_WITH_ARG(hold_srcu, MAX_HOLD_MS, "start_poll_synchronize_srcu (inside the held reader)"),
 	OP_WITH_ARG(hold_task, MAX_TASK_HOLD_MS, "nothing (N is the CPU; busy without switching)"),
+	OP_WITH_ARG(hold_trace, MAX_HOLD_MS, "nothing (N is the CPU; a tasks-trace reader asleep)"),
 	OP(reset, "nothing"),
 };
 
@@ -1147,6 +1183,12 @@ static int rcutrace_test_show(struct seq_file *m, void *v)
 	seq_printf(m, "task_hold_start_ns: %llu\n", (u64)atomic64_read(&task_hold_start_ns));
 	seq_printf(m, "task_hold_end_ns: %llu\n", (u64)atomic64_read(&task_hold_end_ns));
 	seq_printf(m, "task_hold_pid: %d\n", atomic_read(&task_hold_pid));
+#endif
+#if HAVE(synchronize_rcu_tasks_trace)
+	seq_printf(m, "trace_hold_start_ns: %llu\n", (u64)atomic64_read(&trace_hold_start_ns));
+	seq_printf(m, "trace_hold_end_ns: %llu\n", (u64)atomic64_read(&trace_hold_end_ns));
+	seq_printf(m, "trace_hold_pid: %d\n", atomic_read(&trace_hold_pid));
+	seq_printf(m, "trace_hold_cpu: %d\n", atomic_read(&trace_hold_cpu_used));
 #endif
 	seq_printf(m, "gp_seq: %lu\n", rcu_get_gp_seq());
 	return 0;

@@ -36,6 +36,11 @@
 //!   exactly their own flavour's 3 grace periods on 6.1 and 6.12; on 7.3 `trace` says it
 //!   follows `rcu_tasks_trace_srcu_struct` and finds exactly 3 of its grace periods, `rude`
 //!   none;
+//! - a tasks-trace reader asleep on the hold's CPU (`hold_trace`) while one
+//!   synchronize_rcu_tasks_trace() waits: `gp --flavor trace` has a grace period past the
+//!   reader's end naming it, on 6.x by task among its last holdouts (and in
+//!   `@tasks_gp_held_by`), on 7.3 by CPU among its SRCU readers' (`@srcu_gp_held_on`), and
+//!   the one wait among its waiters;
 //! - a second rcutrace attaching trampolines and kprobes inside the window: on 6.1 and 6.12 a
 //!   trampoline's detach is among `--flavor tasks`' waiters, with its stack; on every kernel a
 //!   kprobe's detach is among `--flavor trace`'s (under `rcu_tasks_trace_srcu_struct` on 7.3).
@@ -173,11 +178,19 @@ fn srcu_scenarios(series: &str) {
          rcu-workload module synchronize_rcu_tasks {TASKS_SYNCS}\\nsleep 0.5\\n' > /tmp/flavours.sh\n\
          traced gp_trace -f json gp --flavor trace -c 'sh /tmp/flavours.sh'\n\
          traced gp_rude -f json gp --flavor rude -c 'sh /tmp/flavours.sh'\n\
+         cat > /tmp/held_trace.sh <<'EOF'\n{held_trace}EOF\n\
+         traced gp_trace_held -f json gp --flavor trace -c 'sh /tmp/held_trace.sh'\n\
+         echo '=== gp_trace_held.readout'; cat /proc/rcutrace_test\n\
          printf 'rcutrace srlat --attach fentry --secs 1 >/dev/null 2>&1\\nsleep 0.5\\n' > /tmp/attach.sh\n\
          traced gp_attach -f json gp --flavor tasks -c 'sh /tmp/attach.sh'\n\
          traced gp_detach -f json gp --flavor trace -c 'sh /tmp/attach.sh'\n",
         held_srcu = held_wait("hold_srcu", "srcu_hold_start_ns", "synchronize_srcu"),
         held_task = held_wait("hold_task", "task_hold_start_ns", "synchronize_rcu_tasks"),
+        held_trace = held_wait(
+            "hold_trace",
+            "trace_hold_start_ns",
+            "synchronize_rcu_tasks_trace"
+        ),
     );
     let guest = boot_with_module_on(
         series,
@@ -559,6 +572,78 @@ fn srcu_scenarios(series: &str) {
             [("rcu_tasks_rude".to_string(), TASKS_SYNCS)]
         );
     }
+
+    // A tasks-trace reader asleep on the hold's CPU while one synchronize_rcu_tasks_trace()
+    // waits: the grace period it waited for, in its record, is over after the reader left,
+    // and names it: before 7.0 the reader's task among its last holdouts (its pass over
+    // trc_holdout_list), since 7.0 the reader's CPU among those whose SRCU readers held it.
+    let gp_trace_held = run_named(&sections, "gp_trace_held");
+    gp_trace_held.assert_ok("gp_trace_held");
+    let readout = sections["gp_trace_held.readout"].as_str();
+    let number = |key: &str| support::readout_number(readout, key);
+    let (called, hold_end, reader) = (
+        number("called_ns synchronize_rcu_tasks_trace"),
+        number("trace_hold_end_ns"),
+        number("trace_hold_pid") as u32,
+    );
+    assert_eq!(number("trace_hold_cpu"), HOLD_CPU, "{readout}");
+    let held: Vec<_> = gp_trace_held
+        .records()
+        .into_iter()
+        .filter_map(|r| match r {
+            Record::GracePeriod(g) => Some(g),
+            _ => None,
+        })
+        .filter(|g| g.started_ns + g.duration_ns >= hold_end)
+        .collect();
+    let named = |g: &rcutrace_common::records::GracePeriod| match series {
+        "7.3" => {
+            g.flavor == "srcu"
+                && g.key.as_deref() == Some(TASKS_TRACE_DOMAIN)
+                && g.reader_cpus.contains(&(HOLD_CPU as u32))
+        }
+        _ => {
+            g.flavor == "tasks"
+                && g.key.as_deref() == Some("rcu_tasks_trace")
+                && g.started_ns > called
+                && g.holdout_tasks.iter().any(|t| {
+                    t.pid == reader && t.comm == "rcu-workload" && u64::from(t.cpu) == HOLD_CPU
+                })
+        }
+    };
+    assert!(
+        held.iter().any(named),
+        "{series}: no tasks-trace grace period past the reader ({hold_end}) naming it: \
+         {held:#?}\n{}",
+        gp_trace_held.out
+    );
+    let (map, key) = match series {
+        "7.3" => (
+            "@srcu_gp_held_on",
+            format!("{TASKS_TRACE_DOMAIN}, {HOLD_CPU}"),
+        ),
+        _ => (
+            "@tasks_gp_held_by",
+            format!("rcu_tasks_trace, rcu-workload, {reader}"),
+        ),
+    };
+    assert!(
+        keyed_entries(&gp_trace_held, map)
+            .iter()
+            .any(|(k, n)| *k == key && *n >= 1),
+        "{series}: no {map}[{key}]\n{}",
+        gp_trace_held.out
+    );
+    let wait = match series {
+        "7.3" => "@synchronize_srcu",
+        _ => "@synchronize_rcu_tasks_trace",
+    };
+    assert_eq!(
+        waits_through(&gp_trace_held, wait, "op_synchronize_rcu_tasks_trace+"),
+        1,
+        "{series}:\n{}",
+        gp_trace_held.out
+    );
 
     // rcutrace's own attaching, run inside the window by a second rcutrace, among the
     // waiters with its stack: before 7.0 a trampoline's detach unregisters its ftrace ops,

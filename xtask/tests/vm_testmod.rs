@@ -51,6 +51,7 @@ const COMMON_OPS: &[&str] = &[
     "spin_preempt_off",
     "hold_srcu",
     "hold_task",
+    "hold_trace",
     "reset",
 ];
 
@@ -139,7 +140,7 @@ impl Request {
         let waits = self.arg == Some(1);
         match op {
             // N ms of busy-waiting with preemption off: no RCU call.
-            "reset" | "spin_preempt_off" | "hold_task" => vec![],
+            "reset" | "spin_preempt_off" | "hold_task" | "hold_trace" => vec![],
             "kfree_rcu" => vec![("kvfree_call_rcu".into(), n)],
             "call_rcu_delayed" | "flood" | "call_rcu_in_kprobe" => vec![("call_rcu".into(), n)],
             // One request inside the held reader (hold_cpu's N is the CPU, not a count).
@@ -207,7 +208,9 @@ fn module_ground_truth(series: &str) {
             "call_rcu_delayed" => requests.push(Request::with_arg(op, DELAYED, DELAY_MS)),
             "flood" => requests.push(Request::new(op, FLOOD)),
             // Held on CPU 1 for 50 ms; blocked twice for 20 ms.
-            "hold_cpu" | "hold_srcu" | "hold_task" => requests.push(Request::with_arg(op, 1, 50)),
+            "hold_cpu" | "hold_srcu" | "hold_task" | "hold_trace" => {
+                requests.push(Request::with_arg(op, 1, 50))
+            }
             "block_reader" => requests.push(Request::with_arg(op, 2, 20)),
             "reset" => {}
             op if op.starts_with("cond_synchronize_rcu") => {

@@ -7,6 +7,8 @@
 //! Classic tasks RCU lists the tasks it waits for (each on `task_struct.rcu_tasks_holdout_list`)
 //! and passes over that list until it is empty, 100 ms to 1 s apart: at each pass's start the
 //! tasks still listed are sent, so the last pass of a grace period names its last holdouts.
+//! Tasks-trace RCU before 7.0 does the same over `task_struct.trc_holdout_list`, with the tasks
+//! whose read-side critical sections it waits for.
 
 use aya_ebpf::helpers::{bpf_get_current_comm, bpf_ktime_get_ns};
 use aya_ebpf::{
@@ -26,6 +28,9 @@ use crate::window;
 /// the task last ran on, from the kernel BTF.
 #[unsafe(no_mangle)]
 static GP_TASK_HOLDOUT_LIST: u32 = 0;
+/// The same of tasks-trace RCU's holdout list (`task_struct.trc_holdout_list`, before 7.0).
+#[unsafe(no_mangle)]
+static GP_TASK_TRACE_HOLDOUT_LIST: u32 = 0;
 #[unsafe(no_mangle)]
 static GP_TASK_PID: u32 = 0;
 #[unsafe(no_mangle)]
@@ -93,10 +98,11 @@ program! {
     }
 }
 
-/// Sends the tasks on the holdout list `holdouts` (a `struct list_head *`) of the grace period
-/// the current kthread runs, then the pass.
+/// Sends the tasks on the holdout list `holdouts` (a `struct list_head *`, the first argument)
+/// of the grace period the current kthread runs, each on that list by its node at
+/// `list_offset` in the task, then the pass.
 #[inline(always)]
-fn on_holdout_pass(ctx: &ProbeContext) {
+fn on_holdout_pass(ctx: &ProbeContext, list_offset: u64) {
     let (_, tid, _) = window::current();
     // A grace period begun before tracing has no flavour here: its passes go unsent.
     let (true, Some(&flavour), Some(head)) = (
@@ -106,7 +112,6 @@ fn on_holdout_pass(ctx: &ProbeContext) {
     ) else {
         return;
     };
-    let list_offset = u64::from(window::constant(&GP_TASK_HOLDOUT_LIST));
     let kthread = bpf_get_current_comm().unwrap_or_default();
     let Some(mut node) = read::<u64>(head) else {
         return;
@@ -145,7 +150,16 @@ fn on_holdout_pass(ctx: &ProbeContext) {
 program! {
     kprobe fn gp_tasks_holdouts_kprobe(ctx: ProbeContext) -> u32 {
         // check_all_holdout_tasks(hop, needreport, firstreport): a pass begins.
-        on_holdout_pass(&ctx);
+        on_holdout_pass(&ctx, u64::from(window::constant(&GP_TASK_HOLDOUT_LIST)));
+        0
+    }
+}
+
+program! {
+    kprobe fn gp_tasks_trace_holdouts_kprobe(ctx: ProbeContext) -> u32 {
+        // check_all_holdout_tasks_trace(hop, needreport, firstreport): a pass of tasks-trace
+        // RCU before 7.0, over the tasks whose readers it waits for.
+        on_holdout_pass(&ctx, u64::from(window::constant(&GP_TASK_TRACE_HOLDOUT_LIST)));
         0
     }
 }

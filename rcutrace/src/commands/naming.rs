@@ -18,6 +18,9 @@ use crate::{
 /// Symbolized frames of the kernel stacks the programs kept, by stack id, `name+offset`
 /// deepest first, named as they were when captured; the symbols are asked for on first use,
 /// once for all the stacks, so reports without stacks never pay for them.
+///
+/// A namer holds the keeper's symbols from its first use until it is dropped: another
+/// namer of the same keeper used meanwhile waits for them forever. Use one at a time.
 pub fn stack_frames<'a>(
     tracer: &'a Tracer,
     symbols: &'a SymbolKeeper,
@@ -33,7 +36,8 @@ pub fn stack_frames<'a>(
 
 /// Names SRCU domains by the symbol at their address, as the kernel had it when they were
 /// seen (kept by `symbols`); one no symbol names (a dynamic `srcu_struct`) by its address,
-/// and by the code that initialised it if that was while tracing (`SRCU_DOMAIN_INIT`).
+/// and by the code that initialised it if that was while tracing (`SRCU_DOMAIN_INIT`). Holds
+/// the symbols as `stack_frames` does: one namer at a time.
 pub fn domain_names<'a>(
     tracer: &'a Tracer,
     symbols: &'a SymbolKeeper,

@@ -1,6 +1,7 @@
 //! Where classic tasks RCU lists the tasks a grace period waits for, from the kernel's BTF:
-//! each holdout is on its `task_struct.rcu_tasks_holdout_list`, and `gp --flavor tasks` reads
-//! its pid, comm and the CPU it last ran on from there.
+//! each holdout is on its `task_struct.rcu_tasks_holdout_list` (tasks-trace RCU's, before 7.0,
+//! on `trc_holdout_list`), and `gp --flavor tasks` reads its pid, comm and the CPU it last ran
+//! on from there.
 
 use std::collections::HashMap;
 
@@ -9,6 +10,8 @@ use anyhow::{Context as _, Result};
 use super::btf::{self, Field};
 
 const HOLDOUT_LIST: Field = ("task_struct", "rcu_tasks_holdout_list");
+/// Tasks-trace RCU's, before 7.0 (since, it is SRCU).
+const TRACE_HOLDOUT_LIST: Field = ("task_struct", "trc_holdout_list");
 const PID: Field = ("task_struct", "pid");
 const COMM: Field = ("task_struct", "comm");
 /// The CPU a task last ran on: in its `thread_info` where that is in the task (x86), else a
@@ -18,12 +21,22 @@ const THREAD_INFO_CPU: Field = ("thread_info", "cpu");
 const CPU: Field = ("task_struct", "cpu");
 
 /// Every field read here, for a pass over the BTF that answers them all.
-pub const FIELDS: [Field; 6] = [HOLDOUT_LIST, PID, COMM, THREAD_INFO, THREAD_INFO_CPU, CPU];
+pub const FIELDS: [Field; 7] = [
+    HOLDOUT_LIST,
+    TRACE_HOLDOUT_LIST,
+    PID,
+    COMM,
+    THREAD_INFO,
+    THREAD_INFO_CPU,
+    CPU,
+];
 
 /// Byte offsets in `task_struct`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct HoldoutLayout {
     pub holdout_list: u32,
+    /// Tasks-trace RCU's list, where it has one.
+    pub trace_holdout_list: Option<u32>,
     pub pid: u32,
     pub comm: u32,
     pub cpu: u32,
@@ -41,6 +54,7 @@ fn of(offsets: &HashMap<Field, u32>) -> Option<HoldoutLayout> {
     let get = |field: Field| offsets.get(&field).copied();
     Some(HoldoutLayout {
         holdout_list: get(HOLDOUT_LIST)?,
+        trace_holdout_list: get(TRACE_HOLDOUT_LIST),
         pid: get(PID)?,
         comm: get(COMM)?,
         cpu: get(THREAD_INFO)
@@ -66,6 +80,7 @@ mod tests {
         ]);
         let x86 = HoldoutLayout {
             holdout_list: 2544,
+            trace_holdout_list: None,
             pid: 2872,
             comm: 3408,
             cpu: 24,
@@ -76,6 +91,12 @@ mod tests {
         assert_eq!(of(&offsets), None);
         offsets.insert(CPU, 60);
         assert_eq!(of(&offsets), Some(HoldoutLayout { cpu: 60, ..x86 }));
+        // Before 7.0, tasks-trace RCU's list too (Debian's 6.12).
+        offsets.insert(TRACE_HOLDOUT_LIST, 2152);
+        assert_eq!(
+            of(&offsets).and_then(|layout| layout.trace_holdout_list),
+            Some(2152)
+        );
         offsets.remove(&HOLDOUT_LIST);
         assert_eq!(of(&offsets), None);
     }

@@ -138,6 +138,9 @@ pub fn tasks_constants(holdouts: Option<&HoldoutLayout>) -> Vec<Constant> {
             Constant::U32("GP_TASK_COMM", layout.comm),
             Constant::U32("GP_TASK_CPU", layout.cpu),
         ]);
+        if let Some(list) = layout.trace_holdout_list {
+            constants.push(Constant::U32("GP_TASK_TRACE_HOLDOUT_LIST", list));
+        }
     }
     constants
 }

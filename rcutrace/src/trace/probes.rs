@@ -847,6 +847,14 @@ pub const TASKS_GRACE_PERIODS_NEEDED: [Probe; 2] = [TASKS_GRACE_PERIODS[0], TASK
 pub const TASKS_HOLDOUT_PASSES: Probe =
     gp_hook("check_all_holdout_tasks", Side::Entry, "tasks_holdouts");
 
+/// The same of tasks-trace RCU before 7.0, whose entry names the tasks whose readers it
+/// still waits for. Optional, and only where the kernel has the list.
+pub const TASKS_TRACE_HOLDOUT_PASSES: Probe = gp_hook(
+    "check_all_holdout_tasks_trace",
+    Side::Entry,
+    "tasks_trace_holdouts",
+);
+
 /// Without these no tasks-rude-RCU grace period is seen.
 pub const TASKS_RUDE_GRACE_PERIODS: [Probe; 2] = [TASKS_GRACE_PERIODS[1], TASKS_GRACE_PERIODS[3]];
 

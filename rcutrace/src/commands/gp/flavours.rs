@@ -38,7 +38,8 @@ use crate::{
         probes::{
             self, AttachChoice, Probe, SRCU_GRACE_PERIODS, SRCU_READER_SCANS, SRCU_WAITS,
             TASKS_GRACE_PERIODS, TASKS_GRACE_PERIODS_NEEDED, TASKS_HOLDOUT_PASSES,
-            TASKS_RUDE_GRACE_PERIODS, TASKS_RUDE_WAITS, TASKS_TRACE_WAITS, TASKS_WAITS,
+            TASKS_RUDE_GRACE_PERIODS, TASKS_RUDE_WAITS, TASKS_TRACE_HOLDOUT_PASSES,
+            TASKS_TRACE_WAITS, TASKS_WAITS,
         },
         tracer::Constant,
     },
@@ -164,8 +165,11 @@ fn srcu_plan(per_cpu_offset: Option<u64>) -> Result<Plan> {
 fn tasks_plan(needed: &'static [Probe]) -> Result<Plan> {
     let mut probes = TASKS_GRACE_PERIODS.to_vec();
     let holdouts = kernel::tasks_holdouts::layout()?;
-    if holdouts.is_some() {
+    if let Some(layout) = holdouts {
         probes.push(TASKS_HOLDOUT_PASSES);
+        if layout.trace_holdout_list.is_some() {
+            probes.push(TASKS_TRACE_HOLDOUT_PASSES);
+        }
     } else {
         eprintln!(
             "rcutrace: warning: this kernel's BTF lacks the holdout list's fields of \
