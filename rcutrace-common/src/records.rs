@@ -60,6 +60,12 @@ pub enum Record {
     /// `rcutrace stall`: an expedited grace period it warned about ended.
     #[serde(rename = "rcutrace_expedited_stall_ended")]
     ExpeditedStallEnded(ExpeditedStallEnded),
+    /// `rcutrace stall --flavor`: a tasks-RCU or SRCU grace period passed a warning threshold.
+    #[serde(rename = "rcutrace_flavor_stall_warning")]
+    FlavorStallWarning(FlavorStallWarning),
+    /// `rcutrace stall --flavor`: one it warned about ended.
+    #[serde(rename = "rcutrace_flavor_stall_ended")]
+    FlavorStallEnded(FlavorStallEnded),
     #[serde(rename = "rcutrace_stall_summary")]
     StallSummary(StallSummary),
     /// `rcutrace run`: where the command's time went, after the histograms of its waits.
@@ -647,6 +653,32 @@ pub struct ExpeditedStallEnded {
     pub warnings: u32,
 }
 
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FlavorStallWarning {
+    pub time: String,
+    /// `srcu` or `tasks`, as the grace-period records say it.
+    pub flavor: String,
+    /// The SRCU domain or tasks-RCU flavour, named.
+    pub key: String,
+    pub age_ns: u64,
+    pub threshold_ns: u64,
+    /// Tasks RCU: the tasks its last pass over the holdouts listed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub holdout_tasks: Vec<HoldoutTaskRecord>,
+    /// SRCU: the CPUs where readers that held it entered.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reader_cpus: Vec<u32>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FlavorStallEnded {
+    pub time: String,
+    pub flavor: String,
+    pub key: String,
+    pub duration_ns: u64,
+    pub warnings: u32,
+}
+
 /// `rcutrace run`'s account of one command: its time, the RCU waits in it and in the work it
 /// caused, and what an expedited grace period would have saved.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -715,6 +747,9 @@ pub struct RunWait {
 pub struct StallSummary {
     pub elapsed_s: f64,
     pub thresholds_ns: Vec<u64>,
+    /// Those of the other flavours watched (`--flavor`), if any.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub flavor_thresholds_ns: Vec<u64>,
     pub warnings: u64,
     /// Of `warnings`, those about expedited grace periods.
     #[serde(default)]

@@ -138,10 +138,14 @@ pub enum Command {
         sudo rcutrace stall                         # until Ctrl-C or SIGTERM\n  \
         sudo rcutrace stall --warn-at 500ms --warn-at 2s\n  \
         sudo rcutrace stall --exit-on-warning --secs 3600 || echo \"stall: $?\"\n  \
-        sudo rcutrace -f json stall >> /var/log/rcu-stalls.json\n\n\
+        sudo rcutrace -f json stall >> /var/log/rcu-stalls.json\n  \
+        sudo rcutrace stall --flavor tasks --flavor srcu --flavor-warn-at 5s\n\n\
         By default it warns at 1 s and at 25%, 50% and 75% of the kernel's rcu_cpu_stall_timeout\n\
-        (/sys/module/rcupdate/parameters/), each once per grace period. Exit status: 0 when\n\
-        stopped, 3 with --exit-on-warning at the first warning.")]
+        (/sys/module/rcupdate/parameters/), each once per grace period. With --flavor it watches\n\
+        tasks-RCU or SRCU grace periods too (the kernel warns about a tasks-RCU one after 10\n\
+        minutes, never about an SRCU one), warning at 2 s, 10 s and 60 s by default and naming\n\
+        the holdout tasks (tasks RCU) or the CPUs of the readers that hold it (SRCU). Exit\n\
+        status: 0 when stopped, 3 with --exit-on-warning at the first warning.")]
     Stall(StallArgs),
     /// Print a run saved with -f json as the text it printed, or compare two saved runs.
     #[command(after_help = "Examples:\n  \
@@ -523,6 +527,32 @@ pub struct StallArgs {
     /// End at the first warning, with exit status 3 (for scripts).
     #[arg(long)]
     pub exit_on_warning: bool,
+    /// Watch the grace periods of another flavour too: tasks (every tasks-RCU flavour) or
+    /// srcu (every SRCU domain, 7.x's tasks-trace RCU among them). Repeat for both.
+    #[arg(long = "flavor", value_enum, value_name = "FLAVOR")]
+    pub flavors: Vec<StallFlavor>,
+    /// Warn when a grace period of those flavours is this old: a number with a unit, ms or s.
+    /// Repeat it for several thresholds; it replaces the defaults (2s, 10s, 60s).
+    #[arg(long = "flavor-warn-at", value_parser = parse_threshold, value_name = "DURATION", requires = "flavors")]
+    pub flavor_warn_at: Vec<Duration>,
+}
+
+/// The flavours `stall` watches beside normal RCU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum StallFlavor {
+    /// Every tasks-RCU flavour (rcu_tasks, rcu_tasks_rude, and rcu_tasks_trace before 7.0).
+    Tasks,
+    /// Every SRCU domain.
+    Srcu,
+}
+
+impl StallFlavor {
+    pub fn flavor(self) -> Flavor {
+        match self {
+            StallFlavor::Tasks => Flavor::Tasks,
+            StallFlavor::Srcu => Flavor::Srcu,
+        }
+    }
 }
 
 impl StallArgs {

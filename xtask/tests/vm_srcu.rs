@@ -41,6 +41,9 @@
 //!   reader's end naming it, on 6.x by task among its last holdouts (and in
 //!   `@tasks_gp_held_by`), on 7.3 by CPU among its SRCU readers' (`@srcu_gp_held_on`), and
 //!   the one wait among its waiters;
+//! - `stall --flavor tasks --flavor srcu --flavor-warn-at 1000ms` beside 3 s holds of
+//!   `hold_task` and `hold_srcu`, each with one wait behind it: a warning about each held grace period within 2 s of the threshold,
+//!   naming the busy task (tasks RCU) or the reader's CPU (SRCU), and each one's end;
 //! - a second rcutrace attaching trampolines and kprobes inside the window: on 6.1 and 6.12 a
 //!   trampoline's detach is among `--flavor tasks`' waiters, with its stack; on every kernel a
 //!   kprobe's detach is among `--flavor trace`'s (under `rcu_tasks_trace_srcu_struct` on 7.3).
@@ -49,7 +52,7 @@ mod support;
 
 use std::time::Duration;
 
-use rcutrace_common::records::{MapValue, Record};
+use rcutrace_common::records::{self, MapValue, Record};
 use support::{Run, boot_with_module_on, run_named, sections};
 
 const CALL_SRCU: u64 = 10;
@@ -76,6 +79,36 @@ rcu-workload module WAIT 1
 wait
 ";
 
+/// `watched NAME 'RCUTRACE ARGS' 'WORKLOAD'`: rcutrace running beside the workload (not
+/// launching it), which starts once rcutrace has attached; rcutrace is interrupted as Ctrl-C
+/// does once the workload is done. Its outputs under `=== NAME.PART` headers.
+const WATCHED: &str = r#"watched() {
+    name=$1; args=$2; work=$3
+    rm -f /tmp/go
+    sh -c "while [ ! -e /tmp/go ]; do sleep 0.05; done; exec $work" >/tmp/$name.work 2>&1 &
+    wpid=$!
+    rcutrace $args >/tmp/$name.out 2>/tmp/$name.err &
+    tpid=$!
+    i=0
+    while ! grep -q '"attached_probes"' /tmp/$name.out 2>/dev/null && kill -0 $tpid 2>/dev/null && [ $i -lt 600 ]; do
+        sleep 0.1; i=$((i + 1))
+    done
+    touch /tmp/go
+    wait $wpid; wstatus=$?
+    kill -INT $tpid 2>/dev/null
+    wait $tpid; tstatus=$?
+    echo "=== $name.out"; cat /tmp/$name.out
+    echo "=== $name.err"; cat /tmp/$name.err
+    echo "=== $name.work"; cat /tmp/$name.work
+    echo "=== $name.status"; echo "$tstatus $wstatus"
+}
+"#;
+
+/// `stall --flavor`'s holds, and its threshold: a warning due within 2 s of the threshold
+/// comes while the hold lasts.
+const STALL_HOLD_MS: u64 = 3000;
+const STALL_WARN_MS: u64 = 1000;
+
 /// The entries of keyed map `map` in a `-f json` run's records.
 fn keyed_entries(run: &Run, map: &str) -> Vec<(String, u64)> {
     run.records()
@@ -92,12 +125,16 @@ fn keyed_entries(run: &Run, map: &str) -> Vec<(String, u64)> {
 }
 
 fn held_wait(op: &str, started: &str, wait: &str) -> String {
+    held_wait_for(op, started, wait, HOLD_MS)
+}
+
+fn held_wait_for(op: &str, started: &str, wait: &str, ms: u64) -> String {
     HELD_WAIT
         .replace("OP", op)
         .replace("STARTED", started)
         .replace("WAIT", wait)
         .replace(" C ", &format!(" {HOLD_CPU} "))
-        .replace(" MS ", &format!(" {HOLD_MS} "))
+        .replace(" MS ", &format!(" {ms} "))
 }
 
 /// `(map, key, count)` of every latency summary of a `-f json` run.
@@ -183,9 +220,32 @@ fn srcu_scenarios(series: &str) {
          echo '=== gp_trace_held.readout'; cat /proc/rcutrace_test\n\
          printf 'rcutrace srlat --attach fentry --secs 1 >/dev/null 2>&1\\nsleep 0.5\\n' > /tmp/attach.sh\n\
          traced gp_attach -f json gp --flavor tasks -c 'sh /tmp/attach.sh'\n\
-         traced gp_detach -f json gp --flavor trace -c 'sh /tmp/attach.sh'\n",
+         traced gp_detach -f json gp --flavor trace -c 'sh /tmp/attach.sh'\n\
+         cat > /tmp/stall_task.sh <<'EOF'\n{stall_task}EOF\n\
+         cat > /tmp/stall_srcu.sh <<'EOF'\n{stall_srcu}EOF\n\
+         printf 'sh /tmp/stall_task.sh\\ncat /proc/rcutrace_test > /tmp/stall_task_readout\\n\
+         sh /tmp/stall_srcu.sh\\nsleep 0.5\\n' > /tmp/stall_holds.sh\n\
+         {watched}\
+         watched stall_flavors \
+           '-f json stall --flavor tasks --flavor srcu --flavor-warn-at {STALL_WARN_MS}ms' \
+           'sh /tmp/stall_holds.sh'\n\
+         echo '=== stall_flavors.task_readout'; cat /tmp/stall_task_readout\n\
+         echo '=== stall_flavors.srcu_readout'; cat /proc/rcutrace_test\n",
         held_srcu = held_wait("hold_srcu", "srcu_hold_start_ns", "synchronize_srcu"),
         held_task = held_wait("hold_task", "task_hold_start_ns", "synchronize_rcu_tasks"),
+        watched = WATCHED,
+        stall_task = held_wait_for(
+            "hold_task",
+            "task_hold_start_ns",
+            "synchronize_rcu_tasks",
+            STALL_HOLD_MS
+        ),
+        stall_srcu = held_wait_for(
+            "hold_srcu",
+            "srcu_hold_start_ns",
+            "synchronize_srcu",
+            STALL_HOLD_MS
+        ),
         held_trace = held_wait(
             "hold_trace",
             "trace_hold_start_ns",
@@ -687,6 +747,57 @@ fn srcu_scenarios(series: &str) {
         detaches >= 1,
         "{series}: no kprobe's detach among the waiters\n{}",
         gp_detach.out
+    );
+
+    // stall --flavor: the held tasks-RCU and SRCU grace periods, each warned about within 2 s
+    // of passing the threshold, naming what held it (the busy task; the reader's CPU), and
+    // each end said.
+    let stall = run_named(&sections, "stall_flavors");
+    stall.assert_ok("stall_flavors");
+    let task_holder =
+        support::readout_number(&sections["stall_flavors.task_readout"], "task_hold_pid") as u32;
+    let threshold_ns = STALL_WARN_MS * 1_000_000;
+    let records = stall.records();
+    let warned = |flavor: &str, key: &str, names: &dyn Fn(&records::FlavorStallWarning) -> bool| {
+        records.iter().any(|r| {
+            matches!(r, Record::FlavorStallWarning(w) if w.flavor == flavor && w.key == key
+                && w.threshold_ns == threshold_ns
+                && w.age_ns >= threshold_ns && w.age_ns < threshold_ns + 2_000_000_000
+                && names(w))
+        })
+    };
+    assert!(
+        warned("tasks", "rcu_tasks", &|w| w
+            .holdout_tasks
+            .iter()
+            .any(|t| t.pid == task_holder && t.comm == "rcu-workload")),
+        "{series}: no warning about rcu_tasks naming pid {task_holder}\n{}\n{}",
+        stall.out,
+        stall.err
+    );
+    assert!(
+        warned("srcu", MODULE_DOMAIN, &|w| w
+            .reader_cpus
+            .contains(&(HOLD_CPU as u32))),
+        "{series}: no warning about {MODULE_DOMAIN} naming CPU {HOLD_CPU}\n{}",
+        stall.out
+    );
+    for (flavor, key) in [("tasks", "rcu_tasks"), ("srcu", MODULE_DOMAIN)] {
+        assert!(
+            records
+                .iter()
+                .any(|r| matches!(r, Record::FlavorStallEnded(e)
+                if e.flavor == flavor && e.key == key && e.warnings >= 1
+                    && e.duration_ns >= threshold_ns)),
+            "{series}: no end of the {key} grace period warned about\n{}",
+            stall.out
+        );
+    }
+    assert!(
+        records.iter().any(|r| matches!(r, Record::StallSummary(s)
+            if s.flavor_thresholds_ns == [threshold_ns])),
+        "{}",
+        stall.out
     );
 
     // The module unloaded before the report: its domain is named as it was when called.

@@ -39,7 +39,7 @@ struct Stream {
     malformed: u64,
 }
 
-mod flavours;
+pub(crate) mod flavours;
 
 pub async fn run(args: &GpArgs, sink: Sink) -> Result<Report> {
     if args.flavor != Flavor::Normal {

@@ -16,6 +16,8 @@ use std::{
 use anyhow::Result;
 use rcutrace_common::gp::{EVENT_KERNEL_STALL_WARNING, EVENT_STALL_WAKE};
 
+mod flavours;
+
 use super::{naming::symbolize, window::trace};
 use crate::{
     cli::StallArgs,
@@ -26,6 +28,7 @@ use crate::{
     model::{
         Report, StallEvent, StallSummary, Summary,
         anatomy::Assembler,
+        flavour_stall,
         stall::{
             ExpeditedHoldouts, ExpeditedNews, ExpeditedWatch, Looks, StallWarning, StallWatch,
             default_thresholds,
@@ -42,6 +45,7 @@ use crate::{
         watch::{Watch, WatchNext},
     },
 };
+use flavours::FlavourWatches;
 
 /// How often the watch looks while the kernel side wakes it as a grace period passes the
 /// first threshold: only for what no tick or force-quiescent-state pass would wake it for
@@ -64,6 +68,8 @@ struct State {
     stalls_ended: u64,
     stopped_at_warning: bool,
     malformed: u64,
+    /// The flavours watched beside normal RCU (`--flavor`).
+    flavours: Option<FlavourWatches>,
 }
 
 pub async fn run(args: &StallArgs, sink: Sink) -> Result<Report> {
@@ -75,6 +81,7 @@ pub async fn run(args: &StallArgs, sink: Sink) -> Result<Report> {
     crate::marks::mark("RCU's layout and rcu_node tree read");
     let cpus = kernel::possible_cpus()?;
     let online = kernel::online_cpus()?;
+    let mut flavour_constants = Vec::new();
     let thresholds = if args.warn_at.is_empty() {
         default_thresholds(rcu_state::stall_timeout()?)
     } else {
@@ -91,6 +98,31 @@ pub async fn run(args: &StallArgs, sink: Sink) -> Result<Report> {
              tracefs is not mounted); the kernel's own stall warnings will not be reported"
         );
     }
+    let (flavours, needed) = match args.flavors.is_empty() {
+        true => (None, GRACE_PERIODS_NEEDED.to_vec()),
+        false => {
+            let mut flavors: Vec<_> = args.flavors.iter().map(|f| f.flavor()).collect();
+            flavors.dedup();
+            let thresholds = if args.flavor_warn_at.is_empty() {
+                flavour_stall::DEFAULT_THRESHOLDS.to_vec()
+            } else {
+                let mut thresholds = args.flavor_warn_at.clone();
+                thresholds.sort();
+                thresholds.dedup();
+                thresholds
+            };
+            let (watches, attaching) = FlavourWatches::plan(&flavors, thresholds)?;
+            for probe in attaching.probes {
+                if !probes.contains(&probe) {
+                    probes.push(probe);
+                }
+            }
+            let mut needed = GRACE_PERIODS_NEEDED.to_vec();
+            needed.extend(attaching.needed);
+            flavour_constants = attaching.constants;
+            (Some(watches), needed)
+        }
+    };
     let mut expedited_holdouts = ExpeditedHoldoutLooks {
         reader: ExpeditedHoldoutReader::new(layout.tree.clone()),
         failure_said: false,
@@ -110,6 +142,7 @@ pub async fn run(args: &StallArgs, sink: Sink) -> Result<Report> {
         stalls_ended: 0,
         stopped_at_warning: false,
         malformed: 0,
+        flavours,
     });
     let look_often = state.borrow().watch.longest_wait(LOOK_OFTEN);
     let look_now = Cell::new(false);
@@ -119,6 +152,16 @@ pub async fn run(args: &StallArgs, sink: Sink) -> Result<Report> {
             state.malformed += 1;
             return;
         };
+        let state = &mut *state;
+        if let Some(flavours) = &mut state.flavours
+            && let Some(ends) = flavours.add(&event)
+        {
+            for ended in ends {
+                state.stalls_ended += 1;
+                let _ = state.printer.event(ended);
+            }
+            return;
+        }
         if event.kind == EVENT_STALL_WAKE {
             look_now.set(true);
             return;
@@ -165,16 +208,22 @@ pub async fn run(args: &StallArgs, sink: Sink) -> Result<Report> {
             .next()
             .is_some();
         let next = |state: &State| {
+            // Nothing wakes the watch as another flavour's grace period begins: its events
+            // are read at each look, so these flavours are looked at often.
             let (looks, every) = if !kernel_wakes {
                 (Looks::All, look_often)
-            } else if state.watch.awaits_end(&state.stream) || state.expedited.awaits_end() {
+            } else if state.watch.awaits_end(&state.stream)
+                || state.expedited.awaits_end()
+                || state.flavours.is_some()
+            {
                 (Looks::AfterTheFirst, look_often)
             } else {
                 (Looks::AfterTheFirst, LOOK_EVERY)
             };
             let normal = state.watch.next_due(&state.stream, now_ns, looks);
             let expedited = state.expedited.next_due(expedited, now_ns, looks);
-            let due = normal.into_iter().chain(expedited).min();
+            let flavours = state.flavours.as_ref().and_then(|f| f.next_due(now_ns));
+            let due = normal.into_iter().chain(expedited).chain(flavours).min();
             WatchNext::Within(due.map_or(every, |due| due.min(every)))
         };
         match state.expedited.check(expedited, now_ns) {
@@ -199,6 +248,18 @@ pub async fn run(args: &StallArgs, sink: Sink) -> Result<Report> {
                 })?;
             }
             None => {}
+        }
+        let flavour_warnings = match &mut state.flavours {
+            Some(flavours) => flavours.check(now_ns, tracer, &symbols),
+            None => Vec::new(),
+        };
+        for warning in flavour_warnings {
+            state.warnings += 1;
+            state.printer.event(warning)?;
+            if args.exit_on_warning {
+                state.stopped_at_warning = true;
+                return Ok(WatchNext::EndWindow);
+            }
         }
         let Some(warning) = state.watch.check(&state.stream, now_ns, &online) else {
             return Ok(next(state));
@@ -232,10 +293,13 @@ pub async fn run(args: &StallArgs, sink: Sink) -> Result<Report> {
                 &layout,
                 cpus,
                 GpEvents::WithWakeAfter(thresholds[0]),
-            ),
+            )
+            .into_iter()
+            .chain(flavour_constants)
+            .collect(),
             choice: Default::default(),
             by: None,
-            need: Need::These(GRACE_PERIODS_NEEDED),
+            need: Need::These(&needed),
             ends: Ends::after(args.duration()),
             reporting: Reporting::AtEnd,
             sample_readers: None,
@@ -273,6 +337,10 @@ pub async fn run(args: &StallArgs, sink: Sink) -> Result<Report> {
                 summary: Summary::Stall(StallSummary {
                     elapsed: period.elapsed,
                     thresholds: thresholds.clone(),
+                    flavor_thresholds: state
+                        .flavours
+                        .as_ref()
+                        .map_or_else(Vec::new, |f| f.thresholds().to_vec()),
                     warnings: state.warnings,
                     expedited_warnings: state.expedited_warnings,
                     kernel_warnings: state.kernel_warnings,

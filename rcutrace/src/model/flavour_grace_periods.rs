@@ -24,6 +24,7 @@ use rcutrace_common::gp::{
 use crate::model::{
     aggregate::{Layout, Series},
     attribution::comm,
+    flavour_stall::InProgress as InProgressNow,
 };
 
 const STATE_MASK: u64 = (1 << GP_SEQ_STATE_BITS) - 1;
@@ -73,6 +74,20 @@ struct InProgress {
     reader_cpus: BTreeSet<u32>,
 }
 
+/// Whether an event of `kind` is one of these flavours' (not normal RCU's).
+pub fn is_flavour_event(kind: u32) -> bool {
+    matches!(
+        kind,
+        EVENT_SRCU_START
+            | EVENT_SRCU_READERS
+            | EVENT_SRCU_WORK_DONE
+            | EVENT_TASKS_START
+            | EVENT_TASKS_END
+            | EVENT_TASKS_HOLDOUT
+            | EVENT_TASKS_PASS
+    )
+}
+
 /// The number a grace period begun at idle number `gp_seq` ends at (`rcu_seq_endval()` of
 /// the number `rcu_seq_start()` makes of it).
 fn end_of(gp_seq: u64) -> u64 {
@@ -97,6 +112,8 @@ pub trait Assemble {
     fn add(&mut self, event: &GpEvent);
     /// Grace periods begun and not yet seen to end.
     fn in_progress(&self) -> u64;
+    /// Those grace periods, each with what holds it as last seen.
+    fn in_progress_now(&self) -> Vec<InProgressNow>;
     fn finished(&mut self) -> &mut Finished;
 
     /// The grace periods ended since the last call, in the order they ended.
@@ -126,6 +143,18 @@ impl Assemble for SrcuAssembler {
 
     fn in_progress(&self) -> u64 {
         self.in_progress.len() as u64
+    }
+
+    fn in_progress_now(&self) -> Vec<InProgressNow> {
+        self.in_progress
+            .iter()
+            .map(|(&key, gp)| InProgressNow {
+                key,
+                started_ns: gp.started_ns,
+                holdouts: Vec::new(),
+                reader_cpus: gp.reader_cpus.iter().copied().collect(),
+            })
+            .collect()
     }
 
     fn finished(&mut self) -> &mut Finished {
@@ -185,6 +214,18 @@ impl Assemble for TasksAssembler {
 
     fn in_progress(&self) -> u64 {
         self.in_progress.len() as u64
+    }
+
+    fn in_progress_now(&self) -> Vec<InProgressNow> {
+        self.in_progress
+            .iter()
+            .map(|(&key, gp)| InProgressNow {
+                key,
+                started_ns: gp.started_ns,
+                holdouts: gp.last_holdouts.clone(),
+                reader_cpus: Vec::new(),
+            })
+            .collect()
     }
 
     fn finished(&mut self) -> &mut Finished {
@@ -338,6 +379,13 @@ mod tests {
         assembler.add(&event(EVENT_SRCU_READERS, A, 3 << 32 | 1, 1_800));
         assembler.add(&event(EVENT_SRCU_WORK_DONE, A, 9, 2_000));
         assert!(assembler.take_done().is_empty());
+        let now = assembler.in_progress_now();
+        assert_eq!(
+            now.iter()
+                .map(|gp| (gp.key, gp.started_ns, gp.reader_cpus.clone()))
+                .collect::<Vec<_>>(),
+            [(A, 1_000, vec![3])]
+        );
         assert_eq!(Assemble::in_progress(&assembler), 1);
         assembler.add(&event(EVENT_SRCU_WORK_DONE, A, 12, 5_000));
         assert_eq!(
@@ -504,6 +552,14 @@ mod tests {
         assembler.add(&event(EVENT_TASKS_PASS, RUDE, 0, 2_500));
         assembler.add(&holdout(TASKS, "spin", 160, 3, 100_000));
         assembler.add(&event(EVENT_TASKS_PASS, TASKS, 1, 100_000));
+        // In progress, held by what the last pass listed.
+        let now = assembler.in_progress_now();
+        assert_eq!(
+            now.iter()
+                .map(|gp| (gp.key, gp.started_ns, gp.holdouts.len()))
+                .collect::<Vec<_>>(),
+            [(TASKS, 1_000, 1)]
+        );
         // Listed as a pass began that the end came before: not a last pass.
         assembler.add(&holdout(TASKS, "late", 170, 1, 200_000));
         assembler.add(&event(EVENT_TASKS_END, TASKS, 0, 300_000));
@@ -518,6 +574,7 @@ mod tests {
             }]
         );
         assert!(done[0].holdouts_unnamed);
+        assert!(assembler.in_progress_now().is_empty());
         let mut tally = FlavourTally::new(Layout::Log2, 1, 10);
         tally.add(&done[0]);
         tally.add(&done[0]);

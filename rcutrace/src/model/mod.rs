@@ -14,6 +14,7 @@ pub mod attribution;
 pub mod checks;
 pub mod detach;
 pub mod flavour_grace_periods;
+pub mod flavour_stall;
 pub mod grace_periods;
 pub mod run;
 pub mod stacks;
@@ -395,6 +396,8 @@ impl Summary {
 pub struct StallSummary {
     pub elapsed: Duration,
     pub thresholds: Vec<Duration>,
+    /// Those of the other flavours watched (`--flavor`), if any.
+    pub flavor_thresholds: Vec<Duration>,
     pub warnings: u64,
     /// Of `warnings`, those about expedited grace periods.
     pub expedited_warnings: u64,
@@ -433,6 +436,19 @@ pub enum StallEvent {
     ExpeditedEnded {
         time: String,
         ended: stall::ExpeditedEnded,
+    },
+    /// A tasks-RCU or SRCU grace period passed a threshold (`stall --flavor`), its key named.
+    FlavorWarning {
+        time: String,
+        flavor: &'static str,
+        key: String,
+        warning: flavour_stall::FlavourStallWarning,
+    },
+    FlavorEnded {
+        time: String,
+        flavor: &'static str,
+        key: String,
+        ended: flavour_stall::FlavourStallEnded,
     },
 }
 

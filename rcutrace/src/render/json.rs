@@ -106,6 +106,11 @@ fn records(report: &Report) -> Vec<Record> {
         Summary::Stall(s) => records.push(Record::StallSummary(records::StallSummary {
             elapsed_s: s.elapsed.as_secs_f64(),
             thresholds_ns: s.thresholds.iter().map(|t| t.as_nanos() as u64).collect(),
+            flavor_thresholds_ns: s
+                .flavor_thresholds
+                .iter()
+                .map(|t| t.as_nanos() as u64)
+                .collect(),
             warnings: s.warnings,
             expedited_warnings: s.expedited_warnings,
             kernel_warnings: s.kernel_warnings,
@@ -211,6 +216,41 @@ pub fn stall_event(event: &StallEvent) -> String {
                 warnings: ended.warnings,
             })
         }
+        StallEvent::FlavorWarning {
+            time,
+            flavor,
+            key,
+            warning,
+        } => Record::FlavorStallWarning(records::FlavorStallWarning {
+            time: time.clone(),
+            flavor: flavor.to_string(),
+            key: key.clone(),
+            age_ns: nanos(warning.age),
+            threshold_ns: nanos(warning.threshold),
+            holdout_tasks: warning
+                .grace_period
+                .holdouts
+                .iter()
+                .map(|task| records::HoldoutTaskRecord {
+                    pid: task.pid,
+                    comm: task.comm.clone(),
+                    cpu: task.cpu,
+                })
+                .collect(),
+            reader_cpus: warning.grace_period.reader_cpus.clone(),
+        }),
+        StallEvent::FlavorEnded {
+            time,
+            flavor,
+            key,
+            ended,
+        } => Record::FlavorStallEnded(records::FlavorStallEnded {
+            time: time.clone(),
+            flavor: flavor.to_string(),
+            key: key.clone(),
+            duration_ns: nanos(ended.duration),
+            warnings: ended.warnings,
+        }),
         StallEvent::Ended { time, ended } => Record::StallEnded(records::StallEnded {
             time: time.clone(),
             gp_seq: ended.gp_seq as i64,

@@ -64,22 +64,23 @@ const TASKS_TRACE: &str = "rcu_tasks_trace";
 const TASKS_TRACE_SRCU: &str = "rcu_tasks_trace_srcu_struct";
 
 /// What one flavour hooks and how its events are assembled.
-struct Plan {
-    probes: Vec<Probe>,
-    needed: &'static [Probe],
-    constants: Vec<Constant>,
+pub(crate) struct Plan {
+    pub(crate) probes: Vec<Probe>,
+    pub(crate) needed: &'static [Probe],
+    pub(crate) constants: Vec<Constant>,
     /// The histograms' map, keyed by what ran each grace period.
-    map_name: &'static str,
-    assembler: Box<dyn Assemble>,
+    pub(crate) map_name: &'static str,
+    pub(crate) assembler: Box<dyn Assemble>,
     /// The one domain or tasks-RCU flavour kept (`--flavor rude|trace`), by address: the
     /// programs hook every one, and their events carry it.
-    only: Option<u64>,
+    pub(crate) only: Option<u64>,
     /// The functions that wait for these grace periods (timed as the waiters, where this
     /// kernel has them): the flavour's own, or SRCU's on the domains followed.
-    waits: Vec<&'static str>,
+    pub(crate) waits: Vec<&'static str>,
 }
 
-fn plan(flavor: Flavor) -> Result<Plan> {
+/// What `flavor`'s grace periods (and waiters) are followed by on this kernel.
+pub(crate) fn plan(flavor: Flavor) -> Result<Plan> {
     let wanted: &[&str] = match flavor {
         Flavor::Srcu => &[PER_CPU_OFFSET],
         Flavor::Rude => &[TASKS_RUDE],
@@ -438,6 +439,15 @@ fn report_of(
         maps,
         summary: Summary::Latency(vec![summary]),
         environment: period.environment(),
+    }
+}
+
+/// The flavour a plan's grace periods are said to be of: `srcu` or `tasks`.
+pub(crate) fn flavor_of(map_name: &str) -> &'static str {
+    if map_name == SRCU_MAP {
+        "srcu"
+    } else {
+        "tasks"
     }
 }
 

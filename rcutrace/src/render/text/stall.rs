@@ -31,6 +31,14 @@ fn expedited_waiting_for(waiting_for: Option<&crate::model::stall::ExpeditedHold
     }
 }
 
+/// A flavour's name in a warning's first line: `TASKS-RCU`, `SRCU`.
+fn flavor_name(flavor: &str) -> &'static str {
+    match flavor {
+        "srcu" => "SRCU",
+        _ => "TASKS-RCU",
+    }
+}
+
 /// One of `rcutrace stall`'s events as a block of lines, readable in a terminal and a log.
 pub fn stall_event(event: &crate::model::StallEvent) -> String {
     use crate::model::StallEvent;
@@ -138,6 +146,57 @@ pub fn stall_event(event: &crate::model::StallEvent) -> String {
                 ended.warnings
             );
         }
+        StallEvent::FlavorWarning {
+            time,
+            flavor,
+            key,
+            warning,
+        } => {
+            let gp = &warning.grace_period;
+            let _ = writeln!(
+                out,
+                "{time} {} STALL WARNING: {key} grace period is {} old (past {})",
+                flavor_name(flavor),
+                seconds(warning.age),
+                seconds(warning.threshold)
+            );
+            for task in &gp.holdouts {
+                let _ = writeln!(
+                    out,
+                    "  holdout task pid {} {} (on CPU {})",
+                    task.pid, task.comm, task.cpu
+                );
+            }
+            if !gp.reader_cpus.is_empty() {
+                let cpus = match gp.reader_cpus.len() {
+                    1 => "CPU",
+                    _ => "CPUs",
+                };
+                let _ = writeln!(
+                    out,
+                    "  readers that entered on {cpus} {} have not left",
+                    cpu_list(&gp.reader_cpus)
+                );
+            }
+            if gp.holdouts.is_empty() && gp.reader_cpus.is_empty() {
+                let _ = writeln!(out, "  what holds it is not seen yet");
+            }
+        }
+        StallEvent::FlavorEnded {
+            time,
+            flavor,
+            key,
+            ended,
+        } => {
+            let plural = if ended.warnings == 1 { "" } else { "s" };
+            let _ = writeln!(
+                out,
+                "{time} {} STALL ENDED: {key} grace period took {} ({} warning{plural})",
+                flavor_name(flavor),
+                seconds(ended.duration),
+                ended.warnings
+            );
+        }
         StallEvent::Ended { time, ended } => {
             let plural = if ended.warnings == 1 { "" } else { "s" };
             let _ = writeln!(
@@ -166,8 +225,14 @@ pub(super) fn stall_summary(s: &crate::model::StallSummary) -> String {
     } else {
         String::new()
     };
+    let flavours = if s.flavor_thresholds.is_empty() {
+        String::new()
+    } else {
+        let at: Vec<String> = s.flavor_thresholds.iter().map(|t| seconds(*t)).collect();
+        format!("; tasks-RCU and SRCU ones' of {}", at.join(", "))
+    };
     format!(
-        "Watched {} (warning at a grace period's age of {}): {}{expedited}, {}, {} \
+        "Watched {} (warning at a grace period's age of {}{flavours}): {}{expedited}, {}, {} \
          ended{stopped}\n",
         seconds(s.elapsed),
         thresholds.join(", "),
@@ -209,5 +274,71 @@ mod tests {
             "still waiting for tasks blocked in a reader"
         );
         assert!(expedited_waiting_for(None).contains("unknown"));
+    }
+
+    use crate::model::{
+        StallEvent,
+        flavour_grace_periods::HoldoutTask,
+        flavour_stall::{FlavourStallEnded, FlavourStallWarning, InProgress},
+    };
+
+    fn warning(holdouts: Vec<HoldoutTask>, reader_cpus: Vec<u32>) -> FlavourStallWarning {
+        FlavourStallWarning {
+            grace_period: InProgress {
+                key: 1,
+                started_ns: 0,
+                holdouts,
+                reader_cpus,
+            },
+            age: Duration::from_millis(2010),
+            threshold: Duration::from_secs(2),
+        }
+    }
+
+    #[test]
+    fn a_flavours_warning_names_what_holds_it() {
+        let tasks = StallEvent::FlavorWarning {
+            time: "13:26:36".into(),
+            flavor: "tasks",
+            key: "rcu_tasks".into(),
+            warning: warning(
+                vec![HoldoutTask {
+                    comm: "rcu-workload".into(),
+                    pid: 362,
+                    cpu: 3,
+                }],
+                Vec::new(),
+            ),
+        };
+        assert_eq!(
+            stall_event(&tasks),
+            "13:26:36 TASKS-RCU STALL WARNING: rcu_tasks grace period is 2.01 s old (past 2.00 s)\n\
+             \x20 holdout task pid 362 rcu-workload (on CPU 3)\n"
+        );
+        let srcu = StallEvent::FlavorWarning {
+            time: "13:26:36".into(),
+            flavor: "srcu",
+            key: "kvm_srcu".into(),
+            warning: warning(Vec::new(), vec![3, 4, 5]),
+        };
+        assert_eq!(
+            stall_event(&srcu),
+            "13:26:36 SRCU STALL WARNING: kvm_srcu grace period is 2.01 s old (past 2.00 s)\n\
+             \x20 readers that entered on CPUs 3-5 have not left\n"
+        );
+        let ended = StallEvent::FlavorEnded {
+            time: "13:26:40".into(),
+            flavor: "srcu",
+            key: "kvm_srcu".into(),
+            ended: FlavourStallEnded {
+                key: 1,
+                duration: Duration::from_secs(5),
+                warnings: 2,
+            },
+        };
+        assert_eq!(
+            stall_event(&ended),
+            "13:26:40 SRCU STALL ENDED: kvm_srcu grace period took 5.00 s (2 warnings)\n"
+        );
     }
 }

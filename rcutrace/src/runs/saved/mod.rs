@@ -304,6 +304,8 @@ impl ReportBeingRead {
             | Record::StallEnded(_)
             | Record::ExpeditedStallWarning(_)
             | Record::ExpeditedStallEnded(_)
+            | Record::FlavorStallWarning(_)
+            | Record::FlavorStallEnded(_)
             | Record::StallSummary(_) => bail!(
                 "line {line}: this is a `stall` run: its warnings were its output, and report \
                  does not print them again (read its JSON lines directly)"

@@ -1,0 +1,155 @@
+//! `rcutrace stall --flavor tasks|srcu`: the grace periods of tasks RCU and SRCU watched
+//! beside normal RCU's, with thresholds of their own. `gp --flavor`'s programs and assemblers
+//! follow them; `model::flavour_stall` says when one in progress has grown old enough to warn
+//! about, naming what holds it.
+
+use std::{collections::HashMap, time::Duration};
+
+use anyhow::Result;
+use rcutrace_common::gp::GpEvent;
+
+use crate::{
+    cli::Flavor,
+    commands::{gp::flavours, naming},
+    kernel::{self, symbols::keeper::SymbolKeeper},
+    model::{
+        StallEvent,
+        flavour_grace_periods::{Assemble, is_flavour_event},
+        flavour_stall::FlavourStallWatch,
+    },
+    trace::{probes::Probe, tracer::Constant, tracer::Tracer},
+};
+
+/// One flavour followed: its grace periods assembled, of one tasks-RCU flavour or SRCU
+/// domain where only one is kept.
+struct Followed {
+    flavor: &'static str,
+    assembler: Box<dyn Assemble>,
+    only: Option<u64>,
+}
+
+/// The flavours `stall` watches beside normal RCU.
+pub struct FlavourWatches {
+    followed: Vec<Followed>,
+    watch: FlavourStallWatch,
+    /// The names given to the keys warned about, for their ends (said where no tracer is at
+    /// hand to name them).
+    names: HashMap<u64, String>,
+}
+
+/// What watching `flavors` attaches: its probes (the ones the watch cannot do without among
+/// them), and their load-time constants.
+pub struct Attaching {
+    pub probes: Vec<Probe>,
+    pub needed: Vec<Probe>,
+    pub constants: Vec<Constant>,
+}
+
+impl FlavourWatches {
+    /// `flavors` are `tasks` and `srcu` (each once); `thresholds` ascending, without repeats.
+    pub fn plan(flavors: &[Flavor], thresholds: Vec<Duration>) -> Result<(Self, Attaching)> {
+        let mut followed = Vec::new();
+        let mut attaching = Attaching {
+            probes: Vec::new(),
+            needed: Vec::new(),
+            constants: Vec::new(),
+        };
+        for &flavor in flavors {
+            let plan = flavours::plan(flavor)?;
+            attaching.probes.extend(plan.probes);
+            attaching.needed.extend(plan.needed);
+            attaching.constants.extend(plan.constants);
+            followed.push(Followed {
+                flavor: flavours::flavor_of(plan.map_name),
+                assembler: plan.assembler,
+                only: plan.only,
+            });
+        }
+        let watches = FlavourWatches {
+            followed,
+            watch: FlavourStallWatch::new(thresholds),
+            names: HashMap::new(),
+        };
+        Ok((watches, attaching))
+    }
+
+    pub fn thresholds(&self) -> &[Duration] {
+        self.watch.thresholds()
+    }
+
+    /// Takes `event` if it is one of these flavours', with the ends of grace periods warned
+    /// about that it brought; `None` if it is not theirs.
+    pub fn add(&mut self, event: &GpEvent) -> Option<Vec<StallEvent>> {
+        if !is_flavour_event(event.kind) {
+            return None;
+        }
+        let mut ends = Vec::new();
+        for followed in &mut self.followed {
+            if followed.only.is_some_and(|only| event.value != only) {
+                continue;
+            }
+            followed.assembler.add(event);
+            for done in followed.assembler.take_done() {
+                if let Some(ended) = self.watch.ended(&done) {
+                    let key = self
+                        .names
+                        .get(&done.key)
+                        .cloned()
+                        .unwrap_or_else(|| format!("{:#x}", done.key));
+                    ends.push(StallEvent::FlavorEnded {
+                        time: kernel::local_time(),
+                        flavor: followed.flavor,
+                        key,
+                        ended,
+                    });
+                }
+            }
+            // What began before tracing is no concern of a watch.
+            followed.assembler.take_began_before_tracing();
+        }
+        Some(ends)
+    }
+
+    /// The warnings due at `now_ns`, each with its key named.
+    pub fn check(
+        &mut self,
+        now_ns: u64,
+        tracer: &Tracer,
+        symbols: &SymbolKeeper,
+    ) -> Vec<StallEvent> {
+        let mut name = None;
+        let mut warnings = Vec::new();
+        for followed in &self.followed {
+            let in_progress = followed.assembler.in_progress_now();
+            for warning in self.watch.check_some(&in_progress, now_ns) {
+                let key = warning.grace_period.key;
+                // One namer, taken only when there is something to name.
+                let name = name.get_or_insert_with(|| naming::domain_names(tracer, symbols));
+                let named = self.names.entry(key).or_insert_with(|| name(key)).clone();
+                warnings.push(StallEvent::FlavorWarning {
+                    time: kernel::local_time(),
+                    flavor: followed.flavor,
+                    key: named,
+                    warning,
+                });
+            }
+        }
+        let in_progress: Vec<_> = self
+            .followed
+            .iter()
+            .flat_map(|f| f.assembler.in_progress_now())
+            .collect();
+        self.watch.forget_all_but(&in_progress);
+        warnings
+    }
+
+    /// How long until a grace period in progress passes its next threshold, if one will.
+    pub fn next_due(&self, now_ns: u64) -> Option<Duration> {
+        let in_progress: Vec<_> = self
+            .followed
+            .iter()
+            .flat_map(|f| f.assembler.in_progress_now())
+            .collect();
+        self.watch.next_due(&in_progress, now_ns)
+    }
+}
