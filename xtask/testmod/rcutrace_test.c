@@ -70,8 +70,9 @@
  *                                rcutrace_test_hold_srcu_reader(), then srcu_read_unlock(): CPU
  *                                C's count holds every SRCU grace period of that domain up.
  *   hold_task C MS               on CPU C: busy MS ms (MS <= 5000) in rcutrace_test_hold_task(),
- *                                preemptible but never switching out of its own accord nor
- *                                returning to user mode: the writer is a tasks-RCU holdout.
+ *                                preemptible (letting others run) but never switching out of
+ *                                its own accord nor returning to user mode: the writer is a
+ *                                tasks-RCU holdout.
  *   hold_trace C MS              on CPU C: rcu_read_lock_trace(), asleep MS ms (by ktime;
  *                                MS <= 30000) in rcutrace_test_hold_trace_reader(), then
  *                                rcu_read_unlock_trace(): the writer holds every tasks-trace
@@ -959,7 +960,10 @@ static atomic_t task_hold_pid;
 
 /*
  * A tasks-RCU holdout: busy in the kernel, preemptible but never switching out of its own
- * accord nor returning to user mode, the only quiescent states tasks RCU knows.
+ * accord nor returning to user mode, the only quiescent states tasks RCU knows. It lets
+ * other tasks have the CPU (cond_resched(): a preemption, no quiescent state): without it,
+ * under voluntary preemption, a tasks-RCU kthread woken onto this CPU would starve behind it
+ * and the grace period would be held by that, not by a holdout.
  */
 static noinline void rcutrace_test_hold_task(unsigned long ms)
 {
@@ -967,8 +971,10 @@ static noinline void rcutrace_test_hold_task(unsigned long ms)
 
 	atomic_set(&task_hold_pid, current->pid);
 	atomic64_set(&task_hold_start_ns, from);
-	while (ktime_get_ns() - from < ms * NSEC_PER_MSEC)
+	while (ktime_get_ns() - from < ms * NSEC_PER_MSEC) {
 		cpu_relax();
+		cond_resched();
+	}
 	atomic64_set(&task_hold_end_ns, ktime_get_ns());
 }
 
