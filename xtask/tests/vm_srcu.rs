@@ -79,32 +79,8 @@ rcu-workload module WAIT 1
 wait
 ";
 
-/// `watched NAME 'RCUTRACE ARGS' 'WORKLOAD'`: rcutrace running beside the workload (not
-/// launching it), which starts once rcutrace has attached; rcutrace is interrupted as Ctrl-C
-/// does once the workload is done. Its outputs under `=== NAME.PART` headers.
-const WATCHED: &str = r#"watched() {
-    name=$1; args=$2; work=$3
-    rm -f /tmp/go
-    sh -c "while [ ! -e /tmp/go ]; do sleep 0.05; done; exec $work" >/tmp/$name.work 2>&1 &
-    wpid=$!
-    rcutrace $args >/tmp/$name.out 2>/tmp/$name.err &
-    tpid=$!
-    i=0
-    while ! grep -q '"attached_probes"' /tmp/$name.out 2>/dev/null && kill -0 $tpid 2>/dev/null && [ $i -lt 600 ]; do
-        sleep 0.1; i=$((i + 1))
-    done
-    touch /tmp/go
-    wait $wpid; wstatus=$?
-    kill -INT $tpid 2>/dev/null
-    wait $tpid; tstatus=$?
-    echo "=== $name.out"; cat /tmp/$name.out
-    echo "=== $name.err"; cat /tmp/$name.err
-    echo "=== $name.work"; cat /tmp/$name.work
-    echo "=== $name.status"; echo "$tstatus $wstatus"
-}
-"#;
-
-/// `stall --flavor`'s holds, and its threshold: a warning due within 2 s of the threshold
+/// `stall --flavor`'s holds (run `watched`, the prelude's `traced`, beside rcutrace), and its
+/// threshold: a warning due within 2 s of the threshold
 /// comes while the hold lasts.
 const STALL_HOLD_MS: u64 = 3000;
 const STALL_WARN_MS: u64 = 1000;
@@ -225,7 +201,6 @@ fn srcu_scenarios(series: &str) {
          cat > /tmp/stall_srcu.sh <<'EOF'\n{stall_srcu}EOF\n\
          printf 'sh /tmp/stall_task.sh\\ncat /proc/rcutrace_test > /tmp/stall_task_readout\\n\
          sh /tmp/stall_srcu.sh\\nsleep 0.5\\n' > /tmp/stall_holds.sh\n\
-         {watched}\
          watched stall_flavors \
            '-f json stall --flavor tasks --flavor srcu --flavor-warn-at {STALL_WARN_MS}ms' \
            'sh /tmp/stall_holds.sh'\n\
@@ -233,7 +208,6 @@ fn srcu_scenarios(series: &str) {
          echo '=== stall_flavors.srcu_readout'; cat /proc/rcutrace_test\n",
         held_srcu = held_wait("hold_srcu", "srcu_hold_start_ns", "synchronize_srcu"),
         held_task = held_wait("hold_task", "task_hold_start_ns", "synchronize_rcu_tasks"),
-        watched = WATCHED,
         stall_task = held_wait_for(
             "hold_task",
             "task_hold_start_ns",

@@ -55,6 +55,17 @@ pub struct HoldoutTask {
     pub cpu: u32,
 }
 
+impl HoldoutTask {
+    /// As `-f json` gives it.
+    pub fn record(&self) -> rcutrace_common::records::HoldoutTaskRecord {
+        rcutrace_common::records::HoldoutTaskRecord {
+            pid: self.pid,
+            comm: self.comm.clone(),
+            cpu: self.cpu,
+        }
+    }
+}
+
 /// A tasks-RCU grace period in progress.
 #[derive(Debug, Default)]
 struct TasksInProgress {

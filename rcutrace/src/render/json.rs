@@ -231,11 +231,7 @@ pub fn stall_event(event: &StallEvent) -> String {
                 .grace_period
                 .holdouts
                 .iter()
-                .map(|task| records::HoldoutTaskRecord {
-                    pid: task.pid,
-                    comm: task.comm.clone(),
-                    cpu: task.cpu,
-                })
+                .map(|task| task.record())
                 .collect(),
             reader_cpus: warning.grace_period.reader_cpus.clone(),
         }),

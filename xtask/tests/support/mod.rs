@@ -22,9 +22,11 @@ fn binaries() -> &'static (std::path::PathBuf, std::path::PathBuf) {
 /// held behind a gate, starts rcutrace (WPID in its arguments becomes the workload's pid),
 /// opens the gate once rcutrace has printed its banner (text or JSON; on stderr with -f
 /// folded), waits for the workload, then interrupts rcutrace like Ctrl-C and prints every
-/// output under `=== NAME.PART` headers.
+/// output under `=== NAME.PART` headers. `watched` is the same, for a script that defines a
+/// `traced` of its own.
 const PRELUDE: &str = r#"
-traced() {
+traced() { watched "$@"; }
+watched() {
     name=$1; args=$2; work=$3
     rm -f /tmp/go
     sh -c "while [ ! -e /tmp/go ]; do sleep 0.05; done; exec $work" >/tmp/$name.work 2>&1 &

@@ -28,7 +28,7 @@ use crate::{
         aggregate::{Aggregate, Layout},
         attribution::By,
         flavour_grace_periods::{
-            Assemble, FlavourGracePeriod, FlavourTally, SrcuAssembler, TasksAssembler,
+            Assemble, FlavourGracePeriod, FlavourTally, HoldoutTask, SrcuAssembler, TasksAssembler,
         },
         stats::PERCENTILE_ERROR,
     },
@@ -481,15 +481,7 @@ fn record_of(
         last_holdout: None,
         expedited: false,
         reader_cpus: gp.reader_cpus.clone(),
-        holdout_tasks: gp
-            .last_holdouts
-            .iter()
-            .map(|task| records::HoldoutTaskRecord {
-                pid: task.pid,
-                comm: task.comm.clone(),
-                cpu: task.cpu,
-            })
-            .collect(),
+        holdout_tasks: gp.last_holdouts.iter().map(HoldoutTask::record).collect(),
     }
 }
 
@@ -551,7 +543,6 @@ mod tests {
 
     #[test]
     fn a_grace_period_record_says_its_flavour_and_what_held_it() {
-        use crate::model::flavour_grace_periods::HoldoutTask;
         let gp = FlavourGracePeriod {
             key: 0xffff_ffff_82cc_dcc0,
             gp_seq: 0,
