@@ -22,7 +22,6 @@ use crate::{
     trace::launch::{self, Following},
     trace::probes::{self, FOLLOWED_TREE, Probe, SRCU_DOMAIN_INIT},
     trace::stages,
-    trace::tracer::Constant,
 };
 
 pub async fn gplat(args: &LatencyArgs, sink: Sink) -> Result<Report> {
@@ -151,21 +150,10 @@ async fn run(
         Callers::All | Callers::LaunchedTree => None,
     };
     let launch = super::window::launch_of(args.common.length.command())?;
-    let same_function_mask = timings
-        .iter()
-        .filter(|t| t.timed.same_function())
-        .fold(0u32, |mask, t| mask | 1 << t.timed.index());
     let mut timed_probes: Vec<Probe> = timings.iter().flat_map(|t| t.timed.probes()).collect();
     // With --by srcu each call's domain is read: every function timed then takes one.
-    let domain_arg_mask = match args.by.by {
-        Some(By::Srcu) => timed_calls::srcu_domain_mask(timings),
-        _ => 0,
-    };
-    let mut constants = vec![
-        Constant::U32("SAME_FUNCTION_MASK", same_function_mask),
-        Constant::U32("TARGET_TGID", pid.unwrap_or(0)),
-        Constant::U32("DOMAIN_ARG_MASK", domain_arg_mask),
-    ];
+    let mut constants =
+        timed_calls::constants(timings, pid.unwrap_or(0), args.by.by == Some(By::Srcu));
     if callers == Callers::LaunchedTree {
         constants.extend(launch::following_constants(Following::Tree)?);
         timed_probes.extend(FOLLOWED_TREE);

@@ -27,7 +27,6 @@ use crate::{
         engine::{Ends, Need, Period, Reporting, Request},
         launch::{self, Following, Launch, Outcome},
         probes::{self, FOLLOWED_TREE, FOLLOWED_WORK, Probe, SRCU_DOMAIN_INIT},
-        tracer::Constant,
     },
 };
 
@@ -61,14 +60,8 @@ pub async fn run(args: &RunArgs, sink: Sink) -> Result<Report> {
     // Its SRCU waits are shown by domain: a dynamic one is named by who initialised it.
     probes.insert(0, SRCU_DOMAIN_INIT);
     let mut constants = launch::following_constants(Following::TreeAndWork)?;
-    constants.push(Constant::U32(
-        "SAME_FUNCTION_MASK",
-        (1 << timings.len()) - 1,
-    ));
-    constants.push(Constant::U32(
-        "DOMAIN_ARG_MASK",
-        timed_calls::srcu_domain_mask(&timings),
-    ));
+    // Whose calls count is decided by the following, not by a process id.
+    constants.extend(timed_calls::constants(&timings, 0, true));
     let by = ByArgs {
         by: Some(By::Stack),
         top: args.top,

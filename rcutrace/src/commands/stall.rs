@@ -82,13 +82,9 @@ pub async fn run(args: &StallArgs, sink: Sink) -> Result<Report> {
     let cpus = kernel::possible_cpus()?;
     let online = kernel::online_cpus()?;
     let mut flavour_constants = Vec::new();
-    let thresholds = if args.warn_at.is_empty() {
-        default_thresholds(rcu_state::stall_timeout()?)
-    } else {
-        let mut thresholds = args.warn_at.clone();
-        thresholds.sort();
-        thresholds.dedup();
-        thresholds
+    let thresholds = match ascending(&args.warn_at) {
+        Some(given) => given,
+        None => default_thresholds(rcu_state::stall_timeout()?),
     };
     if layout.stall_warning.is_some() {
         probes.insert(0, KERNEL_STALL_WARNING);
@@ -101,16 +97,14 @@ pub async fn run(args: &StallArgs, sink: Sink) -> Result<Report> {
     let (flavours, needed) = match args.flavors.is_empty() {
         true => (None, GRACE_PERIODS_NEEDED.to_vec()),
         false => {
-            let mut flavors: Vec<_> = args.flavors.iter().map(|f| f.flavor()).collect();
-            flavors.dedup();
-            let thresholds = if args.flavor_warn_at.is_empty() {
-                flavour_stall::DEFAULT_THRESHOLDS.to_vec()
-            } else {
-                let mut thresholds = args.flavor_warn_at.clone();
-                thresholds.sort();
-                thresholds.dedup();
-                thresholds
-            };
+            let mut flavors = Vec::new();
+            for flavor in args.flavors.iter().map(|f| f.flavor()) {
+                if !flavors.contains(&flavor) {
+                    flavors.push(flavor);
+                }
+            }
+            let thresholds = ascending(&args.flavor_warn_at)
+                .unwrap_or_else(|| flavour_stall::DEFAULT_THRESHOLDS.to_vec());
             let (watches, attaching) = FlavourWatches::plan(&flavors, thresholds)?;
             for probe in attaching.probes {
                 if !probes.contains(&probe) {
@@ -355,6 +349,14 @@ pub async fn run(args: &StallArgs, sink: Sink) -> Result<Report> {
     .await
 }
 
+/// The thresholds given on the command line, ascending and each once; `None` if none was.
+fn ascending(given: &[Duration]) -> Option<Vec<Duration>> {
+    let mut thresholds = given.to_vec();
+    thresholds.sort();
+    thresholds.dedup();
+    (!thresholds.is_empty()).then_some(thresholds)
+}
+
 /// Reads what an expedited grace period warned about still waits for; a failure is said
 /// once, with its cause, and the warnings then say it is unknown.
 struct ExpeditedHoldoutLooks {
@@ -489,4 +491,16 @@ impl Drop for Printer {
 fn text(bytes: &[u8; 16]) -> String {
     let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
     String::from_utf8_lossy(&bytes[..end]).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thresholds_given_are_taken_ascending_each_once() {
+        let s = Duration::from_secs;
+        assert_eq!(ascending(&[s(10), s(2), s(10)]), Some(vec![s(2), s(10)]));
+        assert_eq!(ascending(&[]), None);
+    }
 }

@@ -20,7 +20,7 @@ use crate::{
     render::Format,
     trace::engine::Period,
     trace::probes::Timed,
-    trace::tracer::Tracer,
+    trace::tracer::{Constant, Tracer},
 };
 
 /// One timed function of a run: what is timed, the map it prints as, and its unit.
@@ -41,9 +41,29 @@ pub fn say_not_timed(absent: &[&str]) {
     }
 }
 
+/// The timed programs' load-time constants: which calls end at their own function's return,
+/// whose calls count (`target_tgid`, 0 for everyone's), and whether the calls on an SRCU
+/// domain read it (`--by srcu`, `run`, `gp --flavor`).
+pub fn constants(timings: &[Timing], target_tgid: u32, read_domains: bool) -> Vec<Constant> {
+    let same_function = timings
+        .iter()
+        .filter(|t| t.timed.same_function())
+        .fold(0u32, |mask, t| mask | 1 << t.timed.index());
+    let domains = if read_domains {
+        srcu_domain_mask(timings)
+    } else {
+        0
+    };
+    vec![
+        Constant::U32("SAME_FUNCTION_MASK", same_function),
+        Constant::U32("TARGET_TGID", target_tgid),
+        Constant::U32("DOMAIN_ARG_MASK", domains),
+    ]
+}
+
 /// `DOMAIN_ARG_MASK`: bit `index` set for each timed function whose first argument is the
 /// SRCU domain it waits on, whose programs then read it.
-pub fn srcu_domain_mask(timings: &[Timing]) -> u32 {
+fn srcu_domain_mask(timings: &[Timing]) -> u32 {
     timings
         .iter()
         .filter(|t| takes_srcu_domain(t.timed.entry.function))

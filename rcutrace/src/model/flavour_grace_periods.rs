@@ -25,6 +25,7 @@ use crate::model::{
     aggregate::{Layout, Series},
     attribution::comm,
     flavour_stall::InProgress as InProgressNow,
+    grace_periods::keep_slowest,
 };
 
 const STATE_MASK: u64 = (1 << GP_SEQ_STATE_BITS) - 1;
@@ -349,12 +350,8 @@ impl FlavourTally {
                 .or_default() += 1;
         }
         self.holdouts_unnamed += u64::from(gp.holdouts_unnamed);
-        let at = self
-            .slowest
-            .partition_point(|kept| kept.duration_ns >= gp.duration_ns);
-        if at < self.top {
-            self.slowest.insert(at, gp.clone());
-            self.slowest.truncate(self.top);
+        if self.top > 0 {
+            keep_slowest(&mut self.slowest, gp.clone(), self.top, |g| g.duration_ns);
         }
     }
 }

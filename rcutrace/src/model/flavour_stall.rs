@@ -67,23 +67,16 @@ impl FlavourStallWatch {
         &self.thresholds
     }
 
-    /// The warnings due at `now_ns`: one per grace period that has passed a threshold it was
-    /// not yet warned about (the highest it passed, when a look comes late), oldest first;
-    /// then grace periods no longer in progress are forgotten (their end went unseen). For
-    /// one assembler's grace periods: `stall` has several, and uses the two halves.
-    #[cfg(test)]
+    /// The warnings due at `now_ns`: one per grace period in `in_progress` (every one in
+    /// progress) that has passed a threshold it was not yet warned about (the highest it
+    /// passed, when a look comes late), oldest first. Those no longer in progress are
+    /// forgotten: their end went unseen.
     pub fn check(&mut self, in_progress: &[InProgress], now_ns: u64) -> Vec<FlavourStallWarning> {
-        let warnings = self.check_some(in_progress, now_ns);
-        self.forget_all_but(in_progress);
-        warnings
-    }
-
-    /// `check` of some of the grace periods in progress (one assembler's), forgetting none.
-    pub fn check_some(
-        &mut self,
-        in_progress: &[InProgress],
-        now_ns: u64,
-    ) -> Vec<FlavourStallWarning> {
+        self.warned.retain(|&(key, started), _| {
+            in_progress
+                .iter()
+                .any(|gp| gp.key == key && gp.started_ns == started)
+        });
         let mut warnings = Vec::new();
         for gp in in_progress {
             let age = Duration::from_nanos(now_ns.saturating_sub(gp.started_ns));
@@ -100,16 +93,6 @@ impl FlavourStallWatch {
         }
         warnings.sort_by_key(|w| (w.grace_period.started_ns, w.grace_period.key));
         warnings
-    }
-
-    /// Forgets the grace periods not in `in_progress` (all of them, every assembler's): their
-    /// ends went unseen.
-    pub fn forget_all_but(&mut self, in_progress: &[InProgress]) {
-        self.warned.retain(|&(key, started), _| {
-            in_progress
-                .iter()
-                .any(|gp| gp.key == key && gp.started_ns == started)
-        });
     }
 
     /// The end of `gp`, if it was warned about.

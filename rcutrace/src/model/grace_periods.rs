@@ -107,15 +107,7 @@ impl Tally {
         }
         self.first_gp_seq.get_or_insert(gp.gp_seq);
         self.last_gp_seq = Some(gp.gp_seq);
-        if self.top > 0 {
-            let at = self
-                .slowest
-                .partition_point(|kept| kept.duration_ns >= gp.duration_ns);
-            if at < self.top {
-                self.slowest.insert(at, gp);
-                self.slowest.truncate(self.top);
-            }
-        }
+        keep_slowest(&mut self.slowest, gp, self.top, |g| g.duration_ns);
     }
 
     pub fn duration(&self) -> &Series {
@@ -179,6 +171,16 @@ impl Tally {
 
     pub fn without_report(&self) -> u64 {
         self.without_report
+    }
+}
+
+/// Keeps `item` among the `top` slowest of `slowest` (slowest first, the earlier first among
+/// equals) by `duration`; `top == 0` keeps none.
+pub fn keep_slowest<T>(slowest: &mut Vec<T>, item: T, top: usize, duration: impl Fn(&T) -> u64) {
+    let at = slowest.partition_point(|kept| duration(kept) >= duration(&item));
+    if at < top {
+        slowest.insert(at, item);
+        slowest.truncate(top);
     }
 }
 

@@ -327,19 +327,13 @@ fn waiters(functions: &[&'static str], args: &GpArgs) -> Result<Vec<Timing>> {
         .collect())
 }
 
-/// What the waits' programs are told: every call's return ends it, SRCU's are keyed by
-/// domain too, and where one domain is followed (7.x's tasks-trace RCU) only its waits count.
+/// What the waits' programs are told: everyone's calls count, SRCU's are keyed by domain
+/// too, and where one domain is followed (7.x's tasks-trace RCU) only its waits count.
 fn waiters_constants(timings: &[Timing], map_name: &str, only: Option<u64>) -> Vec<Constant> {
-    let same_function = timings
-        .iter()
-        .fold(0u32, |mask, t| mask | 1 << t.timed.index());
     let only_domain = if map_name == SRCU_MAP { only } else { None };
-    vec![
-        Constant::U32("SAME_FUNCTION_MASK", same_function),
-        Constant::U32("TARGET_TGID", 0),
-        Constant::U32("DOMAIN_ARG_MASK", timed_calls::srcu_domain_mask(timings)),
-        Constant::U64("ONLY_DOMAIN", only_domain.unwrap_or(0)),
-    ]
+    let mut constants = timed_calls::constants(timings, 0, true);
+    constants.push(Constant::U64("ONLY_DOMAIN", only_domain.unwrap_or(0)));
+    constants
 }
 
 fn report_of(
@@ -459,12 +453,7 @@ fn record_of(
     name: &mut impl FnMut(u64) -> String,
 ) -> records::GracePeriod {
     records::GracePeriod {
-        flavor: if map_name == SRCU_MAP {
-            "srcu"
-        } else {
-            "tasks"
-        }
-        .into(),
+        flavor: flavor_of(map_name).into(),
         key: Some(name(gp.key)),
         gp_seq: gp.gp_seq as i64,
         started_ns: gp.started_ns,

@@ -15,7 +15,7 @@ use crate::{
     model::{
         StallEvent,
         flavour_grace_periods::{Assemble, is_flavour_event},
-        flavour_stall::FlavourStallWatch,
+        flavour_stall::{FlavourStallWatch, InProgress},
     },
     trace::{probes::Probe, tracer::Constant, tracer::Tracer},
 };
@@ -117,39 +117,42 @@ impl FlavourWatches {
         tracer: &Tracer,
         symbols: &SymbolKeeper,
     ) -> Vec<StallEvent> {
-        let mut name = None;
-        let mut warnings = Vec::new();
-        for followed in &self.followed {
-            let in_progress = followed.assembler.in_progress_now();
-            for warning in self.watch.check_some(&in_progress, now_ns) {
-                let key = warning.grace_period.key;
-                // One namer, taken only when there is something to name.
-                let name = name.get_or_insert_with(|| naming::domain_names(tracer, symbols));
-                let named = self.names.entry(key).or_insert_with(|| name(key)).clone();
-                warnings.push(StallEvent::FlavorWarning {
-                    time: kernel::local_time(),
-                    flavor: followed.flavor,
-                    key: named,
-                    warning,
-                });
-            }
+        let (in_progress, flavors) = self.in_progress();
+        let warnings = self.watch.check(&in_progress, now_ns);
+        if warnings.is_empty() {
+            return Vec::new();
         }
-        let in_progress: Vec<_> = self
-            .followed
-            .iter()
-            .flat_map(|f| f.assembler.in_progress_now())
-            .collect();
-        self.watch.forget_all_but(&in_progress);
+        // One namer, taken only when there is something to name.
+        let mut name = naming::domain_names(tracer, symbols);
         warnings
+            .into_iter()
+            .map(|warning| {
+                let key = warning.grace_period.key;
+                StallEvent::FlavorWarning {
+                    time: kernel::local_time(),
+                    flavor: flavors[&key],
+                    key: self.names.entry(key).or_insert_with(|| name(key)).clone(),
+                    warning,
+                }
+            })
+            .collect()
     }
 
     /// How long until a grace period in progress passes its next threshold, if one will.
     pub fn next_due(&self, now_ns: u64) -> Option<Duration> {
-        let in_progress: Vec<_> = self
-            .followed
-            .iter()
-            .flat_map(|f| f.assembler.in_progress_now())
-            .collect();
-        self.watch.next_due(&in_progress, now_ns)
+        self.watch.next_due(&self.in_progress().0, now_ns)
+    }
+
+    /// Every flavour's grace periods in progress, and the flavour of each key.
+    fn in_progress(&self) -> (Vec<InProgress>, HashMap<u64, &'static str>) {
+        let mut in_progress = Vec::new();
+        let mut flavors = HashMap::new();
+        for followed in &self.followed {
+            for gp in followed.assembler.in_progress_now() {
+                flavors.insert(gp.key, followed.flavor);
+                in_progress.push(gp);
+            }
+        }
+        (in_progress, flavors)
     }
 }

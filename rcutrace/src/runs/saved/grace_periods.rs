@@ -146,23 +146,28 @@ fn task_holdouts(rows: &[records::TaskHoldoutsRecord]) -> Vec<TaskHoldouts> {
 
 fn row(g: &records::GracePeriod) -> Result<GracePeriodRow> {
     let last_holdout = g.last_holdout.as_ref().map(holdout).transpose()?;
+    // Normal RCU's grace periods are saved with their anatomy whole.
+    let field = |value: Option<u64>, name: &str| {
+        value.with_context(|| format!("grace period {} has no {name}", g.gp_seq))
+    };
+    let count = |value: Option<u32>, name: &str| field(value.map(u64::from), name);
     Ok(GracePeriodRow {
         grace_period: GracePeriod {
             gp_seq: g.gp_seq as u64,
             started_ns: g.started_ns,
             duration_ns: g.duration_ns,
             phases: Phases {
-                init_ns: g.init_ns.unwrap_or(0),
-                quiescent_wait_ns: g.quiescent_wait_ns.unwrap_or(0),
-                kthread_wake_ns: g.kthread_wake_ns.unwrap_or(0),
-                cleanup_ns: g.cleanup_ns.unwrap_or(0),
+                init_ns: field(g.init_ns, "init_ns")?,
+                quiescent_wait_ns: field(g.quiescent_wait_ns, "quiescent_wait_ns")?,
+                kthread_wake_ns: field(g.kthread_wake_ns, "kthread_wake_ns")?,
+                cleanup_ns: field(g.cleanup_ns, "cleanup_ns")?,
             },
             request_wait_ns: g.request_wait_ns,
-            fqs_passes: g.fqs_passes.unwrap_or(0),
-            cpus_reported: g.cpus_reported.unwrap_or(0),
-            blocked_readers: g.blocked_readers.unwrap_or(0),
+            fqs_passes: count(g.fqs_passes, "fqs_passes")? as u32,
+            cpus_reported: count(g.cpus_reported, "cpus_reported")? as u32,
+            blocked_readers: count(g.blocked_readers, "blocked_readers")? as u32,
             last_holdout,
-            held_ns: g.held_ns.unwrap_or(0),
+            held_ns: field(g.held_ns, "held_ns")?,
             expedited: g.expedited,
         },
         stack: g
