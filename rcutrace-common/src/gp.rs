@@ -87,6 +87,24 @@ pub const EVENT_TASKS_HOLDOUT: u32 = 22;
 /// A pass over the holdout list begins, its tasks sent just before: `value` the flavour,
 /// `extra` 1 if more tasks were listed than `MAX_TASKS_HOLDOUTS_NAMED` (those are unnamed).
 pub const EVENT_TASKS_PASS: u32 = 23;
+/// A tasks-RCU grace period passes from one of its kernel's phases to the next, in its
+/// kthread: `value` the flavour, `extra` the phase now beginning (`TASKS_PHASE_*`). The
+/// grace period's start begins `pre_gp` (the flavour's `pregp_func`: classic tasks RCU waits
+/// there for normal RCU's readers), its end closes `post_gp`.
+pub const EVENT_TASKS_PHASE: u32 = 24;
+/// The pre-GP step returned: the kthread scans the task list for holdouts.
+pub const TASKS_PHASE_SCAN_TASKLIST: u64 = 1;
+/// The post-scan step entered (6.1: waits for exiting tasks' SRCU; 6.12+: lists them).
+pub const TASKS_PHASE_POST_SCAN: u64 = 2;
+/// The post-scan step returned: the passes over the holdouts begin.
+pub const TASKS_PHASE_HOLDOUTS: u64 = 3;
+/// No holdout is left: the post-GP step entered (classic: a normal RCU grace period).
+pub const TASKS_PHASE_POST_GP: u64 = 4;
+/// A scan of an SRCU domain's readers (`try_check_zero()`) found none left: `value` the
+/// domain, `extra` which scan of the grace period it was, as the kernel numbers them (1: of
+/// the index new readers no longer enter; 2, after the flip between them: of the one they
+/// entered until then).
+pub const EVENT_SRCU_SCAN_CLEAR: u32 = 25;
 /// At most this many holdout tasks are named per pass.
 pub const MAX_TASKS_HOLDOUTS_NAMED: u32 = 16;
 /// At most this many CPUs are named per scan; past it readers are spread too thin to say.

@@ -520,6 +520,21 @@ pub struct GracePeriod {
     /// Classic tasks RCU: the tasks still listed as its last pass over the holdouts began.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub holdout_tasks: Vec<HoldoutTaskRecord>,
+    /// The other flavours: its phases as its kernel names them (tasks RCU: `pre_gp`,
+    /// `scan_tasklist`, `post_scan`, `holdouts`, `post_gp`; SRCU: `scan1`, `scan2`,
+    /// `gp_end`), in order, each whose bounds were seen.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub phases: Vec<PhaseLength>,
+    /// Tasks RCU: how many passes over its holdouts it made.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub holdout_passes: Option<u32>,
+}
+
+/// One phase of a grace period and how long it took.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PhaseLength {
+    pub name: String,
+    pub ns: u64,
 }
 
 fn normal_flavor() -> String {

@@ -24,18 +24,23 @@
 //!   reader's request, no shorter than from that request to the reader's end, held up by
 //!   readers on the hold's CPU and no other, and exactly one for each of its
 //!   synchronize_srcu() calls, whose waiters are those calls, under the domain and the
-//!   module's stack;
+//!   module's stack; the held one's record taken apart at SRCU's phases (`scan1`, `scan2`,
+//!   `gp_end`, adding up to it), its scans clear only after the reader left, and the text's
+//!   table of the slowest showing those phases for each call's;
 //! - `gp --flavor tasks`: one tasks-RCU grace period for the wait begun inside `hold_task`,
 //!   its record (`-f json`) begun after that call and over after the hold, naming the busy
 //!   task among its last holdouts, then exactly one per synchronize call of
 //!   each tasks flavour: classic, rude (none on 7.3, where it is a no-op on x86) and
 //!   tasks-trace (7.3's are SRCU's, not here); the busy task is named, by comm and pid, among
 //!   the last holdouts of classic tasks RCU; its waiters are each of the module's synchronize
-//!   calls, exactly, under the module's stack;
+//!   calls, exactly, under the module's stack; every classic grace period taken apart at its
+//!   five phases, adding up to it, the held one's passes over the holdouts begun before the
+//!   hold's end and ended after it;
 //! - `gp --flavor trace` and `--flavor rude`, with 3 calls of each tasks flavour in the window:
 //!   exactly their own flavour's 3 grace periods on 6.1 and 6.12; on 7.3 `trace` says it
 //!   follows `rcu_tasks_trace_srcu_struct` and finds exactly 3 of its grace periods, `rude`
-//!   none;
+//!   none; each taken apart at its phases (tasks RCU's steps on 6.x, SRCU's scans on 7.3),
+//!   the rude flavour's at none;
 //! - a tasks-trace reader asleep on the hold's CPU (`hold_trace`) while one
 //!   synchronize_rcu_tasks_trace() waits: `gp --flavor trace` has a grace period past the
 //!   reader's end naming it, on 6.x by task among its last holdouts (and in
@@ -112,6 +117,26 @@ fn held_wait_for(op: &str, started: &str, wait: &str, ms: u64) -> String {
         .replace(" C ", &format!(" {HOLD_CPU} "))
         .replace(" MS ", &format!(" {ms} "))
 }
+
+/// The names of a grace period's phases, in order.
+fn phase_names(g: &records::GracePeriod) -> Vec<&str> {
+    g.phases.iter().map(|p| p.name.as_str()).collect()
+}
+
+/// When a grace period's phase `name` ended: its start plus every phase up to that one.
+fn phase_end(g: &records::GracePeriod, name: &str) -> u64 {
+    let through = g.phases.iter().position(|p| p.name == name).unwrap() + 1;
+    g.started_ns + g.phases[..through].iter().map(|p| p.ns).sum::<u64>()
+}
+
+const TASKS_PHASES: [&str; 5] = [
+    "pre_gp",
+    "scan_tasklist",
+    "post_scan",
+    "holdouts",
+    "post_gp",
+];
+const SRCU_PHASES: [&str; 3] = ["scan1", "scan2", "gp_end"];
 
 /// `(map, key, count)` of every latency summary of a `-f json` run.
 fn timed(records: &[Record]) -> Vec<(String, Option<String>, u64)> {
@@ -443,6 +468,36 @@ fn srcu_scenarios(series: &str) {
         module_grace_periods[0].max_ns,
         held_until - requested
     );
+    // Its record takes it apart at its kernel's phases, every bound seen: the scan that found
+    // the domain's readers gone came after the reader left, and ended the second scan.
+    let held_record = gp_held
+        .records()
+        .into_iter()
+        .find_map(|r| match r {
+            Record::GracePeriod(g)
+                if g.key.as_deref() == Some(MODULE_DOMAIN)
+                    && g.started_ns + g.duration_ns >= held_until =>
+            {
+                Some(g)
+            }
+            _ => None,
+        })
+        .unwrap_or_else(|| {
+            panic!(
+                "{series}: no record of the held grace period\n{}",
+                gp_held.out
+            )
+        });
+    println!("{series} gp_held phases: {:?}", held_record.phases);
+    assert_eq!(phase_names(&held_record), SRCU_PHASES, "{held_record:#?}");
+    assert_eq!(
+        held_record.phases.iter().map(|p| p.ns).sum::<u64>(),
+        held_record.duration_ns
+    );
+    assert!(
+        phase_end(&held_record, "scan2") >= held_until,
+        "{series}: the scans cleared before the reader left ({held_until}): {held_record:#?}"
+    );
     // One grace period for each synchronize_srcu() on the idle domain, in text as bpftrace
     // prints a keyed histogram.
     let gp_syncs = run_named(&sections, "gp_syncs");
@@ -461,6 +516,14 @@ fn srcu_scenarios(series: &str) {
         "{}",
         gp_syncs.out
     );
+    // Each of them taken apart in the text's table of the slowest, by SRCU's phases.
+    let module_rows = gp_syncs
+        .out
+        .lines()
+        .skip_while(|l| !l.ends_with("DURATION     SCAN1     SCAN2    GP_END  HELD BY"))
+        .filter(|l| l.starts_with(&format!("  {MODULE_DOMAIN} ")))
+        .count() as u64;
+    assert!(module_rows >= SYNCHRONIZE_SRCU, "{}", gp_syncs.out);
     // And their waiters: those calls, under the domain and the module's stack, on one line.
     let waiter = format!("@synchronize_srcu[{MODULE_DOMAIN}, synchronize_srcu+");
     let waiters: Vec<&str> = gp_syncs
@@ -536,6 +599,29 @@ fn srcu_scenarios(series: &str) {
          pid {holder_pid}: {held:#?}\n{}",
         gp_tasks.out
     );
+    // Taken apart at its kernel's phases, every bound seen: its passes over the holdouts
+    // began before the hold ended and went on past it; so do every rcu_tasks grace period's.
+    let holder_gp = held
+        .iter()
+        .find(|g| g.holdout_tasks.iter().any(|t| t.pid == holder_pid))
+        .unwrap();
+    println!(
+        "{series} gp_tasks phases: {:?}, {:?} passes",
+        holder_gp.phases, holder_gp.holdout_passes
+    );
+    assert!(
+        phase_end(holder_gp, "post_scan") < hold_end
+            && phase_end(holder_gp, "holdouts") >= hold_end
+            && holder_gp.holdout_passes.is_some_and(|n| n >= 1),
+        "{series}: the holdout passes did not span the hold's end ({hold_end}): {holder_gp:#?}"
+    );
+    for g in gp_tasks.records().into_iter().filter_map(|r| match r {
+        Record::GracePeriod(g) if g.key.as_deref() == Some("rcu_tasks") => Some(g),
+        _ => None,
+    }) {
+        assert_eq!(phase_names(&g), TASKS_PHASES, "{series}: {g:#?}");
+        assert_eq!(g.phases.iter().map(|p| p.ns).sum::<u64>(), g.duration_ns);
+    }
     // The busy task is named among the last holdouts of the grace period it held (classic
     // tasks RCU's last pass over its holdout list), by comm and pid.
     let held_by = keyed_entries(&gp_tasks, "@tasks_gp_held_by");
@@ -604,6 +690,38 @@ fn srcu_scenarios(series: &str) {
         assert_eq!(
             kept("gp_rude", "@tasks_gp"),
             [("rcu_tasks_rude".to_string(), TASKS_SYNCS)]
+        );
+    }
+    // Each of their grace periods taken apart at its kernel's phases (before 7.0 tasks-trace
+    // RCU's own steps, since then SRCU's scans); the rude flavour has none, nor passes.
+    let records_of = |name: &str| -> Vec<records::GracePeriod> {
+        run_named(&sections, name)
+            .records()
+            .into_iter()
+            .filter_map(|r| match r {
+                Record::GracePeriod(g) => Some(g),
+                _ => None,
+            })
+            .collect()
+    };
+    let (trace_key, trace_phases) = match series {
+        "7.3" => (TASKS_TRACE_DOMAIN, &SRCU_PHASES[..]),
+        _ => ("rcu_tasks_trace", &TASKS_PHASES[..]),
+    };
+    let trace_records = records_of("gp_trace");
+    assert_eq!(
+        trace_records.len() as u64,
+        TASKS_SYNCS,
+        "{series}: {trace_records:#?}"
+    );
+    for g in &trace_records {
+        assert_eq!(g.key.as_deref(), Some(trace_key));
+        assert_eq!(phase_names(g), trace_phases, "{series}: {g:#?}");
+    }
+    for g in records_of("gp_rude") {
+        assert!(
+            g.phases.is_empty() && g.holdout_passes == Some(0),
+            "{series}: {g:#?}"
         );
     }
 

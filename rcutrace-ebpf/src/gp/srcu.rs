@@ -10,8 +10,8 @@ use aya_ebpf::{
     programs::{ProbeContext, RetProbeContext},
 };
 use rcutrace_common::gp::{
-    EVENT_SRCU_READERS, EVENT_SRCU_START, EVENT_SRCU_WORK_DONE, GP_LOST_EVENTS,
-    MAX_SRCU_READER_CPUS, MAX_SRCU_SCANNED_CPUS,
+    EVENT_SRCU_READERS, EVENT_SRCU_SCAN_CLEAR, EVENT_SRCU_START, EVENT_SRCU_WORK_DONE,
+    GP_LOST_EVENTS, MAX_SRCU_READER_CPUS, MAX_SRCU_SCANNED_CPUS,
 };
 
 use super::{lose, read, send, sending};
@@ -55,10 +55,10 @@ static GP_SRCU_CPUS: u32 = 0;
 /// load time.
 #[map]
 static SRCU_WORKING: HashMap<u32, u64> = HashMap::with_max_entries(1, 0);
-/// The domain and index each thread running `try_check_zero()` scans, until it returns; sized
-/// at load time.
+/// The domain, index and scan number (`trycount`: 1 or 2) each thread running
+/// `try_check_zero()` scans, until it returns; sized at load time.
 #[map]
-static SRCU_SCANNING: HashMap<u32, [u64; 2]> = HashMap::with_max_entries(1, 0);
+static SRCU_SCANNING: HashMap<u32, [u64; 3]> = HashMap::with_max_entries(1, 0);
 
 #[inline(always)]
 fn via_usage() -> bool {
@@ -176,11 +176,13 @@ fn name_reader_cpus(ctx: &RetProbeContext, domain: u64, index: u64) {
 program! {
     kprobe fn gp_srcu_scan_kprobe(ctx: ProbeContext) -> u32 {
         if sending()
-            && let (Some(domain), Some(index)) = (ctx.arg::<u64>(0), ctx.arg::<u64>(1))
+            && let (Some(domain), Some(index), Some(scan)) =
+                (ctx.arg::<u64>(0), ctx.arg::<u64>(1), ctx.arg::<u64>(2))
         {
             let (_, tid, _) = window::current();
             // Without it this scan's readers would go unnamed: counted as lost.
-            if SRCU_SCANNING.insert(&tid, &[domain, index & 1], 0).is_err() {
+            let scanning = [domain, index & 1, scan & 0xffff_ffff];
+            if SRCU_SCANNING.insert(&tid, &scanning, 0).is_err() {
                 lose(GP_LOST_EVENTS);
             }
         }
@@ -191,13 +193,18 @@ program! {
 program! {
     kretprobe fn gp_srcu_scan_kretprobe(ctx: RetProbeContext) -> u32 {
         let (_, tid, _) = window::current();
-        let Some(&[domain, index]) = (unsafe { SRCU_SCANNING.get(&tid) }) else {
+        let Some(&[domain, index, scan]) = (unsafe { SRCU_SCANNING.get(&tid) }) else {
             return 0;
         };
         let _ = SRCU_SCANNING.remove(&tid);
-        // try_check_zero() returns true when the index has no readers left.
-        if sending() && ctx.ret::<u64>() & 0xff == 0 {
-            name_reader_cpus(&ctx, domain, index);
+        // try_check_zero() returns true when the index has no readers left: the scan's
+        // phase of the grace period is over.
+        if sending() {
+            if ctx.ret::<u64>() & 0xff == 0 {
+                name_reader_cpus(&ctx, domain, index);
+            } else {
+                send(&ctx, EVENT_SRCU_SCAN_CLEAR, domain, scan, false);
+            }
         }
         0
     }

@@ -9,16 +9,23 @@
 //! tasks still listed are sent, so the last pass of a grace period names its last holdouts.
 //! Tasks-trace RCU before 7.0 does the same over `task_struct.trc_holdout_list`, with the tasks
 //! whose read-side critical sections it waits for.
+//!
+//! The wait function calls its flavour's phase steps through pointers, in a fixed order
+//! (`pregp_func`, the task-list scan, `postscan_func`, the passes, `postgp_func`), so each
+//! step has an out-of-line copy whose entry or return marks where one phase ends and the
+//! next begins; the rude flavour has none.
 
 use aya_ebpf::helpers::{bpf_get_current_comm, bpf_ktime_get_ns};
 use aya_ebpf::{
+    EbpfContext,
     macros::map,
     maps::HashMap,
     programs::{ProbeContext, RetProbeContext},
 };
 use rcutrace_common::gp::{
-    EVENT_TASKS_END, EVENT_TASKS_HOLDOUT, EVENT_TASKS_PASS, EVENT_TASKS_START, GP_LOST_EVENTS,
-    MAX_TASKS_HOLDOUTS_NAMED,
+    EVENT_TASKS_END, EVENT_TASKS_HOLDOUT, EVENT_TASKS_PASS, EVENT_TASKS_PHASE, EVENT_TASKS_START,
+    GP_LOST_EVENTS, MAX_TASKS_HOLDOUTS_NAMED, TASKS_PHASE_HOLDOUTS, TASKS_PHASE_POST_GP,
+    TASKS_PHASE_POST_SCAN, TASKS_PHASE_SCAN_TASKLIST,
 };
 
 use super::{lose, read, send, send_with, sending};
@@ -160,6 +167,45 @@ program! {
         // check_all_holdout_tasks_trace(hop, needreport, firstreport): a pass of tasks-trace
         // RCU before 7.0, over the tasks whose readers it waits for.
         on_holdout_pass(&ctx, u64::from(window::constant(&GP_TASK_TRACE_HOLDOUT_LIST)));
+        0
+    }
+}
+
+/// Sends that the grace period the current kthread runs passes to `phase`.
+#[inline(always)]
+fn on_phase<C: EbpfContext>(ctx: &C, phase: u64) {
+    let (_, tid, _) = window::current();
+    if sending()
+        && let Some(&flavour) = unsafe { TASKS_WAITING.get(&tid) }
+    {
+        send(ctx, EVENT_TASKS_PHASE, flavour, phase, false);
+    }
+}
+
+program! {
+    kretprobe fn gp_tasks_pregp_kretprobe(ctx: RetProbeContext) -> u32 {
+        on_phase(&ctx, TASKS_PHASE_SCAN_TASKLIST);
+        0
+    }
+}
+
+program! {
+    kprobe fn gp_tasks_postscan_kprobe(ctx: ProbeContext) -> u32 {
+        on_phase(&ctx, TASKS_PHASE_POST_SCAN);
+        0
+    }
+}
+
+program! {
+    kretprobe fn gp_tasks_postscan_kretprobe(ctx: RetProbeContext) -> u32 {
+        on_phase(&ctx, TASKS_PHASE_HOLDOUTS);
+        0
+    }
+}
+
+program! {
+    kprobe fn gp_tasks_postgp_kprobe(ctx: ProbeContext) -> u32 {
+        on_phase(&ctx, TASKS_PHASE_POST_GP);
         0
     }
 }

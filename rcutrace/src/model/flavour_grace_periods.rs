@@ -13,12 +13,18 @@
 //! (`rcu_tasks_wait_gp()`, `rcu_tasks_rude_wait_gp()`): from its entry to its return. Classic
 //! tasks RCU passes over the tasks it still waits for until none is left: the tasks listed
 //! as its last pass began are the grace period's last holdouts.
+//!
+//! Each grace period is also taken apart into its kernel's own phases: tasks RCU's steps
+//! (`TASKS_PHASES`, marked by the kthread's phase functions), SRCU's two scans of its readers
+//! and what follows them (`SRCU_PHASES`, marked by each scan that found none left). A phase
+//! is timed only where both its bounds were seen.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use rcutrace_common::gp::{
-    EVENT_SRCU_READERS, EVENT_SRCU_START, EVENT_SRCU_WORK_DONE, EVENT_TASKS_END,
-    EVENT_TASKS_HOLDOUT, EVENT_TASKS_PASS, EVENT_TASKS_START, GP_SEQ_STATE_BITS, GpEvent,
+    EVENT_SRCU_READERS, EVENT_SRCU_SCAN_CLEAR, EVENT_SRCU_START, EVENT_SRCU_WORK_DONE,
+    EVENT_TASKS_END, EVENT_TASKS_HOLDOUT, EVENT_TASKS_PASS, EVENT_TASKS_PHASE, EVENT_TASKS_START,
+    GP_SEQ_STATE_BITS, GpEvent,
 };
 
 use crate::model::{
@@ -30,8 +36,58 @@ use crate::model::{
 
 const STATE_MASK: u64 = (1 << GP_SEQ_STATE_BITS) - 1;
 
+/// A tasks-RCU grace period's phases, in the order its kthread runs them, as the kernel's
+/// `tasks_gp_state` names them: the pre-GP step (classic tasks RCU waits there for normal
+/// RCU's readers), the scan of the task list for holdouts, the post-scan step (exiting
+/// tasks), the passes over the holdouts until none is left, the post-GP step. Indexed by the
+/// programs' `TASKS_PHASE_*`. The rude flavour has none of these steps.
+pub const TASKS_PHASES: [&str; 5] = [
+    "pre_gp",
+    "scan_tasklist",
+    "post_scan",
+    "holdouts",
+    "post_gp",
+];
+/// An SRCU grace period's: until a scan finds no reader left on the index new readers no
+/// longer enter, then (after the flip) on the one they entered until then, then to its end
+/// (`srcu_gp_end()`, which schedules the callbacks). Indexed by the scan's number.
+pub const SRCU_PHASES: [&str; 3] = ["scan1", "scan2", "gp_end"];
+
+/// When each phase of a grace period in progress began, by its index; the first as the grace
+/// period did.
+#[derive(Clone, Debug, Default)]
+struct PhaseMarks(Vec<Option<u64>>);
+
+impl PhaseMarks {
+    fn starting(phases: usize, at: u64) -> Self {
+        let mut marks = vec![None; phases];
+        if let Some(first) = marks.first_mut() {
+            *first = Some(at);
+        }
+        PhaseMarks(marks)
+    }
+
+    /// Phase `index` began at `at` (the first mark of it counts).
+    fn mark(&mut self, index: u64, at: u64) {
+        if let Some(mark @ None) = usize::try_from(index).ok().and_then(|i| self.0.get_mut(i)) {
+            *mark = Some(at);
+        }
+    }
+
+    /// Each phase's length, named, of a grace period that ended at `end`: those whose begin
+    /// and the next one's (or the end) were both seen.
+    fn lengths(&self, names: &[&'static str], end: u64) -> Vec<(&'static str, u64)> {
+        let ends = self.0.iter().skip(1).copied().chain([Some(end)]);
+        names
+            .iter()
+            .zip(self.0.iter().zip(ends))
+            .filter_map(|(&name, (begin, end))| Some((name, end?.checked_sub((*begin)?)?)))
+            .collect()
+    }
+}
+
 /// One grace period, whole.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct FlavourGracePeriod {
     /// What ran it: an SRCU domain, or a tasks-RCU flavour's `struct rcu_tasks`.
     pub key: u64,
@@ -45,6 +101,10 @@ pub struct FlavourGracePeriod {
     pub last_holdouts: Vec<HoldoutTask>,
     /// Whether that pass listed more tasks than were named.
     pub holdouts_unnamed: bool,
+    /// Its phases (`TASKS_PHASES`, `SRCU_PHASES`) in order, each whose bounds were seen.
+    pub phases: Vec<(&'static str, u64)>,
+    /// Tasks RCU: how many passes over the holdouts it made.
+    pub holdout_passes: u32,
 }
 
 /// A task a tasks-RCU grace period waited for.
@@ -71,6 +131,8 @@ impl HoldoutTask {
 #[derive(Debug, Default)]
 struct TasksInProgress {
     started_ns: u64,
+    phases: PhaseMarks,
+    passes: u32,
     /// The holdouts sent for the pass now beginning.
     listing: Vec<HoldoutTask>,
     last_holdouts: Vec<HoldoutTask>,
@@ -84,6 +146,7 @@ struct InProgress {
     end: u64,
     started_ns: u64,
     reader_cpus: BTreeSet<u32>,
+    phases: PhaseMarks,
 }
 
 /// Whether an event of `kind` is one of these flavours' (not normal RCU's).
@@ -97,6 +160,8 @@ pub fn is_flavour_event(kind: u32) -> bool {
             | EVENT_TASKS_END
             | EVENT_TASKS_HOLDOUT
             | EVENT_TASKS_PASS
+            | EVENT_TASKS_PHASE
+            | EVENT_SRCU_SCAN_CLEAR
     )
 }
 
@@ -189,6 +254,7 @@ impl Assemble for TasksAssembler {
             EVENT_TASKS_START => {
                 let started = TasksInProgress {
                     started_ns: at,
+                    phases: PhaseMarks::starting(TASKS_PHASES.len(), at),
                     ..TasksInProgress::default()
                 };
                 self.in_progress.insert(flavour, started);
@@ -206,6 +272,12 @@ impl Assemble for TasksAssembler {
                 if let Some(gp) = self.in_progress.get_mut(&flavour) {
                     gp.last_holdouts = std::mem::take(&mut gp.listing);
                     gp.holdouts_unnamed = event.extra != 0;
+                    gp.passes += 1;
+                }
+            }
+            EVENT_TASKS_PHASE => {
+                if let Some(gp) = self.in_progress.get_mut(&flavour) {
+                    gp.phases.mark(event.extra, at);
                 }
             }
             EVENT_TASKS_END => match self.in_progress.remove(&flavour) {
@@ -217,6 +289,8 @@ impl Assemble for TasksAssembler {
                     reader_cpus: Vec::new(),
                     last_holdouts: gp.last_holdouts,
                     holdouts_unnamed: gp.holdouts_unnamed,
+                    phases: gp.phases.lengths(&TASKS_PHASES, at),
+                    holdout_passes: gp.passes,
                 }),
                 None => self.finished.began_before_tracing += 1,
             },
@@ -255,12 +329,19 @@ impl SrcuAssembler {
                     end: end_of(gp_seq),
                     started_ns: at,
                     reader_cpus: BTreeSet::new(),
+                    phases: PhaseMarks::starting(SRCU_PHASES.len(), at),
                 };
                 self.in_progress.insert(domain, started);
             }
             EVENT_SRCU_READERS => {
                 if let Some(gp) = self.in_progress.get_mut(&domain) {
                     gp.reader_cpus.insert((event.extra >> 32) as u32);
+                }
+            }
+            EVENT_SRCU_SCAN_CLEAR => {
+                // The scan numbered N over: phase N (from 0) begins.
+                if let Some(gp) = self.in_progress.get_mut(&domain) {
+                    gp.phases.mark(event.extra, at);
                 }
             }
             EVENT_SRCU_WORK_DONE => {
@@ -289,8 +370,8 @@ impl SrcuAssembler {
                 started_ns: gp.started_ns,
                 duration_ns: at.saturating_sub(gp.started_ns),
                 reader_cpus: gp.reader_cpus.into_iter().collect(),
-                last_holdouts: Vec::new(),
-                holdouts_unnamed: false,
+                phases: gp.phases.lengths(&SRCU_PHASES, at),
+                ..FlavourGracePeriod::default()
             });
         }
         if let Some(&end) = self.unseen.get(&domain)
@@ -406,6 +487,8 @@ mod tests {
                 reader_cpus: vec![3],
                 last_holdouts: Vec::new(),
                 holdouts_unnamed: false,
+                phases: Vec::new(),
+                holdout_passes: 0,
             }]
         );
         assert_eq!(Assemble::in_progress(&assembler), 0);
@@ -452,6 +535,8 @@ mod tests {
                 reader_cpus: if g.1 == 7 { vec![0, 2] } else { vec![2] },
                 last_holdouts: Vec::new(),
                 holdouts_unnamed: false,
+                phases: Vec::new(),
+                holdout_passes: 0,
             });
         }
         assert_eq!(
@@ -478,6 +563,8 @@ mod tests {
                 reader_cpus: Vec::new(),
                 last_holdouts: Vec::new(),
                 holdouts_unnamed: false,
+                phases: Vec::new(),
+                holdout_passes: 0,
             });
         }
         let kept: Vec<_> = tally
@@ -591,5 +678,121 @@ mod tests {
             [((TASKS, "spin".to_string(), 160), 2)]
         );
         assert_eq!(tally.holdouts_unnamed, 2);
+    }
+
+    #[test]
+    fn a_tasks_grace_period_is_taken_apart_at_its_phase_steps() {
+        use rcutrace_common::gp::{
+            TASKS_PHASE_HOLDOUTS, TASKS_PHASE_POST_GP, TASKS_PHASE_POST_SCAN,
+            TASKS_PHASE_SCAN_TASKLIST,
+        };
+        let mut assembler = TasksAssembler::default();
+        assembler.add(&event(EVENT_TASKS_START, TASKS, 0, 1_000));
+        assembler.add(&event(
+            EVENT_TASKS_PHASE,
+            TASKS,
+            TASKS_PHASE_SCAN_TASKLIST,
+            4_000,
+        ));
+        assembler.add(&event(
+            EVENT_TASKS_PHASE,
+            TASKS,
+            TASKS_PHASE_POST_SCAN,
+            4_500,
+        ));
+        assembler.add(&event(
+            EVENT_TASKS_PHASE,
+            TASKS,
+            TASKS_PHASE_HOLDOUTS,
+            5_000,
+        ));
+        for at in [5_100, 105_000, 300_000] {
+            assembler.add(&event(EVENT_TASKS_PASS, TASKS, 0, at));
+        }
+        // Another flavour's step is not this grace period's; a repeated mark is not a
+        // phase's begin.
+        assembler.add(&event(
+            EVENT_TASKS_PHASE,
+            RUDE,
+            TASKS_PHASE_POST_GP,
+            350_000,
+        ));
+        assembler.add(&event(
+            EVENT_TASKS_PHASE,
+            TASKS,
+            TASKS_PHASE_POST_GP,
+            400_000,
+        ));
+        assembler.add(&event(
+            EVENT_TASKS_PHASE,
+            TASKS,
+            TASKS_PHASE_POST_GP,
+            410_000,
+        ));
+        assembler.add(&event(EVENT_TASKS_END, TASKS, 0, 403_000));
+        let done = assembler.take_done();
+        assert_eq!(
+            done[0].phases,
+            [
+                ("pre_gp", 3_000),
+                ("scan_tasklist", 500),
+                ("post_scan", 500),
+                ("holdouts", 395_000),
+                ("post_gp", 3_000)
+            ]
+        );
+        assert_eq!(done[0].holdout_passes, 3);
+        // The phases seen add up to the whole.
+        let sum: u64 = done[0].phases.iter().map(|p| p.1).sum();
+        assert_eq!(sum, done[0].duration_ns);
+    }
+
+    #[test]
+    fn a_phase_whose_bound_went_unseen_is_not_timed() {
+        use rcutrace_common::gp::{TASKS_PHASE_HOLDOUTS, TASKS_PHASE_SCAN_TASKLIST};
+        let mut assembler = TasksAssembler::default();
+        assembler.add(&event(EVENT_TASKS_START, TASKS, 0, 1_000));
+        assembler.add(&event(
+            EVENT_TASKS_PHASE,
+            TASKS,
+            TASKS_PHASE_SCAN_TASKLIST,
+            2_000,
+        ));
+        // The post-scan step's entry unseen: the scan's end and the post-scan's begin are
+        // unknown, so neither is timed (nor stretched into the other); an unknown phase
+        // number marks nothing.
+        assembler.add(&event(
+            EVENT_TASKS_PHASE,
+            TASKS,
+            TASKS_PHASE_HOLDOUTS,
+            3_000,
+        ));
+        assembler.add(&event(EVENT_TASKS_PHASE, TASKS, 99, 3_500));
+        assembler.add(&event(EVENT_TASKS_END, TASKS, 0, 9_000));
+        // The rude flavour has no steps: no phases at all.
+        assembler.add(&event(EVENT_TASKS_START, RUDE, 0, 10_000));
+        assembler.add(&event(EVENT_TASKS_END, RUDE, 0, 11_000));
+        let done = assembler.take_done();
+        assert_eq!(done[0].phases, [("pre_gp", 1_000)]);
+        assert!(done[1].phases.is_empty());
+    }
+
+    #[test]
+    fn an_srcu_grace_period_is_taken_apart_at_its_clear_scans() {
+        let mut assembler = SrcuAssembler::default();
+        assembler.add(&event(EVENT_SRCU_START, A, 8, 1_000));
+        // A scan that found readers is no bound; the first scan clear ends scan1, the
+        // second scan2.
+        assembler.add(&event(EVENT_SRCU_READERS, A, 3 << 32 | 1, 2_000));
+        assembler.add(&event(EVENT_SRCU_SCAN_CLEAR, A, 1, 301_000));
+        assembler.add(&event(EVENT_SRCU_SCAN_CLEAR, B, 2, 301_500));
+        assembler.add(&event(EVENT_SRCU_SCAN_CLEAR, A, 2, 302_000));
+        assembler.add(&event(EVENT_SRCU_WORK_DONE, A, 12, 302_100));
+        let done = assembler.take_done();
+        assert_eq!(
+            done[0].phases,
+            [("scan1", 300_000), ("scan2", 1_000), ("gp_end", 100)]
+        );
+        assert_eq!(done[0].reader_cpus, [3]);
     }
 }

@@ -175,6 +175,8 @@ mod tests {
             reader_cpus: Vec::new(),
             last_holdouts: Vec::new(),
             holdouts_unnamed: false,
+            phases: Vec::new(),
+            holdout_passes: 0,
         };
         assert_eq!(
             watch.ended(&done),

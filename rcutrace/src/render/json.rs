@@ -409,6 +409,8 @@ fn grace_period(row: &GracePeriodRow) -> records::GracePeriod {
         expedited: gp.expedited,
         reader_cpus: Vec::new(),
         holdout_tasks: Vec::new(),
+        phases: Vec::new(),
+        holdout_passes: None,
     }
 }
 

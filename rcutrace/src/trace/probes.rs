@@ -855,6 +855,21 @@ pub const TASKS_TRACE_HOLDOUT_PASSES: Probe = gp_hook(
     "tasks_trace_holdouts",
 );
 
+/// Where a tasks-RCU grace period passes from one phase to the next: the returns and entries
+/// of the phase steps its wait function calls (classic tasks RCU's, then tasks-trace RCU's
+/// before 7.0; the rude flavour has none). Optional: without them the grace periods are
+/// still timed whole.
+pub const TASKS_PHASE_STEPS: [Probe; 8] = [
+    gp_hook("rcu_tasks_postgp", Side::Entry, "tasks_postgp"),
+    gp_hook("rcu_tasks_postscan", Side::Return, "tasks_postscan"),
+    gp_hook("rcu_tasks_postscan", Side::Entry, "tasks_postscan"),
+    gp_hook("rcu_tasks_pregp_step", Side::Return, "tasks_pregp"),
+    gp_hook("rcu_tasks_trace_postgp", Side::Entry, "tasks_postgp"),
+    gp_hook("rcu_tasks_trace_postscan", Side::Return, "tasks_postscan"),
+    gp_hook("rcu_tasks_trace_postscan", Side::Entry, "tasks_postscan"),
+    gp_hook("rcu_tasks_trace_pregp_step", Side::Return, "tasks_pregp"),
+];
+
 /// Without these no tasks-rude-RCU grace period is seen.
 pub const TASKS_RUDE_GRACE_PERIODS: [Probe; 2] = [TASKS_GRACE_PERIODS[1], TASKS_GRACE_PERIODS[3]];
 

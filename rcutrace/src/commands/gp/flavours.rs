@@ -4,7 +4,10 @@
 //! programs send each grace period's bounds; `model::flavour_grace_periods` assembles them,
 //! and each period's report is a histogram of the lengths per key, with exact statistics.
 
-use std::{cell::RefCell, collections::HashMap};
+use std::{
+    cell::RefCell,
+    collections::{HashMap, HashSet},
+};
 
 use anyhow::{Context as _, Result, bail};
 use rcutrace_common::gp as common;
@@ -38,8 +41,8 @@ use crate::{
         probes::{
             self, AttachChoice, Probe, SRCU_GRACE_PERIODS, SRCU_READER_SCANS, SRCU_WAITS,
             TASKS_GRACE_PERIODS, TASKS_GRACE_PERIODS_NEEDED, TASKS_HOLDOUT_PASSES,
-            TASKS_RUDE_GRACE_PERIODS, TASKS_RUDE_WAITS, TASKS_TRACE_HOLDOUT_PASSES,
-            TASKS_TRACE_WAITS, TASKS_WAITS,
+            TASKS_PHASE_STEPS, TASKS_RUDE_GRACE_PERIODS, TASKS_RUDE_WAITS,
+            TASKS_TRACE_HOLDOUT_PASSES, TASKS_TRACE_WAITS, TASKS_WAITS,
         },
         tracer::Constant,
     },
@@ -206,7 +209,23 @@ pub async fn run(args: &GpArgs, sink: Sink) -> Result<Report> {
         only,
         waits,
     } = plan(args.flavor)?;
-    let timings = waiters(&waits, args)?;
+    // Tasks RCU's phase steps (not stall's: it needs only the bounds), and the waits, where
+    // this kernel has them: one pass over /proc/kallsyms for both.
+    let phase_steps: &[Probe] = if map_name == TASKS_MAP {
+        &TASKS_PHASE_STEPS
+    } else {
+        &[]
+    };
+    let wanted: Vec<&str> = (waits.iter().copied())
+        .chain(phase_steps.iter().map(|p| p.function))
+        .collect();
+    let present = if wanted.is_empty() {
+        HashSet::new()
+    } else {
+        kernel::functions_present(&wanted)?
+    };
+    probes.extend(phase_steps.iter().filter(|p| present.contains(p.function)));
+    let timings = waiters(&waits, &present, args);
     probes.extend(timings.iter().flat_map(|t| t.timed.probes()));
     constants.extend(waiters_constants(&timings, map_name, only));
     // The waiters are keyed by their callers' stacks, folded beyond --top.
@@ -309,13 +328,10 @@ pub async fn run(args: &GpArgs, sink: Sink) -> Result<Report> {
     Ok(report)
 }
 
-/// The waits of `functions` this kernel has, each timed from its call to its return.
-fn waiters(functions: &[&'static str], args: &GpArgs) -> Result<Vec<Timing>> {
-    if functions.is_empty() {
-        return Ok(Vec::new());
-    }
-    let present = kernel::functions_present(functions)?;
-    Ok(functions
+/// The waits of `functions` this kernel has (`present`), each timed from its call to its
+/// return.
+fn waiters(functions: &[&'static str], present: &HashSet<String>, args: &GpArgs) -> Vec<Timing> {
+    functions
         .iter()
         .filter(|f| present.contains(**f))
         .zip(0..)
@@ -324,7 +340,7 @@ fn waiters(functions: &[&'static str], args: &GpArgs) -> Result<Vec<Timing>> {
             map_name: format!("@{function}"),
             unit: args.unit,
         })
-        .collect())
+        .collect()
 }
 
 /// What the waits' programs are told: everyone's calls count, SRCU's are keyed by domain
@@ -471,6 +487,16 @@ fn record_of(
         expedited: false,
         reader_cpus: gp.reader_cpus.clone(),
         holdout_tasks: gp.last_holdouts.iter().map(HoldoutTask::record).collect(),
+        phases: gp
+            .phases
+            .iter()
+            .map(|&(name, ns)| records::PhaseLength {
+                name: name.into(),
+                ns,
+            })
+            .collect(),
+        // The rude flavour's make none: it waits for each CPU, not for tasks.
+        holdout_passes: (map_name == TASKS_MAP).then_some(gp.holdout_passes),
     }
 }
 
@@ -544,6 +570,8 @@ mod tests {
                 cpu: 3,
             }],
             holdouts_unnamed: false,
+            phases: vec![("pre_gp", 2_000_000), ("holdouts", 890_000_000)],
+            holdout_passes: 4,
         };
         let mut name = |key: u64| format!("{key:#x}");
         let record = record_of(&gp, TASKS_MAP, &mut name);
@@ -561,6 +589,14 @@ mod tests {
                 cpu: 3
             }]
         );
+        // Its kernel's phases, in order, and its passes over the holdouts.
+        let phases: Vec<(&str, u64)> = record
+            .phases
+            .iter()
+            .map(|p| (p.name.as_str(), p.ns))
+            .collect();
+        assert_eq!(phases, [("pre_gp", 2_000_000), ("holdouts", 890_000_000)]);
+        assert_eq!(record.holdout_passes, Some(4));
         // Normal RCU's anatomy is absent, not zero.
         let json = serde_json::to_string(&record).unwrap();
         assert!(
@@ -578,6 +614,7 @@ mod tests {
             &mut name,
         );
         assert_eq!((srcu.flavor.as_str(), srcu.gp_seq), ("srcu", 9));
+        assert_eq!(srcu.holdout_passes, None);
         assert_eq!(srcu.reader_cpus, [3]);
     }
 

@@ -4,6 +4,8 @@
 use std::fmt::Write as _;
 
 use super::latency::latency_summary;
+use rcutrace_common::records::GracePeriod;
+
 use crate::{
     model::tree::cpu_list,
     model::{CpuHoldouts, GracePeriodsSummary, MIN_RATE_WINDOW_SECS, Unit},
@@ -431,6 +433,79 @@ fn holdout_text(
     }
 }
 
+/// The slowest grace periods of the flavours other than normal RCU's (`gp --flavor`), one
+/// row each: what ran it, its length, each phase its kernel has (a column per phase any of
+/// them has; `-` where this one's was not seen), the passes over its holdouts (tasks RCU),
+/// and what held it last: tasks, or the CPUs where SRCU readers entered.
+pub(super) fn slowest_of_flavours(grace_periods: &[GracePeriod], unit: Unit) -> String {
+    let mut out = String::new();
+    if grace_periods.is_empty() {
+        return out;
+    }
+    let mut phases: Vec<&str> = Vec::new();
+    for phase in grace_periods.iter().flat_map(|gp| &gp.phases) {
+        if !phases.contains(&phase.name.as_str()) {
+            phases.push(&phase.name);
+        }
+    }
+    let passes = grace_periods.iter().any(|gp| gp.holdout_passes.is_some());
+    let keys: Vec<String> = grace_periods
+        .iter()
+        .map(|gp| gp.key.clone().unwrap_or_else(|| gp.flavor.clone()))
+        .collect();
+    let key_width = keys.iter().map(String::len).max().unwrap_or(0).max(3);
+    let widths: Vec<usize> = phases.iter().map(|p| p.len().max(8)).collect();
+    let fixed = |ns: u64| figure::fixed_number(ns as f64, unit);
+    let mut header = format!("  {:<key_width$}  {:>10}", "KEY", "DURATION");
+    for (phase, width) in phases.iter().zip(&widths) {
+        let _ = write!(header, "  {:>width$}", phase.to_uppercase());
+    }
+    if passes {
+        header.push_str("  PASSES");
+    }
+    header.push_str("  HELD BY");
+    let _ = writeln!(
+        out,
+        "\nSlowest {} grace periods ({}):\n{header}",
+        grace_periods.len(),
+        unit.suffix()
+    );
+    for (gp, key) in grace_periods.iter().zip(&keys) {
+        let mut row = format!("  {key:<key_width$}  {:>10}", fixed(gp.duration_ns));
+        for (phase, width) in phases.iter().zip(&widths) {
+            let length = gp.phases.iter().find(|p| p.name == *phase);
+            let _ = write!(
+                row,
+                "  {:>width$}",
+                length.map_or("-".into(), |p| fixed(p.ns))
+            );
+        }
+        if passes {
+            let shown = gp.holdout_passes.map_or("-".into(), |n| n.to_string());
+            let _ = write!(row, "  {shown:>6}");
+        }
+        let _ = writeln!(out, "{row}  {}", held_by(gp));
+    }
+    out
+}
+
+/// What held a grace period of the other flavours last, in words.
+fn held_by(gp: &GracePeriod) -> String {
+    if !gp.holdout_tasks.is_empty() {
+        let tasks: Vec<String> = gp
+            .holdout_tasks
+            .iter()
+            .map(|t| format!("pid {} {} (CPU {})", t.pid, t.comm, t.cpu))
+            .collect();
+        return tasks.join(", ");
+    }
+    if !gp.reader_cpus.is_empty() {
+        let cpus: Vec<String> = gp.reader_cpus.iter().map(u32::to_string).collect();
+        return format!("readers that entered on CPUs {}", cpus.join(","));
+    }
+    "-".into()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -634,5 +709,74 @@ mod tests {
                  (-f json lists every CPU)",
             ]
         );
+    }
+
+    fn flavour_grace_period(key: &str, duration_ns: u64, phases: &[(&str, u64)]) -> GracePeriod {
+        let mut gp: GracePeriod = serde_json::from_str(&format!(
+            r#"{{"flavor":"tasks","key":"{key}","gp_seq":0,"started_ns":0,"duration_ns":{duration_ns}}}"#
+        ))
+        .unwrap();
+        gp.phases = phases
+            .iter()
+            .map(|&(name, ns)| rcutrace_common::records::PhaseLength {
+                name: name.into(),
+                ns,
+            })
+            .collect();
+        gp
+    }
+
+    #[test]
+    fn the_slowest_of_the_flavours_show_each_phase_and_who_held_them() {
+        let mut classic = flavour_grace_period(
+            "rcu_tasks",
+            452_100_000,
+            &[
+                ("pre_gp", 3_200_000),
+                ("scan_tasklist", 120_000),
+                ("post_scan", 4_000),
+                ("holdouts", 445_300_000),
+                ("post_gp", 3_476_000),
+            ],
+        );
+        classic.holdout_passes = Some(5);
+        classic.holdout_tasks = vec![rcutrace_common::records::HoldoutTaskRecord {
+            pid: 420,
+            comm: "rcu-workload".into(),
+            cpu: 3,
+        }];
+        // The rude flavour has no phases and no holdout tasks.
+        let mut rude = flavour_grace_period("rcu_tasks_rude", 63_000_000, &[]);
+        rude.holdout_passes = Some(0);
+        let text = slowest_of_flavours(&[classic, rude], Unit::Ms);
+        let expected = "
+Slowest 2 grace periods (ms):
+  KEY               DURATION    PRE_GP  SCAN_TASKLIST  POST_SCAN  HOLDOUTS   POST_GP  PASSES  HELD BY
+  rcu_tasks          452.100     3.200          0.120      0.004   445.300     3.476       5  pid 420 rcu-workload (CPU 3)
+  rcu_tasks_rude      63.000         -              -          -         -         -       0  -
+";
+        assert_eq!(text, expected, "\n{text}");
+        // SRCU: its own phases, and the CPUs its readers entered on.
+        let mut srcu = flavour_grace_period(
+            "tracepoint_srcu",
+            318_500_000,
+            &[
+                ("scan1", 318_000_000),
+                ("scan2", 400_000),
+                ("gp_end", 100_000),
+            ],
+        );
+        srcu.flavor = "srcu".into();
+        srcu.reader_cpus = vec![1, 3];
+        let text = slowest_of_flavours(&[srcu], Unit::Ms);
+        assert!(
+            text.contains("SCAN1     SCAN2    GP_END  HELD BY\n"),
+            "{text}"
+        );
+        assert!(
+            text.ends_with("318.000     0.400     0.100  readers that entered on CPUs 1,3\n"),
+            "{text}"
+        );
+        assert!(slowest_of_flavours(&[], Unit::Ms).is_empty());
     }
 }

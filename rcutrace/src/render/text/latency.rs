@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use super::{one_line, stages::stages_summary};
+use super::{gp::slowest_of_flavours, one_line, stages::stages_summary};
 use crate::{
     model::checks,
     model::stats,
@@ -103,6 +103,7 @@ pub(super) fn latency_summary(summary: &LatencySummary) -> String {
     if let Some(stages) = &summary.stages {
         out.push_str(&stages_summary(stages));
     }
+    out.push_str(&slowest_of_flavours(&summary.grace_periods, unit));
     out
 }
 
