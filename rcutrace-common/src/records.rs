@@ -548,6 +548,10 @@ pub struct HoldoutTaskRecord {
     pub comm: String,
     /// The CPU it last ran on.
     pub cpu: u32,
+    /// Its kernel stack as a tick last sampled it while it held the grace period, deepest
+    /// first (`gp --flavor tasks`; absent where none was: a holdout preempted or asleep).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stack: Vec<String>,
 }
 
 /// The CPU or blocked reader whose report ended a grace period's wait.

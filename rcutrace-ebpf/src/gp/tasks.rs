@@ -14,17 +14,22 @@
 //! (`pregp_func`, the task-list scan, `postscan_func`, the passes, `postgp_func`), so each
 //! step has an out-of-line copy whose entry or return marks where one phase ends and the
 //! next begins; the rude flavour has none.
+//!
+//! A holdout's kernel stack is sampled at the tick that interrupts it while classic tasks RCU
+//! waits for it (`task_struct.rcu_tasks_holdout`), at most every 100 ms a task: a busy
+//! holdout is seen where it is busy. One that is preempted or asleep is not sampled.
 
-use aya_ebpf::helpers::{bpf_get_current_comm, bpf_ktime_get_ns};
+use aya_ebpf::helpers::{bpf_get_current_comm, bpf_get_current_task, bpf_ktime_get_ns};
 use aya_ebpf::{
     EbpfContext,
     macros::map,
-    maps::HashMap,
+    maps::{HashMap, LruHashMap},
     programs::{ProbeContext, RetProbeContext},
 };
 use rcutrace_common::gp::{
-    EVENT_TASKS_END, EVENT_TASKS_HOLDOUT, EVENT_TASKS_PASS, EVENT_TASKS_PHASE, EVENT_TASKS_START,
-    GP_LOST_EVENTS, MAX_TASKS_HOLDOUTS_NAMED, TASKS_PHASE_HOLDOUTS, TASKS_PHASE_POST_GP,
+    EVENT_TASKS_END, EVENT_TASKS_HOLDOUT, EVENT_TASKS_HOLDOUT_SAMPLE, EVENT_TASKS_PASS,
+    EVENT_TASKS_PHASE, EVENT_TASKS_START, GP_LOST_EVENTS, MAX_TASKS_HOLDOUTS_NAMED, MODE_KERNEL,
+    MODE_USER, TASKS_HOLDOUT_SAMPLE_EVERY_NS, TASKS_PHASE_HOLDOUTS, TASKS_PHASE_POST_GP,
     TASKS_PHASE_POST_SCAN, TASKS_PHASE_SCAN_TASKLIST,
 };
 
@@ -44,6 +49,13 @@ static GP_TASK_PID: u32 = 0;
 static GP_TASK_COMM: u32 = 0;
 #[unsafe(no_mangle)]
 static GP_TASK_CPU: u32 = 0;
+/// `task_struct.rcu_tasks_holdout` (a byte): set while classic tasks RCU waits for the task.
+#[unsafe(no_mangle)]
+static GP_TASK_RCU_TASKS_HOLDOUT: u32 = 0;
+
+/// When each holdout task was last sampled, by thread id; sized at load time.
+#[map]
+static TASKS_HOLDOUT_SAMPLED: LruHashMap<u32, u64> = LruHashMap::with_max_entries(1, 0);
 
 /// The flavour (`struct rcu_tasks *`) each kthread is running a grace period of, until its
 /// wait function returns; sized at load time.
@@ -206,6 +218,32 @@ program! {
 program! {
     kprobe fn gp_tasks_postgp_kprobe(ctx: ProbeContext) -> u32 {
         on_phase(&ctx, TASKS_PHASE_POST_GP);
+        0
+    }
+}
+
+program! {
+    kprobe fn gp_tasks_tick_kprobe(ctx: ProbeContext) -> u32 {
+        // rcu_sched_clock_irq(int user): a tick. Most find no holdout: one read, then out.
+        if !sending() {
+            return 0;
+        }
+        let task = unsafe { bpf_get_current_task() };
+        let offset = u64::from(window::constant(&GP_TASK_RCU_TASKS_HOLDOUT));
+        if read::<u8>(task + offset).is_none_or(|holdout| holdout == 0) {
+            return 0;
+        }
+        let (_, tid, _) = window::current();
+        let now = unsafe { bpf_ktime_get_ns() };
+        if let Some(&last) = unsafe { TASKS_HOLDOUT_SAMPLED.get(&tid) }
+            && now.wrapping_sub(last) < TASKS_HOLDOUT_SAMPLE_EVERY_NS
+        {
+            return 0;
+        }
+        let _ = TASKS_HOLDOUT_SAMPLED.insert(&tid, &now, 0);
+        let user = ctx.arg::<u64>(0).unwrap_or(0) & 0xffff_ffff != 0;
+        let mode = if user { MODE_USER } else { MODE_KERNEL };
+        send(&ctx, EVENT_TASKS_HOLDOUT_SAMPLE, mode, 0, true);
         0
     }
 }

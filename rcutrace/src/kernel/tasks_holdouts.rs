@@ -10,6 +10,8 @@ use anyhow::{Context as _, Result};
 use super::btf::{self, Field};
 
 const HOLDOUT_LIST: Field = ("task_struct", "rcu_tasks_holdout_list");
+/// Set while classic tasks RCU waits for the task (a byte).
+const HOLDOUT_FLAG: Field = ("task_struct", "rcu_tasks_holdout");
 /// Tasks-trace RCU's, before 7.0 (since, it is SRCU).
 const TRACE_HOLDOUT_LIST: Field = ("task_struct", "trc_holdout_list");
 const PID: Field = ("task_struct", "pid");
@@ -21,8 +23,9 @@ const THREAD_INFO_CPU: Field = ("thread_info", "cpu");
 const CPU: Field = ("task_struct", "cpu");
 
 /// Every field read here, for a pass over the BTF that answers them all.
-pub const FIELDS: [Field; 7] = [
+pub const FIELDS: [Field; 8] = [
     HOLDOUT_LIST,
+    HOLDOUT_FLAG,
     TRACE_HOLDOUT_LIST,
     PID,
     COMM,
@@ -37,6 +40,8 @@ pub struct HoldoutLayout {
     pub holdout_list: u32,
     /// Tasks-trace RCU's list, where it has one.
     pub trace_holdout_list: Option<u32>,
+    /// `rcu_tasks_holdout`, by which a tick tells a holdout task from the others.
+    pub holdout_flag: Option<u32>,
     pub pid: u32,
     pub comm: u32,
     pub cpu: u32,
@@ -55,6 +60,7 @@ fn of(offsets: &HashMap<Field, u32>) -> Option<HoldoutLayout> {
     Some(HoldoutLayout {
         holdout_list: get(HOLDOUT_LIST)?,
         trace_holdout_list: get(TRACE_HOLDOUT_LIST),
+        holdout_flag: get(HOLDOUT_FLAG),
         pid: get(PID)?,
         comm: get(COMM)?,
         cpu: get(THREAD_INFO)
@@ -73,6 +79,7 @@ mod tests {
         // Debian's 7.3 (x86: the CPU in the thread_info at the task's start).
         let mut offsets = HashMap::from([
             (HOLDOUT_LIST, 2544),
+            (HOLDOUT_FLAG, 2536),
             (PID, 2872),
             (COMM, 3408),
             (THREAD_INFO, 0),
@@ -81,6 +88,7 @@ mod tests {
         let x86 = HoldoutLayout {
             holdout_list: 2544,
             trace_holdout_list: None,
+            holdout_flag: Some(2536),
             pid: 2872,
             comm: 3408,
             cpu: 24,

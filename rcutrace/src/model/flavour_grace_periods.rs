@@ -21,10 +21,11 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
+use rcutrace_common::attribution::NO_STACK;
 use rcutrace_common::gp::{
     EVENT_SRCU_READERS, EVENT_SRCU_SCAN_CLEAR, EVENT_SRCU_START, EVENT_SRCU_WORK_DONE,
-    EVENT_TASKS_END, EVENT_TASKS_HOLDOUT, EVENT_TASKS_PASS, EVENT_TASKS_PHASE, EVENT_TASKS_START,
-    GP_SEQ_STATE_BITS, GpEvent,
+    EVENT_TASKS_END, EVENT_TASKS_HOLDOUT, EVENT_TASKS_HOLDOUT_SAMPLE, EVENT_TASKS_PASS,
+    EVENT_TASKS_PHASE, EVENT_TASKS_START, GP_SEQ_STATE_BITS, GpEvent,
 };
 
 use crate::model::{
@@ -114,15 +115,19 @@ pub struct HoldoutTask {
     pub pid: u32,
     /// The CPU it last ran on, as the pass began.
     pub cpu: u32,
+    /// Its kernel stack as a tick last sampled it in the grace period (classic tasks RCU's
+    /// holdouts, while busy), kept in the stack map.
+    pub stack: Option<u64>,
 }
 
 impl HoldoutTask {
-    /// As `-f json` gives it.
+    /// As `-f json` gives it, but for its stack, which needs naming.
     pub fn record(&self) -> rcutrace_common::records::HoldoutTaskRecord {
         rcutrace_common::records::HoldoutTaskRecord {
             pid: self.pid,
             comm: self.comm.clone(),
             cpu: self.cpu,
+            stack: Vec::new(),
         }
     }
 }
@@ -161,6 +166,7 @@ pub fn is_flavour_event(kind: u32) -> bool {
             | EVENT_TASKS_HOLDOUT
             | EVENT_TASKS_PASS
             | EVENT_TASKS_PHASE
+            | EVENT_TASKS_HOLDOUT_SAMPLE
             | EVENT_SRCU_SCAN_CLEAR
     )
 }
@@ -244,6 +250,9 @@ impl Assemble for SrcuAssembler {
 pub struct TasksAssembler {
     /// Per flavour, the grace period in progress.
     in_progress: HashMap<u64, TasksInProgress>,
+    /// Per task, when a tick last sampled it as a holdout and its stack, while a grace
+    /// period is in progress.
+    samples: HashMap<u32, (u64, u64)>,
     finished: Finished,
 }
 
@@ -265,6 +274,7 @@ impl Assemble for TasksAssembler {
                         comm: comm(&event.text),
                         pid: (event.extra >> 32) as u32,
                         cpu: event.extra as u32,
+                        stack: None,
                     });
                 }
             }
@@ -280,18 +290,37 @@ impl Assemble for TasksAssembler {
                     gp.phases.mark(event.extra, at);
                 }
             }
+            EVENT_TASKS_HOLDOUT_SAMPLE
+                if event.stack != NO_STACK && !self.in_progress.is_empty() =>
+            {
+                self.samples.insert(event.pid, (at, event.stack));
+            }
             EVENT_TASKS_END => match self.in_progress.remove(&flavour) {
-                Some(gp) => self.finished.done.push(FlavourGracePeriod {
-                    key: flavour,
-                    gp_seq: 0,
-                    started_ns: gp.started_ns,
-                    duration_ns: at.saturating_sub(gp.started_ns),
-                    reader_cpus: Vec::new(),
-                    last_holdouts: gp.last_holdouts,
-                    holdouts_unnamed: gp.holdouts_unnamed,
-                    phases: gp.phases.lengths(&TASKS_PHASES, at),
-                    holdout_passes: gp.passes,
-                }),
+                Some(mut gp) => {
+                    // Each last holdout's stack, if a tick sampled it in this grace period.
+                    for task in &mut gp.last_holdouts {
+                        task.stack = self
+                            .samples
+                            .get(&task.pid)
+                            .filter(|(sampled, _)| *sampled >= gp.started_ns)
+                            .map(|&(_, stack)| stack);
+                    }
+                    self.finished.done.push(FlavourGracePeriod {
+                        key: flavour,
+                        gp_seq: 0,
+                        started_ns: gp.started_ns,
+                        duration_ns: at.saturating_sub(gp.started_ns),
+                        reader_cpus: Vec::new(),
+                        last_holdouts: gp.last_holdouts,
+                        holdouts_unnamed: gp.holdouts_unnamed,
+                        phases: gp.phases.lengths(&TASKS_PHASES, at),
+                        holdout_passes: gp.passes,
+                    });
+                    // Samples older than every grace period still in progress are no one's.
+                    let oldest = self.in_progress.values().map(|g| g.started_ns).min();
+                    self.samples
+                        .retain(|_, (sampled, _)| oldest.is_some_and(|o| *sampled >= o));
+                }
                 None => self.finished.began_before_tracing += 1,
             },
             _ => {}
@@ -665,7 +694,8 @@ mod tests {
             [HoldoutTask {
                 comm: "spin".into(),
                 pid: 160,
-                cpu: 3
+                cpu: 3,
+                stack: None,
             }]
         );
         assert!(done[0].holdouts_unnamed);
@@ -794,5 +824,43 @@ mod tests {
             [("scan1", 300_000), ("scan2", 1_000), ("gp_end", 100)]
         );
         assert_eq!(done[0].reader_cpus, [3]);
+    }
+
+    fn sample(pid: u32, stack: u64, at_ns: u64) -> GpEvent {
+        GpEvent {
+            pid,
+            stack,
+            ..event(EVENT_TASKS_HOLDOUT_SAMPLE, 0, 0, at_ns)
+        }
+    }
+
+    #[test]
+    fn a_last_holdout_carries_its_stack_as_last_sampled_in_its_grace_period() {
+        let mut assembler = TasksAssembler::default();
+        // Sampled while no grace period was in progress: no one's.
+        assembler.add(&sample(160, 7, 500));
+        assembler.add(&event(EVENT_TASKS_START, TASKS, 0, 1_000));
+        assembler.add(&sample(160, 8, 1_500));
+        assembler.add(&sample(160, 9, 2_500));
+        assembler.add(&sample(170, NO_STACK, 2_600));
+        assembler.add(&holdout(TASKS, "spin", 160, 3, 3_000));
+        assembler.add(&holdout(TASKS, "sh", 170, 1, 3_000));
+        assembler.add(&event(EVENT_TASKS_PASS, TASKS, 0, 3_000));
+        assembler.add(&event(EVENT_TASKS_END, TASKS, 0, 4_000));
+        // A grace period begun after the last sample has no stack for the task.
+        assembler.add(&event(EVENT_TASKS_START, TASKS, 0, 5_000));
+        assembler.add(&holdout(TASKS, "spin", 160, 3, 6_000));
+        assembler.add(&event(EVENT_TASKS_PASS, TASKS, 0, 6_000));
+        assembler.add(&event(EVENT_TASKS_END, TASKS, 0, 7_000));
+        let stacks: Vec<Vec<(u32, Option<u64>)>> = assembler
+            .take_done()
+            .iter()
+            .map(|gp| gp.last_holdouts.iter().map(|t| (t.pid, t.stack)).collect())
+            .collect();
+        assert_eq!(
+            stacks,
+            [vec![(160, Some(9)), (170, None)], vec![(160, None)]]
+        );
+        assert!(assembler.samples.is_empty());
     }
 }

@@ -140,6 +140,7 @@ mod tests {
                 comm: "spin".into(),
                 pid: 160,
                 cpu: 3,
+                stack: None,
             }],
             reader_cpus: Vec::new(),
         }

@@ -9,7 +9,7 @@ use rcutrace_common::{
     attribution::MAX_STACKS,
     gp::{
         CpuState, EXPEDITED_LAST_END, EXPEDITED_LAST_START, EXPEDITED_SINCE, EXPEDITED_SLOTS,
-        GpEvent, GpState, MAX_BLOCKED,
+        GpEvent, GpState, MAX_BLOCKED, MAX_TASKS_HOLDOUTS_SAMPLED,
     },
 };
 
@@ -140,6 +140,12 @@ pub fn tasks_constants(holdouts: Option<&HoldoutLayout>) -> Vec<Constant> {
         ]);
         if let Some(list) = layout.trace_holdout_list {
             constants.push(Constant::U32("GP_TASK_TRACE_HOLDOUT_LIST", list));
+        }
+        if let Some(flag) = layout.holdout_flag {
+            constants.extend([
+                Constant::U32("GP_TASK_RCU_TASKS_HOLDOUT", flag),
+                Constant::MaxEntries("TASKS_HOLDOUT_SAMPLED", MAX_TASKS_HOLDOUTS_SAMPLED),
+            ]);
         }
     }
     constants

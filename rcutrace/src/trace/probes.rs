@@ -870,6 +870,10 @@ pub const TASKS_PHASE_STEPS: [Probe; 8] = [
     gp_hook("rcu_tasks_trace_pregp_step", Side::Return, "tasks_pregp"),
 ];
 
+/// The tick, where a holdout task of classic tasks RCU is sampled (its kernel stack) while it
+/// holds a grace period: `gp --flavor tasks` alone (it runs on every CPU's every tick).
+pub const TASKS_HOLDOUT_TICKS: Probe = gp_hook("rcu_sched_clock_irq", Side::Entry, "tasks_tick");
+
 /// Without these no tasks-rude-RCU grace period is seen.
 pub const TASKS_RUDE_GRACE_PERIODS: [Probe; 2] = [TASKS_GRACE_PERIODS[1], TASKS_GRACE_PERIODS[3]];
 

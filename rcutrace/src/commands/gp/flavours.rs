@@ -41,7 +41,7 @@ use crate::{
         probes::{
             self, AttachChoice, Probe, SRCU_GRACE_PERIODS, SRCU_READER_SCANS, SRCU_WAITS,
             TASKS_GRACE_PERIODS, TASKS_GRACE_PERIODS_NEEDED, TASKS_HOLDOUT_PASSES,
-            TASKS_PHASE_STEPS, TASKS_RUDE_GRACE_PERIODS, TASKS_RUDE_WAITS,
+            TASKS_HOLDOUT_TICKS, TASKS_PHASE_STEPS, TASKS_RUDE_GRACE_PERIODS, TASKS_RUDE_WAITS,
             TASKS_TRACE_HOLDOUT_PASSES, TASKS_TRACE_WAITS, TASKS_WAITS,
         },
         tracer::Constant,
@@ -80,6 +80,10 @@ pub(crate) struct Plan {
     /// The functions that wait for these grace periods (timed as the waiters, where this
     /// kernel has them): the flavour's own, or SRCU's on the domains followed.
     pub(crate) waits: Vec<&'static str>,
+    /// What takes each grace period apart beyond its bounds and holdouts, which `gp` hooks
+    /// and `stall` does not (tasks RCU's phase steps, its holdouts' tick samples), where this
+    /// kernel has the functions.
+    pub(crate) anatomy: Vec<Probe>,
 }
 
 /// What `flavor`'s grace periods (and waiters) are followed by on this kernel.
@@ -161,6 +165,8 @@ fn srcu_plan(per_cpu_offset: Option<u64>) -> Result<Plan> {
         assembler: Box::new(SrcuAssembler::default()),
         only: None,
         waits: SRCU_WAITS.to_vec(),
+        // Its phases end at the reader scans above.
+        anatomy: Vec::new(),
     })
 }
 
@@ -168,11 +174,15 @@ fn srcu_plan(per_cpu_offset: Option<u64>) -> Result<Plan> {
 /// fields are known; the run fails without `needed`.
 fn tasks_plan(needed: &'static [Probe]) -> Result<Plan> {
     let mut probes = TASKS_GRACE_PERIODS.to_vec();
+    let mut anatomy = TASKS_PHASE_STEPS.to_vec();
     let holdouts = kernel::tasks_holdouts::layout()?;
     if let Some(layout) = holdouts {
         probes.push(TASKS_HOLDOUT_PASSES);
         if layout.trace_holdout_list.is_some() {
             probes.push(TASKS_TRACE_HOLDOUT_PASSES);
+        }
+        if layout.holdout_flag.is_some() {
+            anatomy.push(TASKS_HOLDOUT_TICKS);
         }
     } else {
         eprintln!(
@@ -188,6 +198,7 @@ fn tasks_plan(needed: &'static [Probe]) -> Result<Plan> {
         assembler: Box::new(TasksAssembler::default()),
         only: None,
         waits: Vec::new(),
+        anatomy,
     })
 }
 
@@ -208,23 +219,19 @@ pub async fn run(args: &GpArgs, sink: Sink) -> Result<Report> {
         assembler,
         only,
         waits,
+        anatomy,
     } = plan(args.flavor)?;
-    // Tasks RCU's phase steps (not stall's: it needs only the bounds), and the waits, where
-    // this kernel has them: one pass over /proc/kallsyms for both.
-    let phase_steps: &[Probe] = if map_name == TASKS_MAP {
-        &TASKS_PHASE_STEPS
-    } else {
-        &[]
-    };
+    // The anatomy's hooks and the waits, where this kernel has them: one pass over
+    // /proc/kallsyms for both.
     let wanted: Vec<&str> = (waits.iter().copied())
-        .chain(phase_steps.iter().map(|p| p.function))
+        .chain(anatomy.iter().map(|p| p.function))
         .collect();
     let present = if wanted.is_empty() {
         HashSet::new()
     } else {
         kernel::functions_present(&wanted)?
     };
-    probes.extend(phase_steps.iter().filter(|p| present.contains(p.function)));
+    probes.extend(anatomy.iter().filter(|p| present.contains(p.function)));
     let timings = waiters(&waits, &present, args);
     probes.extend(timings.iter().flat_map(|t| t.timed.probes()));
     constants.extend(waiters_constants(&timings, map_name, only));
@@ -420,11 +427,19 @@ fn report_of(
              or their readers' CPUs may be missing from {map_name}"
         );
     }
-    let grace_periods = tally
+    let mut grace_periods: Vec<records::GracePeriod> = tally
         .slowest
         .iter()
         .map(|gp| record_of(gp, map_name, &mut name))
         .collect();
+    // The holdouts' stacks, named once the domains' namer is done with the symbols.
+    drop(name);
+    let mut frames = naming::stack_frames(period.tracer, symbols);
+    for (record, gp) in grace_periods.iter_mut().zip(&tally.slowest) {
+        for (task, holdout) in record.holdout_tasks.iter_mut().zip(&gp.last_holdouts) {
+            task.stack = holdout.stack.map(&mut frames).unwrap_or_default();
+        }
+    }
     let attached: Vec<Probe> = period.attached.iter().map(|(p, _)| *p).collect();
     let summary = LatencySummary {
         map_name: map_name.into(),
@@ -568,6 +583,7 @@ mod tests {
                 comm: "spin".into(),
                 pid: 160,
                 cpu: 3,
+                stack: None,
             }],
             holdouts_unnamed: false,
             phases: vec![("pre_gp", 2_000_000), ("holdouts", 890_000_000)],
@@ -586,7 +602,8 @@ mod tests {
             [records::HoldoutTaskRecord {
                 pid: 160,
                 comm: "spin".into(),
-                cpu: 3
+                cpu: 3,
+                stack: Vec::new(),
             }]
         );
         // Its kernel's phases, in order, and its passes over the holdouts.

@@ -436,7 +436,8 @@ fn holdout_text(
 /// The slowest grace periods of the flavours other than normal RCU's (`gp --flavor`), one
 /// row each: what ran it, its length, each phase its kernel has (a column per phase any of
 /// them has; `-` where this one's was not seen), the passes over its holdouts (tasks RCU),
-/// and what held it last: tasks, or the CPUs where SRCU readers entered.
+/// and what held it last: tasks (each with its stack where a tick sampled it), or the CPUs
+/// where SRCU readers entered.
 pub(super) fn slowest_of_flavours(grace_periods: &[GracePeriod], unit: Unit) -> String {
     let mut out = String::new();
     if grace_periods.is_empty() {
@@ -485,6 +486,14 @@ pub(super) fn slowest_of_flavours(grace_periods: &[GracePeriod], unit: Unit) -> 
             let _ = write!(row, "  {shown:>6}");
         }
         let _ = writeln!(out, "{row}  {}", held_by(gp));
+        for task in gp.holdout_tasks.iter().filter(|t| !t.stack.is_empty()) {
+            let _ = writeln!(
+                out,
+                "      stack of pid {}: {}",
+                task.pid,
+                task.stack.join("; ")
+            );
+        }
     }
     out
 }
@@ -744,6 +753,7 @@ mod tests {
             pid: 420,
             comm: "rcu-workload".into(),
             cpu: 3,
+            stack: vec!["hold+5 [m]".into(), "op_hold+9 [m]".into()],
         }];
         // The rude flavour has no phases and no holdout tasks.
         let mut rude = flavour_grace_period("rcu_tasks_rude", 63_000_000, &[]);
@@ -753,6 +763,7 @@ mod tests {
 Slowest 2 grace periods (ms):
   KEY               DURATION    PRE_GP  SCAN_TASKLIST  POST_SCAN  HOLDOUTS   POST_GP  PASSES  HELD BY
   rcu_tasks          452.100     3.200          0.120      0.004   445.300     3.476       5  pid 420 rcu-workload (CPU 3)
+      stack of pid 420: hold+5 [m]; op_hold+9 [m]
   rcu_tasks_rude      63.000         -              -          -         -         -       0  -
 ";
         assert_eq!(text, expected, "\n{text}");

@@ -306,6 +306,7 @@ mod tests {
                     comm: "rcu-workload".into(),
                     pid: 362,
                     cpu: 3,
+                    stack: None,
                 }],
                 Vec::new(),
             ),
