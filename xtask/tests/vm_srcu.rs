@@ -22,7 +22,9 @@
 //!   under the module's domain for SRCU, and no shorter than from its call to the hold's end;
 //! - `gp --flavor srcu`: the module's domain has exactly one grace period for its held
 //!   reader's request, no shorter than from that request to the reader's end, held up by
-//!   readers on the hold's CPU and no other, and exactly one for each of its
+//!   readers on the hold's CPU and no other, one more for each of the 3 synchronize_srcu()
+//!   calls another thread makes during the hold (exactly 3 waiters, under the domain and the
+//!   module's stack), and exactly one for each of its
 //!   synchronize_srcu() calls, whose waiters are those calls, under the domain and the
 //!   module's stack; the held one's record taken apart at SRCU's phases (`scan1`, `scan2`,
 //!   `gp_end`, adding up to it), its scans clear only after the reader left, and the text's
@@ -35,7 +37,7 @@
 //!   the last holdouts of classic tasks RCU; its waiters are each of the module's synchronize
 //!   calls, exactly, under the module's stack; every classic grace period taken apart at its
 //!   five phases, adding up to it, the held one's passes over the holdouts begun before the
-//!   hold's end and ended after it;
+//!   hold's end and ended after it, and its holder's stack sampled where it was busy;
 //! - `gp --flavor trace` and `--flavor rude`, with 3 calls of each tasks flavour in the window:
 //!   exactly their own flavour's 3 grace periods on 6.1 and 6.12; on 7.3 `trace` says it
 //!   follows `rcu_tasks_trace_srcu_struct` and finds exactly 3 of its grace periods, `rude`
@@ -83,6 +85,19 @@ while [ \"$(grep STARTED /proc/rcutrace_test)\" = \"$before\" ]; do sleep 0.05; 
 rcu-workload module WAIT 1
 wait
 ";
+
+/// The held SRCU reader of `gp --flavor srcu` (on CPU C for MS, asking for a grace period
+/// inside it), and once it has asked, N synchronize_srcu() calls one after another: the
+/// first waits for a grace period after the held one, each next for one of its own.
+const GP_HELD: &str = "\
+before=$(grep 'called_ns start_poll_synchronize_srcu' /proc/rcutrace_test)
+rcu-workload module hold_srcu C MS &
+while [ \"$(grep 'called_ns start_poll_synchronize_srcu' /proc/rcutrace_test)\" = \"$before\" ]; do sleep 0.05; done
+rcu-workload module synchronize_srcu N
+wait
+sleep 0.5
+";
+const HELD_SRCU_SYNCS: u64 = 3;
 
 /// `stall --flavor`'s holds (run `watched`, the prelude's `traced`, beside rcutrace), and its
 /// threshold: a warning due within 2 s of the threshold
@@ -197,7 +212,7 @@ fn srcu_scenarios(series: &str) {
          echo '=== held_srcu.readout'; cat /proc/rcutrace_test\n\
          traced held_task -f json srlat --func synchronize_rcu_tasks -c 'sh /tmp/held_task.sh'\n\
          echo '=== held_task.readout'; cat /proc/rcutrace_test\n\
-         printf 'rcu-workload module hold_srcu {HOLD_CPU} {HOLD_MS}\\nsleep 0.5\\n' > /tmp/gp_held.sh\n\
+         cat > /tmp/gp_held.sh <<'EOF'\n{gp_held}EOF\n\
          traced gp_held -f json gp --flavor srcu -c 'sh /tmp/gp_held.sh'\n\
          echo '=== gp_held.readout'; cat /proc/rcutrace_test\n\
          printf 'rcu-workload module synchronize_srcu {SYNCHRONIZE_SRCU}\\nsleep 0.5\\n' \
@@ -232,6 +247,9 @@ fn srcu_scenarios(series: &str) {
          echo '=== stall_flavors.task_readout'; cat /tmp/stall_task_readout\n\
          echo '=== stall_flavors.srcu_readout'; cat /proc/rcutrace_test\n",
         held_srcu = held_wait("hold_srcu", "srcu_hold_start_ns", "synchronize_srcu"),
+        gp_held = GP_HELD
+            .replace("C MS", &format!("{HOLD_CPU} {HOLD_MS}"))
+            .replace("N", &HELD_SRCU_SYNCS.to_string()),
         held_task = held_wait("hold_task", "task_hold_start_ns", "synchronize_rcu_tasks"),
         stall_task = held_wait_for(
             "hold_task",
@@ -430,7 +448,7 @@ fn srcu_scenarios(series: &str) {
 
     // gp --flavor srcu: the held reader's grace period, whole, on the module's domain alone
     // (it requested it inside the reader, so it began after that call and ended after the
-    // reader left).
+    // reader left), then one for each synchronize_srcu() called during the hold.
     let gp_held = run_named(&sections, "gp_held");
     gp_held.assert_ok("gp_held");
     let readout = sections["gp_held.readout"].as_str();
@@ -446,7 +464,8 @@ fn srcu_scenarios(series: &str) {
         })
         .collect();
     assert!(
-        matches!(&module_grace_periods[..], [s] if s.map == "@srcu_gp" && s.count == 1
+        matches!(&module_grace_periods[..], [s] if s.map == "@srcu_gp"
+            && s.count == 1 + HELD_SRCU_SYNCS
             && s.max_ns.is_some_and(|max| max >= held_until - requested)),
         "{series}: {module_grace_periods:#?}\nheld {} ns from the request\n{}",
         held_until - requested,
@@ -460,6 +479,19 @@ fn srcu_scenarios(series: &str) {
     assert_eq!(
         held_on,
         [(format!("{MODULE_DOMAIN}, {HOLD_CPU}"), 1)],
+        "{series}:\n{}",
+        gp_held.out
+    );
+    // Its waiters: exactly those calls, under the domain and the module's stack.
+    assert_eq!(
+        waits_through(&gp_held, "@synchronize_srcu", &format!("{MODULE_DOMAIN}, ")),
+        HELD_SRCU_SYNCS,
+        "{series}:\n{}",
+        gp_held.out
+    );
+    assert_eq!(
+        waits_through(&gp_held, "@synchronize_srcu", "op_synchronize_srcu+"),
+        HELD_SRCU_SYNCS,
         "{series}:\n{}",
         gp_held.out
     );
@@ -614,6 +646,19 @@ fn srcu_scenarios(series: &str) {
             && phase_end(holder_gp, "holdouts") >= hold_end
             && holder_gp.holdout_passes.is_some_and(|n| n >= 1),
         "{series}: the holdout passes did not span the hold's end ({hold_end}): {holder_gp:#?}"
+    );
+    // Its holder's kernel stack, as a tick sampled it busy in the module while it held.
+    let holder = holder_gp
+        .holdout_tasks
+        .iter()
+        .find(|t| t.pid == holder_pid)
+        .unwrap();
+    assert!(
+        holder
+            .stack
+            .iter()
+            .any(|f| f.starts_with("rcutrace_test_hold_task+") && f.ends_with(" [rcutrace_test]")),
+        "{series}: the holder's stack is not where it was busy: {holder:#?}"
     );
     for g in gp_tasks.records().into_iter().filter_map(|r| match r {
         Record::GracePeriod(g) if g.key.as_deref() == Some("rcu_tasks") => Some(g),
