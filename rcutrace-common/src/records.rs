@@ -687,6 +687,18 @@ pub struct FlavorStallWarning {
     /// SRCU: the CPUs where readers that held it entered.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub reader_cpus: Vec<u32>,
+    /// The tasks blocked in the flavour's waits as the warning was due (SRCU's: on any
+    /// domain), found by their kernel stacks.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub blocked_tasks: Vec<BlockedTaskRecord>,
+}
+
+/// A task blocked in a wait, with its kernel stack (deepest first).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BlockedTaskRecord {
+    pub pid: u32,
+    pub comm: String,
+    pub stack: Vec<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

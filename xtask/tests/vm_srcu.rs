@@ -50,7 +50,8 @@
 //!   the one wait among its waiters;
 //! - `stall --flavor tasks --flavor srcu --flavor-warn-at 1000ms` beside 3 s holds of
 //!   `hold_task` and `hold_srcu`, each with one wait behind it: a warning about each held grace period within 2 s of the threshold,
-//!   naming the busy task (tasks RCU) or the reader's CPU (SRCU), and each one's end;
+//!   naming the busy task (tasks RCU) or the reader's CPU (SRCU), and the module's wait
+//!   blocked behind it by its kernel stack, and each one's end;
 //! - a second rcutrace attaching trampolines and kprobes inside the window: on 6.1 and 6.12 a
 //!   trampoline's detach is among `--flavor tasks`' waiters, with its stack; on every kernel a
 //!   kprobe's detach is among `--flavor trace`'s (under `rcu_tasks_trace_srcu_struct` on 7.3).
@@ -919,6 +920,25 @@ fn srcu_scenarios(series: &str) {
         "{series}: no warning about {MODULE_DOMAIN} naming CPU {HOLD_CPU}\n{}",
         stall.out
     );
+    // And each names the one wait blocked behind it, by its kernel stack: the module's call.
+    fn blocked_behind(frame: &str) -> impl Fn(&records::FlavorStallWarning) -> bool + '_ {
+        move |w| {
+            w.blocked_tasks
+                .iter()
+                .any(|t| t.comm == "rcu-workload" && t.stack.iter().any(|f| f.starts_with(frame)))
+        }
+    }
+    for (flavor, key, frame) in [
+        ("tasks", "rcu_tasks", "op_synchronize_rcu_tasks+"),
+        ("srcu", MODULE_DOMAIN, "op_synchronize_srcu+"),
+    ] {
+        assert!(
+            warned(flavor, key, &blocked_behind(frame)),
+            "{series}: no warning about {key} naming the task blocked in {frame}\n{}\n{}",
+            stall.out,
+            stall.err
+        );
+    }
     for (flavor, key) in [("tasks", "rcu_tasks"), ("srcu", MODULE_DOMAIN)] {
         assert!(
             records

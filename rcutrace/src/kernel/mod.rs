@@ -8,6 +8,7 @@
 //! lists without lengths), `cgroups` its cgroups,
 //! and `environment` records what a run ran on.
 
+pub mod blocked_tasks;
 pub mod bpf_programs;
 pub mod btf;
 pub mod callback_lists;

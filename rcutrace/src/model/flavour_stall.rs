@@ -30,12 +30,24 @@ pub struct InProgress {
     pub reader_cpus: Vec<u32>,
 }
 
+/// A task blocked in one of a flavour's waits as a warning about it is due: behind the
+/// grace period warned about (or, for SRCU, behind one of some domain's).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BlockedTask {
+    pub pid: u32,
+    pub comm: String,
+    /// Its kernel stack, `name+offset` deepest first.
+    pub stack: Vec<String>,
+}
+
 /// A grace period that has passed a threshold.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FlavourStallWarning {
     pub grace_period: InProgress,
     pub age: Duration,
     pub threshold: Duration,
+    /// The tasks blocked behind it, found as the warning is due (filled in by the caller).
+    pub blocked: Vec<BlockedTask>,
 }
 
 /// A grace period warned about has ended.
@@ -88,6 +100,7 @@ impl FlavourStallWatch {
                     grace_period: gp.clone(),
                     age,
                     threshold: self.thresholds[passed as usize - 1],
+                    blocked: Vec::new(),
                 });
             }
         }

@@ -234,6 +234,15 @@ pub fn stall_event(event: &StallEvent) -> String {
                 .map(|task| task.record())
                 .collect(),
             reader_cpus: warning.grace_period.reader_cpus.clone(),
+            blocked_tasks: warning
+                .blocked
+                .iter()
+                .map(|task| records::BlockedTaskRecord {
+                    pid: task.pid,
+                    comm: task.comm.clone(),
+                    stack: task.stack.clone(),
+                })
+                .collect(),
         }),
         StallEvent::FlavorEnded {
             time,

@@ -1,7 +1,8 @@
 //! `rcutrace stall --flavor tasks|srcu`: the grace periods of tasks RCU and SRCU watched
 //! beside normal RCU's, with thresholds of their own. `gp --flavor`'s programs and assemblers
 //! follow them; `model::flavour_stall` says when one in progress has grown old enough to warn
-//! about, naming what holds it.
+//! about, naming what holds it, and each warning names the tasks blocked behind it, read from
+//! their kernel stacks as it is due (`kernel::blocked_tasks`).
 
 use std::{collections::HashMap, time::Duration};
 
@@ -11,13 +12,17 @@ use rcutrace_common::gp::GpEvent;
 use crate::{
     cli::Flavor,
     commands::{gp::flavours, naming},
-    kernel::{self, symbols::keeper::SymbolKeeper},
+    kernel::{self, blocked_tasks, symbols::keeper::SymbolKeeper},
     model::{
         StallEvent,
         flavour_grace_periods::{Assemble, is_flavour_event},
         flavour_stall::{FlavourStallWatch, InProgress},
     },
-    trace::{probes::Probe, tracer::Constant, tracer::Tracer},
+    trace::{
+        probes::{Probe, SRCU_WAITS, TASKS_RUDE_WAITS, TASKS_TRACE_WAITS, TASKS_WAITS},
+        tracer::Constant,
+        tracer::Tracer,
+    },
 };
 
 /// One flavour followed: its grace periods assembled, of one tasks-RCU flavour or SRCU
@@ -35,6 +40,8 @@ pub struct FlavourWatches {
     /// The names given to the keys warned about, for their ends (said where no tracer is at
     /// hand to name them).
     names: HashMap<u64, String>,
+    /// Whether reading the blocked tasks' stacks failed, and was said.
+    blocked_failure_said: bool,
 }
 
 /// What watching `flavors` attaches: its probes (the ones the watch cannot do without among
@@ -69,6 +76,7 @@ impl FlavourWatches {
             followed,
             watch: FlavourStallWatch::new(thresholds),
             names: HashMap::new(),
+            blocked_failure_said: false,
         };
         Ok((watches, attaching))
     }
@@ -124,18 +132,30 @@ impl FlavourWatches {
         }
         // One namer, taken only when there is something to name.
         let mut name = naming::domain_names(tracer, symbols);
-        warnings
-            .into_iter()
-            .map(|warning| {
-                let key = warning.grace_period.key;
-                StallEvent::FlavorWarning {
-                    time: kernel::local_time(),
-                    flavor: flavors[&key],
-                    key: self.names.entry(key).or_insert_with(|| name(key)).clone(),
-                    warning,
+        let mut events = Vec::new();
+        for mut warning in warnings {
+            let key = warning.grace_period.key;
+            let flavor = flavors[&key];
+            let key = self.names.entry(key).or_insert_with(|| name(key)).clone();
+            match blocked_tasks::blocked_in(&wait_frames(flavor, &key), std::process::id()) {
+                Ok(blocked) => warning.blocked = blocked,
+                Err(e) if !self.blocked_failure_said => {
+                    self.blocked_failure_said = true;
+                    eprintln!(
+                        "rcutrace: warning: {e:#}: the tasks blocked behind the grace periods \
+                         warned about are not named"
+                    );
                 }
-            })
-            .collect()
+                Err(_) => {}
+            }
+            events.push(StallEvent::FlavorWarning {
+                time: kernel::local_time(),
+                flavor,
+                key,
+                warning,
+            });
+        }
+        events
     }
 
     /// How long until a grace period in progress passes its next threshold, if one will.
@@ -154,5 +174,39 @@ impl FlavourWatches {
             }
         }
         (in_progress, flavors)
+    }
+}
+
+/// The functions on the kernel stack of a task blocked behind a grace period of `flavor` run
+/// by `key` (named): the tasks-RCU flavour's own waits, or SRCU's on any domain (a stack does
+/// not say which), with `__synchronize_srcu()`, which `synchronize_srcu()` tail-calls on
+/// Debian's 6.1 and 7.3 and so leaves no frame of its own. On 7.x tasks-trace RCU's waits are
+/// SRCU's.
+fn wait_frames(flavor: &str, key: &str) -> Vec<&'static str> {
+    match (flavor, key) {
+        ("srcu", _) => [&SRCU_WAITS[..], &["__synchronize_srcu"]].concat(),
+        (_, "rcu_tasks_rude") => TASKS_RUDE_WAITS.to_vec(),
+        (_, "rcu_tasks_trace") => TASKS_TRACE_WAITS.to_vec(),
+        _ => TASKS_WAITS.to_vec(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_flavour_is_waited_for_in_its_own_functions() {
+        assert_eq!(
+            wait_frames("tasks", "rcu_tasks"),
+            ["synchronize_rcu_tasks", "rcu_barrier_tasks"]
+        );
+        assert_eq!(
+            wait_frames("tasks", "rcu_tasks_trace"),
+            ["synchronize_rcu_tasks_trace", "rcu_barrier_tasks_trace"]
+        );
+        // Any domain's, the tail-called one too.
+        let srcu = wait_frames("srcu", "rcu_tasks_trace_srcu_struct");
+        assert!(srcu.contains(&"__synchronize_srcu") && srcu.contains(&"srcu_barrier"));
     }
 }

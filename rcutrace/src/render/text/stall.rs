@@ -181,6 +181,15 @@ pub fn stall_event(event: &crate::model::StallEvent) -> String {
             if gp.holdouts.is_empty() && gp.reader_cpus.is_empty() {
                 let _ = writeln!(out, "  what holds it is not seen yet");
             }
+            for task in &warning.blocked {
+                let _ = writeln!(
+                    out,
+                    "  blocked behind it: pid {} {}\n    stack: {}",
+                    task.pid,
+                    task.comm,
+                    task.stack.join("; ")
+                );
+            }
         }
         StallEvent::FlavorEnded {
             time,
@@ -279,7 +288,7 @@ mod tests {
     use crate::model::{
         StallEvent,
         flavour_grace_periods::HoldoutTask,
-        flavour_stall::{FlavourStallEnded, FlavourStallWarning, InProgress},
+        flavour_stall::{BlockedTask, FlavourStallEnded, FlavourStallWarning, InProgress},
     };
 
     fn warning(holdouts: Vec<HoldoutTask>, reader_cpus: Vec<u32>) -> FlavourStallWarning {
@@ -292,6 +301,7 @@ mod tests {
             },
             age: Duration::from_millis(2010),
             threshold: Duration::from_secs(2),
+            blocked: Vec::new(),
         }
     }
 
@@ -316,16 +326,27 @@ mod tests {
             "13:26:36 TASKS-RCU STALL WARNING: rcu_tasks grace period is 2.01 s old (past 2.00 s)\n\
              \x20 holdout task pid 362 rcu-workload (on CPU 3)\n"
         );
+        let mut srcu_warning = warning(Vec::new(), vec![3, 4, 5]);
+        srcu_warning.blocked = vec![BlockedTask {
+            pid: 512,
+            comm: "firecracker".into(),
+            stack: vec![
+                "__synchronize_srcu+145".into(),
+                "mmu_notifier_unregister+130".into(),
+            ],
+        }];
         let srcu = StallEvent::FlavorWarning {
             time: "13:26:36".into(),
             flavor: "srcu",
             key: "kvm_srcu".into(),
-            warning: warning(Vec::new(), vec![3, 4, 5]),
+            warning: srcu_warning,
         };
         assert_eq!(
             stall_event(&srcu),
             "13:26:36 SRCU STALL WARNING: kvm_srcu grace period is 2.01 s old (past 2.00 s)\n\
-             \x20 readers that entered on CPUs 3-5 have not left\n"
+             \x20 readers that entered on CPUs 3-5 have not left\n\
+             \x20 blocked behind it: pid 512 firecracker\n\
+             \x20   stack: __synchronize_srcu+145; mmu_notifier_unregister+130\n"
         );
         let ended = StallEvent::FlavorEnded {
             time: "13:26:40".into(),
