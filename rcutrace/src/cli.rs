@@ -171,12 +171,17 @@ pub enum Command {
         rcutrace_grace_period_age_seconds, rcutrace_grace_period_holdout_cpus\n                                                   \
         the grace period in progress (0 and 0 while none is)\n  \
         rcutrace_expedited_grace_period_age_seconds      the expedited one's age (0 while none is)\n  \
-        rcutrace_stall_warnings_total{source}             rcutrace (older than 1 s) and kernel\n\
+        rcutrace_stall_warnings_total{source}             rcutrace (older than 1 s) and kernel\n  \
+        rcutrace_flavor_grace_period_latency_nanoseconds{flavor,key}, \
+        rcutrace_flavor_grace_period_phase_nanoseconds{flavor,key,phase},\n  \
+        rcutrace_flavor_grace_period_age_seconds{flavor,key}\n                                                   \
+        with --flavor: tasks RCU's and SRCU's grace periods\n\
         Histogram buckets are log2 bounds in nanoseconds: le=\"2^(k+1)-1\" holds every latency\n\
         below 2^(k+1) ns, as bpftrace's hist() bucket [2^k, 2^(k+1)) does.\n\n\
         Examples:\n  \
         sudo rcutrace serve                              # on 127.0.0.1:9750\n  \
-        sudo rcutrace serve --listen 127.0.0.1:9750 --by cpu")]
+        sudo rcutrace serve --listen 127.0.0.1:9750 --by cpu\n  \
+        sudo rcutrace serve --flavor tasks --flavor srcu   # tasks RCU's and SRCU's too")]
     Serve(ServeArgs),
     /// A live full-screen view, refreshed every --interval: grace periods per second with
     /// their latency and the age of the one in progress, callbacks queued and invoked per
@@ -226,6 +231,11 @@ pub struct ServeArgs {
     /// How to hook kernel functions. Readers (__rcu_read_lock) are always kprobes.
     #[arg(long, value_enum, default_value_t = AttachChoice::Auto, value_name = "METHOD")]
     pub attach: AttachChoice,
+    /// Serve the grace periods of another flavour too, by flavour and key: tasks (every
+    /// tasks-RCU flavour) or srcu (every SRCU domain, 7.x's tasks-trace RCU among them).
+    /// Repeat for both.
+    #[arg(long = "flavor", value_enum, value_name = "FLAVOR")]
+    pub flavors: Vec<FollowedFlavor>,
 }
 
 /// What `serve` can key its metrics by.
@@ -530,27 +540,27 @@ pub struct StallArgs {
     /// Watch the grace periods of another flavour too: tasks (every tasks-RCU flavour) or
     /// srcu (every SRCU domain, 7.x's tasks-trace RCU among them). Repeat for both.
     #[arg(long = "flavor", value_enum, value_name = "FLAVOR")]
-    pub flavors: Vec<StallFlavor>,
+    pub flavors: Vec<FollowedFlavor>,
     /// Warn when a grace period of those flavours is this old: a number with a unit, ms or s.
     /// Repeat it for several thresholds; it replaces the defaults (2s, 10s, 60s).
     #[arg(long = "flavor-warn-at", value_parser = parse_threshold, value_name = "DURATION", requires = "flavors")]
     pub flavor_warn_at: Vec<Duration>,
 }
 
-/// The flavours `stall` watches beside normal RCU.
+/// The flavours `stall` and `serve` follow beside normal RCU, each as a whole.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum StallFlavor {
+pub enum FollowedFlavor {
     /// Every tasks-RCU flavour (rcu_tasks, rcu_tasks_rude, and rcu_tasks_trace before 7.0).
     Tasks,
     /// Every SRCU domain.
     Srcu,
 }
 
-impl StallFlavor {
+impl FollowedFlavor {
     pub fn flavor(self) -> Flavor {
         match self {
-            StallFlavor::Tasks => Flavor::Tasks,
-            StallFlavor::Srcu => Flavor::Srcu,
+            FollowedFlavor::Tasks => Flavor::Tasks,
+            FollowedFlavor::Srcu => Flavor::Srcu,
         }
     }
 }

@@ -1,7 +1,9 @@
 //! The alerting rules shipped in prometheus/ for `rcutrace serve`, unit-tested by Prometheus's
 //! own promtool (Debian's package, unpacked by `scripts/setup --serve-test`): the stalled
 //! grace-period alert stays silent below 5 s, fires after 5 s more, and clears when the grace
-//! period ends; the kernel-warning alert fires on the kernel's own stall warning.
+//! period ends; the kernel-warning alert fires on the kernel's own stall warning; the
+//! tasks-RCU and SRCU alert (`serve --flavor`) fires after 10 s more past 10 s, naming the
+//! flavour and domain, and clears when the grace period ends.
 
 use std::process::Command;
 

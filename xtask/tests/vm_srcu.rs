@@ -52,6 +52,10 @@
 //!   `hold_task` and `hold_srcu`, each with one wait behind it: a warning about each held grace period within 2 s of the threshold,
 //!   naming the busy task (tasks RCU) or the reader's CPU (SRCU), and the module's wait
 //!   blocked behind it by its kernel stack, and each one's end;
+//! - `serve --flavor tasks --flavor srcu`, scraped: the age of the tasks-RCU grace period a
+//!   busy task holds up while it does, then exactly one SRCU grace period per
+//!   synchronize_srcu() on the module's idle domain, and the held one's passes over its
+//!   holdouts among tasks RCU's phases;
 //! - a second rcutrace attaching trampolines and kprobes inside the window: on 6.1 and 6.12 a
 //!   trampoline's detach is among `--flavor tasks`' waiters, with its stack; on every kernel a
 //!   kprobe's detach is among `--flavor trace`'s (under `rcu_tasks_trace_srcu_struct` on 7.3).
@@ -99,6 +103,30 @@ wait
 sleep 0.5
 ";
 const HELD_SRCU_SYNCS: u64 = 3;
+
+/// `serve --flavor tasks --flavor srcu`, scraped while the module's task holds a tasks-RCU
+/// grace period up (its one wait behind it), then after SYNCS synchronize_srcu() calls.
+const SERVE_FLAVORS: &str = "\
+ip link set lo up
+/bin/rcutrace serve --flavor tasks --flavor srcu --listen 127.0.0.1:9760 >/tmp/serve.out 2>/tmp/serve.err &
+spid=$!
+i=0; while ! grep -q Attaching /tmp/serve.out && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done
+before=$(grep task_hold_start_ns /proc/rcutrace_test)
+rcu-workload module hold_task C MS & hold=$!
+while [ \"$(grep task_hold_start_ns /proc/rcutrace_test)\" = \"$before\" ]; do sleep 0.05; done
+rcu-workload module synchronize_rcu_tasks 1 & wait_pid=$!
+sleep 0.5
+wget -q -O /tmp/serve.during http://127.0.0.1:9760/metrics
+wait $hold $wait_pid
+rcu-workload module synchronize_srcu SYNCS
+sleep 0.5
+wget -q -O /tmp/serve.after http://127.0.0.1:9760/metrics
+kill -TERM $spid; wait $spid; status=$?
+echo '=== serve_flavors.during'; cat /tmp/serve.during
+echo '=== serve_flavors.after'; cat /tmp/serve.after
+echo '=== serve_flavors.err'; cat /tmp/serve.err
+echo '=== serve_flavors.status'; echo $status
+";
 
 /// `stall --flavor`'s holds (run `watched`, the prelude's `traced`, beside rcutrace), and its
 /// threshold: a warning due within 2 s of the threshold
@@ -246,8 +274,12 @@ fn srcu_scenarios(series: &str) {
            '-f json stall --flavor tasks --flavor srcu --flavor-warn-at {STALL_WARN_MS}ms' \
            'sh /tmp/stall_holds.sh'\n\
          echo '=== stall_flavors.task_readout'; cat /tmp/stall_task_readout\n\
-         echo '=== stall_flavors.srcu_readout'; cat /proc/rcutrace_test\n",
+         echo '=== stall_flavors.srcu_readout'; cat /proc/rcutrace_test\n\
+         {serve_flavors}",
         held_srcu = held_wait("hold_srcu", "srcu_hold_start_ns", "synchronize_srcu"),
+        serve_flavors = SERVE_FLAVORS
+            .replace("C MS", &format!("{HOLD_CPU} {HOLD_MS}"))
+            .replace("SYNCS", &SYNCHRONIZE_SRCU.to_string()),
         gp_held = GP_HELD
             .replace("C MS", &format!("{HOLD_CPU} {HOLD_MS}"))
             .replace("N", &HELD_SRCU_SYNCS.to_string()),
@@ -955,6 +987,51 @@ fn srcu_scenarios(series: &str) {
             if s.flavor_thresholds_ns == [threshold_ns])),
         "{}",
         stall.out
+    );
+
+    // serve --flavor: while the task held a tasks-RCU grace period up, its age was served;
+    // after, SRCU's grace periods by domain, exactly one per synchronize_srcu() on the
+    // module's idle domain, and tasks RCU's by flavour with their phases.
+    let metric = |section: &str, series: &str| -> Option<f64> {
+        sections[section]
+            .lines()
+            .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+    };
+    assert_eq!(
+        sections["serve_flavors.status"].trim(),
+        "0",
+        "{}",
+        sections["serve_flavors.err"]
+    );
+    let age = metric(
+        "serve_flavors.during",
+        "rcutrace_flavor_grace_period_age_seconds{flavor=\"tasks\",key=\"rcu_tasks\"}",
+    );
+    assert!(
+        age.is_some_and(|age| age > 0.1),
+        "{series}: age {age:?}\n{}",
+        sections["serve_flavors.during"]
+    );
+    let srcu_count = metric(
+        "serve_flavors.after",
+        &format!(
+            "rcutrace_flavor_grace_period_latency_nanoseconds_count{{flavor=\"srcu\",key=\"{MODULE_DOMAIN}\"}}"
+        ),
+    );
+    assert_eq!(
+        srcu_count,
+        Some(SYNCHRONIZE_SRCU as f64),
+        "{series}:\n{}",
+        sections["serve_flavors.after"]
+    );
+    let held_phase = metric(
+        "serve_flavors.after",
+        "rcutrace_flavor_grace_period_phase_nanoseconds_sum{flavor=\"tasks\",key=\"rcu_tasks\",phase=\"holdouts\"}",
+    );
+    assert!(
+        held_phase.is_some_and(|ns| ns >= 0.5e9),
+        "{series}: the held grace period's passes over its holdouts: {held_phase:?}\n{}",
+        sections["serve_flavors.after"]
     );
 
     // The module unloaded before the report: its domain is named as it was when called.

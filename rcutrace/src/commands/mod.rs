@@ -8,6 +8,7 @@
 
 pub mod callbacks;
 pub mod count;
+mod followed_flavours;
 pub mod gp;
 pub mod latency;
 mod naming;

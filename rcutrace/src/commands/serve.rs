@@ -2,11 +2,13 @@
 //! --all` plus the grace-period and synchronize timings attached once, and on each scrape the
 //! totals since the window opened, as OpenMetrics. Where the kernel's RCU state can be read,
 //! `gp`'s programs are attached too: their events are assembled as `gp` assembles them
-//! (without stacks), for the phase histograms and the last holdouts.
+//! (without stacks), for the phase histograms and the last holdouts. With `--flavor`, tasks
+//! RCU's and SRCU's grace periods are followed as `stall --flavor` follows them, and served
+//! by flavour and key.
 
 use std::{
     cell::RefCell,
-    collections::BTreeMap,
+    collections::{BTreeMap, BTreeSet, HashMap},
     time::{Duration, SystemTime, UNIX_EPOCH},
 };
 
@@ -23,15 +25,20 @@ use rcutrace_common::{
 
 use crate::{
     cli::{ServeArgs, ServeBy},
-    commands::publish::{Delivering, Sink},
+    commands::{
+        followed_flavours::FollowedFlavours,
+        naming,
+        publish::{Delivering, Sink},
+    },
     kernel,
-    kernel::cgroups::CgroupPaths,
+    kernel::{cgroups::CgroupPaths, symbols::keeper::SymbolKeeper},
     model::aggregate::{Aggregate, Layout, Series},
     model::attribution::{By, StickyTop},
+    model::flavour_grace_periods::FlavourTally,
     model::stall::StallCounter,
     model::{
-        Buckets, GracePeriodMetrics, Labelled, LastHoldout, LatencyHistogram, Metrics, ProbeInfo,
-        Unit, anatomy::Assembler, grace_periods::Tally,
+        Buckets, FlavourMetrics, FlavourSeries, GracePeriodMetrics, Labelled, LastHoldout,
+        LatencyHistogram, Metrics, ProbeInfo, Unit, anatomy::Assembler, grace_periods::Tally,
     },
     render,
     trace::engine::{Ends, Hooks, Need, Period, Reporting, Request, trace_with},
@@ -111,6 +118,22 @@ pub async fn run(args: &ServeArgs, sink: Sink) -> Result<()> {
             GpEvents::WithoutSamples,
         ));
     }
+    // The other flavours' grace periods, followed as `stall --flavor` follows them.
+    let flavours = if args.flavors.is_empty() {
+        None
+    } else {
+        let (followed, attaching) =
+            FollowedFlavours::plan(args.flavors.iter().map(|f| f.flavor()), true)?;
+        for probe in attaching.probes {
+            if !probes.contains(&probe) {
+                probes.push(probe);
+            }
+        }
+        constants.extend(attaching.constants);
+        Some(Flavours::new(followed))
+    };
+    let flavours = RefCell::new(flavours);
+    let symbols = SymbolKeeper::new();
     let assembler = match &layout {
         Some(layout) => Assembler::new(layout.tree.clone(), &online),
         // No grace-period program is attached: nothing reaches it.
@@ -129,7 +152,19 @@ pub async fn run(args: &ServeArgs, sink: Sink) -> Result<()> {
     // Nanosecond log2 slots: one display unit is one nanosecond.
     let aggregate = RefCell::new(Aggregate::new(Layout::Log2, vec![1; TIMED.len()]));
     let mut consume = |record: &[u8]| match record_kind(record) {
-        Some(kind) if kind < RECORD_SAMPLE => grace_periods.borrow_mut().add(record),
+        Some(kind) if kind < RECORD_SAMPLE => {
+            let mut grace_periods = grace_periods.borrow_mut();
+            let Some(event) = grace_periods::decode(record) else {
+                grace_periods.malformed += 1;
+                return;
+            };
+            if let Some(flavours) = &mut *flavours.borrow_mut()
+                && flavours.add(&event)
+            {
+                return;
+            }
+            grace_periods.add(&event);
+        }
         _ => aggregate.borrow_mut().add(record),
     };
     let mut answer = |metrics: Metrics, due| {
@@ -162,6 +197,10 @@ pub async fn run(args: &ServeArgs, sink: Sink) -> Result<()> {
         Some(&mut consume),
         &mut |period| {
             let mut metrics = metrics(period, &mut labels, &aggregate.borrow())?;
+            if let Some(flavours) = &*flavours.borrow() {
+                let mut name = naming::domain_names(period.tracer, &symbols);
+                metrics.flavours = Some(flavours.metrics(&mut name, kernel::monotonic_ns()));
+            }
             if layout.is_some() {
                 let now = grace_period_now(period.tracer, &online)?;
                 let kernel_warnings = period
@@ -259,14 +298,82 @@ impl GracePeriods {
         }
     }
 
-    fn add(&mut self, record: &[u8]) {
-        let Some(event) = grace_periods::decode(record) else {
-            self.malformed += 1;
-            return;
-        };
-        self.assembler.add(&event);
+    fn add(&mut self, event: &rcutrace_common::gp::GpEvent) {
+        self.assembler.add(event);
         for gp in self.assembler.take_done() {
             self.tally.add(gp);
+        }
+    }
+}
+
+/// The other flavours' grace periods completed since the window opened (`--flavor`).
+struct Flavours {
+    followed: FollowedFlavours,
+    tally: FlavourTally,
+    /// The flavour of each key seen.
+    flavour_of: HashMap<u64, &'static str>,
+}
+
+impl Flavours {
+    fn new(followed: FollowedFlavours) -> Self {
+        Flavours {
+            followed,
+            // Nanosecond log2 slots; none of the slowest kept.
+            tally: FlavourTally::new(Layout::Log2, 1, 0),
+            flavour_of: HashMap::new(),
+        }
+    }
+
+    /// Takes `event` if it is one of these flavours'.
+    fn add(&mut self, event: &rcutrace_common::gp::GpEvent) -> bool {
+        let Some(done) = self.followed.add(event) else {
+            return false;
+        };
+        for (flavor, gp) in done {
+            self.flavour_of.insert(gp.key, flavor);
+            self.tally.add(&gp);
+        }
+        true
+    }
+
+    /// Every key's series so far, named by `name`, and the age at `now_ns` of the grace
+    /// period each has in progress.
+    fn metrics(&self, name: &mut impl FnMut(u64) -> String, now_ns: u64) -> FlavourMetrics {
+        let (in_progress, in_progress_flavours) = self.followed.in_progress();
+        let mut flavour_of = self.flavour_of.clone();
+        flavour_of.extend(in_progress_flavours);
+        let names: HashMap<u64, String> = flavour_of.keys().map(|&k| (k, name(k))).collect();
+        let series = |key: u64, phase, value| FlavourSeries {
+            flavor: flavour_of[&key],
+            key: names[&key].clone(),
+            phase,
+            value,
+        };
+        let keys: BTreeSet<u64> = flavour_of.keys().copied().collect();
+        FlavourMetrics {
+            grace_periods: (self.tally.by_key.iter())
+                .map(|(&key, durations)| series(key, None, histogram(durations)))
+                .collect(),
+            phases: (self.tally.by_phase.iter())
+                .map(|(&(key, phase), lengths)| series(key, Some(phase), histogram(lengths)))
+                .collect(),
+            age_s: keys
+                .into_iter()
+                .map(|key| {
+                    let started = in_progress
+                        .iter()
+                        .filter(|gp| gp.key == key)
+                        .map(|gp| gp.started_ns)
+                        .min();
+                    let age = started.map_or(0, |s| now_ns.saturating_sub(s));
+                    FlavourSeries {
+                        flavor: flavour_of[&key],
+                        key: names[&key].clone(),
+                        phase: None,
+                        value: age as f64 / 1e9,
+                    }
+                })
+                .collect(),
         }
     }
 }
@@ -417,6 +524,7 @@ fn metrics(
         .duration_since(UNIX_EPOCH)
         .unwrap_or(Duration::ZERO);
     Ok(Metrics {
+        flavours: None,
         calls,
         grace_periods: counted(counters::GP_FQS_LOOP, false),
         readers: counted(counters::READ_LOCK, false),

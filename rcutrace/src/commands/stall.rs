@@ -97,12 +97,7 @@ pub async fn run(args: &StallArgs, sink: Sink) -> Result<Report> {
     let (flavours, needed) = match args.flavors.is_empty() {
         true => (None, GRACE_PERIODS_NEEDED.to_vec()),
         false => {
-            let mut flavors = Vec::new();
-            for flavor in args.flavors.iter().map(|f| f.flavor()) {
-                if !flavors.contains(&flavor) {
-                    flavors.push(flavor);
-                }
-            }
+            let flavors: Vec<_> = args.flavors.iter().map(|f| f.flavor()).collect();
             let thresholds = ascending(&args.flavor_warn_at)
                 .unwrap_or_else(|| flavour_stall::DEFAULT_THRESHOLDS.to_vec());
             let (watches, attaching) = FlavourWatches::plan(&flavors, thresholds)?;

@@ -424,6 +424,8 @@ pub struct FlavourTally {
     /// The slowest, slowest first (the earlier first among equals).
     pub slowest: Vec<FlavourGracePeriod>,
     pub by_key: BTreeMap<u64, Series>,
+    /// Per key and phase, the phases' lengths.
+    pub by_phase: BTreeMap<(u64, &'static str), Series>,
     pub held_by_readers_on: BTreeMap<(u64, u32), u64>,
     /// Keyed by the task's comm and pid (its CPU differs from one pass to the next).
     pub held_by_tasks: BTreeMap<(u64, String, u32), u64>,
@@ -439,6 +441,7 @@ impl FlavourTally {
             top,
             slowest: Vec::new(),
             by_key: BTreeMap::new(),
+            by_phase: BTreeMap::new(),
             held_by_readers_on: BTreeMap::new(),
             held_by_tasks: BTreeMap::new(),
             holdouts_unnamed: 0,
@@ -450,6 +453,12 @@ impl FlavourTally {
             .entry(gp.key)
             .or_insert_with(|| Series::new(self.layout))
             .record(gp.duration_ns, self.unit_ns);
+        for &(phase, ns) in &gp.phases {
+            self.by_phase
+                .entry((gp.key, phase))
+                .or_insert_with(|| Series::new(self.layout))
+                .record(ns, self.unit_ns);
+        }
         for &cpu in &gp.reader_cpus {
             *self.held_by_readers_on.entry((gp.key, cpu)).or_default() += 1;
         }

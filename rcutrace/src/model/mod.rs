@@ -706,6 +706,8 @@ pub struct Metrics {
     pub lost: Vec<(&'static str, u64)>,
     /// The grace periods' state and anatomy, where their hooks are attached.
     pub grace_period: Option<GracePeriodMetrics>,
+    /// The other flavours' grace periods (`--flavor`).
+    pub flavours: Option<FlavourMetrics>,
     /// When the window opened, in seconds since the Unix epoch.
     pub start_time_s: f64,
 }
@@ -762,6 +764,26 @@ pub struct Labelled<V> {
     pub function: Option<String>,
     pub cpu: Option<u32>,
     pub cgroup: Option<String>,
+    pub value: V,
+}
+
+/// The grace periods of the flavours `serve --flavor` follows (tasks RCU's, SRCU's), each
+/// series by its flavour and what runs it (a tasks-RCU flavour, an SRCU domain), named.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct FlavourMetrics {
+    /// Their lengths, since the window opened.
+    pub grace_periods: Vec<FlavourSeries<LatencyHistogram>>,
+    /// Each phase's length (`phase` set).
+    pub phases: Vec<FlavourSeries<LatencyHistogram>>,
+    /// How long the grace period in progress has run (0 while none is), per key seen.
+    pub age_s: Vec<FlavourSeries<f64>>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct FlavourSeries<V> {
+    pub flavor: &'static str,
+    pub key: String,
+    pub phase: Option<&'static str>,
     pub value: V,
 }
 

@@ -12,7 +12,9 @@ use prometheus_client::{
 };
 use rcutrace_common::hist::{SlotBounds, log2_bounds};
 
-use crate::model::{Labelled, LastHoldout, LatencyHistogram, Metrics, tree::cpu_list};
+use crate::model::{
+    FlavourMetrics, FlavourSeries, Labelled, LastHoldout, LatencyHistogram, Metrics, tree::cpu_list,
+};
 
 /// The log2 slots shown as buckets of their own: from `[512, 1024)` ns (every faster call
 /// is counted in it too, `le` being cumulative) to `[2^39, 2^40)` ns, about 18 minutes.
@@ -190,6 +192,9 @@ impl Collector for Exposition {
                     .encode_counter::<NoLabelSet, _, u64>(n, None)?;
             }
         }
+        if let Some(flavours) = &m.flavours {
+            flavour_metrics(&mut encoder, flavours)?;
+        }
         let start = encoder.encode_descriptor(
             "rcutrace_start_time",
             "When rcutrace started counting, since the Unix epoch",
@@ -198,6 +203,60 @@ impl Collector for Exposition {
         )?;
         ConstGauge::new(m.start_time_s).encode(start)
     }
+}
+
+/// Tasks RCU's and SRCU's grace periods (`serve --flavor`), by flavour and key.
+fn flavour_metrics(encoder: &mut DescriptorEncoder, m: &FlavourMetrics) -> fmt::Result {
+    let unit = Unit::Other("nanoseconds".into());
+    let mut latency = encoder.encode_descriptor(
+        "rcutrace_flavor_grace_period_latency",
+        "Grace periods of tasks RCU (key: the flavour) and SRCU (key: the domain), from their \
+         start to their end",
+        Some(&unit),
+        MetricType::Histogram,
+    )?;
+    for series in &m.grace_periods {
+        let h = &series.value;
+        latency
+            .encode_family(&flavour_labels(series))?
+            .encode_histogram::<NoLabelSet>(h.sum_ns as f64, h.count, &buckets(h), None)?;
+    }
+    let mut phases = encoder.encode_descriptor(
+        "rcutrace_flavor_grace_period_phase",
+        "Time those grace periods spent in each of their kernel's phases: tasks RCU's pre_gp, \
+         scan_tasklist, post_scan, holdouts, post_gp; SRCU's scan1, scan2, gp_end",
+        Some(&unit),
+        MetricType::Histogram,
+    )?;
+    for series in &m.phases {
+        let h = &series.value;
+        phases
+            .encode_family(&flavour_labels(series))?
+            .encode_histogram::<NoLabelSet>(h.sum_ns as f64, h.count, &buckets(h), None)?;
+    }
+    let mut age = encoder.encode_descriptor(
+        "rcutrace_flavor_grace_period_age",
+        "How long the grace period in progress of each tasks-RCU flavour or SRCU domain seen \
+         has run (0 while none is)",
+        Some(&Unit::Seconds),
+        MetricType::Gauge,
+    )?;
+    for series in &m.age_s {
+        age.encode_family(&flavour_labels(series))?
+            .encode_gauge(&series.value)?;
+    }
+    Ok(())
+}
+
+fn flavour_labels<V>(series: &FlavourSeries<V>) -> Vec<(&'static str, Cow<'static, str>)> {
+    let mut labels = vec![
+        ("flavor", Cow::Borrowed(series.flavor)),
+        ("key", Cow::Owned(series.key.clone())),
+    ];
+    if let Some(phase) = series.phase {
+        labels.push(("phase", Cow::Borrowed(phase)));
+    }
+    labels
 }
 
 fn labels<V>(labelled: &Labelled<V>) -> Vec<(&'static str, Cow<'static, str>)> {
@@ -347,6 +406,26 @@ mod tests {
                 ],
                 partial: vec![("in_progress", 1)],
             }),
+            flavours: Some(FlavourMetrics {
+                grace_periods: vec![FlavourSeries {
+                    flavor: "srcu",
+                    key: "kvm_srcu [kvm]".into(),
+                    phase: None,
+                    value: histogram(&[2_000_000, 40_000_000]),
+                }],
+                phases: vec![FlavourSeries {
+                    flavor: "tasks",
+                    key: "rcu_tasks".into(),
+                    phase: Some("holdouts"),
+                    value: histogram(&[900_000_000]),
+                }],
+                age_s: vec![FlavourSeries {
+                    flavor: "tasks",
+                    key: "rcu_tasks".into(),
+                    phase: None,
+                    value: 1.5,
+                }],
+            }),
             ..Metrics::default()
         };
         let text = exposition(&metrics);
@@ -381,6 +460,12 @@ mod tests {
             "rcutrace_probe_info{function=\"synchronize_rcu\",side=\"entry\",program=\"count\",method=\"fentry\"} 1",
             "rcutrace_lost_total{cause=\"ring_buffer_full\"} 0",
             "rcutrace_start_time_seconds 1700000000.0",
+            "# TYPE rcutrace_flavor_grace_period_latency_nanoseconds histogram",
+            "rcutrace_flavor_grace_period_latency_nanoseconds_count{flavor=\"srcu\",key=\"kvm_srcu [kvm]\"} 2",
+            "rcutrace_flavor_grace_period_latency_nanoseconds_bucket{le=\"+Inf\",flavor=\"srcu\",key=\"kvm_srcu [kvm]\"} 2",
+            "rcutrace_flavor_grace_period_phase_nanoseconds_sum{flavor=\"tasks\",key=\"rcu_tasks\",phase=\"holdouts\"} 900000000.0",
+            "# TYPE rcutrace_flavor_grace_period_age_seconds gauge",
+            "rcutrace_flavor_grace_period_age_seconds{flavor=\"tasks\",key=\"rcu_tasks\"} 1.5",
         ] {
             assert!(text.lines().any(|l| l == line), "{line}\n{text}");
         }

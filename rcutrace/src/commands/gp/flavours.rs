@@ -80,10 +80,13 @@ pub(crate) struct Plan {
     /// The functions that wait for these grace periods (timed as the waiters, where this
     /// kernel has them): the flavour's own, or SRCU's on the domains followed.
     pub(crate) waits: Vec<&'static str>,
-    /// What takes each grace period apart beyond its bounds and holdouts, which `gp` hooks
-    /// and `stall` does not (tasks RCU's phase steps, its holdouts' tick samples), where this
-    /// kernel has the functions.
-    pub(crate) anatomy: Vec<Probe>,
+    /// Where each grace period passes from one phase to the next, beyond its bounds (tasks
+    /// RCU's phase steps; SRCU's phases end at its reader scans, among `probes`): `gp` and
+    /// `serve` hook those this kernel has, `stall` none.
+    pub(crate) phase_steps: &'static [Probe],
+    /// The tick that samples the holdouts' stacks, where their field is known: `gp` alone
+    /// hooks it (it runs on every CPU's every tick).
+    pub(crate) holdout_samples: Option<Probe>,
 }
 
 /// What `flavor`'s grace periods (and waiters) are followed by on this kernel.
@@ -165,8 +168,8 @@ fn srcu_plan(per_cpu_offset: Option<u64>) -> Result<Plan> {
         assembler: Box::new(SrcuAssembler::default()),
         only: None,
         waits: SRCU_WAITS.to_vec(),
-        // Its phases end at the reader scans above.
-        anatomy: Vec::new(),
+        phase_steps: &[],
+        holdout_samples: None,
     })
 }
 
@@ -174,7 +177,7 @@ fn srcu_plan(per_cpu_offset: Option<u64>) -> Result<Plan> {
 /// fields are known; the run fails without `needed`.
 fn tasks_plan(needed: &'static [Probe]) -> Result<Plan> {
     let mut probes = TASKS_GRACE_PERIODS.to_vec();
-    let mut anatomy = TASKS_PHASE_STEPS.to_vec();
+    let mut holdout_samples = None;
     let holdouts = kernel::tasks_holdouts::layout()?;
     if let Some(layout) = holdouts {
         probes.push(TASKS_HOLDOUT_PASSES);
@@ -182,7 +185,7 @@ fn tasks_plan(needed: &'static [Probe]) -> Result<Plan> {
             probes.push(TASKS_TRACE_HOLDOUT_PASSES);
         }
         if layout.holdout_flag.is_some() {
-            anatomy.push(TASKS_HOLDOUT_TICKS);
+            holdout_samples = Some(TASKS_HOLDOUT_TICKS);
         }
     } else {
         eprintln!(
@@ -198,7 +201,8 @@ fn tasks_plan(needed: &'static [Probe]) -> Result<Plan> {
         assembler: Box::new(TasksAssembler::default()),
         only: None,
         waits: Vec::new(),
-        anatomy,
+        phase_steps: &TASKS_PHASE_STEPS,
+        holdout_samples,
     })
 }
 
@@ -219,19 +223,21 @@ pub async fn run(args: &GpArgs, sink: Sink) -> Result<Report> {
         assembler,
         only,
         waits,
-        anatomy,
+        phase_steps,
+        holdout_samples,
     } = plan(args.flavor)?;
-    // The anatomy's hooks and the waits, where this kernel has them: one pass over
+    // The phase steps and the waits, where this kernel has them: one pass over
     // /proc/kallsyms for both.
     let wanted: Vec<&str> = (waits.iter().copied())
-        .chain(anatomy.iter().map(|p| p.function))
+        .chain(phase_steps.iter().map(|p| p.function))
         .collect();
     let present = if wanted.is_empty() {
         HashSet::new()
     } else {
         kernel::functions_present(&wanted)?
     };
-    probes.extend(anatomy.iter().filter(|p| present.contains(p.function)));
+    probes.extend(phase_steps.iter().filter(|p| present.contains(p.function)));
+    probes.extend(holdout_samples);
     let timings = waiters(&waits, &present, args);
     probes.extend(timings.iter().flat_map(|t| t.timed.probes()));
     constants.extend(waiters_constants(&timings, map_name, only));

@@ -11,31 +11,21 @@ use rcutrace_common::gp::GpEvent;
 
 use crate::{
     cli::Flavor,
-    commands::{gp::flavours, naming},
-    kernel::{self, blocked_tasks, symbols::keeper::SymbolKeeper},
-    model::{
-        StallEvent,
-        flavour_grace_periods::{Assemble, is_flavour_event},
-        flavour_stall::{FlavourStallWatch, InProgress},
+    commands::{
+        followed_flavours::{Attaching, FollowedFlavours},
+        naming,
     },
+    kernel::{self, blocked_tasks, symbols::keeper::SymbolKeeper},
+    model::{StallEvent, flavour_stall::FlavourStallWatch},
     trace::{
-        probes::{Probe, SRCU_WAITS, TASKS_RUDE_WAITS, TASKS_TRACE_WAITS, TASKS_WAITS},
-        tracer::Constant,
+        probes::{SRCU_WAITS, TASKS_RUDE_WAITS, TASKS_TRACE_WAITS, TASKS_WAITS},
         tracer::Tracer,
     },
 };
 
-/// One flavour followed: its grace periods assembled, of one tasks-RCU flavour or SRCU
-/// domain where only one is kept.
-struct Followed {
-    flavor: &'static str,
-    assembler: Box<dyn Assemble>,
-    only: Option<u64>,
-}
-
 /// The flavours `stall` watches beside normal RCU.
 pub struct FlavourWatches {
-    followed: Vec<Followed>,
+    flavours: FollowedFlavours,
     watch: FlavourStallWatch,
     /// The names given to the keys warned about, for their ends (said where no tracer is at
     /// hand to name them).
@@ -44,36 +34,12 @@ pub struct FlavourWatches {
     blocked_failure_said: bool,
 }
 
-/// What watching `flavors` attaches: its probes (the ones the watch cannot do without among
-/// them), and their load-time constants.
-pub struct Attaching {
-    pub probes: Vec<Probe>,
-    pub needed: Vec<Probe>,
-    pub constants: Vec<Constant>,
-}
-
 impl FlavourWatches {
-    /// `flavors` are `tasks` and `srcu` (each once); `thresholds` ascending, without repeats.
+    /// `flavors` as given (each watched once); `thresholds` ascending, without repeats.
     pub fn plan(flavors: &[Flavor], thresholds: Vec<Duration>) -> Result<(Self, Attaching)> {
-        let mut followed = Vec::new();
-        let mut attaching = Attaching {
-            probes: Vec::new(),
-            needed: Vec::new(),
-            constants: Vec::new(),
-        };
-        for &flavor in flavors {
-            let plan = flavours::plan(flavor)?;
-            attaching.probes.extend(plan.probes);
-            attaching.needed.extend(plan.needed);
-            attaching.constants.extend(plan.constants);
-            followed.push(Followed {
-                flavor: flavours::flavor_of(plan.map_name),
-                assembler: plan.assembler,
-                only: plan.only,
-            });
-        }
+        let (flavours, attaching) = FollowedFlavours::plan(flavors.iter().copied(), false)?;
         let watches = FlavourWatches {
-            followed,
+            flavours,
             watch: FlavourStallWatch::new(thresholds),
             names: HashMap::new(),
             blocked_failure_said: false,
@@ -88,32 +54,22 @@ impl FlavourWatches {
     /// Takes `event` if it is one of these flavours', with the ends of grace periods warned
     /// about that it brought; `None` if it is not theirs.
     pub fn add(&mut self, event: &GpEvent) -> Option<Vec<StallEvent>> {
-        if !is_flavour_event(event.kind) {
-            return None;
-        }
+        let done = self.flavours.add(event)?;
         let mut ends = Vec::new();
-        for followed in &mut self.followed {
-            if followed.only.is_some_and(|only| event.value != only) {
-                continue;
+        for (flavor, gp) in done {
+            if let Some(ended) = self.watch.ended(&gp) {
+                let key = self
+                    .names
+                    .get(&gp.key)
+                    .cloned()
+                    .unwrap_or_else(|| format!("{:#x}", gp.key));
+                ends.push(StallEvent::FlavorEnded {
+                    time: kernel::local_time(),
+                    flavor,
+                    key,
+                    ended,
+                });
             }
-            followed.assembler.add(event);
-            for done in followed.assembler.take_done() {
-                if let Some(ended) = self.watch.ended(&done) {
-                    let key = self
-                        .names
-                        .get(&done.key)
-                        .cloned()
-                        .unwrap_or_else(|| format!("{:#x}", done.key));
-                    ends.push(StallEvent::FlavorEnded {
-                        time: kernel::local_time(),
-                        flavor: followed.flavor,
-                        key,
-                        ended,
-                    });
-                }
-            }
-            // What began before tracing is no concern of a watch.
-            followed.assembler.take_began_before_tracing();
         }
         Some(ends)
     }
@@ -125,7 +81,7 @@ impl FlavourWatches {
         tracer: &Tracer,
         symbols: &SymbolKeeper,
     ) -> Vec<StallEvent> {
-        let (in_progress, flavors) = self.in_progress();
+        let (in_progress, flavors) = self.flavours.in_progress();
         let warnings = self.watch.check(&in_progress, now_ns);
         if warnings.is_empty() {
             return Vec::new();
@@ -160,20 +116,7 @@ impl FlavourWatches {
 
     /// How long until a grace period in progress passes its next threshold, if one will.
     pub fn next_due(&self, now_ns: u64) -> Option<Duration> {
-        self.watch.next_due(&self.in_progress().0, now_ns)
-    }
-
-    /// Every flavour's grace periods in progress, and the flavour of each key.
-    fn in_progress(&self) -> (Vec<InProgress>, HashMap<u64, &'static str>) {
-        let mut in_progress = Vec::new();
-        let mut flavors = HashMap::new();
-        for followed in &self.followed {
-            for gp in followed.assembler.in_progress_now() {
-                flavors.insert(gp.key, followed.flavor);
-                in_progress.push(gp);
-            }
-        }
-        (in_progress, flavors)
+        self.watch.next_due(&self.flavours.in_progress().0, now_ns)
     }
 }
 
