@@ -719,6 +719,10 @@ mod tests {
         assert_eq!(tally.holdouts_unnamed, 2);
     }
 
+    fn phase(flavour: u64, phase: u64, at_ns: u64) -> GpEvent {
+        event(EVENT_TASKS_PHASE, flavour, phase, at_ns)
+    }
+
     #[test]
     fn a_tasks_grace_period_is_taken_apart_at_its_phase_steps() {
         use rcutrace_common::gp::{
@@ -727,47 +731,17 @@ mod tests {
         };
         let mut assembler = TasksAssembler::default();
         assembler.add(&event(EVENT_TASKS_START, TASKS, 0, 1_000));
-        assembler.add(&event(
-            EVENT_TASKS_PHASE,
-            TASKS,
-            TASKS_PHASE_SCAN_TASKLIST,
-            4_000,
-        ));
-        assembler.add(&event(
-            EVENT_TASKS_PHASE,
-            TASKS,
-            TASKS_PHASE_POST_SCAN,
-            4_500,
-        ));
-        assembler.add(&event(
-            EVENT_TASKS_PHASE,
-            TASKS,
-            TASKS_PHASE_HOLDOUTS,
-            5_000,
-        ));
+        assembler.add(&phase(TASKS, TASKS_PHASE_SCAN_TASKLIST, 4_000));
+        assembler.add(&phase(TASKS, TASKS_PHASE_POST_SCAN, 4_500));
+        assembler.add(&phase(TASKS, TASKS_PHASE_HOLDOUTS, 5_000));
         for at in [5_100, 105_000, 300_000] {
             assembler.add(&event(EVENT_TASKS_PASS, TASKS, 0, at));
         }
         // Another flavour's step is not this grace period's; a repeated mark is not a
         // phase's begin.
-        assembler.add(&event(
-            EVENT_TASKS_PHASE,
-            RUDE,
-            TASKS_PHASE_POST_GP,
-            350_000,
-        ));
-        assembler.add(&event(
-            EVENT_TASKS_PHASE,
-            TASKS,
-            TASKS_PHASE_POST_GP,
-            400_000,
-        ));
-        assembler.add(&event(
-            EVENT_TASKS_PHASE,
-            TASKS,
-            TASKS_PHASE_POST_GP,
-            410_000,
-        ));
+        assembler.add(&phase(RUDE, TASKS_PHASE_POST_GP, 350_000));
+        assembler.add(&phase(TASKS, TASKS_PHASE_POST_GP, 400_000));
+        assembler.add(&phase(TASKS, TASKS_PHASE_POST_GP, 410_000));
         assembler.add(&event(EVENT_TASKS_END, TASKS, 0, 403_000));
         let done = assembler.take_done();
         assert_eq!(
@@ -791,21 +765,11 @@ mod tests {
         use rcutrace_common::gp::{TASKS_PHASE_HOLDOUTS, TASKS_PHASE_SCAN_TASKLIST};
         let mut assembler = TasksAssembler::default();
         assembler.add(&event(EVENT_TASKS_START, TASKS, 0, 1_000));
-        assembler.add(&event(
-            EVENT_TASKS_PHASE,
-            TASKS,
-            TASKS_PHASE_SCAN_TASKLIST,
-            2_000,
-        ));
+        assembler.add(&phase(TASKS, TASKS_PHASE_SCAN_TASKLIST, 2_000));
         // The post-scan step's entry unseen: the scan's end and the post-scan's begin are
         // unknown, so neither is timed (nor stretched into the other); an unknown phase
         // number marks nothing.
-        assembler.add(&event(
-            EVENT_TASKS_PHASE,
-            TASKS,
-            TASKS_PHASE_HOLDOUTS,
-            3_000,
-        ));
+        assembler.add(&phase(TASKS, TASKS_PHASE_HOLDOUTS, 3_000));
         assembler.add(&event(EVENT_TASKS_PHASE, TASKS, 99, 3_500));
         assembler.add(&event(EVENT_TASKS_END, TASKS, 0, 9_000));
         // The rude flavour has no steps: no phases at all.

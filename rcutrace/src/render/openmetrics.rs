@@ -60,12 +60,14 @@ impl Collector for Exposition {
             "rcutrace_grace_period_latency",
             "Grace-period latency, rcu_gp_init() entry to rcu_gp_cleanup() return",
             &m.grace_period_latency,
+            |v| (labels(v), &v.value),
         )?;
         histograms(
             &mut encoder,
             "rcutrace_synchronize_latency",
             "Time a caller waited in a synchronize function",
             &m.synchronize_latency,
+            |v| (labels(v), &v.value),
         )?;
 
         let mut probes = encoder.encode_descriptor(
@@ -207,33 +209,22 @@ impl Collector for Exposition {
 
 /// Tasks RCU's and SRCU's grace periods (`serve --flavor`), by flavour and key.
 fn flavour_metrics(encoder: &mut DescriptorEncoder, m: &FlavourMetrics) -> fmt::Result {
-    let unit = Unit::Other("nanoseconds".into());
-    let mut latency = encoder.encode_descriptor(
+    histograms(
+        encoder,
         "rcutrace_flavor_grace_period_latency",
         "Grace periods of tasks RCU (key: the flavour) and SRCU (key: the domain), from their \
          start to their end",
-        Some(&unit),
-        MetricType::Histogram,
+        &m.grace_periods,
+        |series| (flavour_labels(series), &series.value),
     )?;
-    for series in &m.grace_periods {
-        let h = &series.value;
-        latency
-            .encode_family(&flavour_labels(series))?
-            .encode_histogram::<NoLabelSet>(h.sum_ns as f64, h.count, &buckets(h), None)?;
-    }
-    let mut phases = encoder.encode_descriptor(
+    histograms(
+        encoder,
         "rcutrace_flavor_grace_period_phase",
         "Time those grace periods spent in each of their kernel's phases: tasks RCU's pre_gp, \
          scan_tasklist, post_scan, holdouts, post_gp; SRCU's scan1, scan2, gp_end",
-        Some(&unit),
-        MetricType::Histogram,
+        &m.phases,
+        |series| (flavour_labels(series), &series.value),
     )?;
-    for series in &m.phases {
-        let h = &series.value;
-        phases
-            .encode_family(&flavour_labels(series))?
-            .encode_histogram::<NoLabelSet>(h.sum_ns as f64, h.count, &buckets(h), None)?;
-    }
     let mut age = encoder.encode_descriptor(
         "rcutrace_flavor_grace_period_age",
         "How long the grace period in progress of each tasks-RCU flavour or SRCU domain seen \
@@ -288,18 +279,21 @@ fn counters(
     Ok(())
 }
 
-fn histograms(
+/// A histogram family: each of `values` a series, with the labels and histogram `parts`
+/// gives of it.
+fn histograms<T>(
     encoder: &mut DescriptorEncoder,
     name: &str,
     help: &str,
-    values: &[Labelled<LatencyHistogram>],
+    values: &[T],
+    parts: impl Fn(&T) -> (Vec<(&'static str, Cow<'static, str>)>, &LatencyHistogram),
 ) -> fmt::Result {
     let unit = Unit::Other("nanoseconds".into());
     let mut metric = encoder.encode_descriptor(name, help, Some(&unit), MetricType::Histogram)?;
     for value in values {
-        let h = &value.value;
+        let (labels, h) = parts(value);
         metric
-            .encode_family(&labels(value))?
+            .encode_family(&labels)?
             .encode_histogram::<NoLabelSet>(h.sum_ns as f64, h.count, &buckets(h), None)?;
     }
     Ok(())
