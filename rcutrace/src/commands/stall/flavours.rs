@@ -123,8 +123,8 @@ impl FlavourWatches {
 /// The functions on the kernel stack of a task blocked behind a grace period of `flavor` run
 /// by `key` (named): the tasks-RCU flavour's own waits, or SRCU's on any domain (a stack does
 /// not say which), with `__synchronize_srcu()`, which `synchronize_srcu()` tail-calls on
-/// Debian's 6.1, 6.12 and 7.3 and so leaves no frame of its own. On 7.x tasks-trace RCU's waits are
-/// SRCU's.
+/// Debian's 6.1, 6.12 and 7.3 and so leaves no frame of its own. On 7.x tasks-trace RCU's
+/// waits are SRCU's.
 fn wait_frames(flavor: &str, key: &str) -> Vec<&'static str> {
     match (flavor, key) {
         ("srcu", _) => [&SRCU_WAITS[..], &["__synchronize_srcu"]].concat(),
