@@ -286,10 +286,16 @@ impl ReportBeingRead {
                 self.summarized.get_or_insert(line);
                 self.gp_summary = Some(s);
             }
-            // Normal RCU's are taken apart in gp's summary; the other flavours' are kept
-            // in their records only.
+            // Normal RCU's are taken apart in gp's summary; the other flavours' follow the
+            // losses of their histograms' map (`gp --flavor`), whose summary lists them.
             Record::GracePeriod(g) if g.flavor == "normal" => self.grace_periods.push(g),
-            Record::GracePeriod(_) => {}
+            Record::GracePeriod(g) => match self.latency.last_mut() {
+                Some(summary) => summary.grace_periods.push(g),
+                None => bail!(
+                    "line {line}: a {} grace period before the summary of its grace periods",
+                    g.flavor
+                ),
+            },
             Record::RunSummary(s) => {
                 self.summarized.get_or_insert(line);
                 self.run_summary = Some(s);

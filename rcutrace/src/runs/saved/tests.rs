@@ -280,6 +280,66 @@ fn keyed_and_empty_histograms_print_again() {
 }
 
 #[test]
+fn a_flavours_slowest_grace_periods_print_again() {
+    // `gp --flavor tasks`: its histogram's summary, then the slowest grace periods, each
+    // with its phases, passes and holdouts (one with its stack).
+    let mut run = latency(
+        vec![Map::Hist(HistMap {
+            name: "@tasks_gp".into(),
+            key: Some("rcu_tasks".into()),
+            buckets: log2(&[1_119_777_148, 31_000_000]),
+        })],
+        vec![series(Some("rcu_tasks"), 2)],
+        Unit::Ms,
+    );
+    let Summary::Latency(summaries) = &mut run.summary else {
+        unreachable!()
+    };
+    summaries[0].map_name = "@tasks_gp".into();
+    let record = |duration_ns: u64, passes, holdouts| {
+        let mut gp: records::GracePeriod = serde_json::from_str(&format!(
+            r#"{{"flavor":"tasks","key":"rcu_tasks","gp_seq":0,"started_ns":5,"duration_ns":{duration_ns}}}"#
+        ))
+        .unwrap();
+        gp.phases = [
+            ("pre_gp", 23_857_000),
+            ("holdouts", duration_ns - 23_857_000),
+        ]
+        .map(|(name, ns)| records::PhaseLength {
+            name: name.into(),
+            ns,
+        })
+        .to_vec();
+        gp.holdout_passes = Some(passes);
+        gp.holdout_tasks = holdouts;
+        gp
+    };
+    summaries[0].grace_periods = vec![
+        record(
+            1_119_777_148,
+            9,
+            vec![records::HoldoutTaskRecord {
+                pid: 185,
+                comm: "rcu-workload".into(),
+                cpu: 3,
+                stack: vec!["rcutrace_test_hold_task+60 [rcutrace_test]".into()],
+            }],
+        ),
+        record(31_000_000, 0, Vec::new()),
+    ];
+    let text = live(Format::Text, &run);
+    assert!(text.contains("Slowest 2 grace periods (ms):"), "{text}");
+    assert!(
+        text.contains("stack of pid 185: rcutrace_test_hold_task+60 [rcutrace_test]"),
+        "{text}"
+    );
+    assert_eq!(replayed(&run), text);
+    // A flavour's grace period with no summary before it belongs to nothing.
+    let orphan = r#"{"type": "rcutrace_grace_period", "data": {"flavor": "srcu", "key": "d", "gp_seq": 1, "started_ns": 0, "duration_ns": 9}}"#;
+    assert!(refused(orphan).contains("line 1: a srcu grace period before the summary"));
+}
+
+#[test]
 fn count_prints_again_with_its_ratios() {
     for entries in [
         vec![
