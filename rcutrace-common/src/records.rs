@@ -528,6 +528,25 @@ pub struct GracePeriod {
     /// Tasks RCU: how many passes over its holdouts it made.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub holdout_passes: Option<u32>,
+    /// The other flavours: the waits of its flavour (SRCU: on its domain) in flight over its
+    /// whole length, seen to return (`gp --flavor` times them), at most 16.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub waiters: Vec<WaiterRecord>,
+    /// Such waits past those listed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiters_unlisted: Option<u64>,
+}
+
+/// A call that waited through a grace period.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WaiterRecord {
+    /// The thread that called.
+    pub pid: u32,
+    pub function: String,
+    pub waited_ns: u64,
+    /// Its caller's stack, deepest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stack: Vec<String>,
 }
 
 /// One phase of a grace period and how long it took.

@@ -24,7 +24,8 @@
 //!   reader's request, no shorter than from that request to the reader's end, held up by
 //!   readers on the hold's CPU and no other, one more for each of the 3 synchronize_srcu()
 //!   calls another thread makes during the hold (exactly 3 waiters, under the domain and the
-//!   module's stack), and exactly one for each of its
+//!   module's stack; each of those grace periods' records lists the one call that waited
+//!   through it, the held one none), and exactly one for each of its
 //!   synchronize_srcu() calls, whose waiters are those calls, under the domain and the
 //!   module's stack; the held one's record taken apart at SRCU's phases (`scan1`, `scan2`,
 //!   `gp_end`, adding up to it), its scans clear only after the reader left, and the text's
@@ -37,7 +38,8 @@
 //!   the last holdouts of classic tasks RCU; its waiters are each of the module's synchronize
 //!   calls, exactly, under the module's stack; every classic grace period taken apart at its
 //!   five phases, adding up to it, the held one's passes over the holdouts begun before the
-//!   hold's end and ended after it, and its holder's stack sampled where it was busy;
+//!   hold's end and ended after it, its holder's stack sampled where it was busy, and the
+//!   module's wait listed as waiting through it;
 //! - `gp --flavor trace` and `--flavor rude`, with 3 calls of each tasks flavour in the window:
 //!   exactly their own flavour's 3 grace periods on 6.1 and 6.12; on 7.3 `trace` says it
 //!   follows `rcu_tasks_trace_srcu_struct` and finds exactly 3 of its grace periods, `rude`
@@ -242,7 +244,7 @@ fn srcu_scenarios(series: &str) {
          traced held_task -f json srlat --func synchronize_rcu_tasks -c 'sh /tmp/held_task.sh'\n\
          echo '=== held_task.readout'; cat /proc/rcutrace_test\n\
          cat > /tmp/gp_held.sh <<'EOF'\n{gp_held}EOF\n\
-         traced gp_held -f json gp --flavor srcu -c 'sh /tmp/gp_held.sh'\n\
+         traced gp_held -f json gp --flavor srcu --top 50 -c 'sh /tmp/gp_held.sh'\n\
          echo '=== gp_held.readout'; cat /proc/rcutrace_test\n\
          printf 'rcu-workload module synchronize_srcu {SYNCHRONIZE_SRCU}\\nsleep 0.5\\n' \
            > /tmp/gp_syncs.sh\n\
@@ -515,6 +517,36 @@ fn srcu_scenarios(series: &str) {
         "{series}:\n{}",
         gp_held.out
     );
+    // Each of those calls waited through exactly one grace period of the domain, the one its
+    // request began after the held one, whose record lists it with its stack; the held one
+    // was waited through by none (its request was the reader's own, no wait).
+    let module_records: Vec<records::GracePeriod> = gp_held
+        .records()
+        .into_iter()
+        .filter_map(|r| match r {
+            Record::GracePeriod(g) if g.key.as_deref() == Some(MODULE_DOMAIN) => Some(g),
+            _ => None,
+        })
+        .collect();
+    let through_module = |g: &records::GracePeriod| {
+        g.waiters
+            .iter()
+            .filter(|w| {
+                w.function == "synchronize_srcu"
+                    && w.stack
+                        .iter()
+                        .any(|f| f.starts_with("op_synchronize_srcu+"))
+            })
+            .count()
+    };
+    assert_eq!(
+        module_records
+            .iter()
+            .map(through_module)
+            .collect::<Vec<_>>(),
+        [0, 1, 1, 1],
+        "{series}: {module_records:#?}"
+    );
     // Its waiters: exactly those calls, under the domain and the module's stack.
     assert_eq!(
         waits_through(&gp_held, "@synchronize_srcu", &format!("{MODULE_DOMAIN}, ")),
@@ -679,6 +711,19 @@ fn srcu_scenarios(series: &str) {
             && phase_end(holder_gp, "holdouts") >= hold_end
             && holder_gp.holdout_passes.is_some_and(|n| n >= 1),
         "{series}: the holdout passes did not span the hold's end ({hold_end}): {holder_gp:#?}"
+    );
+    // The module's wait, called before it began and returned after it ended, waited through
+    // it: listed with its stack.
+    assert!(
+        holder_gp
+            .waiters
+            .iter()
+            .any(|w| w.function == "synchronize_rcu_tasks"
+                && w.waited_ns >= holder_gp.duration_ns
+                && w.stack
+                    .iter()
+                    .any(|f| f.starts_with("op_synchronize_rcu_tasks+"))),
+        "{series}: the held grace period does not list the wait behind it: {holder_gp:#?}"
     );
     // Its holder's kernel stack, as a tick sampled it busy in the module while it held.
     let holder = holder_gp

@@ -106,6 +106,48 @@ pub struct FlavourGracePeriod {
     pub phases: Vec<(&'static str, u64)>,
     /// Tasks RCU: how many passes over the holdouts it made.
     pub holdout_passes: u32,
+    /// The waits in flight over its whole length (`gp --flavor`'s timed waits, the first
+    /// `MAX_WAITERS_KEPT` seen to return), of any tasks-RCU flavour: its own are told when
+    /// it is named.
+    pub waiters: Vec<Waiter>,
+    /// Such waits past those kept.
+    pub waiters_unkept: u64,
+}
+
+/// At most this many waits are kept per grace period; the rest are counted.
+pub const MAX_WAITERS_KEPT: usize = 64;
+
+/// A wait that returned: a call of one of the functions that wait for a grace period.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Waiter {
+    /// Its index among the timed functions.
+    pub timed: u32,
+    pub tid: u32,
+    /// The SRCU domain it waited on (0 for the others).
+    pub domain: u64,
+    pub started_ns: u64,
+    pub waited_ns: u64,
+    /// Its caller's stack, kept in the stack map.
+    pub stack: u64,
+}
+
+impl FlavourGracePeriod {
+    /// Lists `wait` if it was in flight over this grace period's whole length (called
+    /// before it began, returned after it ended): it waited through it. SRCU's only on its
+    /// domain.
+    pub fn waited_through_by(&mut self, wait: &Waiter, srcu: bool) {
+        let ended = self.started_ns.saturating_add(self.duration_ns);
+        let spans = wait.started_ns <= self.started_ns
+            && wait.started_ns.saturating_add(wait.waited_ns) >= ended;
+        if !spans || (srcu && wait.domain != self.key) {
+            return;
+        }
+        if self.waiters.len() < MAX_WAITERS_KEPT {
+            self.waiters.push(wait.clone());
+        } else {
+            self.waiters_unkept += 1;
+        }
+    }
 }
 
 /// A task a tasks-RCU grace period waited for.
@@ -315,6 +357,7 @@ impl Assemble for TasksAssembler {
                         holdouts_unnamed: gp.holdouts_unnamed,
                         phases: gp.phases.lengths(&TASKS_PHASES, at),
                         holdout_passes: gp.passes,
+                        ..FlavourGracePeriod::default()
                     });
                     // Samples older than every grace period still in progress are no one's.
                     let oldest = self.in_progress.values().map(|g| g.started_ns).min();
@@ -527,6 +570,8 @@ mod tests {
                 holdouts_unnamed: false,
                 phases: Vec::new(),
                 holdout_passes: 0,
+                waiters: Vec::new(),
+                waiters_unkept: 0,
             }]
         );
         assert_eq!(Assemble::in_progress(&assembler), 0);
@@ -575,6 +620,8 @@ mod tests {
                 holdouts_unnamed: false,
                 phases: Vec::new(),
                 holdout_passes: 0,
+                waiters: Vec::new(),
+                waiters_unkept: 0,
             });
         }
         assert_eq!(
@@ -603,6 +650,8 @@ mod tests {
                 holdouts_unnamed: false,
                 phases: Vec::new(),
                 holdout_passes: 0,
+                waiters: Vec::new(),
+                waiters_unkept: 0,
             });
         }
         let kept: Vec<_> = tally
@@ -835,5 +884,40 @@ mod tests {
             [vec![(160, Some(9)), (170, None)], vec![(160, None)]]
         );
         assert!(assembler.samples.is_empty());
+    }
+
+    #[test]
+    fn a_grace_period_is_waited_through_by_the_waits_in_flight_over_all_of_it() {
+        let mut gp = FlavourGracePeriod {
+            key: A,
+            started_ns: 1_000,
+            duration_ns: 500,
+            ..FlavourGracePeriod::default()
+        };
+        let wait = |domain, started_ns, waited_ns| Waiter {
+            timed: 0,
+            tid: 7,
+            domain,
+            started_ns,
+            waited_ns,
+            stack: 3,
+        };
+        // Through all of it; called after it began (it waits for the next); returned before
+        // it ended; another domain's (SRCU).
+        for w in [
+            wait(A, 900, 700),
+            wait(A, 1_100, 900),
+            wait(A, 900, 300),
+            wait(B, 900, 700),
+        ] {
+            gp.waited_through_by(&w, true);
+        }
+        assert_eq!(gp.waiters, [wait(A, 900, 700)]);
+        // Tasks RCU's: any domain (none), sorted out by name later; kept up to the cap.
+        for _ in 0..MAX_WAITERS_KEPT + 2 {
+            gp.waited_through_by(&wait(0, 1_000, 500), false);
+        }
+        assert_eq!(gp.waiters.len(), MAX_WAITERS_KEPT);
+        assert_eq!(gp.waiters_unkept, 3);
     }
 }

@@ -191,6 +191,8 @@ mod tests {
             holdouts_unnamed: false,
             phases: Vec::new(),
             holdout_passes: 0,
+            waiters: Vec::new(),
+            waiters_unkept: 0,
         };
         assert_eq!(
             watch.ended(&done),

@@ -420,6 +420,8 @@ fn grace_period(row: &GracePeriodRow) -> records::GracePeriod {
         holdout_tasks: Vec::new(),
         phases: Vec::new(),
         holdout_passes: None,
+        waiters: Vec::new(),
+        waiters_unlisted: None,
     }
 }
 

@@ -13,7 +13,7 @@ use anyhow::{Context as _, Result, bail};
 use rcutrace_common::gp as common;
 
 use rcutrace_common::{
-    latency::{RECORD_SAMPLE, record_kind},
+    latency::{RECORD_SAMPLE, Sample, read_record, record_kind},
     records,
 };
 
@@ -32,6 +32,7 @@ use crate::{
         attribution::By,
         flavour_grace_periods::{
             Assemble, FlavourGracePeriod, FlavourTally, HoldoutTask, SrcuAssembler, TasksAssembler,
+            Waiter,
         },
         stats::PERCENTILE_ERROR,
     },
@@ -239,6 +240,12 @@ pub async fn run(args: &GpArgs, sink: Sink) -> Result<Report> {
     probes.extend(phase_steps.iter().filter(|p| present.contains(p.function)));
     probes.extend(holdout_samples);
     let timings = waiters(&waits, &present, args);
+    // By timed index, as `waiters` numbers them.
+    let wait_functions: Vec<&'static str> = waits
+        .iter()
+        .copied()
+        .filter(|f| present.contains(*f))
+        .collect();
     probes.extend(timings.iter().flat_map(|t| t.timed.probes()));
     constants.extend(waiters_constants(&timings, map_name, only));
     // The waiters are keyed by their callers' stacks, folded beyond --top.
@@ -259,9 +266,25 @@ pub async fn run(args: &GpArgs, sink: Sink) -> Result<Report> {
         timings.iter().map(|t| t.unit.nanos()).collect(),
     ));
     // One ring carries both: the grace periods' events and the waits' samples.
+    let srcu = map_name == SRCU_MAP;
     let mut consume = |record: &[u8]| {
         if record_kind(record) == Some(RECORD_SAMPLE) {
             waited.borrow_mut().add(record);
+            // A wait returns after the grace periods it waited through ended, and those are
+            // in the tally by then (their ends were put in the ring before its return).
+            if let Some(sample) = read_record::<Sample>(record) {
+                let wait = Waiter {
+                    timed: sample.key.event,
+                    tid: sample.tid,
+                    domain: sample.key.domain,
+                    started_ns: sample.start_ns,
+                    waited_ns: sample.nanos,
+                    stack: sample.key.stack,
+                };
+                for gp in &mut stream.borrow_mut().tally.slowest {
+                    gp.waited_through_by(&wait, srcu);
+                }
+            }
             return;
         }
         let mut stream = stream.borrow_mut();
@@ -316,8 +339,11 @@ pub async fn run(args: &GpArgs, sink: Sink) -> Result<Report> {
                 args,
                 map_name,
                 &tally,
-                in_progress,
-                began_before_tracing,
+                Unfinished {
+                    in_progress,
+                    began_before_tracing,
+                },
+                &wait_functions,
                 &symbols,
             );
             if !timings.is_empty() {
@@ -365,15 +391,26 @@ fn waiters_constants(timings: &[Timing], map_name: &str, only: Option<u64>) -> V
     constants
 }
 
+/// Grace periods of the period not in its tally: still in progress as it closed, and seen
+/// to end having begun before tracing.
+struct Unfinished {
+    in_progress: u64,
+    began_before_tracing: u64,
+}
+
 fn report_of(
     period: &Period<'_>,
     args: &GpArgs,
     map_name: &str,
     tally: &FlavourTally,
-    in_progress: u64,
-    began_before_tracing: u64,
+    unfinished: Unfinished,
+    wait_functions: &[&'static str],
     symbols: &SymbolKeeper,
 ) -> Report {
+    let Unfinished {
+        in_progress,
+        began_before_tracing,
+    } = unfinished;
     // A domain or flavour is named by the symbol at its address (`rcu_tasks`,
     // `tracepoint_srcu`, `NAME [module]`), else by its address and its initialiser.
     let mut name = naming::domain_names(period.tracer, symbols);
@@ -433,17 +470,30 @@ fn report_of(
              or their readers' CPUs may be missing from {map_name}"
         );
     }
+    let mut waiter_stacks = Vec::new();
     let mut grace_periods: Vec<records::GracePeriod> = tally
         .slowest
         .iter()
-        .map(|gp| record_of(gp, map_name, &mut name))
+        .map(|gp| {
+            let (record, stacks) = record_of(gp, map_name, wait_functions, &mut name);
+            waiter_stacks.push(stacks);
+            record
+        })
         .collect();
-    // The holdouts' stacks, named once the domains' namer is done with the symbols.
+    // The holdouts' and waiters' stacks, named once the domains' namer is done with the
+    // symbols.
     drop(name);
     let mut frames = naming::stack_frames(period.tracer, symbols);
-    for (record, gp) in grace_periods.iter_mut().zip(&tally.slowest) {
+    for ((record, gp), stacks) in grace_periods
+        .iter_mut()
+        .zip(&tally.slowest)
+        .zip(waiter_stacks)
+    {
         for (task, holdout) in record.holdout_tasks.iter_mut().zip(&gp.last_holdouts) {
             task.stack = holdout.stack.map(&mut frames).unwrap_or_default();
+        }
+        for (waiter, stack) in record.waiters.iter_mut().zip(stacks) {
+            waiter.stack = frames(stack);
         }
     }
     let attached: Vec<Probe> = period.attached.iter().map(|(p, _)| *p).collect();
@@ -482,16 +532,35 @@ pub(crate) fn flavor_of(map_name: &str) -> &'static str {
     }
 }
 
+/// At most this many waiters are listed per grace period; the rest are counted.
+const MAX_WAITERS_LISTED: usize = 16;
+
 /// One grace period as `-f json` gives it: `rcutrace_grace_period`, with its flavour and
-/// what ran it, named.
+/// what ran it, named; with the stacks of the waiters listed (in their order), to be named.
 fn record_of(
     gp: &FlavourGracePeriod,
     map_name: &str,
+    wait_functions: &[&'static str],
     name: &mut impl FnMut(u64) -> String,
-) -> records::GracePeriod {
-    records::GracePeriod {
-        flavor: flavor_of(map_name).into(),
-        key: Some(name(gp.key)),
+) -> (records::GracePeriod, Vec<u64>) {
+    let key = name(gp.key);
+    let flavor = flavor_of(map_name);
+    // Its own flavour's waits (SRCU's are on its domain already).
+    let own = wait_frames(flavor, &key);
+    let mut waiters: Vec<(&Waiter, &str)> = gp
+        .waiters
+        .iter()
+        .filter_map(|w| {
+            let function = *wait_functions.get(w.timed as usize)?;
+            own.contains(&function).then_some((w, function))
+        })
+        .collect();
+    let unlisted = waiters.len().saturating_sub(MAX_WAITERS_LISTED) as u64 + gp.waiters_unkept;
+    waiters.truncate(MAX_WAITERS_LISTED);
+    let stacks = waiters.iter().map(|(w, _)| w.stack).collect();
+    let record = records::GracePeriod {
+        flavor: flavor.into(),
+        key: Some(key),
         gp_seq: gp.gp_seq as i64,
         started_ns: gp.started_ns,
         duration_ns: gp.duration_ns,
@@ -518,6 +587,31 @@ fn record_of(
             .collect(),
         // The rude flavour's make none: it waits for each CPU, not for tasks.
         holdout_passes: (map_name == TASKS_MAP).then_some(gp.holdout_passes),
+        waiters: waiters
+            .iter()
+            .map(|(w, function)| records::WaiterRecord {
+                pid: w.tid,
+                function: function.to_string(),
+                waited_ns: w.waited_ns,
+                stack: Vec::new(),
+            })
+            .collect(),
+        waiters_unlisted: (unlisted > 0).then_some(unlisted),
+    };
+    (record, stacks)
+}
+
+/// The functions that wait for a grace period of `flavor` run by `key` (named), as they stand
+/// on a blocked task's kernel stack: the tasks-RCU flavour's own waits, or SRCU's on any domain (a stack does
+/// not say which), with `__synchronize_srcu()`, which `synchronize_srcu()` tail-calls on
+/// Debian's 6.1, 6.12 and 7.3 and so leaves no frame of its own. On 7.x tasks-trace RCU's
+/// waits are SRCU's.
+pub(crate) fn wait_frames(flavor: &str, key: &str) -> Vec<&'static str> {
+    match (flavor, key) {
+        ("srcu", _) => [&SRCU_WAITS[..], &["__synchronize_srcu"]].concat(),
+        (_, "rcu_tasks_rude") => TASKS_RUDE_WAITS.to_vec(),
+        (_, "rcu_tasks_trace") => TASKS_TRACE_WAITS.to_vec(),
+        _ => TASKS_WAITS.to_vec(),
     }
 }
 
@@ -594,9 +688,11 @@ mod tests {
             holdouts_unnamed: false,
             phases: vec![("pre_gp", 2_000_000), ("holdouts", 890_000_000)],
             holdout_passes: 4,
+            waiters: Vec::new(),
+            waiters_unkept: 0,
         };
         let mut name = |key: u64| format!("{key:#x}");
-        let record = record_of(&gp, TASKS_MAP, &mut name);
+        let (record, _) = record_of(&gp, TASKS_MAP, &[], &mut name);
         assert_eq!(record.flavor, "tasks");
         assert_eq!(record.key.as_deref(), Some("0xffffffff82ccdcc0"));
         assert_eq!(
@@ -634,11 +730,48 @@ mod tests {
                 ..gp
             },
             SRCU_MAP,
+            &[],
             &mut name,
-        );
+        )
+        .0;
         assert_eq!((srcu.flavor.as_str(), srcu.gp_seq), ("srcu", 9));
         assert_eq!(srcu.holdout_passes, None);
         assert_eq!(srcu.reader_cpus, [3]);
+    }
+
+    #[test]
+    fn a_grace_period_lists_only_its_own_flavours_waiters() {
+        let waiter = |timed, stack| Waiter {
+            timed,
+            tid: 189,
+            domain: 0,
+            started_ns: 0,
+            waited_ns: 460_000_000,
+            stack,
+        };
+        let gp = FlavourGracePeriod {
+            key: 0xffff_ffff_82cc_dcc0,
+            duration_ns: 450_000_000,
+            // A classic wait, a rude one (another flavour's), one of no function timed.
+            waiters: vec![waiter(0, 11), waiter(1, 12), waiter(7, 13)],
+            waiters_unkept: 2,
+            ..FlavourGracePeriod::default()
+        };
+        let functions = ["synchronize_rcu_tasks", "synchronize_rcu_tasks_rude"];
+        let mut name = |_| "rcu_tasks".to_string();
+        let (record, stacks) = record_of(&gp, TASKS_MAP, &functions, &mut name);
+        assert_eq!(
+            record.waiters,
+            [records::WaiterRecord {
+                pid: 189,
+                function: "synchronize_rcu_tasks".into(),
+                waited_ns: 460_000_000,
+                stack: Vec::new(),
+            }]
+        );
+        assert_eq!(stacks, [11]);
+        // Those past the kept are said.
+        assert_eq!(record.waiters_unlisted, Some(2));
     }
 
     #[test]
@@ -653,5 +786,19 @@ mod tests {
                 "{function}"
             );
         }
+    }
+    #[test]
+    fn each_flavour_is_waited_for_in_its_own_functions() {
+        assert_eq!(
+            wait_frames("tasks", "rcu_tasks"),
+            ["synchronize_rcu_tasks", "rcu_barrier_tasks"]
+        );
+        assert_eq!(
+            wait_frames("tasks", "rcu_tasks_trace"),
+            ["synchronize_rcu_tasks_trace", "rcu_barrier_tasks_trace"]
+        );
+        // Any domain's, the tail-called one too.
+        let srcu = wait_frames("srcu", "rcu_tasks_trace_srcu_struct");
+        assert!(srcu.contains(&"__synchronize_srcu") && srcu.contains(&"srcu_barrier"));
     }
 }

@@ -13,14 +13,12 @@ use crate::{
     cli::Flavor,
     commands::{
         followed_flavours::{Attaching, FollowedFlavours},
+        gp::flavours,
         naming,
     },
     kernel::{self, blocked_tasks, symbols::keeper::SymbolKeeper},
     model::{StallEvent, flavour_stall::FlavourStallWatch},
-    trace::{
-        probes::{SRCU_WAITS, TASKS_RUDE_WAITS, TASKS_TRACE_WAITS, TASKS_WAITS},
-        tracer::Tracer,
-    },
+    trace::tracer::Tracer,
 };
 
 /// The flavours `stall` watches beside normal RCU.
@@ -93,7 +91,8 @@ impl FlavourWatches {
             let key = warning.grace_period.key;
             let flavor = flavors[&key];
             let key = self.names.entry(key).or_insert_with(|| name(key)).clone();
-            match blocked_tasks::blocked_in(&wait_frames(flavor, &key), std::process::id()) {
+            let frames = flavours::wait_frames(flavor, &key);
+            match blocked_tasks::blocked_in(&frames, std::process::id()) {
                 Ok(blocked) => warning.blocked = blocked,
                 Err(e) if !self.blocked_failure_said => {
                     self.blocked_failure_said = true;
@@ -117,39 +116,5 @@ impl FlavourWatches {
     /// How long until a grace period in progress passes its next threshold, if one will.
     pub fn next_due(&self, now_ns: u64) -> Option<Duration> {
         self.watch.next_due(&self.flavours.in_progress().0, now_ns)
-    }
-}
-
-/// The functions on the kernel stack of a task blocked behind a grace period of `flavor` run
-/// by `key` (named): the tasks-RCU flavour's own waits, or SRCU's on any domain (a stack does
-/// not say which), with `__synchronize_srcu()`, which `synchronize_srcu()` tail-calls on
-/// Debian's 6.1, 6.12 and 7.3 and so leaves no frame of its own. On 7.x tasks-trace RCU's
-/// waits are SRCU's.
-fn wait_frames(flavor: &str, key: &str) -> Vec<&'static str> {
-    match (flavor, key) {
-        ("srcu", _) => [&SRCU_WAITS[..], &["__synchronize_srcu"]].concat(),
-        (_, "rcu_tasks_rude") => TASKS_RUDE_WAITS.to_vec(),
-        (_, "rcu_tasks_trace") => TASKS_TRACE_WAITS.to_vec(),
-        _ => TASKS_WAITS.to_vec(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn each_flavour_is_waited_for_in_its_own_functions() {
-        assert_eq!(
-            wait_frames("tasks", "rcu_tasks"),
-            ["synchronize_rcu_tasks", "rcu_barrier_tasks"]
-        );
-        assert_eq!(
-            wait_frames("tasks", "rcu_tasks_trace"),
-            ["synchronize_rcu_tasks_trace", "rcu_barrier_tasks_trace"]
-        );
-        // Any domain's, the tail-called one too.
-        let srcu = wait_frames("srcu", "rcu_tasks_trace_srcu_struct");
-        assert!(srcu.contains(&"__synchronize_srcu") && srcu.contains(&"srcu_barrier"));
     }
 }

@@ -437,7 +437,7 @@ fn holdout_text(
 /// row each: what ran it, its length, each phase its kernel has (a column per phase any of
 /// them has; `-` where this one's was not seen), the passes over its holdouts (tasks RCU),
 /// and what held it last: tasks (each with its stack where a tick sampled it), or the CPUs
-/// where SRCU readers entered.
+/// where SRCU readers entered; then the calls that waited through it.
 pub(super) fn slowest_of_flavours(grace_periods: &[GracePeriod], unit: Unit) -> String {
     let mut out = String::new();
     if grace_periods.is_empty() {
@@ -493,6 +493,20 @@ pub(super) fn slowest_of_flavours(grace_periods: &[GracePeriod], unit: Unit) -> 
                 task.pid,
                 task.stack.join("; ")
             );
+        }
+        for waiter in &gp.waiters {
+            let _ = writeln!(
+                out,
+                "      waited through by pid {} in {} for {} {}: {}",
+                waiter.pid,
+                waiter.function,
+                fixed(waiter.waited_ns),
+                unit.suffix(),
+                waiter.stack.join("; ")
+            );
+        }
+        if let Some(n) = gp.waiters_unlisted {
+            let _ = writeln!(out, "      waited through by {n} more");
         }
     }
     out
@@ -749,6 +763,12 @@ mod tests {
             ],
         );
         classic.holdout_passes = Some(5);
+        classic.waiters = vec![rcutrace_common::records::WaiterRecord {
+            pid: 189,
+            function: "synchronize_rcu_tasks".into(),
+            waited_ns: 460_000_000,
+            stack: vec!["synchronize_rcu_tasks+5".into(), "op+9 [m]".into()],
+        }];
         classic.holdout_tasks = vec![rcutrace_common::records::HoldoutTaskRecord {
             pid: 420,
             comm: "rcu-workload".into(),
@@ -764,6 +784,7 @@ Slowest 2 grace periods (ms):
   KEY               DURATION    PRE_GP  SCAN_TASKLIST  POST_SCAN  HOLDOUTS   POST_GP  PASSES  HELD BY
   rcu_tasks          452.100     3.200          0.120      0.004   445.300     3.476       5  pid 420 rcu-workload (CPU 3)
       stack of pid 420: hold+5 [m]; op_hold+9 [m]
+      waited through by pid 189 in synchronize_rcu_tasks for 460.000 ms: synchronize_rcu_tasks+5; op+9 [m]
   rcu_tasks_rude      63.000         -              -          -         -         -       0  -
 ";
         assert_eq!(text, expected, "\n{text}");
