@@ -69,6 +69,9 @@
  *                                period is wanted), then asleep MS ms (by ktime; MS <= 30000) in
  *                                rcutrace_test_hold_srcu_reader(), then srcu_read_unlock(): CPU
  *                                C's count holds every SRCU grace period of that domain up.
+ *   migrate_srcu A B             srcu_read_lock() on the module's srcu_struct on CPU A, then
+ *                                srcu_read_unlock() on CPU B: A's count of readers stays one
+ *                                ahead and B's one behind (as a reader preempted and moved)
  *   hold_task C MS               on CPU C: busy MS ms (MS <= 5000) in rcutrace_test_hold_task(),
  *                                preemptible (letting others run) but never switching out of
  *                                its own accord nor returning to user mode: the writer is a
@@ -950,8 +953,35 @@ static int op_hold_srcu(unsigned long cpu, unsigned long ms)
 {
 	return on_cpu(cpu, rcutrace_test_hold_srcu_reader, ms);
 }
+
+/*
+ * An SRCU reader of the module's domain that moves CPU inside its critical section: it enters
+ * on CPU FROM and leaves on CPU TO, leaving FROM's count of readers one ahead and TO's one
+ * behind for good (SRCU minds only their sum), as any preempted reader may.
+ */
+static int op_migrate_srcu(unsigned long from, unsigned long to)
+{
+	cpumask_var_t old;
+	int idx, err;
+
+	if (from >= nr_cpu_ids || to >= nr_cpu_ids || !cpu_online(from) || !cpu_online(to))
+		return -EINVAL;
+	if (!alloc_cpumask_var(&old, GFP_KERNEL))
+		return -ENOMEM;
+	cpumask_copy(old, current->cpus_ptr);
+	err = set_cpus_allowed_ptr(current, cpumask_of(from));
+	if (!err) {
+		idx = srcu_read_lock(&rcutrace_test_srcu);
+		err = set_cpus_allowed_ptr(current, cpumask_of(to));
+		srcu_read_unlock(&rcutrace_test_srcu, idx);
+		set_cpus_allowed_ptr(current, old);
+	}
+	free_cpumask_var(old);
+	return err;
+}
 #else
 #define op_hold_srcu NULL
+#define op_migrate_srcu NULL
 #endif
 
 #if HAVE(synchronize_rcu_tasks)
@@ -1080,6 +1110,7 @@ static const struct test_op test_ops[] = {
 	OP_WITH_ARG(block_reader, MAX_HOLD_MS, "start_poll_synchronize_rcu (inside the blocked reader)"),
 	OP(spin_preempt_off, "nothing (N ms busy with preemption off; see the stuck-guest op)"),
 	OP_WITH_ARG(hold_srcu, MAX_HOLD_MS, "start_poll_synchronize_srcu (inside the held reader)"),
+	OP_WITH_ARG(migrate_srcu, NR_CPUS, "nothing (N is the CPU entered on, ARG the CPU left on)"),
 	OP_WITH_ARG(hold_task, MAX_TASK_HOLD_MS, "nothing (N is the CPU; busy without switching)"),
 	OP_WITH_ARG(hold_trace, MAX_HOLD_MS, "nothing (N is the CPU; a tasks-trace reader asleep)"),
 	OP(reset, "nothing"),

@@ -20,9 +20,11 @@
 //!   last CPU (`hold_srcu`), and a task busy in the kernel there that tasks RCU must wait for
 //!   (`hold_task`), each while the script makes one wait begin: `srlat` times that one wait,
 //!   under the module's domain for SRCU, and no shorter than from its call to the hold's end;
-//! - `gp --flavor srcu`: the module's domain has exactly one grace period for its held
+//! - `gp --flavor srcu`: after a reader of the module's domain that entered on CPU 1 and left
+//!   on the hold's CPU (their counts left unbalanced for good) and two grace periods, the
+//!   module's domain has exactly one grace period for its held
 //!   reader's request, no shorter than from that request to the reader's end, held up by
-//!   readers on the hold's CPU and no other, one more for each of the 3 synchronize_srcu()
+//!   readers on the hold's CPU and no other (not CPU 1), one more for each of the 3 synchronize_srcu()
 //!   calls another thread makes during the hold (exactly 3 waiters, under the domain and the
 //!   module's stack; each of those grace periods' records lists the one call that waited
 //!   through it, the held one none), and exactly one for each of its
@@ -96,7 +98,12 @@ wait
 /// The held SRCU reader of `gp --flavor srcu` (on CPU C for MS, asking for a grace period
 /// inside it), and once it has asked, N synchronize_srcu() calls one after another: the
 /// first waits for a grace period after the held one, each next for one of its own.
+/// Before it, a reader that entered on CPU 1 and left on CPU C, leaving CPU 1's count one
+/// ahead and C's one behind on the index the held reader enters (two grace periods flip it
+/// back): the held reader's CPU must still be named, and CPU 1 not.
 const GP_HELD: &str = "\
+rcu-workload module migrate_srcu 1 C
+rcu-workload module synchronize_srcu 2
 before=$(grep 'called_ns start_poll_synchronize_srcu' /proc/rcutrace_test)
 rcu-workload module hold_srcu C MS &
 while [ \"$(grep 'called_ns start_poll_synchronize_srcu' /proc/rcutrace_test)\" = \"$before\" ]; do sleep 0.05; done
@@ -284,6 +291,7 @@ fn srcu_scenarios(series: &str) {
             .replace("SYNCS", &SYNCHRONIZE_SRCU.to_string()),
         gp_held = GP_HELD
             .replace("C MS", &format!("{HOLD_CPU} {HOLD_MS}"))
+            .replace("1 C", &format!("1 {HOLD_CPU}"))
             .replace("N", &HELD_SRCU_SYNCS.to_string()),
         held_task = held_wait("hold_task", "task_hold_start_ns", "synchronize_rcu_tasks"),
         stall_task = held_wait_for(
@@ -292,12 +300,15 @@ fn srcu_scenarios(series: &str) {
             "synchronize_rcu_tasks",
             STALL_HOLD_MS
         ),
-        stall_srcu = held_wait_for(
-            "hold_srcu",
-            "srcu_hold_start_ns",
-            "synchronize_srcu",
-            STALL_HOLD_MS
-        ),
+        // Two grace periods first, so that both of its indexes were scanned clear in the
+        // window: the reader's CPU is named from the counts' residues then.
+        stall_srcu = "rcu-workload module synchronize_srcu 2\n".to_string()
+            + &held_wait_for(
+                "hold_srcu",
+                "srcu_hold_start_ns",
+                "synchronize_srcu",
+                STALL_HOLD_MS
+            ),
         held_trace = held_wait(
             "hold_trace",
             "trace_hold_start_ns",
@@ -500,13 +511,14 @@ fn srcu_scenarios(series: &str) {
         .collect();
     assert!(
         matches!(&module_grace_periods[..], [s] if s.map == "@srcu_gp"
-            && s.count == 1 + HELD_SRCU_SYNCS
+            && s.count == 2 + 1 + HELD_SRCU_SYNCS
             && s.max_ns.is_some_and(|max| max >= held_until - requested)),
         "{series}: {module_grace_periods:#?}\nheld {} ns from the request\n{}",
         held_until - requested,
         gp_held.out
     );
-    // Held up by readers on the hold's CPU, and on no other.
+    // Held up by readers on the hold's CPU, and on no other: not by the CPU the moved reader
+    // left ahead, whose residue the clear scans before the hold kept.
     let held_on: Vec<(String, u64)> = keyed_entries(&gp_held, "@srcu_gp_held_on")
         .into_iter()
         .filter(|(key, _)| key.starts_with(MODULE_DOMAIN))
@@ -517,9 +529,9 @@ fn srcu_scenarios(series: &str) {
         "{series}:\n{}",
         gp_held.out
     );
-    // Each of those calls waited through exactly one grace period of the domain, the one its
-    // request began after the held one, whose record lists it with its stack; the held one
-    // was waited through by none (its request was the reader's own, no wait).
+    // Each of those calls (and the two before the hold) waited through exactly one grace
+    // period of the domain, whose record lists it with its stack; the held one was waited
+    // through by none (its request was the reader's own, no wait).
     let module_records: Vec<records::GracePeriod> = gp_held
         .records()
         .into_iter()
@@ -544,19 +556,20 @@ fn srcu_scenarios(series: &str) {
             .iter()
             .map(through_module)
             .collect::<Vec<_>>(),
-        [0, 1, 1, 1],
+        [0, 1, 1, 1, 1, 1],
         "{series}: {module_records:#?}"
     );
-    // Its waiters: exactly those calls, under the domain and the module's stack.
+    // Its waiters: exactly those calls (and the two before the hold), under the domain and
+    // the module's stack.
     assert_eq!(
         waits_through(&gp_held, "@synchronize_srcu", &format!("{MODULE_DOMAIN}, ")),
-        HELD_SRCU_SYNCS,
+        2 + HELD_SRCU_SYNCS,
         "{series}:\n{}",
         gp_held.out
     );
     assert_eq!(
         waits_through(&gp_held, "@synchronize_srcu", "op_synchronize_srcu+"),
-        HELD_SRCU_SYNCS,
+        2 + HELD_SRCU_SYNCS,
         "{series}:\n{}",
         gp_held.out
     );

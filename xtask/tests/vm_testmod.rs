@@ -50,6 +50,7 @@ const COMMON_OPS: &[&str] = &[
     "block_reader",
     "spin_preempt_off",
     "hold_srcu",
+    "migrate_srcu",
     "hold_task",
     "hold_trace",
     "reset",
@@ -140,7 +141,7 @@ impl Request {
         let waits = self.arg == Some(1);
         match op {
             // N ms of busy-waiting with preemption off: no RCU call.
-            "reset" | "spin_preempt_off" | "hold_task" | "hold_trace" => vec![],
+            "reset" | "spin_preempt_off" | "hold_task" | "hold_trace" | "migrate_srcu" => vec![],
             "kfree_rcu" => vec![("kvfree_call_rcu".into(), n)],
             "call_rcu_delayed" | "flood" | "call_rcu_in_kprobe" => vec![("call_rcu".into(), n)],
             // One request inside the held reader (hold_cpu's N is the CPU, not a count).
@@ -212,6 +213,8 @@ fn module_ground_truth(series: &str) {
                 requests.push(Request::with_arg(op, 1, 50))
             }
             "block_reader" => requests.push(Request::with_arg(op, 2, 20)),
+            // Entered on CPU 0, left on CPU 1.
+            "migrate_srcu" => requests.push(Request::with_arg(op, 0, 1)),
             "reset" => {}
             op if op.starts_with("cond_synchronize_rcu") => {
                 requests.push(Request::new(op, UNITS));

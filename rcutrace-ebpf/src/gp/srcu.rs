@@ -60,6 +60,14 @@ static SRCU_WORKING: HashMap<u32, u64> = HashMap::with_max_entries(1, 0);
 #[map]
 static SRCU_SCANNING: HashMap<u32, [u64; 3]> = HashMap::with_max_entries(1, 0);
 
+/// Per domain, index and CPU (`[domain, index << 32 | cpu]`), that CPU's count of readers that
+/// entered the index less those that left it, as the last scan that found the index clear saw
+/// it, where not zero: a reader that moved CPU inside its critical section leaves one CPU
+/// ahead and another behind for good, and a later scan must not take that for a reader still
+/// there (nor let it hide one). Sized at load time, where the scans are hooked.
+#[map]
+static SRCU_RESIDUES: HashMap<[u64; 2], i64> = HashMap::with_max_entries(1, 0);
+
 #[inline(always)]
 fn via_usage() -> bool {
     window::constant(&GP_SRCU_VIA_USAGE) != 0
@@ -132,11 +140,12 @@ program! {
 }
 
 /// Names the CPUs whose readers of `domain` entered `index` and have not all left: their
-/// count of entries there exceeds their count of exits. A reader that moved CPU in between
-/// leaves one CPU ahead and another behind for good, so this is where readers entered, not
-/// who they are.
+/// count of entries there exceeds their count of exits by more than the residue the last clear
+/// scan left there (`SRCU_RESIDUES`). Where readers entered, not who they are; a reader that
+/// moved CPU since that scan still shows as one CPU ahead, another behind. With `clear` (the
+/// scan found none left), keeps each CPU's residue instead.
 #[inline(always)]
-fn name_reader_cpus(ctx: &RetProbeContext, domain: u64, index: u64) {
+fn scan_reader_cpus(ctx: &RetProbeContext, domain: u64, index: u64, clear: bool) {
     let Some(sda) = read::<u64>(domain + u64::from(window::constant(&GP_SRCU_SDA))) else {
         return;
     };
@@ -158,7 +167,20 @@ fn name_reader_cpus(ctx: &RetProbeContext, domain: u64, index: u64) {
         else {
             continue;
         };
-        let excess = entered.wrapping_sub(left) as i64;
+        let counted = entered.wrapping_sub(left) as i64;
+        let key = [domain, index << 32 | u64::from(cpu)];
+        if clear {
+            if counted != 0 {
+                if SRCU_RESIDUES.insert(&key, &counted, 0).is_err() {
+                    lose(GP_LOST_EVENTS);
+                }
+            } else if unsafe { SRCU_RESIDUES.get(&key) }.is_some() {
+                let _ = SRCU_RESIDUES.remove(&key);
+            }
+            continue;
+        }
+        let residue = unsafe { SRCU_RESIDUES.get(&key) }.copied().unwrap_or(0);
+        let excess = counted.wrapping_sub(residue);
         if excess > 0 {
             let excess = excess.min(i64::from(u32::MAX)) as u64;
             send(
@@ -200,9 +222,9 @@ program! {
         // try_check_zero() returns true when the index has no readers left: the scan's
         // phase of the grace period is over.
         if sending() {
-            if ctx.ret::<u64>() & 0xff == 0 {
-                name_reader_cpus(&ctx, domain, index);
-            } else {
+            let clear = ctx.ret::<u64>() & 0xff != 0;
+            scan_reader_cpus(&ctx, domain, index, clear);
+            if clear {
                 send(&ctx, EVENT_SRCU_SCAN_CLEAR, domain, scan, false);
             }
         }

@@ -89,6 +89,9 @@ pub fn constants(layout: &RcuLayout, cpus: u32, events: GpEvents) -> Vec<Constan
 /// Room for the threads running SRCU's grace-period work at once (kworkers, one per domain
 /// at most).
 const MAX_SRCU_WORKERS: u32 = 1024;
+/// Room for the CPUs whose counts of a domain's readers readers that moved CPU left
+/// unbalanced (one ahead, another behind, per index): every domain's, together.
+const MAX_SRCU_RESIDUES: u32 = 16384;
 
 /// `gp --flavor srcu`'s load-time constants: where this kernel's SRCU domains keep their
 /// grace-period number and work, and where their readers are counted on each of `cpus`
@@ -116,6 +119,7 @@ pub fn srcu_constants(
             Constant::U32("GP_SRCU_INDEX_STRIDE", readers.index_stride),
             Constant::U64("GP_PER_CPU_OFFSET", per_cpu_offset),
             Constant::U32("GP_SRCU_CPUS", cpus),
+            Constant::MaxEntries("SRCU_RESIDUES", MAX_SRCU_RESIDUES),
         ]);
     }
     constants
