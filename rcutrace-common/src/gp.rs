@@ -105,10 +105,9 @@ pub const TASKS_PHASE_POST_GP: u64 = 4;
 /// the index new readers no longer enter; 2, after the flip between them: of the one they
 /// entered until then).
 pub const EVENT_SRCU_SCAN_CLEAR: u32 = 25;
-/// A tick interrupted a task classic tasks RCU still waits for (its
+/// A tick interrupted, in the kernel, a task classic tasks RCU still waits for (its
 /// `task_struct.rcu_tasks_holdout` set), at most once per `TASKS_HOLDOUT_SAMPLE_EVERY_NS` for
-/// each task: `pid`/`comm` the task, `stack` the kernel stack under the tick, `value` what the
-/// tick interrupted (`MODE_*`).
+/// each task: `pid`/`comm` the task, `stack` the kernel stack under the tick.
 pub const EVENT_TASKS_HOLDOUT_SAMPLE: u32 = 26;
 /// A holdout task is sampled at most this often: the passes over the holdouts are 100 ms to
 /// 1 s apart, so a faster sample says no more of which task held a grace period.

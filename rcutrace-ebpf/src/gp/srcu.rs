@@ -174,7 +174,8 @@ fn scan_reader_cpus(ctx: &RetProbeContext, domain: u64, index: u64, clear: bool)
                 if SRCU_RESIDUES.insert(&key, &counted, 0).is_err() {
                     lose(GP_LOST_EVENTS);
                 }
-            } else if unsafe { SRCU_RESIDUES.get(&key) }.is_some() {
+            } else {
+                // Balanced now: one lookup either way, none left behind.
                 let _ = SRCU_RESIDUES.remove(&key);
             }
             continue;

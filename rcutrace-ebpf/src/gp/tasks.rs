@@ -28,8 +28,8 @@ use aya_ebpf::{
 };
 use rcutrace_common::gp::{
     EVENT_TASKS_END, EVENT_TASKS_HOLDOUT, EVENT_TASKS_HOLDOUT_SAMPLE, EVENT_TASKS_PASS,
-    EVENT_TASKS_PHASE, EVENT_TASKS_START, GP_LOST_EVENTS, MAX_TASKS_HOLDOUTS_NAMED, MODE_KERNEL,
-    MODE_USER, TASKS_HOLDOUT_SAMPLE_EVERY_NS, TASKS_PHASE_HOLDOUTS, TASKS_PHASE_POST_GP,
+    EVENT_TASKS_PHASE, EVENT_TASKS_START, GP_LOST_EVENTS, MAX_TASKS_HOLDOUTS_NAMED,
+    TASKS_HOLDOUT_SAMPLE_EVERY_NS, TASKS_PHASE_HOLDOUTS, TASKS_PHASE_POST_GP,
     TASKS_PHASE_POST_SCAN, TASKS_PHASE_SCAN_TASKLIST,
 };
 
@@ -224,8 +224,9 @@ program! {
 
 program! {
     kprobe fn gp_tasks_tick_kprobe(ctx: ProbeContext) -> u32 {
-        // rcu_sched_clock_irq(int user): a tick. Most find no holdout: one read, then out.
-        if !sending() {
+        // rcu_sched_clock_irq(int user): a tick. Most find no holdout: one read, then out. A
+        // tick in user mode is itself a tasks-RCU quiescent state: nothing there to see.
+        if !sending() || ctx.arg::<u64>(0).unwrap_or(0) & 0xffff_ffff != 0 {
             return 0;
         }
         let task = unsafe { bpf_get_current_task() };
@@ -241,9 +242,7 @@ program! {
             return 0;
         }
         let _ = TASKS_HOLDOUT_SAMPLED.insert(&tid, &now, 0);
-        let user = ctx.arg::<u64>(0).unwrap_or(0) & 0xffff_ffff != 0;
-        let mode = if user { MODE_USER } else { MODE_KERNEL };
-        send(&ctx, EVENT_TASKS_HOLDOUT_SAMPLE, mode, 0, true);
+        send(&ctx, EVENT_TASKS_HOLDOUT_SAMPLE, 0, 0, true);
         0
     }
 }

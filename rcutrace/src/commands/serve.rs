@@ -337,41 +337,32 @@ impl Flavours {
     }
 
     /// Every key's series so far, named by `name`, and the age at `now_ns` of the grace
-    /// period each has in progress.
+    /// period each has in progress (0 where none is).
     fn metrics(&self, name: &mut impl FnMut(u64) -> String, now_ns: u64) -> FlavourMetrics {
         let (in_progress, in_progress_flavours) = self.followed.in_progress();
         let mut flavour_of = self.flavour_of.clone();
         flavour_of.extend(in_progress_flavours);
         let names: HashMap<u64, String> = flavour_of.keys().map(|&k| (k, name(k))).collect();
-        let series = |key: u64, phase, value| FlavourSeries {
-            flavor: flavour_of[&key],
-            key: names[&key].clone(),
-            phase,
-            value,
-        };
+        let labels = |key: u64| (flavour_of[&key], names[&key].clone());
         let keys: BTreeSet<u64> = flavour_of.keys().copied().collect();
         FlavourMetrics {
             grace_periods: (self.tally.by_key.iter())
-                .map(|(&key, durations)| series(key, None, histogram(durations)))
+                .map(|(&key, durations)| FlavourSeries::of(labels(key), None, histogram(durations)))
                 .collect(),
             phases: (self.tally.by_phase.iter())
-                .map(|(&(key, phase), lengths)| series(key, Some(phase), histogram(lengths)))
+                .map(|(&(key, phase), lengths)| {
+                    FlavourSeries::of(labels(key), Some(phase), histogram(lengths))
+                })
                 .collect(),
             age_s: keys
                 .into_iter()
                 .map(|key| {
-                    let started = in_progress
-                        .iter()
+                    let started = (in_progress.iter())
                         .filter(|gp| gp.key == key)
                         .map(|gp| gp.started_ns)
                         .min();
                     let age = started.map_or(0, |s| now_ns.saturating_sub(s));
-                    FlavourSeries {
-                        flavor: flavour_of[&key],
-                        key: names[&key].clone(),
-                        phase: None,
-                        value: age as f64 / 1e9,
-                    }
+                    FlavourSeries::of(labels(key), None, age as f64 / 1e9)
                 })
                 .collect(),
         }

@@ -47,7 +47,7 @@ pub fn blocked_in(functions: &[&str], own_tgid: u32) -> Result<Vec<BlockedTask>>
                 }
                 Err(_) => continue,
             };
-            if stack.iter().any(|f| functions.contains(&function_of(f))) {
+            if in_any(&stack, functions) {
                 blocked.push(BlockedTask {
                     pid,
                     comm: comm_of(&stat).to_string(),
@@ -99,6 +99,11 @@ fn frames(text: &str) -> Vec<String> {
             })
         })
         .collect()
+}
+
+/// Whether a kernel stack (as `frames` names it) is in one of `functions`.
+pub fn in_any(stack: &[String], functions: &[&str]) -> bool {
+    stack.iter().any(|f| functions.contains(&function_of(f)))
 }
 
 /// The function a frame is in.

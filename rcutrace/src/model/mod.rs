@@ -787,6 +787,22 @@ pub struct FlavourSeries<V> {
     pub value: V,
 }
 
+impl<V> FlavourSeries<V> {
+    /// The series of `(flavor, key)`, of `phase` where one is given.
+    pub fn of(
+        (flavor, key): (&'static str, String),
+        phase: Option<&'static str>,
+        value: V,
+    ) -> Self {
+        FlavourSeries {
+            flavor,
+            key,
+            phase,
+            value,
+        }
+    }
+}
+
 /// Latencies in nanoseconds, in bpftrace's log2 slots (`rcutrace_common::hist::log2_slot`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct LatencyHistogram {

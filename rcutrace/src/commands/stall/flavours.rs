@@ -86,31 +86,45 @@ impl FlavourWatches {
         }
         // One namer, taken only when there is something to name.
         let mut name = naming::domain_names(tracer, symbols);
-        let mut events = Vec::new();
-        for mut warning in warnings {
-            let key = warning.grace_period.key;
-            let flavor = flavors[&key];
-            let key = self.names.entry(key).or_insert_with(|| name(key)).clone();
-            let frames = flavours::wait_frames(flavor, &key);
-            match blocked_tasks::blocked_in(&frames, std::process::id()) {
-                Ok(blocked) => warning.blocked = blocked,
-                Err(e) if !self.blocked_failure_said => {
+        let named: Vec<(&'static str, String, Vec<&'static str>)> = warnings
+            .iter()
+            .map(|warning| {
+                let key = warning.grace_period.key;
+                let flavor = flavors[&key];
+                let key = self.names.entry(key).or_insert_with(|| name(key)).clone();
+                let frames = flavours::wait_frames(flavor, &key);
+                (flavor, key, frames)
+            })
+            .collect();
+        // One look over every thread for all of them: it reads each blocked one's stack.
+        let every_wait: Vec<&str> = named.iter().flat_map(|(_, _, f)| f.clone()).collect();
+        let blocked = match blocked_tasks::blocked_in(&every_wait, std::process::id()) {
+            Ok(blocked) => blocked,
+            Err(e) => {
+                if !self.blocked_failure_said {
                     self.blocked_failure_said = true;
                     eprintln!(
                         "rcutrace: warning: {e:#}: the tasks blocked behind the grace periods \
                          warned about are not named"
                     );
                 }
-                Err(_) => {}
+                Vec::new()
             }
-            events.push(StallEvent::FlavorWarning {
-                time: kernel::local_time(),
-                flavor,
-                key,
-                warning,
-            });
-        }
-        events
+        };
+        (warnings.into_iter().zip(named))
+            .map(|(mut warning, (flavor, key, frames))| {
+                warning.blocked = (blocked.iter())
+                    .filter(|task| blocked_tasks::in_any(&task.stack, &frames))
+                    .cloned()
+                    .collect();
+                StallEvent::FlavorWarning {
+                    time: kernel::local_time(),
+                    flavor,
+                    key,
+                    warning,
+                }
+            })
+            .collect()
     }
 
     /// How long until a grace period in progress passes its next threshold, if one will.
