@@ -11,6 +11,17 @@ pub const LOG_FILTER: &str = "info,rcutrace::marks=debug";
 pub struct Mark {
     pub at_ms: f64,
     pub step: String,
+    /// The process's CPU time and peak resident memory by then, where the mark says them.
+    pub usage: Option<Usage>,
+}
+
+/// What a mark says by then: the CPU time of the thread that marked it (user, and system: the
+/// kernel's work for it, such as an attach) and the process's peak resident memory.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Usage {
+    pub user_ms: f64,
+    pub system_ms: f64,
+    pub peak_kib: u64,
 }
 
 impl Mark {
@@ -21,13 +32,30 @@ impl Mark {
     }
 }
 
-/// A mark from one line of rcutrace's log (`[DEBUG rcutrace::marks]    12.3 ms  STEP`).
+/// A mark from one line of rcutrace's log (`[DEBUG rcutrace::marks]    12.3 ms  STEP`, or
+/// with the usage: `12.3 ms  (thread: user 8.0 ms, system 3.1 ms; peak 4100 KiB)  STEP`).
 pub fn parse(line: &str) -> Option<Mark> {
     let (_, rest) = line.split_once("rcutrace::marks]")?;
     let (at, step) = rest.trim_start().split_once(" ms  ")?;
+    let (usage, step) = match step.strip_prefix('(').and_then(|s| s.split_once(")  ")) {
+        Some((usage, step)) => (parse_usage(usage), step),
+        None => (None, step),
+    };
     Some(Mark {
         at_ms: at.trim().parse().ok()?,
         step: step.trim().to_string(),
+        usage,
+    })
+}
+
+fn parse_usage(text: &str) -> Option<Usage> {
+    let mut numbers = text
+        .split([',', ' ', ';'])
+        .filter_map(|word| word.parse::<f64>().ok());
+    Some(Usage {
+        user_ms: numbers.next()?,
+        system_ms: numbers.next()?,
+        peak_kib: numbers.next()? as u64,
     })
 }
 
@@ -123,8 +151,27 @@ mod tests {
             marks[1],
             Mark {
                 at_ms: 90.5,
-                step: "kernel BTF read".into()
+                step: "kernel BTF read".into(),
+                usage: None,
             }
+        );
+    }
+
+    #[test]
+    fn a_mark_with_the_usage_gives_its_cpu_time_and_peak() {
+        let line = "[DEBUG rcutrace::marks]   141.0 ms  (thread: user   80.5 ms, system   \
+                    22.0 ms; peak   7424 KiB)  object loaded, maps created";
+        assert_eq!(
+            parse(line),
+            Some(Mark {
+                at_ms: 141.0,
+                step: "object loaded, maps created".into(),
+                usage: Some(Usage {
+                    user_ms: 80.5,
+                    system_ms: 22.0,
+                    peak_kib: 7424,
+                }),
+            })
         );
     }
 

@@ -12,12 +12,50 @@ pub fn start() {
     STARTED.get_or_init(Instant::now);
 }
 
-/// Logs that `step` has just ended, with the time since `start`.
+/// Logs that `step` has just ended, with the time since `start`, the CPU time the thread
+/// that marks it has used so far (user, and system: the kernel's work for it, such as one
+/// attach) and the process's peak resident memory (`VmHWM`), so that a step that grows the
+/// peak is seen where it does.
 pub fn mark(step: impl Display) {
     if log::log_enabled!(log::Level::Debug) {
         let since = STARTED.get_or_init(Instant::now).elapsed();
-        log::debug!("{:8.1} ms  {step}", since.as_secs_f64() * 1e3);
+        let usage = process_usage();
+        log::debug!(
+            "{:8.1} ms  (thread: user {:6.1} ms, system {:6.1} ms; peak {:6} KiB)  {step}",
+            since.as_secs_f64() * 1e3,
+            usage.user.as_secs_f64() * 1e3,
+            usage.system.as_secs_f64() * 1e3,
+            usage.peak_kib,
+        );
     }
+}
+
+/// The calling thread's CPU time so far and the process's peak resident memory.
+struct Usage {
+    user: std::time::Duration,
+    system: std::time::Duration,
+    peak_kib: i64,
+}
+
+fn process_usage() -> Usage {
+    let thread = rusage(libc::RUSAGE_THREAD);
+    let duration = |t: libc::timeval| {
+        std::time::Duration::new(t.tv_sec as u64, (t.tv_usec as u32).saturating_mul(1000))
+    };
+    Usage {
+        user: duration(thread.ru_utime),
+        system: duration(thread.ru_stime),
+        peak_kib: rusage(libc::RUSAGE_SELF).ru_maxrss,
+    }
+}
+
+/// `getrusage(who)`, or zeroes where it fails.
+fn rusage(who: libc::c_int) -> libc::rusage {
+    // SAFETY: an all-zero rusage is a valid value, which the call fills.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `usage` is a valid rusage for the call to fill; on failure it stays zeroed.
+    unsafe { libc::getrusage(who, &mut usage) };
+    usage
 }
 
 /// The CPU time this thread has used so far (user and system), for timing a step's CPU

@@ -82,6 +82,54 @@ pub fn kernel_symbols(wanted: &[&str]) -> Result<HashMap<String, u64>> {
     Ok(found)
 }
 
+/// The kernel's own symbols a trace's start looks up, wherever it does: `rcu_state` and the
+/// tree's size (RCU's layout, for `gp` and `stall`), the kprobe table's (the hits the kernel
+/// skipped) and the grace-period counters' (what rcutrace's own detaching waited for).
+fn start_symbol_names() -> Vec<&'static str> {
+    let mut names = vec!["rcu_state"];
+    names.extend(rcu_tree::VARIABLES);
+    names.extend(kprobe_table::SYMBOLS);
+    names.extend(grace_counters::SYMBOLS);
+    names.sort_unstable();
+    names.dedup();
+    names
+}
+
+/// The addresses of the start's symbols (`start_symbol_names`) this kernel lists, from one
+/// pass over /proc/kallsyms that every asker shares: a pass makes the kernel format every
+/// symbol it has up to the last one wanted, and these lie near the end (7.3's 197,553
+/// symbols take 0.4 s of an emulated guest's CPU), so a second pass for the same start
+/// would cost as much again. A symbol zeroed by kptr_restrict is left out.
+pub fn start_symbols() -> std::result::Result<&'static HashMap<String, u64>, String> {
+    static PASS: std::sync::OnceLock<std::result::Result<HashMap<String, u64>, String>> =
+        std::sync::OnceLock::new();
+    PASS.get_or_init(|| {
+        let names = start_symbol_names();
+        let mut found = HashMap::new();
+        // Each line is split once: under emulation the parsing of 200,000 lines is a
+        // second of CPU if done once for each name.
+        scan_kallsyms(|line| {
+            if let Some((name, address)) = own_symbol(line)
+                && names.binary_search(&name).is_ok()
+                && !found.contains_key(name)
+                && let Some(address) = address.parse().filter(|&a| a != 0)
+            {
+                found.insert(name.to_string(), address);
+            }
+            found.len() < names.len()
+        })
+        .map_err(|e| format!("{e:#}"))?;
+        crate::marks::mark(format_args!(
+            "/proc/kallsyms read for the start's symbols ({} of {} found)",
+            found.len(),
+            names.len()
+        ));
+        Ok(found)
+    })
+    .as_ref()
+    .map_err(Clone::clone)
+}
+
 /// The addresses of kernel variables `names` (symbols of the kernel proper), each if
 /// /proc/kallsyms lists it with a real address (not zeroed by kptr_restrict), in one pass
 /// over the file: a caller needing several asks for them together, since a pass reads up to
@@ -130,19 +178,35 @@ fn text_symbol(line: &str) -> Option<&str> {
     matches!(kind, "t" | "T").then_some(name)
 }
 
-/// The address in a kallsyms line if it is the kernel's own symbol `wanted`. Its type letter
-/// is not checked: kallsyms guesses it from the section, and Debian's 7.3 lists the variable
-/// `rcu_state` as `t`.
+/// The address in a kallsyms line if it is the kernel's own symbol `wanted`.
 fn data_symbol(line: &str, wanted: &str) -> Option<u64> {
-    let mut fields = line.split_whitespace();
-    let address = fields.next()?;
-    let kind = fields.next()?;
-    let name = fields.next()?;
-    let in_module = fields.next().is_some();
+    own_symbol(line).and_then(|(name, address)| (name == wanted).then(|| address.parse()))?
+}
+
+/// The name in a kallsyms line `ADDRESS TYPE NAME [MODULE]`, and its address still to be
+/// parsed, if it is a defined symbol of the kernel proper. Its type letter is not checked
+/// further: kallsyms guesses it from the section, and Debian's 7.3 lists the variable
+/// `rcu_state` as `t`.
+fn own_symbol(line: &str) -> Option<(&str, KallsymsAddress<'_>)> {
+    // Cut at kallsyms' own separators (`%px %c %s\t[%s]`), not by splitting on whitespace
+    // char by char: a pass sees every line, and under emulation that was most of its CPU.
+    let line = line.trim_end_matches('\n');
+    let address_end = memchr::memchr(b' ', line.as_bytes())?;
+    let (address, rest) = (&line[..address_end], &line[address_end + 1..]);
+    let (kind, name) = rest.split_once(' ')?;
     let defined = !matches!(kind, "U" | "u" | "w" | "W" | "v" | "V");
-    (name == wanted && !in_module && defined)
-        .then(|| u64::from_str_radix(address, 16).ok())
-        .flatten()
+    let in_module = name.contains('\t');
+    (!in_module && defined && !name.is_empty()).then_some((name, KallsymsAddress(address)))
+}
+
+/// A symbol's address as kallsyms writes it: parsed only for the symbols wanted, since a
+/// pass sees a few hundred thousand.
+struct KallsymsAddress<'a>(&'a str);
+
+impl KallsymsAddress<'_> {
+    fn parse(&self) -> Option<u64> {
+        u64::from_str_radix(self.0, 16).ok()
+    }
 }
 
 /// How many CPUs this kernel can have (the highest possible CPU's number, plus one).
@@ -296,6 +360,17 @@ mod tests {
         assert_eq!(text_symbol("garbage"), None);
     }
 
+    /// The start's pass looks each line's name up by binary search: the names are sorted
+    /// once, each once (`rcu_state` is both RCU's layout and a grace-period counter).
+    #[test]
+    fn the_starts_symbols_are_sorted_and_each_named_once() {
+        let names = start_symbol_names();
+        assert!(names.windows(2).all(|pair| pair[0] < pair[1]), "{names:?}");
+        for name in ["rcu_state", "rcu_num_nodes", "kprobe_table", "rcu_tasks_rude"] {
+            assert!(names.binary_search(&name).is_ok(), "{name} in {names:?}");
+        }
+    }
+
     #[test]
     fn kernel_variables_in_kallsyms() {
         let line = "ffffffff82a4b8c0 d rcu_state";
@@ -318,6 +393,16 @@ mod tests {
             None
         );
         assert_eq!(data_symbol(line, "rcu_stat"), None);
+        // As read from the file, with its newline.
+        assert_eq!(
+            data_symbol("ffffffff82a4b8c0 d rcu_state\n", "rcu_state"),
+            Some(0xffff_ffff_82a4_b8c0)
+        );
+        assert_eq!(
+            data_symbol("ffffffffc0001000 d rcu_state\t[mod]\n", "rcu_state"),
+            None
+        );
+        assert_eq!(data_symbol("garbage\n", "garbage"), None);
     }
 
     #[test]

@@ -93,22 +93,17 @@ pub fn layout() -> Result<RcuLayout> {
             missing.join(", ")
         );
     }
-    // One pass over /proc/kallsyms for every address the layout needs: a machine whose CPU
-    // ids fit in one leaf needs only rcu_state's (its tree is one node), a larger one the
-    // tree's size too, which lies further on in the file.
+    // The start's one pass over /proc/kallsyms (shared with the kprobe table's lookup): a
+    // machine whose CPU ids fit in one leaf needs only rcu_state's address (its tree is one
+    // node), a larger one the tree's size too.
     use super::rcu_tree::{Lookup, VARIABLES};
-    let (rcu_state, lookup) = match super::rcu_tree::one_leaf()? {
-        Some(cpus) => {
-            let [rcu_state] = super::variable_addresses(["rcu_state"])?;
-            (rcu_state, Lookup::OneLeaf { cpus })
-        }
-        None => {
-            let [rcu_state, levels, nodes] =
-                super::variable_addresses(["rcu_state", VARIABLES[0], VARIABLES[1]])?;
-            (rcu_state, Lookup::Tree([levels, nodes]))
-        }
+    let symbols = super::start_symbols().map_err(anyhow::Error::msg)?;
+    let address = |name: &str| symbols.get(name).copied();
+    let lookup = match super::rcu_tree::one_leaf()? {
+        Some(cpus) => Lookup::OneLeaf { cpus },
+        None => Lookup::Tree(VARIABLES.map(address)),
     };
-    let rcu_state = rcu_state.context(
+    let rcu_state = address("rcu_state").context(
         "/proc/kallsyms gives no address for rcu_state (kernel.kptr_restrict hides \
          addresses, or the kernel lacks CONFIG_KALLSYMS_ALL)",
     )?;

@@ -21,11 +21,7 @@ use rcutrace_common::{
 use tokio::net::TcpListener;
 
 use crate::{
-    kernel::{
-        self,
-        grace_counters::{self, GraceCounters},
-        kprobe_table::{self, KprobeTable},
-    },
+    kernel::{self, grace_counters::GraceCounters, kprobe_table::KprobeTable},
     marks,
     model::attribution::{self, By},
     model::{Report, detach::OwnDetach},
@@ -292,12 +288,8 @@ type Located<T> = std::result::Result<T, String>;
 
 impl KernelPlaces {
     fn find() -> KernelPlaces {
-        let wanted: Vec<&str> = kprobe_table::SYMBOLS
-            .iter()
-            .chain(&grace_counters::SYMBOLS)
-            .copied()
-            .collect();
-        let symbols = kernel::kernel_symbols(&wanted).map_err(|e| format!("{e:#}"));
+        // Shared with RCU's layout, which `gp` and `stall` read before they load: then done.
+        let symbols = kernel::start_symbols();
         KernelPlaces {
             kprobe_table: symbols
                 .as_ref()
@@ -344,7 +336,7 @@ fn load(request: &Request<'_>, mut constants: Vec<Constant>, samples: bool) -> R
     let keys = keys_for(request.by);
     read_btf_ahead(request.probes, request.choice, request.by);
     marks::mark("kernel BTF read");
-    let own_work = probes::needs_own_work(request.probes);
+    let own_work = needs_own_work(request);
     if own_work {
         constants.extend(own_work_constants());
         marks::mark("own-work constants found");
@@ -384,6 +376,17 @@ fn load(request: &Request<'_>, mut constants: Vec<Constant>, samples: bool) -> R
     Ok(tracer)
 }
 
+/// Whether this run follows its own work (see `probes::needs_own_work`): the sampled reader
+/// probe is detached and attached again in the window.
+fn needs_own_work(request: &Request<'_>) -> bool {
+    probes::needs_own_work(
+        request.probes,
+        request.choice,
+        keys_for(request.by),
+        request.sample_readers.is_some(),
+    )
+}
+
 /// Attaches the own-work hooks, then the command's probes; says what could not be traced,
 /// and fails where the command cannot run without it. The kprobe table, found meanwhile, is
 /// taken once everything is attached, with the grace-period counters found with it.
@@ -395,7 +398,7 @@ fn attach(
     let keys = keys_for(request.by);
     // First, so that the tasks-RCU work the command's own attaching queues is followed (by
     // the programs that ask whose doing a call is: the others need no such hooks).
-    let own_work_missing = if probes::needs_own_work(request.probes) {
+    let own_work_missing = if needs_own_work(request) {
         let missing = attach_own_work(tracer);
         marks::mark("own-work hooks attached");
         missing

@@ -389,17 +389,44 @@ pub const FOLLOWED_WORK: &[Probe] = &[
     followed("workqueue:workqueue_execute_end", "execute_end"),
 ];
 
-/// Whether a run of `probes` needs the own-work hooks: only the programs that count or time
+impl Method {
+    /// Whether attaching by this method can queue RCU work that other threads do later, in
+    /// the window: a trampoline's attach frees the replaced direct-call hash (and, where the
+    /// function had a trampoline already, its old image) through tasks RCU; a tracepoint's
+    /// frees the probe array it replaces. A kprobe's attach queues none (measured on 6.1,
+    /// 6.12 and 7.3: no `call_rcu_tasks*()` or `call_srcu()` from its attaching).
+    pub fn queues_deferred_work(self) -> bool {
+        matches!(self, Method::Fentry | Method::Fexit | Method::Tracepoint)
+    }
+}
+
+/// Whether a run of `probes` needs the own-work hooks. Only the programs that count or time
 /// calls ask whose doing a call is (`count`, `srlat`, `gplat`, `run`, `serve`'s counts,
-/// `top`'s waits). The grace-period, stage, callback and following programs never do, so
-/// `gp`, `stall` and `callbacks` start without attaching them.
-pub fn needs_own_work(probes: &[Probe]) -> bool {
-    probes.iter().any(|p| {
+/// `top`'s waits): `gp`, `stall` and `callbacks` start without them. And only a run whose own
+/// attaching can reach into its window needs them: one that may attach a trampoline or a
+/// tracepoint, or that detaches and attaches a probe again while it counts
+/// (`switches_in_window`, the sampled readers). A run of kprobes only skips their six
+/// attaches, a third of its start-up.
+pub fn needs_own_work(
+    probes: &[Probe],
+    choice: AttachChoice,
+    keys: Keys,
+    switches_in_window: bool,
+) -> bool {
+    let asks_whose = probes.iter().any(|p| {
         matches!(
             p.programs,
             Programs::Counter(_) | Programs::Timed(_) | Programs::TimedFoundNothing(_)
         )
-    })
+    });
+    let queues = || {
+        probes.iter().any(|probe| {
+            plan(probe, choice, keys)
+                .iter()
+                .any(|(method, _)| method.queues_deferred_work())
+        })
+    };
+    asks_whose && (switches_in_window || queues())
 }
 
 /// How many of the first slots of the `COUNTS` array the programs of `probes` write: its only

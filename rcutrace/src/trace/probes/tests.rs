@@ -424,18 +424,71 @@ fn the_default_set_and_the_waiting_functions() {
 /// and `callbacks` start without them; `count`, the timed waits and `serve`'s counts not.
 #[test]
 fn own_work_hooks_only_where_a_program_asks() {
+    let needs = |probes: &[Probe]| needs_own_work(probes, AttachChoice::Auto, Keys::Plain, false);
     let mut gp: Vec<Probe> = GRACE_PERIODS.in_attach_order().to_vec();
     gp.extend([EXPEDITED_START, EXPEDITED_END, KERNEL_STALL_WARNING]);
-    assert!(!needs_own_work(&gp));
-    assert!(!needs_own_work(&CALLBACKS.in_attach_order()));
-    assert!(!needs_own_work(&GRACE_PERIOD_BOUNDS));
-    assert!(!needs_own_work(FOLLOWED_TREE));
-    assert!(needs_own_work(&[counted_probe("synchronize_rcu")]));
-    assert!(needs_own_work(&[GP_LATENCY.entry]));
-    assert!(needs_own_work(&[GP_INIT_FOUND_NOTHING]));
+    assert!(!needs(&gp));
+    assert!(!needs(&CALLBACKS.in_attach_order()));
+    assert!(!needs(&GRACE_PERIOD_BOUNDS));
+    assert!(!needs(FOLLOWED_TREE));
+    assert!(needs(&[counted_probe("synchronize_rcu")]));
+    assert!(needs(&[GP_LATENCY.entry]));
+    assert!(needs(&[GP_INIT_FOUND_NOTHING]));
     let mut served = gp.clone();
     served.push(counted_probe("call_rcu"));
-    assert!(needs_own_work(&served));
+    assert!(needs(&served));
+}
+
+/// ... and only where the run's own attaching can queue work into its window: kprobes queue
+/// none, trampolines and tracepoints do, and switching a probe in the window does.
+#[test]
+fn own_work_hooks_only_where_the_runs_attaching_queues_work() {
+    let counted = [counted_probe("synchronize_rcu"), counted_probe("call_rcu")];
+    let kprobes_only =
+        |switches| needs_own_work(&counted, AttachChoice::Kprobe, Keys::Plain, switches);
+    assert!(!kprobes_only(false));
+    assert!(kprobes_only(true));
+    assert!(needs_own_work(
+        &counted,
+        AttachChoice::Fentry,
+        Keys::Plain,
+        false
+    ));
+    assert!(needs_own_work(
+        &counted,
+        AttachChoice::Auto,
+        Keys::Plain,
+        false
+    ));
+    // The reader is a kprobe however the run is attached.
+    let readers = [counted_probe("__rcu_read_lock")];
+    assert!(!needs_own_work(
+        &readers,
+        AttachChoice::Auto,
+        Keys::Plain,
+        false
+    ));
+    assert!(needs_own_work(
+        &readers,
+        AttachChoice::Auto,
+        Keys::Plain,
+        true
+    ));
+    // Stacks are taken by kprobes at every entry: nothing there queues.
+    assert!(!needs_own_work(
+        &counted,
+        AttachChoice::Auto,
+        Keys::Stacks,
+        false
+    ));
+    let mut with_tracepoint = counted.to_vec();
+    with_tracepoint.extend(FOLLOWED_TREE);
+    assert!(needs_own_work(
+        &with_tracepoint,
+        AttachChoice::Kprobe,
+        Keys::Plain,
+        false
+    ));
 }
 
 /// The domain-initialisation hook is a kprobe (it reads the stack), under every choice, and a
