@@ -78,6 +78,15 @@ pub struct Phases {
     pub attaching_ms: f64,
     /// Types in the BTF aya is given for the trampolines, if any was built.
     pub trampoline_btf_types: Option<u32>,
+    /// The kernel's CPU for each attach: the attaching thread's system time across it, where
+    /// the marks say it.
+    pub attach_system_ms: Vec<f64>,
+    /// The start's pass over /proc/kallsyms: its thread's CPU, and how long the opening
+    /// waited for it after the last attach, where the marks say them.
+    pub kallsyms_pass_cpu_ms: Option<f64>,
+    pub kallsyms_wait_ms: Option<f64>,
+    /// What building the trampolines' BTF added to the peak resident memory.
+    pub trampoline_btf_peak_kib: Option<u64>,
 }
 
 /// The phases of a start-up from its marks in order; `None` if a step is missing (an older
@@ -94,11 +103,32 @@ pub fn phases(marks: &[Mark]) -> Option<Phases> {
         })
     };
     let loaded = at("object loaded, maps created")?;
-    let spans: Vec<f64> = marks
-        .windows(2)
-        .filter(|pair| pair[1].attached_function().is_some() && pair[1].at_ms > loaded)
+    let attaches = || {
+        marks
+            .windows(2)
+            .filter(move |pair| pair[1].attached_function().is_some() && pair[1].at_ms > loaded)
+    };
+    let spans: Vec<f64> = attaches()
         .map(|pair| pair[1].at_ms - pair[0].at_ms)
         .collect();
+    let attach_system_ms = attaches()
+        .filter_map(|pair| Some(pair[1].usage?.system_ms - pair[0].usage?.system_ms))
+        .collect();
+    let kallsyms = marks.iter().find(|m| {
+        m.step
+            .starts_with("/proc/kallsyms read for the start's symbols")
+    });
+    let trampoline_btf_peak_kib = marks
+        .windows(2)
+        .find(|pair| pair[1].step.starts_with("trampolines' BTF built"))
+        .and_then(|pair| {
+            Some(
+                pair[1]
+                    .usage?
+                    .peak_kib
+                    .saturating_sub(pair[0].usage?.peak_kib),
+            )
+        });
     let narrowed = marks
         .iter()
         .find_map(|m| m.step.strip_prefix("eBPF object narrowed: "))?;
@@ -108,7 +138,8 @@ pub fn phases(marks: &[Mark]) -> Option<Phases> {
         .map(|s| s.parse::<u32>().ok());
     Some(Phases {
         btf_pass_ms: at("kernel BTF read")?,
-        object_ms: loaded - at("own-work constants found")?,
+        // A run without the own-work hooks finds no constants for them.
+        object_ms: loaded - at("own-work constants found").or(at("kernel BTF read"))?,
         programs_kept: numbers.next()??,
         programs_in_object: numbers.next()??,
         attaches: spans.len() as u32,
@@ -116,6 +147,14 @@ pub fn phases(marks: &[Mark]) -> Option<Phases> {
         attach_max_ms: spans.iter().copied().reduce(f64::max)?,
         attaching_ms: at("probes attached")? - loaded,
         trampoline_btf_types: number_after("trampolines' BTF built: "),
+        attach_system_ms,
+        kallsyms_pass_cpu_ms: kallsyms
+            .and_then(|m| m.usage)
+            .map(|u| u.user_ms + u.system_ms),
+        kallsyms_wait_ms: at("kprobe table found")
+            .zip(at("probes attached"))
+            .map(|(found, attached)| found - attached),
+        trampoline_btf_peak_kib,
     })
 }
 
@@ -187,6 +226,30 @@ mod tests {
         assert_eq!(phases.attach_max_ms, 18.0);
         assert_eq!(phases.attaching_ms, 68.0);
         assert_eq!(phases.trampoline_btf_types, Some(22017));
+    }
+
+    /// Marks with the usage give each attach's kernel CPU, the kallsyms pass's CPU and wait,
+    /// and what the trampolines' BTF added to the peak; a run without own-work hooks still
+    /// has its object's load timed.
+    #[test]
+    fn marks_with_the_usage_give_the_kernels_share() {
+        let log = "\
+[DEBUG rcutrace::marks]     90.5 ms  (thread: user 60.0 ms, system 30.0 ms; peak 5000 KiB)  kernel BTF read
+[DEBUG rcutrace::marks]     91.2 ms  (thread: user 60.1 ms, system 30.0 ms; peak 7000 KiB)  eBPF object narrowed: 9 of its 190 programs kept
+[DEBUG rcutrace::marks]    141.0 ms  (thread: user 70.0 ms, system 60.0 ms; peak 8000 KiB)  object loaded, maps created
+[DEBUG rcutrace::marks]    171.0 ms  (thread: user 70.0 ms, system 88.0 ms; peak 8000 KiB)  __rcu_read_lock attached
+[DEBUG rcutrace::marks]    250.0 ms  (thread: user 80.0 ms, system 120.0 ms; peak 14000 KiB)  trampolines' BTF built: 110424 types
+[DEBUG rcutrace::marks]    280.0 ms  (thread: user 80.0 ms, system 145.0 ms; peak 14000 KiB)  call_rcu attached
+[DEBUG rcutrace::marks]    285.0 ms  (thread: user 200.0 ms, system 150.0 ms; peak 14000 KiB)  /proc/kallsyms read for the start's symbols (10 of 10 found)
+[DEBUG rcutrace::marks]    290.0 ms  (thread: user 80.0 ms, system 146.0 ms; peak 14000 KiB)  probes attached
+[DEBUG rcutrace::marks]    300.0 ms  (thread: user 80.0 ms, system 146.0 ms; peak 14000 KiB)  kprobe table found
+";
+        let phases = phases(&marks(log)).unwrap();
+        assert_eq!(phases.object_ms, 50.5);
+        assert_eq!(phases.attach_system_ms, vec![28.0, 25.0]);
+        assert_eq!(phases.kallsyms_pass_cpu_ms, Some(350.0));
+        assert_eq!(phases.kallsyms_wait_ms, Some(10.0));
+        assert_eq!(phases.trampoline_btf_peak_kib, Some(6000));
     }
 
     #[test]

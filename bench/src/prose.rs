@@ -370,6 +370,37 @@ fn gap_notes(summary: &Summary) -> String {
                 ("attach_min_ms", count_mark(Metric::AttachMinMs)),
                 ("attach_max_ms", count_mark(Metric::AttachMaxMs)),
                 ("attaching_ms", count_mark(Metric::StartupAttachingMs)),
+                (
+                    "attach_system_min_ms",
+                    count_mark(Metric::AttachSystemMinMs),
+                ),
+                (
+                    "attach_system_max_ms",
+                    count_mark(Metric::AttachSystemMaxMs),
+                ),
+                (
+                    "attach_system_median_ms",
+                    count_mark(Metric::AttachSystemMedianMs),
+                ),
+                (
+                    "attach_floor_ms",
+                    num(
+                        running(Metric::Attaches, Tracer::RCUTRACE, Job::Count)
+                            .zip(running(
+                                Metric::AttachSystemMedianMs,
+                                Tracer::RCUTRACE,
+                                Job::Count,
+                            ))
+                            .map(|(attaches, each)| attaches * each),
+                        0,
+                    ),
+                ),
+                ("ftrace_records", num(kernel(Metric::FtraceRecords), 0)),
+                (
+                    "kallsyms_pass_cpu_ms",
+                    count_mark(Metric::KallsymsPassCpuMs),
+                ),
+                ("kallsyms_wait_ms", count_mark(Metric::KallsymsWaitMs)),
                 ("kallsyms_ms", num(kernel(Metric::KallsymsReadMs), 0)),
                 ("kallsyms_lines", num(kernel(Metric::KallsymsLines), 0)),
                 (
@@ -408,6 +439,14 @@ fn gap_notes(summary: &Summary) -> String {
                             Job::Srlat,
                         ),
                         0,
+                    ),
+                ),
+                (
+                    "trampoline_btf_peak_mib",
+                    num(
+                        running(Metric::TrampolineBtfPeakKib, Tracer::RCUTRACE, Job::Count)
+                            .map(|kib| kib / 1024.0),
+                        1,
                     ),
                 ),
             ],

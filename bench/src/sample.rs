@@ -44,6 +44,20 @@ pub enum Metric {
     ProgramsInObject,
     /// Types in the BTF aya is given for the trampolines.
     TrampolineBtfTypes,
+    /// The kernel's CPU for one attach (the attaching thread's system time across it, from
+    /// the marks): the shortest, the median and the longest.
+    AttachSystemMinMs,
+    AttachSystemMedianMs,
+    AttachSystemMaxMs,
+    /// The start's one pass over /proc/kallsyms: its thread's CPU (user and system), and how
+    /// long the window's opening waited for it once every probe was attached.
+    KallsymsPassCpuMs,
+    KallsymsWaitMs,
+    /// What building the trampolines' BTF added to the peak resident memory.
+    TrampolineBtfPeakKib,
+    /// Functions ftrace can patch (`available_filter_functions`): each kprobe or trampoline
+    /// attached updates ftrace's code, which walks every one of their records.
+    FtraceRecords,
     /// Peak RSS.
     RssKib,
     /// From SIGINT until the tracer was reaped: its report, its detaching and its exit.
@@ -104,7 +118,7 @@ pub enum Metric {
 }
 
 impl Metric {
-    pub const ALL: [Metric; 46] = [
+    pub const ALL: [Metric; 53] = [
         Metric::GetppidNs,
         Metric::EventsPerCall,
         Metric::MembarrierWallNs,
@@ -123,6 +137,13 @@ impl Metric {
         Metric::ProgramsKept,
         Metric::ProgramsInObject,
         Metric::TrampolineBtfTypes,
+        Metric::AttachSystemMinMs,
+        Metric::AttachSystemMedianMs,
+        Metric::AttachSystemMaxMs,
+        Metric::KallsymsPassCpuMs,
+        Metric::KallsymsWaitMs,
+        Metric::TrampolineBtfPeakKib,
+        Metric::FtraceRecords,
         Metric::RssKib,
         Metric::ExitMs,
         Metric::IntervalCpuMs,
@@ -173,6 +194,13 @@ impl Metric {
             Metric::ProgramsKept => "programs_kept",
             Metric::ProgramsInObject => "programs_in_object",
             Metric::TrampolineBtfTypes => "trampoline_btf_types",
+            Metric::AttachSystemMinMs => "attach_system_min_ms",
+            Metric::AttachSystemMedianMs => "attach_system_median_ms",
+            Metric::AttachSystemMaxMs => "attach_system_max_ms",
+            Metric::KallsymsPassCpuMs => "kallsyms_pass_cpu_ms",
+            Metric::KallsymsWaitMs => "kallsyms_wait_ms",
+            Metric::TrampolineBtfPeakKib => "trampoline_btf_peak_kib",
+            Metric::FtraceRecords => "ftrace_records",
             Metric::RssKib => "rss_kib",
             Metric::ExitMs => "exit_ms",
             Metric::IntervalCpuMs => "interval_cpu_ms",

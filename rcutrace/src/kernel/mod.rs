@@ -366,7 +366,12 @@ mod tests {
     fn the_starts_symbols_are_sorted_and_each_named_once() {
         let names = start_symbol_names();
         assert!(names.windows(2).all(|pair| pair[0] < pair[1]), "{names:?}");
-        for name in ["rcu_state", "rcu_num_nodes", "kprobe_table", "rcu_tasks_rude"] {
+        for name in [
+            "rcu_state",
+            "rcu_num_nodes",
+            "kprobe_table",
+            "rcu_tasks_rude",
+        ] {
             assert!(names.binary_search(&name).is_ok(), "{name} in {names:?}");
         }
     }

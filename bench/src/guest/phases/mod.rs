@@ -80,6 +80,18 @@ pub fn kernel_facts() {
     if let Ok(meta) = std::fs::metadata("/sys/kernel/btf/vmlinux") {
         sample(Metric::BtfKib, Config::Kernel, meta.len() as f64 / 1024.0);
     }
+    let functions = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"]
+        .iter()
+        .find_map(|root| {
+            std::fs::read_to_string(format!("{root}/available_filter_functions")).ok()
+        });
+    if let Some(functions) = functions {
+        sample(
+            Metric::FtraceRecords,
+            Config::Kernel,
+            functions.lines().count() as f64,
+        );
+    }
 }
 
 /// The first line `PROGRAM ARG` prints, or why there is none.

@@ -133,4 +133,24 @@ pub(super) fn startup_phases(config: Config, stderr_lines: &[(Duration, String)]
     if let Some(types) = phases.trampoline_btf_types {
         sample(Metric::TrampolineBtfTypes, config, types.into());
     }
+    let mut system = phases.attach_system_ms.clone();
+    system.sort_by(f64::total_cmp);
+    if let (Some(first), Some(last)) = (system.first(), system.last()) {
+        sample(Metric::AttachSystemMinMs, config, *first);
+        sample(
+            Metric::AttachSystemMedianMs,
+            config,
+            system[system.len() / 2],
+        );
+        sample(Metric::AttachSystemMaxMs, config, *last);
+    }
+    if let Some(cpu) = phases.kallsyms_pass_cpu_ms {
+        sample(Metric::KallsymsPassCpuMs, config, cpu);
+    }
+    if let Some(wait) = phases.kallsyms_wait_ms {
+        sample(Metric::KallsymsWaitMs, config, wait);
+    }
+    if let Some(kib) = phases.trampoline_btf_peak_kib {
+        sample(Metric::TrampolineBtfPeakKib, config, kib as f64);
+    }
 }
