@@ -54,6 +54,21 @@ pub fn jited_functions(ids: &[u32]) -> HashMap<u64, u64> {
     functions
 }
 
+/// The kernel BTF ids of the functions that loaded tracing programs (fentry, fexit, ...)
+/// were loaded for: each such function has, or may soon have, a BPF trampoline. Programs
+/// that cannot be opened or described are passed over.
+pub fn tracing_targets() -> std::collections::HashSet<u32> {
+    ids_after(0)
+        .into_iter()
+        .filter_map(|id| info(&open(id)?, None))
+        .filter(|info| {
+            info.type_ == aya_obj::generated::bpf_prog_type::BPF_PROG_TYPE_TRACING as u32
+        })
+        .map(|info| info.attach_btf_id)
+        .filter(|&id| id != 0)
+        .collect()
+}
+
 fn open(id: u32) -> Option<OwnedFd> {
     // SAFETY: all zeroes is a valid bpf_attr.
     let mut attr: bpf_attr = unsafe { std::mem::zeroed() };

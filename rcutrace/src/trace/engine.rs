@@ -26,7 +26,7 @@ use crate::{
     model::attribution::{self, By},
     model::{Report, detach::OwnDetach},
     trace::{
-        probes::{self, AttachChoice, Keys, Method, Probe, READERS},
+        probes::{self, AttachChoice, Keys, Method, OwnWork, Probe, READERS},
         readings::Reading,
         sampling::{ReaderSampling, SampledReaders, Sampler, Switch},
         session::{
@@ -219,11 +219,11 @@ pub async fn trace_with<R>(
     // done beside loading and attaching, so that the window does not open later for it.
     let places = std::thread::spawn(KernelPlaces::find);
     let constants = std::mem::take(&mut request.constants);
-    let mut tracer = load(&request, constants, consume.is_some())?;
+    let (mut tracer, own_work) = load(&request, constants, consume.is_some())?;
     let Attached {
         probes: attached,
         grace_counters,
-    } = attach(&mut tracer, &request, places)?;
+    } = attach(&mut tracer, &request, own_work, places)?;
     let Opened {
         mut samples,
         at_open,
@@ -330,14 +330,19 @@ fn detach(
 }
 
 /// Loads the eBPF object with the run's constants (`constants`, the command's, and those set
-/// here) and map sizes, given only the programs this run may attach.
-fn load(request: &Request<'_>, mut constants: Vec<Constant>, samples: bool) -> Result<Tracer> {
+/// here) and map sizes, given only the programs this run may attach: its probes', and the
+/// own-work hooks it needs, which are returned.
+fn load(
+    request: &Request<'_>,
+    mut constants: Vec<Constant>,
+    samples: bool,
+) -> Result<(Tracer, OwnWork)> {
     constants.push(Constant::U32("SELF_TGID", std::process::id()));
     let keys = keys_for(request.by);
     read_btf_ahead(request.probes, request.choice, request.by);
     marks::mark("kernel BTF read");
-    let own_work = needs_own_work(request);
-    if own_work {
+    let own_work = own_work(request);
+    if own_work != OwnWork::Off {
         constants.extend(own_work_constants());
         marks::mark("own-work constants found");
     }
@@ -362,10 +367,10 @@ fn load(request: &Request<'_>, mut constants: Vec<Constant>, samples: bool) -> R
         constants.push(Constant::MaxEntries("SAMPLES", SAMPLE_RING_BYTES));
     }
     // aya is given only the programs this run may attach (see trace::object).
-    let own_work_probes = if own_work { probes::OWN_WORK } else { &[] };
+    let own_work_probes = own_work.probes();
     let programs: HashSet<String> = probes::planned_programs(request.probes, request.choice, keys)
         .chain(probes::planned_programs(
-            own_work_probes,
+            &own_work_probes,
             OWN_WORK_ATTACH.0,
             OWN_WORK_ATTACH.1,
         ))
@@ -373,17 +378,30 @@ fn load(request: &Request<'_>, mut constants: Vec<Constant>, samples: bool) -> R
     let mut tracer = Tracer::load(&constants, &programs)?;
     tracer.set_written_slots("COUNTS", probes::counter_slots_written(request.probes));
     marks::mark("object loaded, maps created");
-    Ok(tracer)
+    Ok((tracer, own_work))
 }
 
-/// Whether this run follows its own work (see `probes::needs_own_work`): the sampled reader
-/// probe is detached and attached again in the window.
-fn needs_own_work(request: &Request<'_>) -> bool {
-    probes::needs_own_work(
+/// Which of its own work this run follows (see `probes::own_work_needed`): the sampled reader
+/// probe is detached and attached again in the window; another tool's tracing program on a
+/// function this run puts a trampoline on is found among the programs loaded.
+fn own_work(request: &Request<'_>) -> OwnWork {
+    let traced_by_others = |functions: &[&str]| {
+        let targets = kernel::bpf_programs::tracing_targets();
+        if targets.is_empty() {
+            return false;
+        }
+        // The ids come from the run's one BTF pass, which looked for these functions.
+        match kernel::btf::function_ids(functions) {
+            Ok(ids) => ids.values().any(|id| targets.contains(id)),
+            Err(_) => true,
+        }
+    };
+    probes::own_work_needed(
         request.probes,
         request.choice,
         keys_for(request.by),
         request.sample_readers.is_some(),
+        &traced_by_others,
     )
 }
 
@@ -393,13 +411,14 @@ fn needs_own_work(request: &Request<'_>) -> bool {
 fn attach(
     tracer: &mut Tracer,
     request: &Request<'_>,
+    own_work: OwnWork,
     places: JoinHandle<KernelPlaces>,
 ) -> Result<Attached> {
     let keys = keys_for(request.by);
     // First, so that the tasks-RCU work the command's own attaching queues is followed (by
     // the programs that ask whose doing a call is: the others need no such hooks).
-    let own_work_missing = if needs_own_work(request) {
-        let missing = attach_own_work(tracer);
+    let own_work_missing = if own_work != OwnWork::Off {
+        let missing = attach_own_work(tracer, own_work);
         marks::mark("own-work hooks attached");
         missing
     } else {
@@ -699,9 +718,9 @@ const OWN_WORK_ATTACH: (AttachChoice, Keys) = (AttachChoice::Kprobe, Keys::Plain
 
 /// Attaches the hooks that tell rcutrace's own tasks-RCU work apart; returns the essential
 /// ones this kernel lacks.
-fn attach_own_work(tracer: &mut Tracer) -> Vec<&'static str> {
+fn attach_own_work(tracer: &mut Tracer, own_work: OwnWork) -> Vec<&'static str> {
     tracer
-        .attach(probes::OWN_WORK, OWN_WORK_ATTACH.0, OWN_WORK_ATTACH.1)
+        .attach(&own_work.probes(), OWN_WORK_ATTACH.0, OWN_WORK_ATTACH.1)
         .into_iter()
         .filter_map(|(probe, attachment)| match attachment {
             Attachment::Attached(_) => None,

@@ -396,37 +396,100 @@ impl Method {
     /// frees the probe array it replaces. A kprobe's attach queues none (measured on 6.1,
     /// 6.12 and 7.3: no `call_rcu_tasks*()` or `call_srcu()` from its attaching).
     pub fn queues_deferred_work(self) -> bool {
-        matches!(self, Method::Fentry | Method::Fexit | Method::Tracepoint)
+        self.is_trampoline() || self == Method::Tracepoint
+    }
+
+    /// A BPF trampoline (fentry or fexit).
+    pub fn is_trampoline(self) -> bool {
+        matches!(self, Method::Fentry | Method::Fexit)
     }
 }
 
-/// Whether a run of `probes` needs the own-work hooks. Only the programs that count or time
-/// calls ask whose doing a call is (`count`, `srlat`, `gplat`, `run`, `serve`'s counts,
-/// `top`'s waits): `gp`, `stall` and `callbacks` start without them. And only a run whose own
-/// attaching can reach into its window needs them: one that may attach a trampoline or a
-/// tracepoint, or that detaches and attaches a probe again while it counts
-/// (`switches_in_window`, the sampled readers). A run of kprobes only skips their six
-/// attaches, a third of its start-up.
-pub fn needs_own_work(
+/// Which of the own-work hooks a run attaches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OwnWork {
+    /// None: nothing asks whose doing a call is, or nothing the run attaches queues work into
+    /// its window.
+    Off,
+    /// Tasks RCU's (`OWN_WORK_ESSENTIAL`): the first trampoline on a function queues only a
+    /// tasks-RCU callback (freeing ftrace's replaced direct-call hash), and what its grace
+    /// period and callbacks do after stays in tasks and normal RCU.
+    TasksRcu,
+    /// Every hook, SRCU's and tasks-trace RCU's too: a trampoline image replaced, a
+    /// tracepoint's probe array or a switched kprobe's program array freed, go through
+    /// tasks-trace RCU, which 7.x runs as SRCU.
+    All,
+}
+
+impl OwnWork {
+    /// The hooks attached.
+    pub fn probes(self) -> Vec<Probe> {
+        OWN_WORK
+            .iter()
+            .filter(|probe| match self {
+                OwnWork::Off => false,
+                OwnWork::TasksRcu => OWN_WORK_ESSENTIAL.contains(&probe.function),
+                OwnWork::All => true,
+            })
+            .copied()
+            .collect()
+    }
+}
+
+/// Which own-work hooks a run of `probes` needs. Only the programs that count or time calls
+/// ask whose doing a call is (`count`, `srlat`, `gplat`, `run`, `serve`'s counts, `top`'s
+/// waits): `gp`, `stall` and `callbacks` start without them. And only a run whose own
+/// attaching can reach into its window needs them: a kprobe's attach queues nothing
+/// (measured on 6.1, 6.12 and 7.3), so a run of kprobes alone skips them, a third of its
+/// start-up. A first trampoline on each function needs tasks RCU's; every hook is needed
+/// where a trampoline's image is replaced (two of the run's programs on one function, or a
+/// function another tool's program is attached to: `traced_by_others`), where a tracepoint
+/// is attached, and where the run detaches and attaches a probe again while it counts
+/// (`switches_in_window`, the sampled readers).
+pub fn own_work_needed(
     probes: &[Probe],
     choice: AttachChoice,
     keys: Keys,
     switches_in_window: bool,
-) -> bool {
+    traced_by_others: &dyn Fn(&[&str]) -> bool,
+) -> OwnWork {
     let asks_whose = probes.iter().any(|p| {
         matches!(
             p.programs,
             Programs::Counter(_) | Programs::Timed(_) | Programs::TimedFoundNothing(_)
         )
     });
-    let queues = || {
-        probes.iter().any(|probe| {
-            plan(probe, choice, keys)
-                .iter()
-                .any(|(method, _)| method.queues_deferred_work())
-        })
+    if !asks_whose {
+        return OwnWork::Off;
+    }
+    let plans: Vec<(&Probe, Vec<(Method, String)>)> =
+        probes.iter().map(|p| (p, plan(p, choice, keys))).collect();
+    let may_use = |queueing: fn(Method) -> bool| {
+        plans
+            .iter()
+            .any(|(_, plan)| plan.iter().any(|(method, _)| queueing(*method)))
     };
-    asks_whose && (switches_in_window || queues())
+    if switches_in_window || may_use(|method| method == Method::Tracepoint) {
+        return OwnWork::All;
+    }
+    if !may_use(Method::queues_deferred_work) {
+        return OwnWork::Off;
+    }
+    // The functions that get a trampoline as planned (a kprobe tried first and failing is
+    // the kernel refusing that function, which it does not do for these).
+    let mut trampolined: Vec<&str> = plans
+        .iter()
+        .filter(|(_, plan)| plan.first().is_some_and(|(m, _)| m.is_trampoline()))
+        .map(|(probe, _)| probe.function)
+        .collect();
+    trampolined.sort_unstable();
+    let shared = trampolined.windows(2).any(|pair| pair[0] == pair[1]);
+    trampolined.dedup();
+    if shared || traced_by_others(&trampolined) {
+        OwnWork::All
+    } else {
+        OwnWork::TasksRcu
+    }
 }
 
 /// How many of the first slots of the `COUNTS` array the programs of `probes` write: its only

@@ -650,7 +650,7 @@ pub fn trampoline_functions(
         .filter(|probe| {
             plan(probe, choice, keys)
                 .iter()
-                .any(|(method, _)| is_trampoline(*method))
+                .any(|(method, _)| method.is_trampoline())
         })
         .map(|probe| probe.function)
         .collect()
@@ -782,10 +782,6 @@ fn per_cpu_sums_of(keys: &[u32], values: &[u64], cpus: usize) -> Option<Vec<u64>
 
 fn sum_over_cpus(values: &[u64]) -> u64 {
     values.iter().fold(0, |sum, v| sum.wrapping_add(*v))
-}
-
-fn is_trampoline(method: Method) -> bool {
-    matches!(method, Method::Fentry | Method::Fexit)
 }
 
 /// The loader `prepare_loader` made, taken by the one `Tracer::load` of the run.

@@ -420,75 +420,113 @@ fn the_default_set_and_the_waiting_functions() {
     assert!(!counted_functions(CountedSet::All).any(|c| c.function() == "synchronize_net"));
 }
 
+fn nobody_else(_: &[&str]) -> bool {
+    false
+}
+
 /// Only the programs that ask whose doing a call is get the own-work hooks: `gp`, `stall`
 /// and `callbacks` start without them; `count`, the timed waits and `serve`'s counts not.
 #[test]
 fn own_work_hooks_only_where_a_program_asks() {
-    let needs = |probes: &[Probe]| needs_own_work(probes, AttachChoice::Auto, Keys::Plain, false);
+    let needs = |probes: &[Probe]| {
+        own_work_needed(probes, AttachChoice::Auto, Keys::Plain, false, &nobody_else)
+    };
     let mut gp: Vec<Probe> = GRACE_PERIODS.in_attach_order().to_vec();
     gp.extend([EXPEDITED_START, EXPEDITED_END, KERNEL_STALL_WARNING]);
-    assert!(!needs(&gp));
-    assert!(!needs(&CALLBACKS.in_attach_order()));
-    assert!(!needs(&GRACE_PERIOD_BOUNDS));
-    assert!(!needs(FOLLOWED_TREE));
-    assert!(needs(&[counted_probe("synchronize_rcu")]));
-    assert!(needs(&[GP_LATENCY.entry]));
-    assert!(needs(&[GP_INIT_FOUND_NOTHING]));
+    assert_eq!(needs(&gp), OwnWork::Off);
+    assert_eq!(needs(&CALLBACKS.in_attach_order()), OwnWork::Off);
+    assert_eq!(needs(&GRACE_PERIOD_BOUNDS), OwnWork::Off);
+    assert_eq!(needs(FOLLOWED_TREE), OwnWork::Off);
+    assert_ne!(needs(&[counted_probe("synchronize_rcu")]), OwnWork::Off);
+    assert_ne!(needs(&[GP_LATENCY.entry]), OwnWork::Off);
+    assert_ne!(needs(&[GP_INIT_FOUND_NOTHING]), OwnWork::Off);
     let mut served = gp.clone();
     served.push(counted_probe("call_rcu"));
-    assert!(needs(&served));
+    assert_ne!(needs(&served), OwnWork::Off);
 }
 
-/// ... and only where the run's own attaching can queue work into its window: kprobes queue
-/// none, trampolines and tracepoints do, and switching a probe in the window does.
+/// ... and only the hooks for the work the run's own attaching can queue into its window:
+/// none for kprobes; tasks RCU's for a first trampoline on each function; all of them where
+/// an image is replaced (two of its programs on one function, or another tool's there), a
+/// tracepoint is attached, or a probe is switched in the window.
 #[test]
-fn own_work_hooks_only_where_the_runs_attaching_queues_work() {
+fn own_work_hooks_for_the_work_the_runs_attaching_queues() {
     let counted = [counted_probe("synchronize_rcu"), counted_probe("call_rcu")];
-    let kprobes_only =
-        |switches| needs_own_work(&counted, AttachChoice::Kprobe, Keys::Plain, switches);
-    assert!(!kprobes_only(false));
-    assert!(kprobes_only(true));
-    assert!(needs_own_work(
-        &counted,
-        AttachChoice::Fentry,
-        Keys::Plain,
-        false
-    ));
-    assert!(needs_own_work(
-        &counted,
-        AttachChoice::Auto,
-        Keys::Plain,
-        false
-    ));
+    let needs = |probes: &[Probe], choice, switches, others: &dyn Fn(&[&str]) -> bool| {
+        own_work_needed(probes, choice, Keys::Plain, switches, others)
+    };
+    assert_eq!(
+        needs(&counted, AttachChoice::Kprobe, false, &nobody_else),
+        OwnWork::Off
+    );
+    assert_eq!(
+        needs(&counted, AttachChoice::Kprobe, true, &nobody_else),
+        OwnWork::All
+    );
+    assert_eq!(
+        needs(&counted, AttachChoice::Fentry, false, &nobody_else),
+        OwnWork::TasksRcu
+    );
+    assert_eq!(
+        needs(&counted, AttachChoice::Auto, false, &nobody_else),
+        OwnWork::TasksRcu
+    );
+    // Another tool's program on a function the run puts a trampoline on.
+    let on_call_rcu = |functions: &[&str]| functions.contains(&"call_rcu");
+    assert_eq!(
+        needs(&counted, AttachChoice::Auto, false, &on_call_rcu),
+        OwnWork::All
+    );
     // The reader is a kprobe however the run is attached.
     let readers = [counted_probe("__rcu_read_lock")];
-    assert!(!needs_own_work(
-        &readers,
-        AttachChoice::Auto,
-        Keys::Plain,
-        false
-    ));
-    assert!(needs_own_work(
-        &readers,
-        AttachChoice::Auto,
-        Keys::Plain,
-        true
-    ));
+    assert_eq!(
+        needs(&readers, AttachChoice::Auto, false, &nobody_else),
+        OwnWork::Off
+    );
+    assert_eq!(
+        needs(&readers, AttachChoice::Auto, true, &nobody_else),
+        OwnWork::All
+    );
     // Stacks are taken by kprobes at every entry: nothing there queues.
-    assert!(!needs_own_work(
-        &counted,
-        AttachChoice::Auto,
-        Keys::Stacks,
-        false
-    ));
+    assert_eq!(
+        own_work_needed(
+            &counted,
+            AttachChoice::Auto,
+            Keys::Stacks,
+            false,
+            &nobody_else
+        ),
+        OwnWork::Off
+    );
     let mut with_tracepoint = counted.to_vec();
     with_tracepoint.extend(FOLLOWED_TREE);
-    assert!(needs_own_work(
-        &with_tracepoint,
-        AttachChoice::Kprobe,
-        Keys::Plain,
-        false
-    ));
+    assert_eq!(
+        needs(&with_tracepoint, AttachChoice::Kprobe, false, &nobody_else),
+        OwnWork::All
+    );
+    // srlat's timed call: a kprobe at the entry, one trampoline at the return.
+    let srlat: Vec<Probe> = timed_call(0, "synchronize_rcu").probes().collect();
+    assert_eq!(
+        needs(&srlat, AttachChoice::Auto, false, &nobody_else),
+        OwnWork::TasksRcu
+    );
+    // By trampolines both: two programs on one function's trampoline.
+    assert_eq!(
+        needs(&srlat, AttachChoice::Fentry, false, &nobody_else),
+        OwnWork::All
+    );
+    // `count --all`: rcu_gp_init's entry and its return, both by trampoline.
+    let all: Vec<Probe> = counted_functions(CountedSet::All)
+        .map(|c| c.probe)
+        .chain([GP_INIT_FOUND_NOTHING])
+        .collect();
+    assert_eq!(
+        needs(&all, AttachChoice::Auto, false, &nobody_else),
+        OwnWork::All
+    );
+    assert_eq!(OwnWork::TasksRcu.probes().len(), OWN_WORK_ESSENTIAL.len());
+    assert_eq!(OwnWork::All.probes().len(), OWN_WORK.len());
+    assert!(OwnWork::Off.probes().is_empty());
 }
 
 /// The domain-initialisation hook is a kprobe (it reads the stack), under every choice, and a
