@@ -107,8 +107,14 @@ pub(super) fn startup_phases(config: Config, stderr_lines: &[(Duration, String)]
         .filter_map(|(_, line)| marks::parse(line))
         .collect();
     for mark in &marks {
+        let usage = mark.usage.map_or(String::new(), |u| {
+            format!(
+                " (user {:.1} ms, system {:.1} ms, peak {} KiB)",
+                u.user_ms, u.system_ms, u.peak_kib
+            )
+        });
         println!(
-            "info mark {} {:.1} {}",
+            "info mark {} {:.1} {}{usage}",
             config.name(),
             mark.at_ms,
             mark.step
