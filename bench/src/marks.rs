@@ -118,15 +118,20 @@ pub fn phases(marks: &[Mark]) -> Option<Phases> {
         m.step
             .starts_with("/proc/kallsyms read for the start's symbols")
     });
+    // From the attaching thread's mark before it (the kallsyms pass marks from its own).
     let trampoline_btf_peak_kib = marks
-        .windows(2)
-        .find(|pair| pair[1].step.starts_with("trampolines' BTF built"))
-        .and_then(|pair| {
+        .iter()
+        .position(|m| m.step.starts_with("trampolines' BTF built"))
+        .and_then(|at| {
+            let before = marks[..at]
+                .iter()
+                .rev()
+                .find(|m| !m.step.starts_with("/proc/kallsyms"))?;
             Some(
-                pair[1]
+                marks[at]
                     .usage?
                     .peak_kib
-                    .saturating_sub(pair[0].usage?.peak_kib),
+                    .saturating_sub(before.usage?.peak_kib),
             )
         });
     let narrowed = marks
