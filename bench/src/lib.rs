@@ -34,7 +34,7 @@ use xtask::vm::{self, BPFTRACE_MEMORY_MB, Kernel, shell_quote};
 pub use date::today;
 pub use previous::against as against_previous;
 pub use prose::{benchmarks_md, scaling_md};
-pub use run::{Outcome, ScalingOutcome, run, run_scaling};
+pub use run::{Outcome, ScalingOutcome, replay, run, run_scaling};
 pub use table::{Row, RowId, Summary, Target};
 
 /// How the benchmark samples readers (`rcutrace count --sample-readers`): 5% of the time, in

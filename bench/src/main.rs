@@ -52,6 +52,10 @@ struct BenchArgs {
     /// start-up, peak RSS, an `--interval` report's CPU, and gp's and stall's added CPU.
     #[arg(long, value_name = "CPUS", value_parser = clap::value_parser!(u32).range(4..=64))]
     scaling: Option<u32>,
+    /// Write the kernel's section again from LOG, what a finished full-size run printed
+    /// (`cargo xtask bench > LOG`), after the section's generator changed: nothing is measured.
+    #[arg(long, value_name = "LOG", conflicts_with = "scaling")]
+    replay: Option<std::path::PathBuf>,
 }
 
 fn main() -> ExitCode {
@@ -76,6 +80,9 @@ fn bench_command(args: BenchArgs) -> Result<ExitCode> {
     opts.timeout = args.timeout.map(Duration::from_secs);
     if let Some(cpus) = args.scaling {
         return scaling_command(&opts, cpus);
+    }
+    if let Some(log) = &args.replay {
+        return replay_command(log);
     }
     eprintln!(
         "xtask: benchmarking on {} with {} CPUs: {} repetitions (guest time limit {:.0} s)",
@@ -121,6 +128,37 @@ fn bench_command(args: BenchArgs) -> Result<ExitCode> {
             Sizes::FULL.window_secs
         );
     }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `--replay LOG`: the section of the logged run's kernel, written again from its log.
+fn replay_command(log: &std::path::Path) -> Result<ExitCode> {
+    let text =
+        std::fs::read_to_string(log).with_context(|| format!("reading {}", log.display()))?;
+    let (outcome, sizes) = bench::replay(&text)?;
+    anyhow::ensure!(
+        sizes.is_full(),
+        "{} is a reduced-size run's: only a full-size run's section is recorded",
+        log.display()
+    );
+    let series = document::series(&outcome.kernel_release)
+        .with_context(|| format!("no kernel series in {}", outcome.kernel_release))?;
+    let kernel: Kernel = series.parse().map_err(anyhow::Error::msg)?;
+    let opts = bench::Options::new(kernel, sizes);
+    let series = write_section(&outcome.kernel_release, str::to_string, |before| {
+        let mut section = bench::benchmarks_md(&outcome, &opts.command(), &bench::today());
+        if let Some(comparison) =
+            before.and_then(|before| bench::against_previous(before, &section))
+        {
+            section.push_str(&comparison);
+        }
+        section
+    })?;
+    eprintln!(
+        "xtask: the {series} kernel's section written again to {} from {}",
+        bench::BENCHMARKS_MD,
+        log.display()
+    );
     Ok(ExitCode::SUCCESS)
 }
 

@@ -25,6 +25,12 @@ pub struct Usage {
 }
 
 impl Mark {
+    /// The mark of the start's pass over /proc/kallsyms, made by a thread of its own.
+    fn is_kallsyms_pass(&self) -> bool {
+        self.step
+            .starts_with("/proc/kallsyms read for the start's symbols")
+    }
+
     /// The function of a `FUNCTION attached` mark (not `probes attached`, which ends a phase).
     fn attached_function(&self) -> Option<&str> {
         let function = self.step.strip_suffix(" attached")?;
@@ -103,8 +109,11 @@ pub fn phases(marks: &[Mark]) -> Option<Phases> {
         })
     };
     let loaded = at("object loaded, maps created")?;
+    // The attaching thread's marks: the kallsyms pass marks from a thread of its own, whose
+    // time and CPU are not the attaches'.
+    let attaching: Vec<&Mark> = marks.iter().filter(|m| !m.is_kallsyms_pass()).collect();
     let attaches = || {
-        marks
+        attaching
             .windows(2)
             .filter(move |pair| pair[1].attached_function().is_some() && pair[1].at_ms > loaded)
     };
@@ -114,24 +123,17 @@ pub fn phases(marks: &[Mark]) -> Option<Phases> {
     let attach_system_ms = attaches()
         .filter_map(|pair| Some(pair[1].usage?.system_ms - pair[0].usage?.system_ms))
         .collect();
-    let kallsyms = marks.iter().find(|m| {
-        m.step
-            .starts_with("/proc/kallsyms read for the start's symbols")
-    });
-    // From the attaching thread's mark before it (the kallsyms pass marks from its own).
-    let trampoline_btf_peak_kib = marks
-        .iter()
-        .position(|m| m.step.starts_with("trampolines' BTF built"))
-        .and_then(|at| {
-            let before = marks[..at]
-                .iter()
-                .rev()
-                .find(|m| !m.step.starts_with("/proc/kallsyms"))?;
+    let kallsyms = marks.iter().find(|m| m.is_kallsyms_pass());
+    // From the attaching thread's mark before it.
+    let trampoline_btf_peak_kib = attaching
+        .windows(2)
+        .find(|pair| pair[1].step.starts_with("trampolines' BTF built"))
+        .and_then(|pair| {
             Some(
-                marks[at]
+                pair[1]
                     .usage?
                     .peak_kib
-                    .saturating_sub(before.usage?.peak_kib),
+                    .saturating_sub(pair[0].usage?.peak_kib),
             )
         });
     let narrowed = marks
@@ -244,14 +246,16 @@ mod tests {
 [DEBUG rcutrace::marks]    141.0 ms  (thread: user 70.0 ms, system 60.0 ms; peak 8000 KiB)  object loaded, maps created
 [DEBUG rcutrace::marks]    171.0 ms  (thread: user 70.0 ms, system 88.0 ms; peak 8000 KiB)  __rcu_read_lock attached
 [DEBUG rcutrace::marks]    250.0 ms  (thread: user 80.0 ms, system 120.0 ms; peak 14000 KiB)  trampolines' BTF built: 110424 types
+[DEBUG rcutrace::marks]    275.0 ms  (thread: user 200.0 ms, system 150.0 ms; peak 14000 KiB)  /proc/kallsyms read for the start's symbols (10 of 10 found)
 [DEBUG rcutrace::marks]    280.0 ms  (thread: user 80.0 ms, system 145.0 ms; peak 14000 KiB)  call_rcu attached
-[DEBUG rcutrace::marks]    285.0 ms  (thread: user 200.0 ms, system 150.0 ms; peak 14000 KiB)  /proc/kallsyms read for the start's symbols (10 of 10 found)
 [DEBUG rcutrace::marks]    290.0 ms  (thread: user 80.0 ms, system 146.0 ms; peak 14000 KiB)  probes attached
 [DEBUG rcutrace::marks]    300.0 ms  (thread: user 80.0 ms, system 146.0 ms; peak 14000 KiB)  kprobe table found
 ";
         let phases = phases(&marks(log)).unwrap();
         assert_eq!(phases.object_ms, 50.5);
+        // The kallsyms pass's mark, from its own thread, is passed over.
         assert_eq!(phases.attach_system_ms, vec![28.0, 25.0]);
+        assert_eq!((phases.attach_min_ms, phases.attach_max_ms), (30.0, 30.0));
         assert_eq!(phases.kallsyms_pass_cpu_ms, Some(350.0));
         assert_eq!(phases.kallsyms_wait_ms, Some(10.0));
         assert_eq!(phases.trampoline_btf_peak_kib, Some(6000));

@@ -442,9 +442,17 @@ fn gap_notes(summary: &Summary) -> String {
                     ),
                 ),
                 (
-                    "trampoline_btf_peak_mib",
+                    "kprobe_srlat_mib",
                     num(
-                        running(Metric::TrampolineBtfPeakKib, Tracer::RCUTRACE, Job::Count)
+                        running(Metric::RssKib, Tracer::Rcutrace(Attach::Kprobe), Job::Srlat)
+                            .map(|kib| kib / 1024.0),
+                        1,
+                    ),
+                ),
+                (
+                    "srlat_mib",
+                    num(
+                        running(Metric::RssKib, Tracer::RCUTRACE, Job::Srlat)
                             .map(|kib| kib / 1024.0),
                         1,
                     ),

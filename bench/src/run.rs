@@ -8,7 +8,7 @@ use anyhow::{Context, Result, bail};
 
 use crate::sample::Samples;
 use crate::scaling::ScalingSummary;
-use crate::{Options, Summary};
+use crate::{Options, Sizes, Summary};
 use xtask::bpftrace::HOST_BPFTRACE;
 use xtask::vm::{self, GuestJob};
 use xtask::{build, setup};
@@ -23,6 +23,52 @@ pub struct Outcome {
     pub summary: Summary,
     /// Wall time of the whole guest run.
     pub elapsed: Duration,
+}
+
+/// A full run's outcome read back from what it printed (`cargo xtask bench > LOG`): its
+/// guest's `sample` and `info` lines and its closing `whole guest run` line. For writing the
+/// kernel's section again once its generator (`prose`, `table`) changed, without measuring
+/// again; the measurements are the logged run's.
+pub fn replay(log: &str) -> Result<(Outcome, Sizes)> {
+    let info: Vec<String> = log
+        .lines()
+        .filter_map(|l| l.strip_prefix("info "))
+        .map(str::to_string)
+        .collect();
+    let field = |key: &str| info.iter().find_map(|l| l.strip_prefix(key));
+    let kernel_release = field("kernel ")
+        .context("the log has no `info kernel` line")?
+        .to_string();
+    let sizes_line = field("sizes ").context("the log has no `info sizes` line")?;
+    let size = |name: &str| -> Result<u64> {
+        sizes_line
+            .split_whitespace()
+            .find_map(|word| word.strip_prefix(name)?.strip_prefix('='))
+            .and_then(|value| value.parse().ok())
+            .with_context(|| format!("no {name} in `info sizes {sizes_line}`"))
+    };
+    let sizes = Sizes {
+        reps: u32::try_from(size("reps")?)?,
+        calls: size("calls")?,
+        membarriers: size("membarriers")?,
+        window_secs: size("window")?,
+    };
+    let elapsed_s: f64 = log
+        .lines()
+        .find_map(|l| {
+            let (_, rest) = l.split_once("; whole guest run ")?;
+            rest.strip_suffix(" s")?.parse().ok()
+        })
+        .context("the log has no `whole guest run` line: it is not a finished run's")?;
+    Ok((
+        Outcome {
+            summary: Summary::new(&Samples::parse(log), sizes),
+            kernel_release,
+            info,
+            elapsed: Duration::from_secs_f64(elapsed_s),
+        },
+        sizes,
+    ))
 }
 
 /// Runs scripts/setup --bench, builds the guest binaries, boots the kernel once and runs the
