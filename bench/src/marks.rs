@@ -2,6 +2,8 @@
 //! its log, and the phases of its start-up they measure: BENCHMARKS.md says where this run's
 //! start-up went, not figures measured once by hand.
 
+use crate::sample::Metric;
+
 /// rcutrace's log filter for a run whose start-up is taken apart: its marks, and the info
 /// lines that say how each probe was attached.
 pub const LOG_FILTER: &str = "info,rcutrace::marks=debug";
@@ -165,6 +167,94 @@ pub fn phases(marks: &[Mark]) -> Option<Phases> {
     })
 }
 
+/// The samples a start-up's phases give (the guest prints them, `replay` recomputes them).
+pub fn phase_samples(phases: &Phases) -> Vec<(Metric, f64)> {
+    let mut samples = vec![
+        (Metric::StartupBtfPassMs, phases.btf_pass_ms),
+        (Metric::StartupObjectMs, phases.object_ms),
+        (Metric::StartupAttachingMs, phases.attaching_ms),
+        (Metric::Attaches, phases.attaches.into()),
+        (Metric::AttachMinMs, phases.attach_min_ms),
+        (Metric::AttachMaxMs, phases.attach_max_ms),
+        (Metric::ProgramsKept, phases.programs_kept.into()),
+        (Metric::ProgramsInObject, phases.programs_in_object.into()),
+    ];
+    if let Some(types) = phases.trampoline_btf_types {
+        samples.push((Metric::TrampolineBtfTypes, types.into()));
+    }
+    let mut system = phases.attach_system_ms.clone();
+    system.sort_by(f64::total_cmp);
+    if let (Some(first), Some(last)) = (system.first(), system.last()) {
+        samples.extend([
+            (Metric::AttachSystemMinMs, *first),
+            (Metric::AttachSystemMedianMs, system[system.len() / 2]),
+            (Metric::AttachSystemMaxMs, *last),
+        ]);
+    }
+    if let Some(cpu) = phases.kallsyms_pass_cpu_ms {
+        samples.push((Metric::KallsymsPassCpuMs, cpu));
+    }
+    if let Some(wait) = phases.kallsyms_wait_ms {
+        samples.push((Metric::KallsymsWaitMs, wait));
+    }
+    if let Some(kib) = phases.trampoline_btf_peak_kib {
+        samples.push((Metric::TrampolineBtfPeakKib, kib as f64));
+    }
+    samples
+}
+
+/// Every metric `phase_samples` may give.
+pub const PHASE_METRICS: [Metric; 15] = [
+    Metric::StartupBtfPassMs,
+    Metric::StartupObjectMs,
+    Metric::StartupAttachingMs,
+    Metric::Attaches,
+    Metric::AttachMinMs,
+    Metric::AttachMaxMs,
+    Metric::ProgramsKept,
+    Metric::ProgramsInObject,
+    Metric::TrampolineBtfTypes,
+    Metric::AttachSystemMinMs,
+    Metric::AttachSystemMedianMs,
+    Metric::AttachSystemMaxMs,
+    Metric::KallsymsPassCpuMs,
+    Metric::KallsymsWaitMs,
+    Metric::TrampolineBtfPeakKib,
+];
+
+/// The line the guest logs for a mark of `config`'s start-up.
+pub fn logged_line(config: &str, mark: &Mark) -> String {
+    let usage = mark.usage.map_or(String::new(), |u| {
+        format!(
+            " (user {:.1} ms, system {:.1} ms, peak {} KiB)",
+            u.user_ms, u.system_ms, u.peak_kib
+        )
+    });
+    format!("info mark {config} {:.1} {}{usage}", mark.at_ms, mark.step)
+}
+
+/// A mark back from the guest's log (`logged_line`), with its config's name.
+pub fn parse_logged(line: &str) -> Option<(&str, Mark)> {
+    let rest = line.strip_prefix("info mark ")?;
+    let (config, rest) = rest.split_once(' ')?;
+    let (at, rest) = rest.split_once(' ')?;
+    let (step, usage) = match rest
+        .strip_suffix(" KiB)")
+        .and_then(|r| r.rsplit_once(" (user "))
+    {
+        Some((step, usage)) => (step, parse_usage(usage)),
+        None => (rest, None),
+    };
+    Some((
+        config,
+        Mark {
+            at_ms: at.parse().ok()?,
+            step: step.to_string(),
+            usage,
+        },
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -259,6 +349,29 @@ mod tests {
         assert_eq!(phases.kallsyms_pass_cpu_ms, Some(350.0));
         assert_eq!(phases.kallsyms_wait_ms, Some(10.0));
         assert_eq!(phases.trampoline_btf_peak_kib, Some(6000));
+    }
+
+    #[test]
+    fn a_logged_mark_reads_back_as_it_was() {
+        let mark = Mark {
+            at_ms: 141.0,
+            step: "object loaded, maps created".into(),
+            usage: Some(Usage {
+                user_ms: 80.5,
+                system_ms: 22.0,
+                peak_kib: 7424,
+            }),
+        };
+        let line = logged_line("rcutrace-count", &mark);
+        assert_eq!(parse_logged(&line), Some(("rcutrace-count", mark.clone())));
+        let bare = Mark {
+            usage: None,
+            ..mark
+        };
+        assert_eq!(
+            parse_logged(&logged_line("rcutrace-count", &bare)),
+            Some(("rcutrace-count", bare))
+        );
     }
 
     #[test]

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 
+use crate::marks;
 use crate::sample::Samples;
 use crate::scaling::ScalingSummary;
 use crate::{Options, Sizes, Summary};
@@ -62,13 +63,55 @@ pub fn replay(log: &str) -> Result<(Outcome, Sizes)> {
         .context("the log has no `whole guest run` line: it is not a finished run's")?;
     Ok((
         Outcome {
-            summary: Summary::new(&Samples::parse(log), sizes),
+            summary: Summary::new(&Samples::parse(&with_phases_recomputed(log)), sizes),
             kernel_release,
             info,
             elapsed: Duration::from_secs_f64(elapsed_s),
         },
         sizes,
     ))
+}
+
+/// `log` with each start-up's phase samples computed again from its logged marks, by the
+/// phases' current reading of them (the marks are what was measured; the phases are read).
+fn with_phases_recomputed(log: &str) -> String {
+    let mut runs: Vec<(String, Vec<marks::Mark>)> = Vec::new();
+    for (config, mark) in log.lines().filter_map(marks::parse_logged) {
+        let new_run = match runs.last() {
+            Some((last, marks)) => {
+                last != config
+                    || mark.step == "privileges checked"
+                    || marks.last().is_some_and(|m| m.at_ms > mark.at_ms)
+            }
+            None => true,
+        };
+        if new_run {
+            runs.push((config.to_string(), Vec::new()));
+        }
+        runs.last_mut().expect("a run").1.push(mark);
+    }
+    let recomputed: std::collections::HashSet<&str> =
+        runs.iter().map(|(config, _)| config.as_str()).collect();
+    let phase_metrics: Vec<&str> = marks::PHASE_METRICS.iter().map(|m| m.name()).collect();
+    let mut text: String = log
+        .lines()
+        .filter(|line| {
+            let mut words = line.split_whitespace();
+            let is_phase_sample = words.next() == Some("sample")
+                && words.next().is_some_and(|m| phase_metrics.contains(&m))
+                && words.next().is_some_and(|c| recomputed.contains(c));
+            !is_phase_sample
+        })
+        .flat_map(|line| [line, "\n"])
+        .collect();
+    for (config, run) in &runs {
+        if let Some(phases) = marks::phases(run) {
+            for (metric, value) in marks::phase_samples(&phases) {
+                text.push_str(&format!("sample {} {config} {value:.3}\n", metric.name()));
+            }
+        }
+    }
+    text
 }
 
 /// Runs scripts/setup --bench, builds the guest binaries, boots the kernel once and runs the
@@ -230,4 +273,45 @@ fn boot(
         samples: Samples::parse(&out.stdout),
         elapsed: out.elapsed,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A replayed run's start-up phases are read again from its logged marks: the sample
+    /// the guest computed is replaced, the others kept.
+    #[test]
+    fn replay_reads_the_phases_again_from_the_marks() {
+        let log = "\
+info mark rcutrace-count 5.0 privileges checked
+info mark rcutrace-count 90.0 kernel BTF read (user 60.0 ms, system 30.0 ms, peak 5000 KiB)
+info mark rcutrace-count 91.0 eBPF object narrowed: 9 of its 190 programs kept (user 60.0 ms, system 30.0 ms, peak 7000 KiB)
+info mark rcutrace-count 140.0 object loaded, maps created (user 70.0 ms, system 60.0 ms, peak 8000 KiB)
+info mark rcutrace-count 170.0 __rcu_read_lock attached (user 70.0 ms, system 88.0 ms, peak 8000 KiB)
+info mark rcutrace-count 172.0 /proc/kallsyms read for the start's symbols (10 of 10 found) (user 200.0 ms, system 150.0 ms, peak 8000 KiB)
+info mark rcutrace-count 200.0 call_rcu attached (user 70.0 ms, system 110.0 ms, peak 8000 KiB)
+info mark rcutrace-count 201.0 probes attached (user 70.0 ms, system 110.0 ms, peak 8000 KiB)
+sample attach_min_ms rcutrace-count 2.000
+sample rss_kib rcutrace-count 8000.000
+";
+        let text = with_phases_recomputed(log);
+        let samples: Vec<&str> = text.lines().filter(|l| l.starts_with("sample")).collect();
+        assert!(
+            samples.contains(&"sample rss_kib rcutrace-count 8000.000"),
+            "{text}"
+        );
+        assert!(
+            !samples.contains(&"sample attach_min_ms rcutrace-count 2.000"),
+            "{text}"
+        );
+        assert!(
+            samples.contains(&"sample attach_min_ms rcutrace-count 30.000"),
+            "{text}"
+        );
+        assert!(
+            samples.contains(&"sample attach_system_max_ms rcutrace-count 28.000"),
+            "{text}"
+        );
+    }
 }

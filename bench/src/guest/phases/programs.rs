@@ -107,56 +107,13 @@ pub(super) fn startup_phases(config: Config, stderr_lines: &[(Duration, String)]
         .filter_map(|(_, line)| marks::parse(line))
         .collect();
     for mark in &marks {
-        let usage = mark.usage.map_or(String::new(), |u| {
-            format!(
-                " (user {:.1} ms, system {:.1} ms, peak {} KiB)",
-                u.user_ms, u.system_ms, u.peak_kib
-            )
-        });
-        println!(
-            "info mark {} {:.1} {}{usage}",
-            config.name(),
-            mark.at_ms,
-            mark.step
-        );
+        println!("{}", marks::logged_line(&config.name(), mark));
     }
     let Some(phases) = marks::phases(&marks) else {
         println!("info mark {}: no start-up phases in the log", config.name());
         return;
     };
-    sample(Metric::StartupBtfPassMs, config, phases.btf_pass_ms);
-    sample(Metric::StartupObjectMs, config, phases.object_ms);
-    sample(Metric::StartupAttachingMs, config, phases.attaching_ms);
-    sample(Metric::Attaches, config, phases.attaches.into());
-    sample(Metric::AttachMinMs, config, phases.attach_min_ms);
-    sample(Metric::AttachMaxMs, config, phases.attach_max_ms);
-    sample(Metric::ProgramsKept, config, phases.programs_kept.into());
-    sample(
-        Metric::ProgramsInObject,
-        config,
-        phases.programs_in_object.into(),
-    );
-    if let Some(types) = phases.trampoline_btf_types {
-        sample(Metric::TrampolineBtfTypes, config, types.into());
-    }
-    let mut system = phases.attach_system_ms.clone();
-    system.sort_by(f64::total_cmp);
-    if let (Some(first), Some(last)) = (system.first(), system.last()) {
-        sample(Metric::AttachSystemMinMs, config, *first);
-        sample(
-            Metric::AttachSystemMedianMs,
-            config,
-            system[system.len() / 2],
-        );
-        sample(Metric::AttachSystemMaxMs, config, *last);
-    }
-    if let Some(cpu) = phases.kallsyms_pass_cpu_ms {
-        sample(Metric::KallsymsPassCpuMs, config, cpu);
-    }
-    if let Some(wait) = phases.kallsyms_wait_ms {
-        sample(Metric::KallsymsWaitMs, config, wait);
-    }
-    if let Some(kib) = phases.trampoline_btf_peak_kib {
-        sample(Metric::TrampolineBtfPeakKib, config, kib as f64);
+    for (metric, value) in marks::phase_samples(&phases) {
+        sample(metric, config, value);
     }
 }
