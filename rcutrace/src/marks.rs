@@ -45,8 +45,20 @@ fn process_usage() -> Usage {
     Usage {
         user: duration(thread.ru_utime),
         system: duration(thread.ru_stime),
-        peak_kib: rusage(libc::RUSAGE_SELF).ru_maxrss,
+        peak_kib: peak_resident_kib(),
     }
+}
+
+/// `VmHWM`, this process image's peak resident memory. Not getrusage's `ru_maxrss`, which
+/// counts in the peak of the process that forked this one before it became rcutrace.
+fn peak_resident_kib() -> i64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+            line.split_whitespace().nth(1)?.parse().ok()
+        })
+        .unwrap_or(0)
 }
 
 /// `getrusage(who)`, or zeroes where it fails.
