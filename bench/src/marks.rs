@@ -95,6 +95,11 @@ pub struct Phases {
     pub kallsyms_wait_ms: Option<f64>,
     /// What building the trampolines' BTF added to the peak resident memory.
     pub trampoline_btf_peak_kib: Option<u64>,
+    /// The attaching thread's CPU over the attaching (from the object loaded to the last
+    /// probe attached): its own code's (user) and the kernel's (system); the rest of the
+    /// attaching's time it waited in the kernel.
+    pub attaching_user_ms: Option<f64>,
+    pub attaching_system_ms: Option<f64>,
 }
 
 /// The phases of a start-up from its marks in order; `None` if a step is missing (an older
@@ -126,6 +131,11 @@ pub fn phases(marks: &[Mark]) -> Option<Phases> {
         .filter_map(|pair| Some(pair[1].usage?.system_ms - pair[0].usage?.system_ms))
         .collect();
     let kallsyms = marks.iter().find(|m| m.is_kallsyms_pass());
+    let usage_at = |step: &str| marks.iter().find(|m| m.step == step)?.usage;
+    let usage_between = |from: &str, to: &str| {
+        let (from, to) = (usage_at(from)?, usage_at(to)?);
+        Some((to.user_ms - from.user_ms, to.system_ms - from.system_ms))
+    };
     // From the attaching thread's mark before it.
     let trampoline_btf_peak_kib = attaching
         .windows(2)
@@ -164,6 +174,10 @@ pub fn phases(marks: &[Mark]) -> Option<Phases> {
             .zip(at("probes attached"))
             .map(|(found, attached)| found - attached),
         trampoline_btf_peak_kib,
+        attaching_user_ms: usage_between("object loaded, maps created", "probes attached")
+            .map(|(user, _)| user),
+        attaching_system_ms: usage_between("object loaded, maps created", "probes attached")
+            .map(|(_, system)| system),
     })
 }
 
@@ -200,11 +214,15 @@ pub fn phase_samples(phases: &Phases) -> Vec<(Metric, f64)> {
     if let Some(kib) = phases.trampoline_btf_peak_kib {
         samples.push((Metric::TrampolineBtfPeakKib, kib as f64));
     }
+    if let (Some(user), Some(system)) = (phases.attaching_user_ms, phases.attaching_system_ms) {
+        samples.push((Metric::AttachingUserMs, user));
+        samples.push((Metric::AttachingSystemMs, system));
+    }
     samples
 }
 
 /// Every metric `phase_samples` may give.
-pub const PHASE_METRICS: [Metric; 15] = [
+pub const PHASE_METRICS: [Metric; 17] = [
     Metric::StartupBtfPassMs,
     Metric::StartupObjectMs,
     Metric::StartupAttachingMs,
@@ -220,6 +238,8 @@ pub const PHASE_METRICS: [Metric; 15] = [
     Metric::KallsymsPassCpuMs,
     Metric::KallsymsWaitMs,
     Metric::TrampolineBtfPeakKib,
+    Metric::AttachingUserMs,
+    Metric::AttachingSystemMs,
 ];
 
 /// The line the guest logs for a mark of `config`'s start-up.
@@ -349,6 +369,8 @@ mod tests {
         assert_eq!(phases.kallsyms_pass_cpu_ms, Some(350.0));
         assert_eq!(phases.kallsyms_wait_ms, Some(10.0));
         assert_eq!(phases.trampoline_btf_peak_kib, Some(6000));
+        assert_eq!(phases.attaching_user_ms, Some(10.0));
+        assert_eq!(phases.attaching_system_ms, Some(86.0));
     }
 
     #[test]

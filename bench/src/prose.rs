@@ -341,6 +341,15 @@ fn gap_notes(summary: &Summary) -> String {
         let startup = |tracer, job| running(Metric::StartupMs, tracer, job);
         let count_mark = |metric| num(running(metric, Tracer::RCUTRACE, Job::Count), 0);
         let bpftrace_count = startup(Tracer::Bpftrace, Job::Count);
+        // The attaching's time less the attaching thread's CPU: its waits in the kernel.
+        let count_running = |metric| running(metric, Tracer::RCUTRACE, Job::Count);
+        let attaching_wait = count_running(Metric::StartupAttachingMs)
+            .zip(count_running(Metric::AttachingUserMs))
+            .zip(count_running(Metric::AttachingSystemMs))
+            .map(|((all, user), system)| (all - user - system).max(0.0));
+        let attaching_kernel = attaching_wait
+            .zip(count_running(Metric::AttachingSystemMs))
+            .map(|(wait, system)| wait + system);
         notes.push(fill(
             GAP_STARTUP,
             &[
@@ -382,17 +391,17 @@ fn gap_notes(summary: &Summary) -> String {
                     "attach_system_median_ms",
                     count_mark(Metric::AttachSystemMedianMs),
                 ),
+                ("attaching_user_ms", count_mark(Metric::AttachingUserMs)),
+                ("attaching_system_ms", count_mark(Metric::AttachingSystemMs)),
+                ("attaching_wait_ms", num(attaching_wait, 0)),
+                ("attaching_kernel_ms", num(attaching_kernel, 0)),
                 (
-                    "attach_floor_ms",
+                    "kernel_over_budget",
                     num(
-                        running(Metric::Attaches, Tracer::RCUTRACE, Job::Count)
-                            .zip(running(
-                                Metric::AttachSystemMedianMs,
-                                Tracer::RCUTRACE,
-                                Job::Count,
-                            ))
-                            .map(|(attaches, each)| attaches * each),
-                        0,
+                        attaching_kernel
+                            .zip(bpftrace_count)
+                            .map(|(kernel, b)| kernel / (b * table::STARTUP_RATIO)),
+                        1,
                     ),
                 ),
                 ("ftrace_records", num(kernel(Metric::FtraceRecords), 0)),

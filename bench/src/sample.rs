@@ -55,6 +55,10 @@ pub enum Metric {
     KallsymsWaitMs,
     /// What building the trampolines' BTF added to the peak resident memory.
     TrampolineBtfPeakKib,
+    /// The attaching thread's own CPU (user) and the kernel's for it (system) over all the
+    /// attaches, from the object loaded to the last probe attached.
+    AttachingUserMs,
+    AttachingSystemMs,
     /// Functions ftrace can patch (`available_filter_functions`): each kprobe or trampoline
     /// attached updates ftrace's code, which walks every one of their records.
     FtraceRecords,
@@ -118,7 +122,7 @@ pub enum Metric {
 }
 
 impl Metric {
-    pub const ALL: [Metric; 53] = [
+    pub const ALL: [Metric; 55] = [
         Metric::GetppidNs,
         Metric::EventsPerCall,
         Metric::MembarrierWallNs,
@@ -143,6 +147,8 @@ impl Metric {
         Metric::KallsymsPassCpuMs,
         Metric::KallsymsWaitMs,
         Metric::TrampolineBtfPeakKib,
+        Metric::AttachingUserMs,
+        Metric::AttachingSystemMs,
         Metric::FtraceRecords,
         Metric::RssKib,
         Metric::ExitMs,
@@ -200,6 +206,8 @@ impl Metric {
             Metric::KallsymsPassCpuMs => "kallsyms_pass_cpu_ms",
             Metric::KallsymsWaitMs => "kallsyms_wait_ms",
             Metric::TrampolineBtfPeakKib => "trampoline_btf_peak_kib",
+            Metric::AttachingUserMs => "attaching_user_ms",
+            Metric::AttachingSystemMs => "attaching_system_ms",
             Metric::FtraceRecords => "ftrace_records",
             Metric::RssKib => "rss_kib",
             Metric::ExitMs => "exit_ms",
