@@ -103,16 +103,7 @@ fn bench_command(args: BenchArgs) -> Result<ExitCode> {
     println!("{}", outcome.summary.table());
     println!("{}", outcome.summary.targets());
     if sizes.is_full() {
-        let series = write_section(&outcome.kernel_release, str::to_string, |before| {
-            let mut section = bench::benchmarks_md(&outcome, &opts.command(), &bench::today());
-            // Whether this run agrees with the one it replaces.
-            if let Some(comparison) =
-                before.and_then(|before| bench::against_previous(before, &section))
-            {
-                section.push_str(&comparison);
-            }
-            section
-        })?;
+        let series = write_kernel_section(&outcome, &opts)?;
         eprintln!(
             "xtask: the {series} kernel's section written to {}",
             bench::BENCHMARKS_MD
@@ -131,6 +122,20 @@ fn bench_command(args: BenchArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// Writes the run's kernel's section to BENCHMARKS.md, with whether the run agrees with the
+/// one it replaces; returns the kernel's series.
+fn write_kernel_section(outcome: &bench::Outcome, opts: &bench::Options) -> Result<String> {
+    write_section(&outcome.kernel_release, str::to_string, |before| {
+        let mut section = bench::benchmarks_md(outcome, &opts.command(), &bench::today());
+        if let Some(comparison) =
+            before.and_then(|before| bench::against_previous(before, &section))
+        {
+            section.push_str(&comparison);
+        }
+        section
+    })
+}
+
 /// `--replay LOG`: the section of the logged run's kernel, written again from its log.
 fn replay_command(log: &std::path::Path) -> Result<ExitCode> {
     let text =
@@ -145,15 +150,7 @@ fn replay_command(log: &std::path::Path) -> Result<ExitCode> {
         .with_context(|| format!("no kernel series in {}", outcome.kernel_release))?;
     let kernel: Kernel = series.parse().map_err(anyhow::Error::msg)?;
     let opts = bench::Options::new(kernel, sizes);
-    let series = write_section(&outcome.kernel_release, str::to_string, |before| {
-        let mut section = bench::benchmarks_md(&outcome, &opts.command(), &bench::today());
-        if let Some(comparison) =
-            before.and_then(|before| bench::against_previous(before, &section))
-        {
-            section.push_str(&comparison);
-        }
-        section
-    })?;
+    let series = write_kernel_section(&outcome, &opts)?;
     eprintln!(
         "xtask: the {series} kernel's section written again to {} from {}",
         bench::BENCHMARKS_MD,
