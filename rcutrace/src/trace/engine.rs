@@ -292,12 +292,9 @@ impl KernelPlaces {
         let symbols = kernel::start_symbols();
         KernelPlaces {
             kprobe_table: symbols
-                .as_ref()
-                .map_err(Clone::clone)
+                .clone()
                 .and_then(|s| KprobeTable::locate(s).map_err(|e| format!("{e:#}"))),
             grace_counters: symbols
-                .as_ref()
-                .map_err(Clone::clone)
                 .and_then(|s| GraceCounters::locate(s).map_err(|e| format!("{e:#}"))),
         }
     }
