@@ -186,16 +186,25 @@ pub struct Attached {
     pub method: String,
 }
 
-/// The hooks in rcutrace's log, in the order attached.
+/// The hooks in rcutrace's log, in the order attached (a kprobe-multi link's line names all
+/// its functions: `call_rcu, synchronize_rcu: attached by kprobe-multi (...)`).
 pub fn attached_hooks<'a>(log: impl IntoIterator<Item = &'a str>) -> Vec<Attached> {
     log.into_iter()
         .filter_map(|line| {
             let (before, after) = line.split_once(": attached by ")?;
-            Some(Attached {
-                function: before.split_whitespace().last()?.to_string(),
-                method: after.split_whitespace().next()?.to_string(),
-            })
+            let method = after.split_whitespace().next()?.to_string();
+            let functions = before.rsplit_once("] ").map_or(before, |(_, f)| f);
+            Some(
+                functions
+                    .split(", ")
+                    .map(move |function| Attached {
+                        function: function.trim().to_string(),
+                        method: method.clone(),
+                    })
+                    .collect::<Vec<_>>(),
+            )
         })
+        .flatten()
         .collect()
 }
 
@@ -206,7 +215,8 @@ pub fn mirror_script(hooks: &[Attached]) -> Option<String> {
         .iter()
         .map(|hook| {
             let kind = match hook.method.as_str() {
-                "kprobe" => "kprobe",
+                // bpftrace 0.17 puts a kprobe of its own on each function of a list.
+                "kprobe" | "kprobe-multi" => "kprobe",
                 "kretprobe" => "kretprobe",
                 // bpftrace 0.17's names for fentry and fexit.
                 "fentry" => "kfunc",
@@ -265,14 +275,16 @@ mod tests {
             "[INFO  rcutrace::trace::tracer] call_rcu: attached by fentry (count_1_fentry)",
             "[INFO  rcutrace::trace::tracer] synchronize_rcu: attached by fexit (timed_0_return_fexit)",
             "[INFO  rcutrace::trace::tracer] rcu:rcu_stall_warning: attached by tracepoint (stall_warning_tracepoint)",
+            "[INFO  rcutrace::trace::tracer] call_rcu_hurry, kvfree_call_rcu: attached by kprobe-multi (count_multi_kprobe)",
         ];
         let hooks = attached_hooks(log);
-        assert_eq!(hooks.len(), 4);
+        assert_eq!(hooks.len(), 6);
         assert_eq!(
             mirror_script(&hooks).unwrap(),
             "BEGIN { printf(\"mirror attached\\n\"); } \
              kprobe:__rcu_read_lock,kfunc:call_rcu,kretfunc:synchronize_rcu,\
-             tracepoint:rcu:rcu_stall_warning { @[probe] = count(); }"
+             tracepoint:rcu:rcu_stall_warning,kprobe:call_rcu_hurry,kprobe:kvfree_call_rcu \
+             { @[probe] = count(); }"
         );
         assert_eq!(mirror_script(&[]), None);
         let odd = [Attached {

@@ -33,10 +33,13 @@ impl Mark {
             .starts_with("/proc/kallsyms read for the start's symbols")
     }
 
-    /// The function of a `FUNCTION attached` mark (not `probes attached`, which ends a phase).
+    /// What one attach put in: the function of a `FUNCTION attached` mark, or the link of a
+    /// `kprobe-multi link of N functions attached` one (not `probes attached`, which ends a
+    /// phase).
     fn attached_function(&self) -> Option<&str> {
-        let function = self.step.strip_suffix(" attached")?;
-        (!function.contains(' ') && function != "probes").then_some(function)
+        let attached = self.step.strip_suffix(" attached")?;
+        let one_function = !attached.contains(' ') && attached != "probes";
+        (one_function || attached.starts_with("kprobe-multi link of ")).then_some(attached)
     }
 }
 
@@ -294,6 +297,22 @@ mod tests {
 [DEBUG rcutrace::marks]    209.0 ms  probes attached
 [DEBUG rcutrace::marks]    212.0 ms  banner printed
 ";
+
+    /// A kprobe-multi link is one attach, however many functions it puts in.
+    #[test]
+    fn a_kprobe_multi_link_is_one_attach() {
+        let link = Mark {
+            at_ms: 1.0,
+            step: "kprobe-multi link of 6 functions attached".into(),
+            usage: None,
+        };
+        assert!(link.attached_function().is_some());
+        let all = Mark {
+            step: "probes attached".into(),
+            ..link.clone()
+        };
+        assert_eq!(all.attached_function(), None);
+    }
 
     fn marks(log: &str) -> Vec<Mark> {
         log.lines().filter_map(parse).collect()

@@ -9,6 +9,7 @@
 
 use aya_ebpf::{
     EbpfContext,
+    helpers::generated::bpf_get_attach_cookie,
     macros::map,
     maps::{HashMap, PerCpuArray},
     programs::{FEntryContext, FExitContext, ProbeContext, RetProbeContext},
@@ -156,6 +157,23 @@ program! {
         if ctx.arg::<u64>(0) & 0xff == 0 {
             bump_preemptible(&COUNTS, GP_INIT_FOUND_NOTHING);
         }
+        0
+    }
+}
+
+// Every counted function but the reader, through one kprobe-multi link: the slot is the
+// cookie user space attached the function with. One link patches all the functions in one
+// ftrace update, where a kprobe or trampoline each costs an update of its own.
+program! {
+    kprobe fn count_multi_kprobe(ctx: ProbeContext) -> u32 {
+        // SAFETY: the helper only reads the cookie of the link that ran this program.
+        let slot = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) } as u32;
+        if slot == READ_LOCK || slot >= COUNTER_SLOTS {
+            return 0;
+        }
+        let head = if takes_head(slot) { ctx.arg::<u64>(0).unwrap_or(0) } else { 0 };
+        let domain = if takes_domain(slot) { ctx.arg::<u64>(0).unwrap_or(0) } else { 0 };
+        count(&ctx, slot, true, head, domain);
         0
     }
 }

@@ -66,6 +66,11 @@ pub fn bpf_layer_skips_uncounted(release: &str) -> bool {
     }
 }
 
+/// The kernel's id of a program, or `None` if it would not say.
+pub fn program_id(program: BorrowedFd<'_>) -> Option<u32> {
+    program_info(program).map(|info| info.id)
+}
+
 /// The kernel's information about a program, or `None` if it would not say.
 fn program_info(program: BorrowedFd<'_>) -> Option<bpf_prog_info> {
     use std::os::fd::AsRawFd as _;

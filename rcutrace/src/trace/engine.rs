@@ -50,10 +50,18 @@ fn keys_for(by: Option<By>) -> Keys {
 /// structures and the ids of the functions its probes may get trampolines on. Commands that
 /// read a layout before tracing call it first; `trace_with` then reads nothing more.
 pub fn read_btf_ahead(probes: &[Probe], choice: AttachChoice, by: Option<By>) {
-    kernel::btf::read_ahead(
-        &tracer::trampoline_functions(probes, choice, keys_for(by)),
-        &kernel::rcu_state::fields(),
-    );
+    let mut functions = tracer::trampoline_functions(probes, choice, keys_for(by));
+    functions.push(KPROBE_MULTI_MARK);
+    kernel::btf::read_ahead(&functions, &kernel::rcu_state::fields());
+}
+
+/// A function only a kernel with kprobe-multi links has: they are built on fprobes, and
+/// the kernel refuses them when it has none (CONFIG_FPROBE unset, as Debian's 6.1 is).
+const KPROBE_MULTI_MARK: &str = "register_fprobe_ips";
+
+/// Whether this kernel has kprobe-multi links, from the run's BTF pass.
+fn has_kprobe_multi() -> bool {
+    kernel::btf::function_ids(&[KPROBE_MULTI_MARK]).is_ok_and(|ids| !ids.is_empty())
 }
 
 /// Whether a command can run without some of its probes.
@@ -338,7 +346,8 @@ fn load(
     let keys = keys_for(request.by);
     read_btf_ahead(request.probes, request.choice, request.by);
     marks::mark("kernel BTF read");
-    let own_work = own_work(request);
+    let kprobe_multi = has_kprobe_multi();
+    let own_work = own_work(request, kprobe_multi);
     if own_work != OwnWork::Off {
         constants.extend(own_work_constants());
         marks::mark("own-work constants found");
@@ -373,6 +382,7 @@ fn load(
         ))
         .collect();
     let mut tracer = Tracer::load(&constants, &programs)?;
+    tracer.allow_kprobe_multi(kprobe_multi);
     tracer.set_written_slots("COUNTS", probes::counter_slots_written(request.probes));
     marks::mark("object loaded, maps created");
     Ok((tracer, own_work))
@@ -381,7 +391,7 @@ fn load(
 /// Which of its own work this run follows (see `probes::own_work_needed`): the sampled reader
 /// probe is detached and attached again in the window; another tool's tracing program on a
 /// function this run puts a trampoline on is found among the programs loaded.
-fn own_work(request: &Request<'_>) -> OwnWork {
+fn own_work(request: &Request<'_>, kprobe_multi: bool) -> OwnWork {
     let traced_by_others = |functions: &[&str]| {
         let targets = kernel::bpf_programs::tracing_targets();
         if targets.is_empty() {
@@ -398,6 +408,7 @@ fn own_work(request: &Request<'_>) -> OwnWork {
         request.choice,
         keys_for(request.by),
         request.sample_readers.is_some(),
+        kprobe_multi,
         &traced_by_others,
     )
 }
@@ -842,9 +853,12 @@ fn note_uncounted_skips(
             "the kprobe layer's own count could not be read ({e})"
         ));
     }
-    let run_by_trace_call_bpf = attached
-        .iter()
-        .any(|(_, m)| matches!(m, Method::Kprobe | Method::Kretprobe | Method::Tracepoint));
+    let run_by_trace_call_bpf = attached.iter().any(|(_, m)| {
+        matches!(
+            m,
+            Method::Kprobe | Method::KprobeMulti | Method::Kretprobe | Method::Tracepoint
+        )
+    });
     let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
     let release = release.trim();
     if run_by_trace_call_bpf && kernel::misses::bpf_layer_skips_uncounted(release) {

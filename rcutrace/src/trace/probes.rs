@@ -18,6 +18,9 @@ use rcutrace_common::{
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Method {
     Kprobe,
+    /// A kprobe of a kprobe-multi link, which puts one program on many functions in one
+    /// ftrace update; the functions are told apart by their cookies (6.0+, with fprobes).
+    KprobeMulti,
     Kretprobe,
     Fentry,
     Fexit,
@@ -29,6 +32,7 @@ impl fmt::Display for Method {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             Method::Kprobe => "kprobe",
+            Method::KprobeMulti => "kprobe-multi",
             Method::Kretprobe => "kretprobe",
             Method::Fentry => "fentry",
             Method::Fexit => "fexit",
@@ -123,7 +127,9 @@ impl Probe {
             return None;
         }
         let side_of = |method| match method {
-            Method::Kprobe | Method::Fentry | Method::Tracepoint => Side::Entry,
+            Method::Kprobe | Method::KprobeMulti | Method::Fentry | Method::Tracepoint => {
+                Side::Entry
+            }
             Method::Kretprobe | Method::Fexit => Side::Return,
         };
         if side_of(method) != self.side {
@@ -132,6 +138,9 @@ impl Probe {
         let trampoline = matches!(method, Method::Fentry | Method::Fexit);
         if trampoline && TRAMPOLINE_UNSAFE.contains(&self.function) {
             return None;
+        }
+        if method == Method::KprobeMulti {
+            return self.multi_program();
         }
         match self.programs {
             // The reader's only program: no trampoline program exists for it at all.
@@ -164,6 +173,35 @@ impl Probe {
     }
 }
 
+impl Probe {
+    /// The program that serves this probe among others through one kprobe-multi link, the
+    /// cookie telling them apart: every counted function but the reader, whose probe is
+    /// switched on and off by itself (`--sample-readers`) and is hit too often to share a
+    /// program that looks its cookie up.
+    fn multi_program(&self) -> Option<String> {
+        match self.programs {
+            _ if TRAMPOLINE_UNSAFE.contains(&self.function) => None,
+            Programs::Counter(slot)
+                if slot != counters::READ_LOCK && slot < counters::COUNTER_SLOTS =>
+            {
+                Some(MULTI_COUNTER.to_string())
+            }
+            _ => None,
+        }
+    }
+
+    /// The cookie this probe's function is attached with on its kprobe-multi link.
+    pub fn multi_cookie(&self) -> u64 {
+        match self.programs {
+            Programs::Counter(slot) => u64::from(slot),
+            _ => 0,
+        }
+    }
+}
+
+/// The counter program of the kprobe-multi links.
+const MULTI_COUNTER: &str = "count_multi_kprobe";
+
 /// What the attributions need from the attach method.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Keys {
@@ -174,7 +212,8 @@ pub enum Keys {
     Stacks,
 }
 
-/// Every program `plan` may try for `probes`: what a run that attaches them needs loaded.
+/// Every program `plan` may try for `probes` through aya: what a run that attaches them needs
+/// aya to load (the kprobe-multi links' programs are loaded by `multi_link`).
 pub fn planned_programs(
     probes: &[Probe],
     choice: AttachChoice,
@@ -183,10 +222,13 @@ pub fn planned_programs(
     probes
         .iter()
         .flat_map(move |probe| plan(probe, choice, keys))
+        .filter(|(method, _)| *method != Method::KprobeMulti)
         .map(|(_, program)| program)
 }
 
-/// The `(method, program)` pairs to try for `probe`, in order.
+/// The `(method, program)` pairs to try for `probe`, in order. Under `--attach auto`, a probe
+/// a kprobe-multi link can serve is tried there first, with the others of its run (one ftrace
+/// update for them all); on a kernel without such links the tracer passes over that entry.
 pub fn plan(probe: &Probe, choice: AttachChoice, keys: Keys) -> Vec<(Method, String)> {
     if probe.tracepoint().is_some() {
         return probe
@@ -215,7 +257,14 @@ pub fn plan(probe: &Probe, choice: AttachChoice, keys: Keys) -> Vec<(Method, Str
         }
         (AttachChoice::Auto, Some(trampoline)) => vec![Some(trampoline), kprobe],
     };
-    order.into_iter().flatten().collect()
+    let batched = probe
+        .program(Method::KprobeMulti)
+        .filter(|_| choice == AttachChoice::Auto && !stacks_need_kprobe)
+        .map(|program| (Method::KprobeMulti, program));
+    batched
+        .into_iter()
+        .chain(order.into_iter().flatten())
+        .collect()
 }
 
 /// What a function is to RCU.
@@ -405,6 +454,27 @@ impl Method {
     }
 }
 
+/// `plan` as it is carried out on a kernel with kprobe-multi links (`kprobe_multi`) or
+/// without: with them, a probe they can serve is served by its link (should the kernel refuse
+/// the link, the tracer falls back to the rest of the plan and says so); without, by the rest.
+pub fn plan_on(
+    probe: &Probe,
+    choice: AttachChoice,
+    keys: Keys,
+    kprobe_multi: bool,
+) -> Vec<(Method, String)> {
+    let mut planned = plan(probe, choice, keys);
+    let batched = planned
+        .first()
+        .is_some_and(|(method, _)| *method == Method::KprobeMulti);
+    if batched && kprobe_multi {
+        planned.truncate(1);
+    } else {
+        planned.retain(|(method, _)| *method != Method::KprobeMulti);
+    }
+    planned
+}
+
 /// Which of the own-work hooks a run attaches.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OwnWork {
@@ -451,6 +521,7 @@ pub fn own_work_needed(
     choice: AttachChoice,
     keys: Keys,
     switches_in_window: bool,
+    kprobe_multi: bool,
     traced_by_others: &dyn Fn(&[&str]) -> bool,
 ) -> OwnWork {
     let asks_whose = probes.iter().any(|p| {
@@ -462,8 +533,10 @@ pub fn own_work_needed(
     if !asks_whose {
         return OwnWork::Off;
     }
-    let plans: Vec<(&Probe, Vec<(Method, String)>)> =
-        probes.iter().map(|p| (p, plan(p, choice, keys))).collect();
+    let plans: Vec<(&Probe, Vec<(Method, String)>)> = probes
+        .iter()
+        .map(|p| (p, plan_on(p, choice, keys, kprobe_multi)))
+        .collect();
     let may_use = |queueing: fn(Method) -> bool| {
         plans
             .iter()
@@ -477,13 +550,20 @@ pub fn own_work_needed(
     }
     // The functions that get a trampoline as planned (a kprobe tried first and failing is
     // the kernel refusing that function, which it does not do for these).
-    let mut trampolined: Vec<&str> = plans
-        .iter()
-        .filter(|(_, plan)| plan.first().is_some_and(|(m, _)| m.is_trampoline()))
-        .map(|(probe, _)| probe.function)
-        .collect();
+    let first_by = |method: fn(&Method) -> bool| -> Vec<&str> {
+        plans
+            .iter()
+            .filter(|(_, plan)| plan.first().is_some_and(|(m, _)| method(m)))
+            .map(|(probe, _)| probe.function)
+            .collect()
+    };
+    let mut trampolined = first_by(|m| m.is_trampoline());
     trampolined.sort_unstable();
-    let shared = trampolined.windows(2).any(|pair| pair[0] == pair[1]);
+    // A trampoline beside a kprobe-multi link on one function (`count --all`'s rcu_gp_init)
+    // shares its ftrace record with the link's ops: not the first-trampoline case measured.
+    let batched = first_by(|m| *m == Method::KprobeMulti);
+    let shared = trampolined.windows(2).any(|pair| pair[0] == pair[1])
+        || trampolined.iter().any(|f| batched.contains(f));
     trampolined.dedup();
     if shared || traced_by_others(&trampolined) {
         OwnWork::All

@@ -5,7 +5,7 @@ use std::{
     cell::OnceCell,
     collections::{HashMap, HashSet},
     fmt,
-    os::fd::AsRawFd as _,
+    os::fd::{AsFd as _, AsRawFd as _},
     sync::{Mutex, PoisonError},
     time::Instant,
 };
@@ -31,8 +31,9 @@ use crate::{
     marks,
     model::detach::{DetachTime, HookKind},
     trace::{
+        multi_link::MultiLink,
         object,
-        probes::{AttachChoice, Keys, Method, Probe, Side, plan},
+        probes::{AttachChoice, Keys, Method, Probe, Side, plan, plan_on},
     },
 };
 
@@ -80,6 +81,10 @@ pub struct Tracer {
     arrays_in_use: OnceCell<Option<HashSet<String>>>,
     /// Arrays of which only the first slots are written (`written_slots`), and how many.
     written_slots: HashMap<&'static str, u32>,
+    /// Whether this kernel has kprobe-multi links (`allow_kprobe_multi`).
+    kprobe_multi: bool,
+    /// The kprobe-multi links attached, each with the probes it serves.
+    multi_links: Vec<(Vec<Probe>, MultiLink)>,
 }
 
 struct KprobeLink {
@@ -140,40 +145,132 @@ impl Tracer {
             kprobe_table: None,
             arrays_in_use: OnceCell::new(),
             written_slots: HashMap::new(),
+            kprobe_multi: false,
+            multi_links: Vec::new(),
         })
     }
 
-    /// Attaches each of `probes` with the first planned method that works. A probe is
-    /// `Missing` when the kernel said so on the way: its kprobe found no such symbol and, where
-    /// the BTF was read for its trampoline, the BTF has no such function. `Failed` may still
-    /// mean the function does not exist: the caller checks /proc/kallsyms only then, since
-    /// reading it is slow (a fifth of a second and more).
+    /// Lets `attach` batch probes into kprobe-multi links, which this kernel has.
+    pub fn allow_kprobe_multi(&mut self, allowed: bool) {
+        self.kprobe_multi = allowed;
+    }
+
+    /// Attaches each of `probes` with the first planned method that works: first, on a kernel
+    /// that has them, the kprobe-multi links, one for all the probes each program serves;
+    /// then each other probe by itself. A probe is `Missing` when the kernel said so on the
+    /// way: its kprobe found no such symbol and, where the BTF was read for it, the BTF has
+    /// no such function. `Failed` may still mean the function does not exist: the caller
+    /// checks /proc/kallsyms only then, since reading it is slow (a fifth of a second and
+    /// more).
     pub fn attach(
         &mut self,
         probes: &[Probe],
         choice: AttachChoice,
         keys: Keys,
     ) -> Vec<(Probe, Attachment)> {
-        let mut targets = TrampolineTargets {
-            functions: trampoline_functions(probes, choice, keys),
-            btf: None,
+        let mut targets = TrampolineTargets::new(trampoline_functions(probes, choice, keys));
+        let batched = if self.kprobe_multi {
+            self.attach_batched(probes, choice, keys, &mut targets)
+        } else {
+            Vec::new()
         };
         probes
             .iter()
-            .map(|probe| (*probe, self.attach_probe(probe, choice, keys, &mut targets)))
+            .map(|probe| {
+                if batched.contains(probe) {
+                    return (*probe, Attachment::Attached(Method::KprobeMulti));
+                }
+                let rest = plan_on(probe, choice, keys, false);
+                (*probe, self.attach_probe(probe, rest, &mut targets))
+            })
             .collect()
+    }
+
+    /// Attaches, by one kprobe-multi link per program, the probes whose plan starts with one;
+    /// returns those attached. A function the kernel's BTF lacks would make the kernel refuse
+    /// the whole link: it is left to its own attach, which says it is missing. A link the
+    /// kernel refuses leaves its probes to theirs, said on stderr.
+    fn attach_batched(
+        &mut self,
+        probes: &[Probe],
+        choice: AttachChoice,
+        keys: Keys,
+        targets: &mut TrampolineTargets,
+    ) -> Vec<Probe> {
+        // Read for the check below; a BTF that cannot be read checks nothing.
+        let _ = targets.ids();
+        let mut by_program: Vec<(String, Vec<Probe>)> = Vec::new();
+        for probe in probes {
+            let Some((Method::KprobeMulti, program)) = plan(probe, choice, keys).into_iter().next()
+            else {
+                continue;
+            };
+            if !targets.has_function(probe.function) {
+                continue;
+            }
+            match by_program.iter_mut().find(|(p, _)| *p == program) {
+                Some((_, members)) => members.push(*probe),
+                None => by_program.push((program, vec![*probe])),
+            }
+        }
+        let mut attached = Vec::new();
+        for (program, members) in by_program {
+            let functions: Vec<(&str, u64)> = members
+                .iter()
+                .map(|probe| (probe.function, probe.multi_cookie()))
+                .collect();
+            let maps = &self.maps;
+            let map_fd = |name: &str| {
+                maps.get(name)
+                    .and_then(map_data)
+                    .map(|m| m.fd().as_fd().as_raw_fd())
+            };
+            match MultiLink::attach(OBJECT, &program, map_fd, &functions) {
+                Ok(link) => {
+                    log::info!(
+                        "{}: attached by kprobe-multi ({program})",
+                        functions
+                            .iter()
+                            .map(|(f, _)| *f)
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    );
+                    marks::mark(format_args!(
+                        "kprobe-multi link of {} functions attached",
+                        functions.len()
+                    ));
+                    if let Some(id) = kernel::misses::program_id(link.program()) {
+                        self.program_ids
+                            .extend(members.iter().map(|probe| (*probe, id)));
+                    }
+                    attached.extend(members.iter().copied());
+                    self.multi_links.push((members, link));
+                }
+                Err(e) => eprintln!(
+                    "rcutrace: warning: the kernel refused a kprobe-multi link for {} ({e:#}): \
+                     each is attached by itself, which takes longer; where that puts a \
+                     trampoline on it, the tasks-RCU work of that attach may be counted as \
+                     the system's",
+                    functions
+                        .iter()
+                        .map(|(f, _)| *f)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            }
+        }
+        attached
     }
 
     fn attach_probe(
         &mut self,
         probe: &Probe,
-        choice: AttachChoice,
-        keys: Keys,
+        planned: Vec<(Method, String)>,
         targets: &mut TrampolineTargets,
     ) -> Attachment {
         let mut failures = Vec::new();
         let mut no_such_symbol = false;
-        for (method, program) in plan(probe, choice, keys) {
+        for (method, program) in planned {
             match self.attach_one(method, &program, probe.function, targets) {
                 Ok(link) => {
                     log::info!("{}: attached by {method} ({program})", probe.function);
@@ -218,6 +315,9 @@ impl Tracer {
             .program_mut(program)
             .ok_or_else(|| anyhow!("program {program} missing from the eBPF object"))?;
         match method {
+            Method::KprobeMulti => {
+                bail!("a kprobe-multi link attaches many functions at once (attach_batched)")
+            }
             Method::Kprobe | Method::Kretprobe => {
                 let kprobe: &mut KProbe = program.try_into()?;
                 // One program may serve several functions (the own-work hooks): loaded once.
@@ -302,13 +402,27 @@ impl Tracer {
             .programs()
             .filter_map(|(_, program)| program.fd().ok())
             .collect();
-        let missed = kernel::misses::missed_by_program_id(loaded.iter().map(|fd| fd.as_fd()));
-        if missed.len() < loaded.len() {
+        let batched = self.multi_links.iter().map(|(_, link)| link.program());
+        let programs = loaded.len() + self.multi_links.len();
+        let mut missed =
+            kernel::misses::missed_by_program_id(loaded.iter().map(|fd| fd.as_fd()).chain(batched));
+        if missed.len() < programs {
             log::warn!(
-                "the kernel gave the skipped hits of {} of {} programs",
+                "the kernel gave the skipped hits of {} of {programs} programs",
                 missed.len(),
-                loaded.len()
             );
+        }
+        // The hits a link's function-probe layer skipped never reached its program: counted
+        // with the program's own.
+        for (probes, link) in &self.multi_links {
+            let id = self
+                .program_ids
+                .iter()
+                .find(|(p, _)| p == &probes[0])
+                .map(|(_, id)| *id);
+            if let (Some(id), Some(skipped)) = (id, link.missed()) {
+                *missed.entry(id).or_insert(0) += skipped;
+            }
         }
         log::debug!("skipped hits by program id: {missed:?}");
         missed
@@ -371,11 +485,17 @@ impl Tracer {
     }
 
     /// Kernel ids of the programs serving `probes` (their skipped hits are counted by id).
+    /// A program that serves several of them (a kprobe-multi link's) is named once.
     pub fn program_ids<'a>(&'a self, probes: &'a [Probe]) -> impl Iterator<Item = u32> + 'a {
-        self.program_ids
+        let mut ids: Vec<u32> = self
+            .program_ids
             .iter()
             .filter(|(p, _)| probes.contains(p))
             .map(|(_, id)| *id)
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        ids.into_iter()
     }
 
     /// Detaches and unloads every program, one kind of hook after the other, and says how
@@ -385,10 +505,19 @@ impl Tracer {
         let kprobe_links = self.kprobes.iter().filter(|k| k.link.is_some()).count();
         // Their links go with their programs.
         self.kprobes.clear();
+        let batched: usize = self
+            .multi_links
+            .iter()
+            .map(|(probes, _)| probes.len())
+            .sum();
         let mut times = Vec::new();
         for kind in HookKind::ALL {
             let started = Instant::now();
             let mut programs = 0;
+            if kind == HookKind::Kprobe {
+                programs += self.multi_links.len();
+                self.multi_links.clear();
+            }
             for (name, program) in self.ebpf.programs_mut() {
                 let unloaded = match (kind, program) {
                     (HookKind::Kprobe, Program::KProbe(p)) => p.unload(),
@@ -406,7 +535,7 @@ impl Tracer {
                 }
             }
             let hooks = match kind {
-                HookKind::Kprobe => kprobe_links,
+                HookKind::Kprobe => kprobe_links + batched,
                 _ => programs,
             };
             if programs > 0 {
@@ -657,49 +786,68 @@ pub fn trampoline_functions(
 }
 
 /// The functions of one `attach` that may get a trampoline, and their kernel BTF ids, read
-/// for all of them on the first trampoline's need and dropped after the attach.
+/// for all of them at the first need (a trampoline's, or the kprobe-multi links' check that
+/// their functions exist) and dropped after the attach.
 struct TrampolineTargets<'a> {
     functions: Vec<&'a str>,
-    btf: Option<std::result::Result<KernelFunctions, String>>,
+    ids: Option<std::result::Result<HashMap<String, u32>, String>>,
+    /// aya's `Btf` of them, built at the first trampoline's need.
+    btf: Option<Btf>,
 }
 
-/// What the BTF pass found: the ids of the functions looked for, and aya's `Btf` of them.
-struct KernelFunctions {
-    ids: HashMap<String, u32>,
-    btf: Btf,
-}
+impl<'a> TrampolineTargets<'a> {
+    fn new(functions: Vec<&'a str>) -> Self {
+        TrampolineTargets {
+            functions,
+            ids: None,
+            btf: None,
+        }
+    }
 
-impl TrampolineTargets<'_> {
-    fn btf(&mut self) -> Result<&Btf> {
+    fn ids(&mut self) -> Result<&HashMap<String, u32>> {
         let functions = &self.functions;
-        let found = self.btf.get_or_insert_with(|| {
-            btf::function_ids(functions)
-                .map(|ids| {
-                    let btf = btf::btf_of(&ids);
-                    // Its size grows with the hooked functions' largest id (see `btf_of`).
-                    marks::mark(format_args!(
-                        "trampolines' BTF built: {} types",
-                        ids.values().max().map_or(0, |id| id + 1)
-                    ));
-                    KernelFunctions { btf, ids }
-                })
-                .map_err(|e| format!("{e:#}"))
-        });
-        found
+        self.ids
+            .get_or_insert_with(|| btf::function_ids(functions).map_err(|e| format!("{e:#}")))
             .as_ref()
-            .map(|found| &found.btf)
             .map_err(|e| anyhow!(e.clone()))
+    }
+
+    fn btf(&mut self) -> Result<&Btf> {
+        if self.btf.is_none() {
+            let ids = self.ids()?;
+            let built = btf::btf_of(ids);
+            // Its size grows with the hooked functions' largest id (see `btf_of`).
+            marks::mark(format_args!(
+                "trampolines' BTF built: {} types",
+                ids.values().max().map_or(0, |id| id + 1)
+            ));
+            self.btf = Some(built);
+        }
+        Ok(self.btf.as_ref().expect("built above"))
     }
 
     /// Whether `function` may exist as far as the BTF pass knows: `false` only when the pass
     /// read the BTF for it and found no such function.
     fn has_function(&self, function: &str) -> bool {
-        match &self.btf {
-            Some(Ok(found)) if self.functions.contains(&function) => {
-                found.ids.contains_key(function)
-            }
+        match &self.ids {
+            Some(Ok(ids)) if self.functions.contains(&function) => ids.contains_key(function),
             _ => true,
         }
+    }
+}
+
+/// The map behind `map`, for the kinds rcutrace's object declares.
+fn map_data(map: &Map) -> Option<&MapData> {
+    match map {
+        Map::Array(data)
+        | Map::HashMap(data)
+        | Map::LruHashMap(data)
+        | Map::PerCpuArray(data)
+        | Map::PerCpuHashMap(data)
+        | Map::PerCpuLruHashMap(data)
+        | Map::RingBuf(data)
+        | Map::StackTraceMap(data) => Some(data),
+        _ => None,
     }
 }
 
@@ -893,24 +1041,18 @@ mod tests {
     fn btf_rules_out_only_what_it_looked_for() {
         let ids = HashMap::from([("call_rcu".to_string(), 7)]);
         let targets = TrampolineTargets {
-            functions: vec!["call_rcu", "call_rcu_hurry"],
-            btf: Some(Ok(KernelFunctions {
-                btf: btf::btf_of(&ids),
-                ids,
-            })),
+            ids: Some(Ok(ids)),
+            ..TrampolineTargets::new(vec!["call_rcu", "call_rcu_hurry"])
         };
         assert!(targets.has_function("call_rcu"));
         assert!(!targets.has_function("call_rcu_hurry"));
         // Not looked for: a kprobe-only probe.
         assert!(targets.has_function("__rcu_read_lock"));
-        let unread = TrampolineTargets {
-            functions: vec!["call_rcu_hurry"],
-            btf: None,
-        };
+        let unread = TrampolineTargets::new(vec!["call_rcu_hurry"]);
         assert!(unread.has_function("call_rcu_hurry"));
         let failed = TrampolineTargets {
-            functions: vec!["call_rcu_hurry"],
-            btf: Some(Err("no BTF".into())),
+            ids: Some(Err("no BTF".into())),
+            ..TrampolineTargets::new(vec!["call_rcu_hurry"])
         };
         assert!(failed.has_function("call_rcu_hurry"));
     }

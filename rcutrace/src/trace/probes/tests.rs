@@ -67,6 +67,7 @@ fn auto_prefers_trampolines_then_falls_back() {
     assert_eq!(
         plan,
         vec![
+            (Method::KprobeMulti, "count_multi_kprobe".to_string()),
             (Method::Fentry, "count_1_fentry".to_string()),
             (Method::Kprobe, "count_1_kprobe".to_string())
         ]
@@ -265,6 +266,54 @@ fn stage_hooks_are_kprobes_named_for_their_programs() {
     }
 }
 
+/// Under `--attach auto` with plain keys, every counted function but the reader is tried first
+/// on one kprobe-multi link (cookie: its slot), whose program aya does not load; forced
+/// methods, stack keys and the other families never are.
+#[test]
+fn counted_functions_share_a_kprobe_multi_link_first() {
+    let all: Vec<Probe> = counted_functions(CountedSet::All)
+        .map(|c| c.probe)
+        .collect();
+    for probe in &all {
+        let first = plan(probe, AttachChoice::Auto, Keys::Plain)[0].0;
+        let is_reader = probe.function == "__rcu_read_lock";
+        assert_eq!(first == Method::KprobeMulti, !is_reader, "{probe:?}");
+        if let Programs::Counter(slot) = probe.programs {
+            assert_eq!(probe.multi_cookie(), u64::from(slot));
+        }
+        for choice in [AttachChoice::Kprobe, AttachChoice::Fentry] {
+            assert!(!plan_methods(probe, choice).contains(&Method::KprobeMulti));
+        }
+        let stacks = plan(probe, AttachChoice::Auto, Keys::Stacks);
+        assert!(stacks.iter().all(|(m, _)| *m != Method::KprobeMulti));
+    }
+    for other in [GP_LATENCY.entry, GP_INIT_FOUND_NOTHING, CALLBACKS.invoke] {
+        assert!(!plan_methods(&other, AttachChoice::Auto).contains(&Method::KprobeMulti));
+    }
+    assert!(
+        !planned_programs(&all, AttachChoice::Auto, Keys::Plain)
+            .any(|program| program == "count_multi_kprobe")
+    );
+    // As carried out: the link alone where the kernel has such links, the rest where not.
+    let call_rcu = counted_probe("call_rcu");
+    let methods = |planned: Vec<(Method, String)>| -> Vec<Method> {
+        planned.into_iter().map(|(m, _)| m).collect()
+    };
+    assert_eq!(
+        methods(plan_on(&call_rcu, AttachChoice::Auto, Keys::Plain, true)),
+        [Method::KprobeMulti]
+    );
+    assert_eq!(
+        methods(plan_on(&call_rcu, AttachChoice::Auto, Keys::Plain, false)),
+        [Method::Fentry, Method::Kprobe]
+    );
+    let reader = counted_probe("__rcu_read_lock");
+    assert_eq!(
+        methods(plan_on(&reader, AttachChoice::Auto, Keys::Plain, true)),
+        [Method::Kprobe]
+    );
+}
+
 #[test]
 fn forced_methods_are_the_only_ones_tried() {
     let probe = counted_probe("synchronize_rcu");
@@ -429,7 +478,14 @@ fn nobody_else(_: &[&str]) -> bool {
 #[test]
 fn own_work_hooks_only_where_a_program_asks() {
     let needs = |probes: &[Probe]| {
-        own_work_needed(probes, AttachChoice::Auto, Keys::Plain, false, &nobody_else)
+        own_work_needed(
+            probes,
+            AttachChoice::Auto,
+            Keys::Plain,
+            false,
+            false,
+            &nobody_else,
+        )
     };
     let mut gp: Vec<Probe> = GRACE_PERIODS.in_attach_order().to_vec();
     gp.extend([EXPEDITED_START, EXPEDITED_END, KERNEL_STALL_WARNING]);
@@ -453,7 +509,7 @@ fn own_work_hooks_only_where_a_program_asks() {
 fn own_work_hooks_for_the_work_the_runs_attaching_queues() {
     let counted = [counted_probe("synchronize_rcu"), counted_probe("call_rcu")];
     let needs = |probes: &[Probe], choice, switches, others: &dyn Fn(&[&str]) -> bool| {
-        own_work_needed(probes, choice, Keys::Plain, switches, others)
+        own_work_needed(probes, choice, Keys::Plain, switches, false, others)
     };
     assert_eq!(
         needs(&counted, AttachChoice::Kprobe, false, &nobody_else),
@@ -494,6 +550,7 @@ fn own_work_hooks_for_the_work_the_runs_attaching_queues() {
             AttachChoice::Auto,
             Keys::Stacks,
             false,
+            false,
             &nobody_else
         ),
         OwnWork::Off
@@ -524,6 +581,16 @@ fn own_work_hooks_for_the_work_the_runs_attaching_queues() {
         needs(&all, AttachChoice::Auto, false, &nobody_else),
         OwnWork::All
     );
+    // With kprobe-multi links: none for the counted functions; all where a trampoline
+    // shares a function with the link (rcu_gp_init's return); as before where forced.
+    let batched = |probes: &[Probe], choice| {
+        own_work_needed(probes, choice, Keys::Plain, false, true, &nobody_else)
+    };
+    assert_eq!(batched(&counted, AttachChoice::Auto), OwnWork::Off);
+    assert_eq!(batched(&all, AttachChoice::Auto), OwnWork::All);
+    assert_eq!(batched(&counted, AttachChoice::Fentry), OwnWork::TasksRcu);
+    assert_eq!(batched(&counted, AttachChoice::Kprobe), OwnWork::Off);
+    assert_eq!(batched(&srlat, AttachChoice::Auto), OwnWork::TasksRcu);
     assert_eq!(OwnWork::TasksRcu.probes().len(), OWN_WORK_ESSENTIAL.len());
     assert_eq!(OwnWork::All.probes().len(), OWN_WORK.len());
     assert!(OwnWork::Off.probes().is_empty());
