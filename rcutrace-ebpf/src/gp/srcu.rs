@@ -6,7 +6,7 @@
 
 use aya_ebpf::{
     macros::map,
-    maps::HashMap,
+    maps::{HashMap, PerCpuArray},
     programs::{ProbeContext, RetProbeContext},
 };
 use rcutrace_common::gp::{
@@ -59,6 +59,11 @@ static SRCU_WORKING: HashMap<u32, u64> = HashMap::with_max_entries(1, 0);
 /// `try_check_zero()` scans, until it returns; sized at load time.
 #[map]
 static SRCU_SCANNING: HashMap<u32, [u64; 3]> = HashMap::with_max_entries(1, 0);
+
+/// The CPUs one scan would name, kept until it knows whether readers are still in.
+#[map]
+static SRCU_NAMED: PerCpuArray<[u64; MAX_SRCU_READER_CPUS as usize]> =
+    PerCpuArray::with_max_entries(1, 0);
 
 /// Per domain, index and CPU (`[domain, index << 32 | cpu]`), that CPU's count of readers that
 /// entered the index less those that left it, as the last scan that found the index clear saw
@@ -142,8 +147,11 @@ program! {
 /// Names the CPUs whose readers of `domain` entered `index` and have not all left: their
 /// count of entries there exceeds their count of exits by more than the residue the last clear
 /// scan left there (`SRCU_RESIDUES`). Where readers entered, not who they are; a reader that
-/// moved CPU since that scan still shows as one CPU ahead, another behind. With `clear` (the
-/// scan found none left), keeps each CPU's residue instead.
+/// moved CPU since that scan still shows as one CPU ahead, another behind. Only while readers
+/// are still in as this looks (the excesses sum above zero): a scan that failed for a reader
+/// that has left since leaves only residues, which, before any clear scan of the index was
+/// seen, would name a CPU a reader merely moved from. With `clear` (the scan found none
+/// left), keeps each CPU's residue instead.
 #[inline(always)]
 fn scan_reader_cpus(ctx: &RetProbeContext, domain: u64, index: u64, clear: bool) {
     let Some(sda) = read::<u64>(domain + u64::from(window::constant(&GP_SRCU_SDA))) else {
@@ -154,9 +162,18 @@ fn scan_reader_cpus(ctx: &RetProbeContext, domain: u64, index: u64, clear: bool)
     let stride = u64::from(window::constant(&GP_SRCU_INDEX_STRIDE)) * index;
     let locks = u64::from(window::constant(&GP_SRCU_LOCKS)) + stride;
     let unlocks = u64::from(window::constant(&GP_SRCU_UNLOCKS)) + stride;
-    let mut named = 0;
+    // Each CPU to name as `cpu << 32 | excess`, sent once the sum says readers are in. A
+    // kretprobe runs with preemption off: this CPU's scratch is this run's alone.
+    let Some(named) = SRCU_NAMED.get_ptr_mut(0) else {
+        return;
+    };
+    // SAFETY: the map's own per-CPU slot, which nothing else uses while this runs.
+    let named = unsafe { &mut *named };
+    *named = [0; MAX_SRCU_READER_CPUS as usize];
+    let mut found = 0usize;
+    let mut in_now: i64 = 0;
     for cpu in 0..MAX_SRCU_SCANNED_CPUS {
-        if cpu >= cpus || named >= MAX_SRCU_READER_CPUS {
+        if cpu >= cpus {
             break;
         }
         let Some(offset) = read::<u64>(per_cpu_offset + u64::from(cpu) * 8) else {
@@ -182,17 +199,22 @@ fn scan_reader_cpus(ctx: &RetProbeContext, domain: u64, index: u64, clear: bool)
         }
         let residue = unsafe { SRCU_RESIDUES.get(&key) }.copied().unwrap_or(0);
         let excess = counted.wrapping_sub(residue);
-        if excess > 0 {
-            let excess = excess.min(i64::from(u32::MAX)) as u64;
-            send(
-                ctx,
-                EVENT_SRCU_READERS,
-                domain,
-                (u64::from(cpu) << 32) | excess,
-                false,
-            );
-            named += 1;
+        in_now = in_now.wrapping_add(excess);
+        if excess > 0
+            && let Some(slot) = named.get_mut(found)
+        {
+            *slot = (u64::from(cpu) << 32) | excess.min(i64::from(u32::MAX)) as u64;
+            found += 1;
         }
+    }
+    if in_now <= 0 {
+        return;
+    }
+    for entry in named.iter() {
+        if *entry == 0 {
+            break;
+        }
+        send(ctx, EVENT_SRCU_READERS, domain, *entry, false);
     }
 }
 

@@ -45,7 +45,7 @@ use crate::{
     trace::grace_periods::{self, GpEvents, expedited_state, grace_period_now},
     trace::probes::{
         self, CountedSet, EXPEDITED_END, EXPEDITED_START, GRACE_PERIODS, KERNEL_STALL_WARNING,
-        Probe, Programs, Side, Timed, counted_functions,
+        Method, Probe, Programs, Side, Timed, counted_functions,
     },
     trace::server,
     trace::session::Due,
@@ -491,10 +491,25 @@ fn metrics(
             Histogram::Synchronize => synchronize_latency.extend(histograms),
         }
     }
-    let mut kernel_skipped: BTreeMap<&str, u64> = BTreeMap::new();
-    for (probe, _) in period.attached {
-        *kernel_skipped.entry(probe.function).or_default() +=
-            period.counters.missed(period.tracer, &[*probe]);
+    let mut kernel_skipped: BTreeMap<String, u64> = BTreeMap::new();
+    let (batched, alone): (Vec<_>, Vec<_>) = period
+        .attached
+        .iter()
+        .partition(|(_, method)| *method == Method::KprobeMulti);
+    for (probe, _) in alone {
+        *kernel_skipped
+            .entry(probe.function.to_string())
+            .or_default() += period.counters.missed(period.tracer, &[probe]);
+    }
+    // The kernel counts a kprobe-multi link's skips for its one program, not per function:
+    // one series, labelled with all its functions.
+    if !batched.is_empty() {
+        let probes: Vec<Probe> = batched.iter().map(|(probe, _)| *probe).collect();
+        let functions: Vec<&str> = probes.iter().map(|probe| probe.function).collect();
+        kernel_skipped.insert(
+            functions.join(","),
+            period.counters.missed(period.tracer, &probes),
+        );
     }
     let count_losses = period.counters.array("COUNT_LOSSES");
     let stats = period.counters.array("STATS");
@@ -543,10 +558,7 @@ fn metrics(
                 method: method.to_string(),
             })
             .collect(),
-        kernel_skipped: kernel_skipped
-            .into_iter()
-            .map(|(f, n)| (f.to_string(), n))
-            .collect(),
+        kernel_skipped: kernel_skipped.into_iter().collect(),
         lost: vec![
             (
                 "keyed_map_full",
