@@ -171,8 +171,11 @@ program! {
         if slot == READ_LOCK || slot >= COUNTER_SLOTS {
             return 0;
         }
-        let head = if takes_head(slot) { ctx.arg::<u64>(0).unwrap_or(0) } else { 0 };
-        let domain = if takes_domain(slot) { ctx.arg::<u64>(0).unwrap_or(0) } else { 0 };
+        // The slot is known only here: the first argument is read once, for either use.
+        let (head_first, domain_first) = (takes_head(slot), takes_domain(slot));
+        let first = if head_first || domain_first { ctx.arg::<u64>(0).unwrap_or(0) } else { 0 };
+        let head = if head_first { first } else { 0 };
+        let domain = if domain_first { first } else { 0 };
         count(&ctx, slot, true, head, domain);
         0
     }

@@ -96,7 +96,8 @@ fn info(program: &OwnedFd, functions: Option<(&mut [u64], &mut [u32])>) -> Optio
     (bpf(bpf_cmd::BPF_OBJ_GET_INFO_BY_FD, &mut attr) == 0).then_some(info)
 }
 
-fn bpf(cmd: bpf_cmd, attr: &mut bpf_attr) -> libc::c_long {
+/// One bpf() call with a whole `bpf_attr`: its result (negative on failure, errno set).
+pub(crate) fn bpf(cmd: bpf_cmd, attr: &mut bpf_attr) -> libc::c_long {
     // SAFETY: the kernel reads and writes at most `size_of::<bpf_attr>()` bytes of `attr`,
     // and writes through the pointers set in it only to buffers of the lengths set beside
     // them, all of which outlive the call.

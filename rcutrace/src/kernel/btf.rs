@@ -32,6 +32,16 @@ pub fn function_ids(names: &[&str]) -> Result<HashMap<String, u32>> {
     Ok(read_kernel_btf(names, &[])?.function_ids)
 }
 
+/// A function only a kernel with kprobe-multi links has: they are built on fprobes, and the
+/// kernel refuses them where it has none (CONFIG_FPROBE unset, as in Debian's 6.1). Every
+/// run's pass looks for it.
+pub const KPROBE_MULTI_MARK: &str = "register_fprobe_ips";
+
+/// Whether this kernel has kprobe-multi links.
+pub fn has_kprobe_multi() -> bool {
+    function_ids(&[KPROBE_MULTI_MARK]).is_ok_and(|ids| !ids.is_empty())
+}
+
 /// A field of a kernel structure: `(struct name, member name)`, a direct member.
 pub type Field = (&'static str, &'static str);
 

@@ -80,17 +80,9 @@ fn program_info(program: BorrowedFd<'_>) -> Option<bpf_prog_info> {
     attr.info.bpf_fd = program.as_raw_fd() as u32;
     attr.info.info_len = std::mem::size_of::<bpf_prog_info>() as u32;
     attr.info.info = &mut info as *mut bpf_prog_info as u64;
-    // SAFETY: the kernel writes at most `info_len` bytes to `info`, which outlives the call;
-    // a kernel with a smaller struct writes less and leaves the rest zero.
-    let result = unsafe {
-        libc::syscall(
-            libc::SYS_bpf,
-            bpf_cmd::BPF_OBJ_GET_INFO_BY_FD as libc::c_long,
-            &mut attr as *mut bpf_attr,
-            std::mem::size_of::<bpf_attr>() as u32,
-        )
-    };
-    (result == 0).then_some(info)
+    // The kernel writes at most `info_len` bytes to `info`, which outlives the call; a
+    // kernel with a smaller struct writes less and leaves the rest zero.
+    (super::bpf_programs::bpf(bpf_cmd::BPF_OBJ_GET_INFO_BY_FD, &mut attr) == 0).then_some(info)
 }
 
 #[cfg(test)]

@@ -51,17 +51,8 @@ fn keys_for(by: Option<By>) -> Keys {
 /// read a layout before tracing call it first; `trace_with` then reads nothing more.
 pub fn read_btf_ahead(probes: &[Probe], choice: AttachChoice, by: Option<By>) {
     let mut functions = tracer::trampoline_functions(probes, choice, keys_for(by));
-    functions.push(KPROBE_MULTI_MARK);
+    functions.push(kernel::btf::KPROBE_MULTI_MARK);
     kernel::btf::read_ahead(&functions, &kernel::rcu_state::fields());
-}
-
-/// A function only a kernel with kprobe-multi links has: they are built on fprobes, and
-/// the kernel refuses them when it has none (CONFIG_FPROBE unset, as Debian's 6.1 is).
-const KPROBE_MULTI_MARK: &str = "register_fprobe_ips";
-
-/// Whether this kernel has kprobe-multi links, from the run's BTF pass.
-fn has_kprobe_multi() -> bool {
-    kernel::btf::function_ids(&[KPROBE_MULTI_MARK]).is_ok_and(|ids| !ids.is_empty())
 }
 
 /// Whether a command can run without some of its probes.
@@ -346,8 +337,7 @@ fn load(
     let keys = keys_for(request.by);
     read_btf_ahead(request.probes, request.choice, request.by);
     marks::mark("kernel BTF read");
-    let kprobe_multi = has_kprobe_multi();
-    let own_work = own_work(request, kprobe_multi);
+    let own_work = own_work(request);
     if own_work != OwnWork::Off {
         constants.extend(own_work_constants());
         marks::mark("own-work constants found");
@@ -382,7 +372,6 @@ fn load(
         ))
         .collect();
     let mut tracer = Tracer::load(&constants, &programs)?;
-    tracer.allow_kprobe_multi(kprobe_multi);
     tracer.set_written_slots("COUNTS", probes::counter_slots_written(request.probes));
     marks::mark("object loaded, maps created");
     Ok((tracer, own_work))
@@ -391,7 +380,7 @@ fn load(
 /// Which of its own work this run follows (see `probes::own_work_needed`): the sampled reader
 /// probe is detached and attached again in the window; another tool's tracing program on a
 /// function this run puts a trampoline on is found among the programs loaded.
-fn own_work(request: &Request<'_>, kprobe_multi: bool) -> OwnWork {
+fn own_work(request: &Request<'_>) -> OwnWork {
     let traced_by_others = |functions: &[&str]| {
         let targets = kernel::bpf_programs::tracing_targets();
         if targets.is_empty() {
@@ -408,7 +397,7 @@ fn own_work(request: &Request<'_>, kprobe_multi: bool) -> OwnWork {
         request.choice,
         keys_for(request.by),
         request.sample_readers.is_some(),
-        kprobe_multi,
+        kernel::btf::has_kprobe_multi(),
         &traced_by_others,
     )
 }

@@ -19,13 +19,19 @@ use aya_obj::generated::{
     bpf_prog_type::BPF_PROG_TYPE_KPROBE,
 };
 
-use crate::trace::object;
+use crate::{
+    kernel::{bpf_programs::bpf, misses},
+    trace::object,
+};
 
 /// A program attached to its functions by one link; dropping it detaches and unloads it.
 pub struct MultiLink {
     // Fields drop in order: the link goes before its program.
     link: OwnedFd,
     program: OwnedFd,
+    /// The program's kernel id, by which its skipped hits are counted (`None` where the
+    /// kernel would not say).
+    pub program_id: Option<u32>,
 }
 
 impl MultiLink {
@@ -43,6 +49,7 @@ impl MultiLink {
         let link = link(program_fd.as_fd(), targets).context("attaching")?;
         Ok(MultiLink {
             link,
+            program_id: misses::program_id(program_fd.as_fd()),
             program: program_fd,
         })
     }
@@ -61,9 +68,11 @@ impl MultiLink {
         attr.info.bpf_fd = self.link.as_raw_fd() as u32;
         attr.info.info_len = std::mem::size_of::<bpf_link_info>() as u32;
         attr.info.info = &mut info as *mut bpf_link_info as u64;
-        // SAFETY: the kernel writes at most `info_len` bytes to `info`, which outlives the
-        // call; it reads no address list, since none is given.
-        bpf(bpf_cmd::BPF_OBJ_GET_INFO_BY_FD, &mut attr).ok()?;
+        // The kernel writes at most `info_len` bytes to `info`, which outlives the call; it
+        // writes no address list, since none is given.
+        if bpf(bpf_cmd::BPF_OBJ_GET_INFO_BY_FD, &mut attr) != 0 {
+            return None;
+        }
         // SAFETY: the kernel filled the kprobe-multi member for this link.
         let missed = unsafe { info.__bindgen_anon_1.kprobe_multi.missed };
         Some(missed)
@@ -162,26 +171,12 @@ fn link(program: BorrowedFd<'_>, targets: &[(&str, u64)]) -> Result<OwnedFd> {
     Ok(bpf_object(bpf_cmd::BPF_LINK_CREATE, &mut attr)?)
 }
 
-/// One bpf() call; its result where it succeeded.
-fn bpf(command: bpf_cmd, attr: &mut bpf_attr) -> std::io::Result<i64> {
-    // SAFETY: `attr` is a whole `bpf_attr`; the caller vouches for what it points to.
-    let result = unsafe {
-        libc::syscall(
-            libc::SYS_bpf,
-            command as libc::c_long,
-            attr as *mut bpf_attr,
-            std::mem::size_of::<bpf_attr>() as u32,
-        )
-    };
-    if result < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(result)
-}
-
 /// One bpf() call that creates an object, whose descriptor it returns.
 fn bpf_object(command: bpf_cmd, attr: &mut bpf_attr) -> std::io::Result<OwnedFd> {
-    let fd = bpf(command, attr)?;
+    let fd = bpf(command, attr);
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
     // SAFETY: the kernel gave us this new descriptor, which nothing else owns.
     Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
 }

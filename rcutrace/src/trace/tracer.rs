@@ -81,8 +81,6 @@ pub struct Tracer {
     arrays_in_use: OnceCell<Option<HashSet<String>>>,
     /// Arrays of which only the first slots are written (`written_slots`), and how many.
     written_slots: HashMap<&'static str, u32>,
-    /// Whether this kernel has kprobe-multi links (`allow_kprobe_multi`).
-    kprobe_multi: bool,
     /// The kprobe-multi links attached, each with the probes it serves.
     multi_links: Vec<(Vec<Probe>, MultiLink)>,
 }
@@ -145,14 +143,8 @@ impl Tracer {
             kprobe_table: None,
             arrays_in_use: OnceCell::new(),
             written_slots: HashMap::new(),
-            kprobe_multi: false,
             multi_links: Vec::new(),
         })
-    }
-
-    /// Lets `attach` batch probes into kprobe-multi links, which this kernel has.
-    pub fn allow_kprobe_multi(&mut self, allowed: bool) {
-        self.kprobe_multi = allowed;
     }
 
     /// Attaches each of `probes` with the first planned method that works: first, on a kernel
@@ -169,11 +161,7 @@ impl Tracer {
         keys: Keys,
     ) -> Vec<(Probe, Attachment)> {
         let mut targets = TrampolineTargets::new(trampoline_functions(probes, choice, keys));
-        let batched = if self.kprobe_multi {
-            self.attach_batched(probes, choice, keys, &mut targets)
-        } else {
-            Vec::new()
-        };
+        let batched = self.attach_batched(probes, choice, keys, &mut targets);
         probes
             .iter()
             .map(|probe| {
@@ -186,8 +174,8 @@ impl Tracer {
             .collect()
     }
 
-    /// Attaches, by one kprobe-multi link per program, the probes whose plan starts with one;
-    /// returns those attached. A function the kernel's BTF lacks would make the kernel refuse
+    /// Attaches, by one kprobe-multi link per program, the probes whose plan starts with one,
+    /// where the kernel has such links; returns those attached. A function the kernel's BTF lacks would make the kernel refuse
     /// the whole link: it is left to its own attach, which says it is missing. A link the
     /// kernel refuses leaves its probes to theirs, said on stderr.
     fn attach_batched(
@@ -197,14 +185,20 @@ impl Tracer {
         keys: Keys,
         targets: &mut TrampolineTargets,
     ) -> Vec<Probe> {
+        let batchable: Vec<(&Probe, String)> = probes
+            .iter()
+            .filter_map(|probe| match plan(probe, choice, keys).into_iter().next() {
+                Some((Method::KprobeMulti, program)) => Some((probe, program)),
+                _ => None,
+            })
+            .collect();
+        if batchable.is_empty() || !btf::has_kprobe_multi() {
+            return Vec::new();
+        }
         // Read for the check below; a BTF that cannot be read checks nothing.
         let _ = targets.ids();
         let mut by_program: Vec<(String, Vec<Probe>)> = Vec::new();
-        for probe in probes {
-            let Some((Method::KprobeMulti, program)) = plan(probe, choice, keys).into_iter().next()
-            else {
-                continue;
-            };
+        for (probe, program) in batchable {
             if !targets.has_function(probe.function) {
                 continue;
             }
@@ -219,6 +213,11 @@ impl Tracer {
                 .iter()
                 .map(|probe| (probe.function, probe.multi_cookie()))
                 .collect();
+            let names = members
+                .iter()
+                .map(|probe| probe.function)
+                .collect::<Vec<_>>()
+                .join(", ");
             let maps = &self.maps;
             let map_fd = |name: &str| {
                 maps.get(name)
@@ -227,19 +226,12 @@ impl Tracer {
             };
             match MultiLink::attach(OBJECT, &program, map_fd, &functions) {
                 Ok(link) => {
-                    log::info!(
-                        "{}: attached by kprobe-multi ({program})",
-                        functions
-                            .iter()
-                            .map(|(f, _)| *f)
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    );
+                    log::info!("{names}: attached by kprobe-multi ({program})");
                     marks::mark(format_args!(
                         "kprobe-multi link of {} functions attached",
                         functions.len()
                     ));
-                    if let Some(id) = kernel::misses::program_id(link.program()) {
+                    if let Some(id) = link.program_id {
                         self.program_ids
                             .extend(members.iter().map(|probe| (*probe, id)));
                     }
@@ -247,15 +239,10 @@ impl Tracer {
                     self.multi_links.push((members, link));
                 }
                 Err(e) => eprintln!(
-                    "rcutrace: warning: the kernel refused a kprobe-multi link for {} ({e:#}): \
+                    "rcutrace: warning: the kernel refused a kprobe-multi link for {names} ({e:#}): \
                      each is attached by itself, which takes longer; where that puts a \
                      trampoline on it, the tasks-RCU work of that attach may be counted as \
-                     the system's",
-                    functions
-                        .iter()
-                        .map(|(f, _)| *f)
-                        .collect::<Vec<_>>()
-                        .join(", ")
+                     the system's"
                 ),
             }
         }
@@ -414,13 +401,8 @@ impl Tracer {
         }
         // The hits a link's function-probe layer skipped never reached its program: counted
         // with the program's own.
-        for (probes, link) in &self.multi_links {
-            let id = self
-                .program_ids
-                .iter()
-                .find(|(p, _)| p == &probes[0])
-                .map(|(_, id)| *id);
-            if let (Some(id), Some(skipped)) = (id, link.missed()) {
+        for (_, link) in &self.multi_links {
+            if let (Some(id), Some(skipped)) = (link.program_id, link.missed()) {
                 *missed.entry(id).or_insert(0) += skipped;
             }
         }
