@@ -27,10 +27,23 @@ pub struct Usage {
 }
 
 impl Mark {
-    /// The mark of the start's pass over /proc/kallsyms, made by a thread of its own.
-    fn is_kallsyms_pass(&self) -> bool {
-        self.step
-            .starts_with("/proc/kallsyms read for the start's symbols")
+    /// The mark of the start's symbol lookup: made by a thread of its own beside the
+    /// attaching (a pass over /proc/kallsyms before rcutrace asked the kernel instead).
+    fn is_symbol_lookup(&self) -> bool {
+        self.step.starts_with("the start's symbols found")
+            || self
+                .step
+                .starts_with("/proc/kallsyms read for the start's symbols")
+    }
+
+    /// The mark of the BTF pass that runs on a thread of its own beside the start.
+    fn is_btf_pass_beside(&self) -> bool {
+        self.step == "kernel BTF read (beside the start)"
+    }
+
+    /// Whether a thread other than the attaching one made the mark.
+    fn is_beside(&self) -> bool {
+        self.is_symbol_lookup() || self.is_btf_pass_beside()
     }
 
     /// What one attach put in: the function of a `FUNCTION attached` mark, or the link of a
@@ -73,7 +86,8 @@ fn parse_usage(text: &str) -> Option<Usage> {
 /// Where one start-up's time went, in ms.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Phases {
-    /// The one pass over the kernel's BTF (and the command line before it).
+    /// When the one pass over the kernel's BTF ended (it starts with the command, and runs
+    /// beside the rest of the start where the command reads no layout first).
     pub btf_pass_ms: f64,
     /// aya loading the narrowed object and creating its maps.
     pub object_ms: f64,
@@ -92,8 +106,9 @@ pub struct Phases {
     /// The kernel's CPU for each attach: the attaching thread's system time across it, where
     /// the marks say it.
     pub attach_system_ms: Vec<f64>,
-    /// The start's pass over /proc/kallsyms: its thread's CPU, and how long the opening
-    /// waited for it after the last attach, where the marks say them.
+    /// The start's symbol lookup: its thread's CPU; and how long the opening waited, after
+    /// the last attach, for the kprobe table (found from the lookup and the BTF pass), where
+    /// the marks say them.
     pub kallsyms_pass_cpu_ms: Option<f64>,
     pub kallsyms_wait_ms: Option<f64>,
     /// What building the trampolines' BTF added to the peak resident memory.
@@ -119,9 +134,9 @@ pub fn phases(marks: &[Mark]) -> Option<Phases> {
         })
     };
     let loaded = at("object loaded, maps created")?;
-    // The attaching thread's marks: the kallsyms pass marks from a thread of its own, whose
-    // time and CPU are not the attaches'.
-    let attaching: Vec<&Mark> = marks.iter().filter(|m| !m.is_kallsyms_pass()).collect();
+    // The attaching thread's marks: the symbol lookup and the BTF pass mark from threads of
+    // their own, whose time and CPU are not the attaches'.
+    let attaching: Vec<&Mark> = marks.iter().filter(|m| !m.is_beside()).collect();
     let attaches = || {
         attaching
             .windows(2)
@@ -133,7 +148,19 @@ pub fn phases(marks: &[Mark]) -> Option<Phases> {
     let attach_system_ms = attaches()
         .filter_map(|pair| Some(pair[1].usage?.system_ms - pair[0].usage?.system_ms))
         .collect();
-    let kallsyms = marks.iter().find(|m| m.is_kallsyms_pass());
+    let kallsyms = marks.iter().find(|m| m.is_symbol_lookup());
+    let btf_pass = at("kernel BTF read").or_else(|| {
+        marks
+            .iter()
+            .find(|m| m.is_btf_pass_beside())
+            .map(|m| m.at_ms)
+    })?;
+    // The object's load starts after the attaching thread's last mark before it.
+    let object_from = attaching
+        .iter()
+        .take_while(|m| !m.step.starts_with("eBPF object narrowed"))
+        .last()
+        .map(|m| m.at_ms)?;
     let usage_at = |step: &str| marks.iter().find(|m| m.step == step)?.usage;
     let usage_between = |from: &str, to: &str| {
         let (from, to) = (usage_at(from)?, usage_at(to)?);
@@ -159,9 +186,8 @@ pub fn phases(marks: &[Mark]) -> Option<Phases> {
         .filter(|s| !s.is_empty())
         .map(|s| s.parse::<u32>().ok());
     Some(Phases {
-        btf_pass_ms: at("kernel BTF read")?,
-        // A run without the own-work hooks finds no constants for them.
-        object_ms: loaded - at("own-work constants found").or(at("kernel BTF read"))?,
+        btf_pass_ms: btf_pass,
+        object_ms: loaded - object_from,
         programs_kept: numbers.next()??,
         programs_in_object: numbers.next()??,
         attaches: spans.len() as u32,
@@ -390,6 +416,31 @@ mod tests {
         assert_eq!(phases.trampoline_btf_peak_kib, Some(6000));
         assert_eq!(phases.attaching_user_ms, Some(10.0));
         assert_eq!(phases.attaching_system_ms, Some(86.0));
+    }
+
+    /// The start as it is now: the symbols asked of the kernel and the BTF read beside the
+    /// load and the attaches, each on a thread of its own.
+    #[test]
+    fn the_threads_beside_the_attaching_are_told_apart() {
+        let log = "\
+[DEBUG rcutrace::marks]      4.6 ms  (thread: user 3.5 ms, system 3.5 ms; peak 3584 KiB)  privileges checked
+[DEBUG rcutrace::marks]      9.7 ms  (thread: user 3.7 ms, system 7.5 ms; peak 4652 KiB)  the start's symbols found (11 of 11)
+[DEBUG rcutrace::marks]     24.6 ms  (thread: user 11.2 ms, system 16.8 ms; peak 7264 KiB)  eBPF object narrowed: 13 of its 216 programs kept
+[DEBUG rcutrace::marks]     71.1 ms  (thread: user 37.0 ms, system 37.0 ms; peak 8216 KiB)  object loaded, maps created
+[DEBUG rcutrace::marks]    131.8 ms  (thread: user 42.4 ms, system 72.7 ms; peak 8400 KiB)  kernel BTF read (beside the start)
+[DEBUG rcutrace::marks]    140.5 ms  (thread: user 47.1 ms, system 94.3 ms; peak 8400 KiB)  kprobe-multi link of 6 functions attached
+[DEBUG rcutrace::marks]    151.7 ms  (thread: user 47.1 ms, system 106.7 ms; peak 8400 KiB)  __rcu_read_lock attached
+[DEBUG rcutrace::marks]    152.2 ms  (thread: user 47.1 ms, system 106.7 ms; peak 8400 KiB)  probes attached
+[DEBUG rcutrace::marks]    153.1 ms  (thread: user 47.1 ms, system 106.7 ms; peak 8400 KiB)  kprobe table found
+";
+        let phases = phases(&marks(log)).unwrap();
+        assert_eq!(phases.btf_pass_ms, 131.8);
+        assert!((phases.object_ms - 66.5).abs() < 1e-9);
+        assert_eq!(phases.attaches, 2);
+        assert!((phases.attach_min_ms - 11.2).abs() < 1e-9);
+        assert!((phases.attach_max_ms - 69.4).abs() < 1e-9);
+        assert_eq!(phases.kallsyms_pass_cpu_ms, Some(11.2));
+        assert!((phases.kallsyms_wait_ms.unwrap() - 0.9).abs() < 1e-9);
     }
 
     #[test]

@@ -43,13 +43,24 @@ const REFEREE: &str = "kfunc:synchronize_rcu { @[comm] = count(); } \
      tracepoint:syscalls:sys_enter_sync { $n = @marks; printf(\"=== referee.%d\\n\", $n); \
      print(@); printf(\"=== referee.after\\n\"); @marks = $n + 1; }";
 
+/// The start's symbols as rcutrace logs them (asked of the kernel), then as /proc/kallsyms
+/// lists them: the ground truth.
+const SYMBOLS: &str = r#"
+echo "=== symbols"
+RUST_LOG=rcutrace::kernel=debug /bin/rcutrace count --secs 1 2>&1 >/dev/null \
+    | grep -e "the start's symbols:" -e "asking the kernel for symbols"
+echo "=== kallsyms"
+grep -E ' (rcu_state|rcu_num_lvls|rcu_num_nodes|kprobe_table|rcu_tasks|register_fprobe_ips)$' /proc/kallsyms
+"#;
+
 fn own_doing_is_not_counted(series: &str) {
     let script = format!(
         "traced srlat 'srlat --secs 0' '/bin/rcu-workload membarrier {CALLS}'\n\
-         traced count 'count --secs 0 --all --by comm --top 0' 'sleep 2'\n"
+         traced count 'count --secs 0 --all --by comm --top 0' 'sleep 2'\n{SYMBOLS}"
     );
     let guest = boot(series, &script);
     let sections = sections(&guest.stdout);
+    the_kernel_gives_the_symbols_kallsyms_lists(series, &sections);
 
     // Without --pid, every synchronize_rcu() in the guest is timed: the workload's 30, and
     // none of rcutrace's own (attaching fentry/fexit waits for grace periods).
@@ -67,6 +78,63 @@ fn own_doing_is_not_counted(series: &str) {
         .filter(|l| l.starts_with("@[rcutrace, ") && !l.contains("__rcu_read_lock"))
         .collect();
     assert!(own.is_empty(), "{series}: rcutrace counted itself: {own:?}");
+}
+
+/// The start's symbols were asked of the kernel (no fallback to /proc/kallsyms), and each
+/// address it gave is the one /proc/kallsyms lists; a symbol only kprobe-multi kernels have
+/// is found exactly where kallsyms has it.
+fn the_kernel_gives_the_symbols_kallsyms_lists(series: &str, sections: &HashMap<String, String>) {
+    let logged = &sections["symbols"];
+    assert!(
+        !logged.contains("asking the kernel for symbols"),
+        "{series}: the kernel was not asked: {logged}"
+    );
+    let map = logged
+        .split_once("the start's symbols: {")
+        .and_then(|(_, rest)| rest.split_once('}'))
+        .unwrap_or_else(|| panic!("{series}: no symbols logged: {logged}"))
+        .0;
+    let asked: HashMap<&str, u64> = map
+        .split(", ")
+        .filter_map(|pair| {
+            let (name, address) = pair.split_once(": ")?;
+            Some((
+                name.trim_matches('"'),
+                u64::from_str_radix(address, 16).ok()?,
+            ))
+        })
+        .collect();
+    let listed: HashMap<&str, u64> = sections["kallsyms"]
+        .lines()
+        .filter_map(|line| {
+            let mut fields = line.split_whitespace();
+            let address = u64::from_str_radix(fields.next()?, 16).ok()?;
+            Some((fields.nth(1)?, address))
+        })
+        .collect();
+    for name in [
+        "rcu_state",
+        "rcu_num_lvls",
+        "rcu_num_nodes",
+        "kprobe_table",
+        "rcu_tasks",
+    ] {
+        assert!(listed.contains_key(name), "{series}: kallsyms lacks {name}");
+    }
+    for name in [
+        "rcu_state",
+        "rcu_num_lvls",
+        "rcu_num_nodes",
+        "kprobe_table",
+        "rcu_tasks",
+        "register_fprobe_ips",
+    ] {
+        assert_eq!(
+            asked.get(name),
+            listed.get(name),
+            "{series}: {name} asked of the kernel and listed by kallsyms differ"
+        );
+    }
 }
 
 /// `@[key]: N` lines of a text block, by key.

@@ -110,3 +110,13 @@ pub(crate) fn bpf(cmd: bpf_cmd, attr: &mut bpf_attr) -> libc::c_long {
         )
     }
 }
+
+/// One bpf() call that creates an object, whose descriptor it returns.
+pub(crate) fn bpf_object(command: bpf_cmd, attr: &mut bpf_attr) -> std::io::Result<OwnedFd> {
+    let fd = bpf(command, attr);
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: the kernel gave us this new descriptor, which nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+}

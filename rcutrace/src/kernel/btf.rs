@@ -5,7 +5,8 @@
 //!
 //! aya 0.14 takes the ids from a `Btf` it has parsed whole (/sys/kernel/btf/vmlinux is several
 //! MiB and parses into several times that). This module streams the file once for the few
-//! names wanted (once a run, for all it will ask: `read_ahead`), and gives aya a `Btf` that
+//! names wanted (once a run, beside the start, for all it will ask: `read_ahead_in_background`),
+//! and gives aya a `Btf` that
 //! holds only those functions.
 
 use std::{
@@ -32,16 +33,6 @@ pub fn function_ids(names: &[&str]) -> Result<HashMap<String, u32>> {
     Ok(read_kernel_btf(names, &[])?.function_ids)
 }
 
-/// A function only a kernel with kprobe-multi links has: they are built on fprobes, and the
-/// kernel refuses them where it has none (CONFIG_FPROBE unset, as in Debian's 6.1). Every
-/// run's pass looks for it.
-pub const KPROBE_MULTI_MARK: &str = "register_fprobe_ips";
-
-/// Whether this kernel has kprobe-multi links.
-pub fn has_kprobe_multi() -> bool {
-    function_ids(&[KPROBE_MULTI_MARK]).is_ok_and(|ids| !ids.is_empty())
-}
-
 /// A field of a kernel structure: `(struct name, member name)`, a direct member.
 pub type Field = (&'static str, &'static str);
 
@@ -56,11 +47,12 @@ pub fn field_offsets(fields: &[Field]) -> Result<HashMap<Field, u32>> {
 
 /// Reads the BTF once for everything a run is about to ask of it: the questions that follow
 /// about these names are answered from this pass (and a second call for names already read
-/// reads nothing). Each pass costs tens of milliseconds (a few
-/// hundred under emulation), most of it matching the 100,000 strings. A pass that fails is not
-/// kept: the question that needs it then gets the error.
-pub fn read_ahead(functions: &[&str], fields: &[Field]) {
-    let covered = read_ahead_answer(|pass| {
+/// reads nothing). Each pass costs tens of milliseconds (a hundred and more under
+/// emulation), most of it matching the 100,000 strings. A pass that fails is not kept: the
+/// question that needs it then gets the error. Called by the pending pass itself, or by a
+/// caller that waited for it.
+fn read_ahead(functions: &[&str], fields: &[Field]) {
+    let covered = answer_now(|pass| {
         pass.function_ids(functions)?;
         pass.field_offsets(fields)
     });
@@ -78,9 +70,42 @@ pub fn read_ahead(functions: &[&str], fields: &[Field]) {
     }
 }
 
+/// Reads the BTF ahead (see `read_ahead`) on a thread of its own, so that a start does its
+/// other work (loading, attaching what needs no BTF) meanwhile: a question asked before the
+/// pass ends waits for it rather than reading the BTF again.
+pub fn read_ahead_in_background(functions: Vec<&'static str>, fields: Vec<Field>) {
+    let mut pending = PENDING.lock().unwrap_or_else(|e| e.into_inner());
+    wait(&mut pending);
+    // Where no thread can be started, each question reads the BTF itself.
+    *pending = std::thread::Builder::new()
+        .name("btf pass".into())
+        .spawn(move || {
+            read_ahead(&functions, &fields);
+            crate::marks::mark("kernel BTF read (beside the start)");
+        })
+        .ok();
+}
+
 static READ_AHEAD: Mutex<Option<Pass>> = Mutex::new(None);
 
+/// The pass running in the background, if any (`read_ahead_in_background`).
+static PENDING: Mutex<Option<std::thread::JoinHandle<()>>> = Mutex::new(None);
+
+/// Waits for the background pass to end, if one runs. The lock is held meanwhile, so that
+/// every asker waits for it.
+fn wait(pending: &mut Option<std::thread::JoinHandle<()>>) {
+    if let Some(pass) = pending.take() {
+        // A pass that panicked is as one that failed: the asker reads the BTF itself.
+        let _ = pass.join();
+    }
+}
+
 fn read_ahead_answer<T>(answer: impl FnOnce(&Pass) -> Option<T>) -> Option<T> {
+    wait(&mut PENDING.lock().unwrap_or_else(|e| e.into_inner()));
+    answer_now(answer)
+}
+
+fn answer_now<T>(answer: impl FnOnce(&Pass) -> Option<T>) -> Option<T> {
     READ_AHEAD
         .lock()
         .unwrap_or_else(|e| e.into_inner())

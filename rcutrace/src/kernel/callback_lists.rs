@@ -35,9 +35,9 @@ impl CallbackLists {
             .context("this kernel's BTF has no rcu_data.cblist.len")?;
         let [rcu_data, per_cpu_offsets] =
             super::variable_addresses(["rcu_data", "__per_cpu_offset"])?;
-        let rcu_data = rcu_data.context("/proc/kallsyms gives no address for rcu_data")?;
+        let rcu_data = rcu_data.context("kallsyms gives no address for rcu_data")?;
         let per_cpu_offsets =
-            per_cpu_offsets.context("/proc/kallsyms gives no address for __per_cpu_offset")?;
+            per_cpu_offsets.context("kallsyms gives no address for __per_cpu_offset")?;
         let memory = KernelMemory::open()?;
         let lengths = (0..u64::from(super::possible_cpus()?))
             .map(|cpu| {

@@ -62,8 +62,8 @@ pub struct GraceCounters {
 pub struct Ended(Vec<(Flavour, u64)>);
 
 impl GraceCounters {
-    /// Finds the sequence numbers from the kernel's symbols (`symbols`, found by one pass over
-    /// /proc/kallsyms that looked for `SYMBOLS`) and the BTF.
+    /// Finds the sequence numbers from the kernel's symbols (`symbols`, the start's symbol
+    /// lookup, which looked for `SYMBOLS`) and the BTF.
     pub fn locate(symbols: &HashMap<String, u64>) -> Result<GraceCounters> {
         let offsets = btf::field_offsets(&FIELDS)
             .context("reading the grace-period sequence numbers' offsets from the kernel BTF")?;

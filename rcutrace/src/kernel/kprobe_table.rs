@@ -171,8 +171,8 @@ fn key(ours: &Ours<'_>) -> Key {
 }
 
 impl KprobeTable {
-    /// Finds the table and the layout (`symbols`: found by one pass over /proc/kallsyms that
-    /// looked for `SYMBOLS`); fails saying what this kernel does not give.
+    /// Finds the table and the layout (`symbols`: the start's symbol lookup, which looked for
+    /// `SYMBOLS`); fails saying what this kernel does not give.
     pub fn locate(symbols: &HashMap<String, u64>) -> Result<KprobeTable> {
         let offsets = btf::field_offsets(&FIELDS)
             .context("reading the kprobes' layout from the kernel BTF")?;
@@ -185,7 +185,7 @@ impl KprobeTable {
         let symbol = |name: &str| {
             symbols.get(name).copied().with_context(|| {
                 format!(
-                    "/proc/kallsyms gives no address for {name} (kernel.kptr_restrict, or a \
+                    "kallsyms gives no address for {name} (kernel.kptr_restrict, or a \
                      kernel without CONFIG_KALLSYMS_ALL)"
                 )
             })

@@ -1,5 +1,6 @@
 //! Facts about the running kernel and this process that decide what can be traced: here, its
-//! functions (kallsyms), privileges and tasks; `btf` reads the kernel's own type information,
+//! functions (kallsyms; `symbol_lookup` asks the kernel for addresses by name), privileges
+//! and tasks; `btf` reads the kernel's own type information,
 //! `misses` and `kprobe_table` the probe hits it skipped, `rcu_tree` its tree of `rcu_node`s
 //! (`expedited_holdouts`: what an expedited grace period still waits for), `grace_counters`
 //! how many grace periods of each flavour have ended, `srcu_layout` where SRCU keeps its grace
@@ -22,6 +23,7 @@ pub mod misses;
 pub mod rcu_state;
 pub mod rcu_tree;
 pub mod srcu_layout;
+pub mod symbol_lookup;
 pub mod symbols;
 pub mod tasks_holdouts;
 pub mod tracefs;
@@ -61,10 +63,19 @@ pub fn functions_present(wanted: &[&str]) -> Result<HashSet<String>> {
     Ok(present)
 }
 
-/// The addresses of the kernel's own symbols among `wanted` (text or data, not a module's),
-/// in one pass over /proc/kallsyms; a symbol zeroed by kptr_restrict is left out. The first
-/// address of a name wins (a static function may have several copies).
+/// The addresses of the kernel's own symbols among `wanted` (text or data), asked of the
+/// kernel (`symbol_lookup`), or where it will not answer so, from one pass over
+/// /proc/kallsyms; a symbol whose address kptr_restrict hides is left out. The first address
+/// of a name wins (a static function may have several copies). The kernel's answer falls
+/// back to a module's symbol for a name the kernel proper lacks: the names asked for here are
+/// the kernel's own.
 pub fn kernel_symbols(wanted: &[&str]) -> Result<HashMap<String, u64>> {
+    match symbol_lookup::addresses(wanted) {
+        Ok(found) => return Ok(found),
+        Err(error) => {
+            log::debug!("asking the kernel for symbols: {error:#}; reading /proc/kallsyms")
+        }
+    }
     let mut found = HashMap::new();
     // Each line is cut once: under emulation the parsing of 200,000 lines is a second of CPU
     // if done once for each name.
@@ -81,11 +92,21 @@ pub fn kernel_symbols(wanted: &[&str]) -> Result<HashMap<String, u64>> {
     Ok(found)
 }
 
+/// A function only a kernel with kprobe-multi links has: they are built on fprobes, and the
+/// kernel refuses them where it has none (CONFIG_FPROBE unset, as in Debian's 6.1).
+const KPROBE_MULTI_MARK: &str = "register_fprobe_ips";
+
+/// Whether this kernel has kprobe-multi links (from the start's symbols).
+pub fn has_kprobe_multi() -> bool {
+    start_symbols().is_ok_and(|symbols| symbols.contains_key(KPROBE_MULTI_MARK))
+}
+
 /// The kernel's own symbols a trace's start looks up, wherever it does: `rcu_state` and the
 /// tree's size (RCU's layout, for `gp` and `stall`), the kprobe table's (the hits the kernel
-/// skipped) and the grace-period counters' (what rcutrace's own detaching waited for).
+/// skipped), the grace-period counters' (what rcutrace's own detaching waited for) and the
+/// mark of kprobe-multi links.
 fn start_symbol_names() -> Vec<&'static str> {
-    let mut names = vec!["rcu_state"];
+    let mut names = vec!["rcu_state", KPROBE_MULTI_MARK];
     names.extend(rcu_tree::VARIABLES);
     names.extend(kprobe_table::SYMBOLS);
     names.extend(grace_counters::SYMBOLS);
@@ -94,11 +115,11 @@ fn start_symbol_names() -> Vec<&'static str> {
     names
 }
 
-/// The addresses of the start's symbols (`start_symbol_names`) this kernel lists, from one
-/// pass over /proc/kallsyms that every asker shares: a pass makes the kernel format every
-/// symbol it has up to the last one wanted, and these lie near the end (7.3's 197,553
-/// symbols take 0.4 s of an emulated guest's CPU), so a second pass for the same start
-/// would cost as much again. A symbol zeroed by kptr_restrict is left out.
+/// The addresses of the start's symbols (`start_symbol_names`) this kernel has, from one
+/// lookup that every asker shares (`kernel_symbols`: where the kernel will not be asked, a
+/// pass over /proc/kallsyms, which makes it format every symbol up to the last one wanted,
+/// 0.4 s of an emulated guest's CPU on 7.3). A symbol whose address kptr_restrict hides is
+/// left out.
 pub fn start_symbols() -> std::result::Result<&'static HashMap<String, u64>, String> {
     static PASS: std::sync::OnceLock<std::result::Result<HashMap<String, u64>, String>> =
         std::sync::OnceLock::new();
@@ -106,31 +127,21 @@ pub fn start_symbols() -> std::result::Result<&'static HashMap<String, u64>, Str
         let names = start_symbol_names();
         let found = kernel_symbols(&names).map_err(|e| format!("{e:#}"))?;
         crate::marks::mark(format_args!(
-            "/proc/kallsyms read for the start's symbols ({} of {} found)",
+            "the start's symbols found ({} of {})",
             found.len(),
             names.len()
         ));
+        log::debug!("the start's symbols: {found:x?}");
         Ok(found)
     })
     .as_ref()
     .map_err(Clone::clone)
 }
 
-/// The addresses of kernel variables `names` (symbols of the kernel proper), each if
-/// /proc/kallsyms lists it with a real address (not zeroed by kptr_restrict), in one pass
-/// over the file: a caller needing several asks for them together, since a pass reads up to
-/// the last one found (most of the file for data symbols, hundreds of milliseconds in a VM).
+/// The addresses of kernel variables `names`, each if the kernel gives it (`kernel_symbols`).
 pub fn variable_addresses<const N: usize>(names: [&str; N]) -> Result<[Option<u64>; N]> {
-    let mut addresses = [None; N];
-    scan_kallsyms(|symbol| {
-        for (name, address) in names.iter().zip(addresses.iter_mut()) {
-            if address.is_none() {
-                *address = data_symbol(symbol, name);
-            }
-        }
-        addresses.iter().any(Option::is_none)
-    })?;
-    Ok(addresses.map(|address| address.filter(|&a| a != 0)))
+    let found = kernel_symbols(&names)?;
+    Ok(names.map(|name| found.get(name).copied()))
 }
 
 /// Hands each line of /proc/kallsyms to `visit` until it returns false. The lines are read
@@ -164,7 +175,9 @@ fn text_symbol(line: &str) -> Option<&str> {
     matches!(kind, "t" | "T").then_some(name)
 }
 
-/// The address in a kallsyms line if it is the kernel's own symbol `wanted`.
+/// The address in a kallsyms line if it is the kernel's own symbol `wanted` (how
+/// `kernel_symbols` reads a line, for its tests).
+#[cfg(test)]
 fn data_symbol(line: &str, wanted: &str) -> Option<u64> {
     own_symbol(line).and_then(|(name, address)| (name == wanted).then(|| address.parse()))?
 }

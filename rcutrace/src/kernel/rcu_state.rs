@@ -1,5 +1,5 @@
 //! Where RCU's own state lies in this kernel's memory, for the programs that read it: the
-//! address of `rcu_state` (from /proc/kallsyms) and the byte offsets of the fields read, from
+//! address of `rcu_state` (from kallsyms) and the byte offsets of the fields read, from
 //! the kernel's BTF. Layouts differ between kernels (`task_struct.rcu_read_lock_nesting` is at
 //! byte 2036 on Debian's 6.1 and 2044 on its 6.12), so nothing here is assumed.
 
@@ -93,7 +93,7 @@ pub fn layout() -> Result<RcuLayout> {
             missing.join(", ")
         );
     }
-    // The start's one pass over /proc/kallsyms (shared with the kprobe table's lookup): a
+    // The start's one symbol lookup (shared with the kprobe table's): a
     // machine whose CPU ids fit in one leaf needs only rcu_state's address (its tree is one
     // node), a larger one the tree's size too.
     use super::rcu_tree::{Lookup, VARIABLES};
@@ -104,10 +104,10 @@ pub fn layout() -> Result<RcuLayout> {
         None => Lookup::Tree(VARIABLES.map(address)),
     };
     let rcu_state = address("rcu_state").context(
-        "/proc/kallsyms gives no address for rcu_state (kernel.kptr_restrict hides \
+        "kallsyms gives no address for rcu_state (kernel.kptr_restrict hides \
          addresses, or the kernel lacks CONFIG_KALLSYMS_ALL)",
     )?;
-    crate::marks::mark("rcu_state (and on a tree of nodes, its size) found in /proc/kallsyms");
+    crate::marks::mark("rcu_state (and on a tree of nodes, its size) found");
     let tree =
         super::rcu_tree::read(rcu_state, lookup).context("reading the kernel's rcu_node tree")?;
     Ok(RcuLayout {
@@ -213,7 +213,7 @@ pub fn stages_layout() -> Result<StagesLayout> {
     let symbols =
         super::kernel_symbols(&["rcu_state", "wakeme_after_rcu", QUEUEING[0], QUEUEING[1]])?;
     let rcu_state = *symbols.get("rcu_state").context(
-        "/proc/kallsyms gives no address for rcu_state (kernel.kptr_restrict hides \
+        "kallsyms gives no address for rcu_state (kernel.kptr_restrict hides \
          addresses, or the kernel lacks CONFIG_KALLSYMS_ALL)",
     )?;
     Ok(StagesLayout {

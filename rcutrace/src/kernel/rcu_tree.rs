@@ -35,13 +35,12 @@ pub const FIELDS: [btf::Field; 7] = [
 /// Leaves' size, the kernel's `rcu_fanout_leaf` (a boot parameter).
 const FANOUT_LEAF: &str = "/sys/module/rcutree/parameters/rcu_fanout_leaf";
 
-/// What `read` needs from /proc/kallsyms beside `rcu_state`'s address.
+/// What `read` needs from kallsyms beside `rcu_state`'s address.
 pub enum Lookup {
     /// Nothing: the machine's `cpus` CPU ids fit in one leaf, so the tree is its root alone.
     OneLeaf { cpus: u32 },
-    /// The addresses /proc/kallsyms gave for `VARIABLES`, looked up in the same pass as
-    /// `rcu_state`'s (each pass reads most of that file: hundreds of milliseconds in a small
-    /// VM).
+    /// The addresses kallsyms gave for `VARIABLES`, looked up with `rcu_state`'s (the
+    /// start's one symbol lookup).
     Tree([Option<u64>; 2]),
 }
 
@@ -80,7 +79,7 @@ const MAX_LEVELS: u32 = 4;
 /// More nodes than any kernel builds (8,192 CPUs make 513 with Debian's fanouts).
 const MAX_NODES: u32 = 1 << 16;
 
-/// The variables whose addresses a tree of more than one node needs from /proc/kallsyms.
+/// The variables whose addresses a tree of more than one node needs from kallsyms.
 pub const VARIABLES: [&str; 2] = ["rcu_num_lvls", "rcu_num_nodes"];
 
 /// Reads the tree of the kernel whose `rcu_state` is at `rcu_state`; fails saying what it
@@ -110,7 +109,7 @@ pub fn read(rcu_state: u64, lookup: Lookup) -> Result<RcuTree> {
     ];
     let [levels, nodes] = variables;
     let (levels, nodes) = levels.zip(nodes).context(
-        "/proc/kallsyms gives no address for rcu_num_lvls and rcu_num_nodes (the kernel \
+        "kallsyms gives no address for rcu_num_lvls and rcu_num_nodes (the kernel \
          lacks CONFIG_KALLSYMS_ALL, or kernel.kptr_restrict hides addresses)",
     )?;
     let memory = KernelMemory::open().context("reading the rcu_node tree")?;

@@ -46,13 +46,16 @@ fn keys_for(by: Option<By>) -> Keys {
     }
 }
 
-/// One pass over the kernel's BTF for all a command will ask of it: the layouts of RCU's
-/// structures and the ids of the functions its probes may get trampolines on. Commands that
-/// read a layout before tracing call it first; `trace_with` then reads nothing more.
+/// Starts one pass over the kernel's BTF for all a command will ask of it: the layouts of
+/// RCU's structures and of the kprobe table, and the ids of the functions its probes may get
+/// trampolines on. It runs beside the start's other work; what needs an answer first waits
+/// for it. Commands that read a layout before tracing call it first; `trace_with` then reads
+/// nothing more.
 pub fn read_btf_ahead(probes: &[Probe], choice: AttachChoice, by: Option<By>) {
-    let mut functions = tracer::trampoline_functions(probes, choice, keys_for(by));
-    functions.push(kernel::btf::KPROBE_MULTI_MARK);
-    kernel::btf::read_ahead(&functions, &kernel::rcu_state::fields());
+    let functions = tracer::trampoline_functions(probes, choice, keys_for(by));
+    let mut fields = kernel::rcu_state::fields();
+    fields.extend(kernel::kprobe_table::FIELDS);
+    kernel::btf::read_ahead_in_background(functions, fields);
 }
 
 /// Whether a command can run without some of its probes.
@@ -214,8 +217,10 @@ pub async fn trace_with<R>(
     publisher: &mut dyn Publisher<R>,
 ) -> Result<R> {
     let mut interrupts = Interrupts::catch()?;
-    // Finding the kprobe table reads /proc/kallsyms whole (most of a second in a guest):
-    // done beside loading and attaching, so that the window does not open later for it.
+    // First, so that the places found below are answered by the same pass.
+    read_btf_ahead(request.probes, request.choice, request.by);
+    // Finding the kprobe table and the grace-period counters needs the BTF's layouts: done
+    // beside loading and attaching, so that the window does not open later for them.
     let places = std::thread::spawn(KernelPlaces::find);
     let constants = std::mem::take(&mut request.constants);
     let (mut tracer, own_work) = load(&request, constants, consume.is_some())?;
@@ -268,8 +273,8 @@ pub async fn trace_with<R>(
     Ok(report)
 }
 
-/// Where things rcutrace reads at the edges of the window lie in this kernel, found in one
-/// pass over /proc/kallsyms: the kprobe table (for the hits the kernel skipped) and the
+/// Where things rcutrace reads at the edges of the window lie in this kernel, found from the
+/// start's symbol lookup and BTF pass: the kprobe table (for the hits the kernel skipped) and the
 /// grace-period counters (for what its own detaching waited for).
 struct KernelPlaces {
     kprobe_table: Located<KprobeTable>,
@@ -335,8 +340,6 @@ fn load(
 ) -> Result<(Tracer, OwnWork)> {
     constants.push(Constant::U32("SELF_TGID", std::process::id()));
     let keys = keys_for(request.by);
-    read_btf_ahead(request.probes, request.choice, request.by);
-    marks::mark("kernel BTF read");
     let own_work = own_work(request);
     if own_work != OwnWork::Off {
         constants.extend(own_work_constants());
@@ -397,7 +400,7 @@ fn own_work(request: &Request<'_>) -> OwnWork {
         request.choice,
         keys_for(request.by),
         request.sample_readers.is_some(),
-        kernel::btf::has_kprobe_multi(),
+        kernel::has_kprobe_multi(),
         &traced_by_others,
     )
 }

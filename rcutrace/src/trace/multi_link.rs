@@ -10,7 +10,7 @@
 
 use std::{
     ffi::{CStr, CString, c_char},
-    os::fd::{AsFd as _, AsRawFd as _, BorrowedFd, FromRawFd as _, OwnedFd, RawFd},
+    os::fd::{AsFd as _, AsRawFd as _, BorrowedFd, OwnedFd, RawFd},
 };
 
 use anyhow::{Context as _, Result, anyhow};
@@ -20,7 +20,10 @@ use aya_obj::generated::{
 };
 
 use crate::{
-    kernel::{bpf_programs::bpf, misses},
+    kernel::{
+        bpf_programs::{bpf, bpf_object},
+        misses,
+    },
     trace::object,
 };
 
@@ -169,14 +172,4 @@ fn link(program: BorrowedFd<'_>, targets: &[(&str, u64)]) -> Result<OwnedFd> {
     multi.cookies = cookies.as_ptr() as u64;
     // SAFETY: the names, their pointers and the cookies outlive the call.
     Ok(bpf_object(bpf_cmd::BPF_LINK_CREATE, &mut attr)?)
-}
-
-/// One bpf() call that creates an object, whose descriptor it returns.
-fn bpf_object(command: bpf_cmd, attr: &mut bpf_attr) -> std::io::Result<OwnedFd> {
-    let fd = bpf(command, attr);
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: the kernel gave us this new descriptor, which nothing else owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
 }

@@ -161,7 +161,7 @@ impl Tracer {
         keys: Keys,
     ) -> Vec<(Probe, Attachment)> {
         let mut targets = TrampolineTargets::new(trampoline_functions(probes, choice, keys));
-        let batched = self.attach_batched(probes, choice, keys, &mut targets);
+        let batched = self.attach_batched(probes, choice, keys);
         probes
             .iter()
             .map(|probe| {
@@ -175,16 +175,10 @@ impl Tracer {
     }
 
     /// Attaches, by one kprobe-multi link per program, the probes whose plan starts with one,
-    /// where the kernel has such links; returns those attached. A function the kernel's BTF lacks would make the kernel refuse
-    /// the whole link: it is left to its own attach, which says it is missing. A link the
-    /// kernel refuses leaves its probes to theirs, said on stderr.
-    fn attach_batched(
-        &mut self,
-        probes: &[Probe],
-        choice: AttachChoice,
-        keys: Keys,
-        targets: &mut TrampolineTargets,
-    ) -> Vec<Probe> {
+    /// where the kernel has such links; returns those attached. A function the kernel lacks
+    /// would make it refuse the whole link: it is left to its own attach, which says it is
+    /// missing. A link the kernel refuses leaves its probes to theirs, said on stderr.
+    fn attach_batched(&mut self, probes: &[Probe], choice: AttachChoice, keys: Keys) -> Vec<Probe> {
         let batchable: Vec<(&Probe, String)> = probes
             .iter()
             .filter_map(|probe| match plan(probe, choice, keys).into_iter().next() {
@@ -192,14 +186,19 @@ impl Tracer {
                 _ => None,
             })
             .collect();
-        if batchable.is_empty() || !btf::has_kprobe_multi() {
+        if batchable.is_empty() || !kernel::has_kprobe_multi() {
             return Vec::new();
         }
-        // Read for the check below; a BTF that cannot be read checks nothing.
-        let _ = targets.ids();
+        // Asked of the kernel, not of the BTF (whose pass may still be running); a lookup
+        // that fails checks nothing.
+        let functions: Vec<&str> = batchable.iter().map(|(probe, _)| probe.function).collect();
+        let present = kernel::symbol_lookup::addresses(&functions).ok();
         let mut by_program: Vec<(String, Vec<Probe>)> = Vec::new();
         for (probe, program) in batchable {
-            if !targets.has_function(probe.function) {
+            if present
+                .as_ref()
+                .is_some_and(|found| !found.contains_key(probe.function))
+            {
                 continue;
             }
             match by_program.iter_mut().find(|(p, _)| *p == program) {
