@@ -16,8 +16,16 @@ pub fn run() -> Result<()> {
     run_with(&[])
 }
 
-/// scripts/setup with extra flags, e.g. `--bench`.
+/// scripts/setup with extra flags, e.g. `--bench`. Callers take turns: two tests (or two
+/// xtask commands) setting up at once would both run apt, and the second finds its lock held.
 pub fn run_with(flags: &[&str]) -> Result<()> {
+    let target = workspace::target_dir();
+    std::fs::create_dir_all(&target).with_context(|| format!("creating {}", target.display()))?;
+    let lock_path = target.join("setup.lock");
+    let lock = std::fs::File::create(&lock_path)
+        .with_context(|| format!("creating {}", lock_path.display()))?;
+    lock.lock()
+        .with_context(|| format!("locking {}", lock_path.display()))?;
     let status = Command::new("bash")
         .arg(workspace::setup_script())
         .args(flags)
