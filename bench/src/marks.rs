@@ -101,8 +101,6 @@ pub struct Phases {
     pub attach_max_ms: f64,
     /// From the object loaded to the last probe attached.
     pub attaching_ms: f64,
-    /// Types in the BTF aya is given for the trampolines, if any was built.
-    pub trampoline_btf_types: Option<u32>,
     /// The kernel's CPU for each attach: the attaching thread's system time across it, where
     /// the marks say it.
     pub attach_system_ms: Vec<f64>,
@@ -111,8 +109,6 @@ pub struct Phases {
     /// the marks say them.
     pub kallsyms_pass_cpu_ms: Option<f64>,
     pub kallsyms_wait_ms: Option<f64>,
-    /// What building the trampolines' BTF added to the peak resident memory.
-    pub trampoline_btf_peak_kib: Option<u64>,
     /// The attaching thread's CPU over the attaching (from the object loaded to the last
     /// probe attached): its own code's (user) and the kernel's (system); the rest of the
     /// attaching's time it waited in the kernel.
@@ -124,15 +120,6 @@ pub struct Phases {
 /// rcutrace, or a log without its marks).
 pub fn phases(marks: &[Mark]) -> Option<Phases> {
     let at = |step: &str| marks.iter().find(|m| m.step == step).map(|m| m.at_ms);
-    let number_after = |prefix: &str| {
-        marks.iter().find_map(|m| {
-            let rest = m.step.strip_prefix(prefix)?;
-            rest.split(|c: char| !c.is_ascii_digit())
-                .find(|s| !s.is_empty())?
-                .parse::<u32>()
-                .ok()
-        })
-    };
     let loaded = at("object loaded, maps created")?;
     // The attaching thread's marks: the symbol lookup and the BTF pass mark from threads of
     // their own, whose time and CPU are not the attaches'.
@@ -166,18 +153,6 @@ pub fn phases(marks: &[Mark]) -> Option<Phases> {
         let (from, to) = (usage_at(from)?, usage_at(to)?);
         Some((to.user_ms - from.user_ms, to.system_ms - from.system_ms))
     };
-    // From the attaching thread's mark before it.
-    let trampoline_btf_peak_kib = attaching
-        .windows(2)
-        .find(|pair| pair[1].step.starts_with("trampolines' BTF built"))
-        .and_then(|pair| {
-            Some(
-                pair[1]
-                    .usage?
-                    .peak_kib
-                    .saturating_sub(pair[0].usage?.peak_kib),
-            )
-        });
     let narrowed = marks
         .iter()
         .find_map(|m| m.step.strip_prefix("eBPF object narrowed: "))?;
@@ -194,7 +169,6 @@ pub fn phases(marks: &[Mark]) -> Option<Phases> {
         attach_min_ms: spans.iter().copied().reduce(f64::min)?,
         attach_max_ms: spans.iter().copied().reduce(f64::max)?,
         attaching_ms: at("probes attached")? - loaded,
-        trampoline_btf_types: number_after("trampolines' BTF built: "),
         attach_system_ms,
         kallsyms_pass_cpu_ms: kallsyms
             .and_then(|m| m.usage)
@@ -202,7 +176,6 @@ pub fn phases(marks: &[Mark]) -> Option<Phases> {
         kallsyms_wait_ms: at("kprobe table found")
             .zip(at("probes attached"))
             .map(|(found, attached)| found - attached),
-        trampoline_btf_peak_kib,
         attaching_user_ms: usage_between("object loaded, maps created", "probes attached")
             .map(|(user, _)| user),
         attaching_system_ms: usage_between("object loaded, maps created", "probes attached")
@@ -222,9 +195,6 @@ pub fn phase_samples(phases: &Phases) -> Vec<(Metric, f64)> {
         (Metric::ProgramsKept, phases.programs_kept.into()),
         (Metric::ProgramsInObject, phases.programs_in_object.into()),
     ];
-    if let Some(types) = phases.trampoline_btf_types {
-        samples.push((Metric::TrampolineBtfTypes, types.into()));
-    }
     let mut system = phases.attach_system_ms.clone();
     system.sort_by(f64::total_cmp);
     if let (Some(first), Some(last)) = (system.first(), system.last()) {
@@ -240,9 +210,6 @@ pub fn phase_samples(phases: &Phases) -> Vec<(Metric, f64)> {
     if let Some(wait) = phases.kallsyms_wait_ms {
         samples.push((Metric::KallsymsWaitMs, wait));
     }
-    if let Some(kib) = phases.trampoline_btf_peak_kib {
-        samples.push((Metric::TrampolineBtfPeakKib, kib as f64));
-    }
     if let (Some(user), Some(system)) = (phases.attaching_user_ms, phases.attaching_system_ms) {
         samples.push((Metric::AttachingUserMs, user));
         samples.push((Metric::AttachingSystemMs, system));
@@ -251,7 +218,7 @@ pub fn phase_samples(phases: &Phases) -> Vec<(Metric, f64)> {
 }
 
 /// Every metric `phase_samples` may give.
-pub const PHASE_METRICS: [Metric; 17] = [
+pub const PHASE_METRICS: [Metric; 15] = [
     Metric::StartupBtfPassMs,
     Metric::StartupObjectMs,
     Metric::StartupAttachingMs,
@@ -260,13 +227,11 @@ pub const PHASE_METRICS: [Metric; 17] = [
     Metric::AttachMaxMs,
     Metric::ProgramsKept,
     Metric::ProgramsInObject,
-    Metric::TrampolineBtfTypes,
     Metric::AttachSystemMinMs,
     Metric::AttachSystemMedianMs,
     Metric::AttachSystemMaxMs,
     Metric::KallsymsPassCpuMs,
     Metric::KallsymsWaitMs,
-    Metric::TrampolineBtfPeakKib,
     Metric::AttachingUserMs,
     Metric::AttachingSystemMs,
 ];
@@ -317,7 +282,7 @@ mod tests {
 [INFO  rcutrace::trace::tracer] rcu_tasks_wait_gp: attached by kprobe (own_kprobe)
 [DEBUG rcutrace::marks]    153.0 ms  rcu_tasks_wait_gp attached
 [DEBUG rcutrace::marks]    160.0 ms  own-work hooks attached
-[DEBUG rcutrace::marks]    180.0 ms  trampolines' BTF built: 22017 types
+[DEBUG rcutrace::marks]    180.0 ms  synchronize_rcu: program loaded
 [DEBUG rcutrace::marks]    198.0 ms  synchronize_rcu attached
 [DEBUG rcutrace::marks]    208.5 ms  call_rcu attached
 [DEBUG rcutrace::marks]    209.0 ms  probes attached
@@ -382,16 +347,15 @@ mod tests {
         assert_eq!(phases.btf_pass_ms, 90.5);
         assert_eq!(phases.object_ms, 50.0);
         assert_eq!((phases.programs_kept, phases.programs_in_object), (21, 190));
-        // The own-work hook from the object's load, the trampoline from the BTF's build.
+        // The own-work hook from the object's load, the trampoline from its program's load.
         assert_eq!(phases.attaches, 3);
         assert_eq!(phases.attach_min_ms, 10.5);
         assert_eq!(phases.attach_max_ms, 18.0);
         assert_eq!(phases.attaching_ms, 68.0);
-        assert_eq!(phases.trampoline_btf_types, Some(22017));
     }
 
     /// Marks with the usage give each attach's kernel CPU, the kallsyms pass's CPU and wait,
-    /// and what the trampolines' BTF added to the peak; a run without own-work hooks still
+    /// and the attaching's user and system CPU; a run without own-work hooks still
     /// has its object's load timed.
     #[test]
     fn marks_with_the_usage_give_the_kernels_share() {
@@ -400,11 +364,11 @@ mod tests {
 [DEBUG rcutrace::marks]     91.2 ms  (thread: user 60.1 ms, system 30.0 ms; peak 7000 KiB)  eBPF object narrowed: 9 of its 190 programs kept
 [DEBUG rcutrace::marks]    141.0 ms  (thread: user 70.0 ms, system 60.0 ms; peak 8000 KiB)  object loaded, maps created
 [DEBUG rcutrace::marks]    171.0 ms  (thread: user 70.0 ms, system 88.0 ms; peak 8000 KiB)  __rcu_read_lock attached
-[DEBUG rcutrace::marks]    250.0 ms  (thread: user 80.0 ms, system 120.0 ms; peak 14000 KiB)  trampolines' BTF built: 110424 types
-[DEBUG rcutrace::marks]    275.0 ms  (thread: user 200.0 ms, system 150.0 ms; peak 14000 KiB)  /proc/kallsyms read for the start's symbols (10 of 10 found)
-[DEBUG rcutrace::marks]    280.0 ms  (thread: user 80.0 ms, system 145.0 ms; peak 14000 KiB)  call_rcu attached
-[DEBUG rcutrace::marks]    290.0 ms  (thread: user 80.0 ms, system 146.0 ms; peak 14000 KiB)  probes attached
-[DEBUG rcutrace::marks]    300.0 ms  (thread: user 80.0 ms, system 146.0 ms; peak 14000 KiB)  kprobe table found
+[DEBUG rcutrace::marks]    250.0 ms  (thread: user 80.0 ms, system 120.0 ms; peak 8000 KiB)  call_rcu: program loaded
+[DEBUG rcutrace::marks]    275.0 ms  (thread: user 200.0 ms, system 150.0 ms; peak 8000 KiB)  /proc/kallsyms read for the start's symbols (10 of 10 found)
+[DEBUG rcutrace::marks]    280.0 ms  (thread: user 80.0 ms, system 145.0 ms; peak 8000 KiB)  call_rcu attached
+[DEBUG rcutrace::marks]    290.0 ms  (thread: user 80.0 ms, system 146.0 ms; peak 8000 KiB)  probes attached
+[DEBUG rcutrace::marks]    300.0 ms  (thread: user 80.0 ms, system 146.0 ms; peak 8000 KiB)  kprobe table found
 ";
         let phases = phases(&marks(log)).unwrap();
         assert_eq!(phases.object_ms, 50.5);
@@ -413,7 +377,6 @@ mod tests {
         assert_eq!((phases.attach_min_ms, phases.attach_max_ms), (30.0, 30.0));
         assert_eq!(phases.kallsyms_pass_cpu_ms, Some(350.0));
         assert_eq!(phases.kallsyms_wait_ms, Some(10.0));
-        assert_eq!(phases.trampoline_btf_peak_kib, Some(6000));
         assert_eq!(phases.attaching_user_ms, Some(10.0));
         assert_eq!(phases.attaching_system_ms, Some(86.0));
     }
@@ -474,10 +437,5 @@ mod tests {
             .filter(|m| m.step != "kernel BTF read")
             .collect();
         assert_eq!(phases(&without_btf), None);
-        let kprobes_only: Vec<Mark> = marks(LOG)
-            .into_iter()
-            .filter(|m| !m.step.starts_with("trampolines'"))
-            .collect();
-        assert_eq!(phases(&kprobes_only).unwrap().trampoline_btf_types, None);
     }
 }

@@ -440,17 +440,6 @@ fn gap_notes(summary: &Summary) -> String {
                 ("budget_mib", num(Some(table::RSS_MIB), 0)),
                 ("btf_mib", btf_mib.clone()),
                 (
-                    "trampoline_btf_types",
-                    num(
-                        running(
-                            Metric::TrampolineBtfTypes,
-                            Tracer::Rcutrace(Attach::Fentry),
-                            Job::Srlat,
-                        ),
-                        0,
-                    ),
-                ),
-                (
                     "kprobe_srlat_mib",
                     num(
                         running(Metric::RssKib, Tracer::Rcutrace(Attach::Kprobe), Job::Srlat)

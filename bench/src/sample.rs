@@ -42,8 +42,6 @@ pub enum Metric {
     /// The object's programs given to aya, and all it holds.
     ProgramsKept,
     ProgramsInObject,
-    /// Types in the BTF aya is given for the trampolines.
-    TrampolineBtfTypes,
     /// The kernel's CPU for one attach (the attaching thread's system time across it, from
     /// the marks): the shortest, the median and the longest.
     AttachSystemMinMs,
@@ -53,8 +51,6 @@ pub enum Metric {
     /// long the window's opening waited for it once every probe was attached.
     KallsymsPassCpuMs,
     KallsymsWaitMs,
-    /// What building the trampolines' BTF added to the peak resident memory.
-    TrampolineBtfPeakKib,
     /// The attaching thread's own CPU (user) and the kernel's for it (system) over all the
     /// attaches, from the object loaded to the last probe attached.
     AttachingUserMs,
@@ -122,7 +118,7 @@ pub enum Metric {
 }
 
 impl Metric {
-    pub const ALL: [Metric; 55] = [
+    pub const ALL: [Metric; 53] = [
         Metric::GetppidNs,
         Metric::EventsPerCall,
         Metric::MembarrierWallNs,
@@ -140,13 +136,11 @@ impl Metric {
         Metric::AttachMaxMs,
         Metric::ProgramsKept,
         Metric::ProgramsInObject,
-        Metric::TrampolineBtfTypes,
         Metric::AttachSystemMinMs,
         Metric::AttachSystemMedianMs,
         Metric::AttachSystemMaxMs,
         Metric::KallsymsPassCpuMs,
         Metric::KallsymsWaitMs,
-        Metric::TrampolineBtfPeakKib,
         Metric::AttachingUserMs,
         Metric::AttachingSystemMs,
         Metric::FtraceRecords,
@@ -199,13 +193,11 @@ impl Metric {
             Metric::AttachMaxMs => "attach_max_ms",
             Metric::ProgramsKept => "programs_kept",
             Metric::ProgramsInObject => "programs_in_object",
-            Metric::TrampolineBtfTypes => "trampoline_btf_types",
             Metric::AttachSystemMinMs => "attach_system_min_ms",
             Metric::AttachSystemMedianMs => "attach_system_median_ms",
             Metric::AttachSystemMaxMs => "attach_system_max_ms",
             Metric::KallsymsPassCpuMs => "kallsyms_pass_cpu_ms",
             Metric::KallsymsWaitMs => "kallsyms_wait_ms",
-            Metric::TrampolineBtfPeakKib => "trampoline_btf_peak_kib",
             Metric::AttachingUserMs => "attaching_user_ms",
             Metric::AttachingSystemMs => "attaching_system_ms",
             Metric::FtraceRecords => "ftrace_records",

@@ -8,8 +8,8 @@
 //! `rcutrace count` on 6.12: rcutrace's own RCU work, counted by whoever measures the
 //! system's, rcutrace included. Here small blocks come from regions that are never given back
 //! (untouched pages cost no memory). Blocks of `LARGE` and more, musl's own threshold, get a
-//! mapping each, grown by mremap() in place of a copy, as musl does (the placeholder types of
-//! the BTF that fentry programs load against grow to some 9 MiB): there are a handful per run.
+//! mapping each, grown by mremap() in place of a copy, as musl does: there are a handful per
+//! run (the eBPF object's copies among them).
 //! The price: about 2 MiB more peak memory than musl's allocator (in Debian's 6.12 and on a
 //! host alike; on the host, dlmalloc left to give memory back cost as much, so it is dlmalloc's
 //! own and not the keeping).

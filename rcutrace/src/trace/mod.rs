@@ -1,8 +1,8 @@
 //! The tracing machinery every command shares: `engine` runs a command's window from start to
 //! end (load, attach, open, trace, close) on the rest; `probes` says what to hook and how (a
 //! constant table and a pure planner), `tracer` does it through aya (with
-//! `object` narrowing the eBPF object to the run's programs, and `multi_link` loading the
-//! one program aya cannot: a kprobe-multi link's), `session` runs the window (with
+//! `object` narrowing the eBPF object to the run's programs, and `own_links` loading and
+//! linking what aya cannot, or only at a cost: kprobe-multi links and trampolines), `session` runs the window (with
 //! `countdown` on a terminal and `server` answering `serve`'s scrapes), `readings` reads the
 //! programs' counters while it runs, and `sampling` switches the reader probe on and off;
 //! `grace_periods` is what the grace-period programs take and give (their constants, events
@@ -13,8 +13,8 @@ pub mod countdown;
 pub mod engine;
 pub mod grace_periods;
 pub mod launch;
-pub mod multi_link;
 pub mod object;
+pub mod own_links;
 pub mod probes;
 pub mod readings;
 pub mod sampling;

@@ -1,12 +1,19 @@
-//! kprobe-multi links: one program on many kernel functions, patched in by one ftrace update.
-//! A kprobe or a trampoline costs an update of its own, and each update walks the record of
-//! every function ftrace can patch (tens of thousands), which is most of a start-up's time.
+//! Programs rcutrace loads and links itself, where aya 0.14 falls short:
 //!
-//! The kernel wants such a program loaded with the expected attach type
-//! `BPF_TRACE_KPROBE_MULTI`, which aya 0.14 never sets for a kprobe program. So this module
-//! loads it itself: the same program from the same object, its map references relocated
-//! against the maps aya created (aya-obj does the relocating), and it owns the program and
-//! the link. The program tells the functions apart by the cookie each is attached with.
+//! - kprobe-multi links: one program on many kernel functions, patched in by one ftrace
+//!   update. A kprobe or a trampoline costs an update of its own, and each update walks the
+//!   record of every function ftrace can patch (tens of thousands), which is most of a
+//!   start-up's time. The kernel wants such a program loaded with the expected attach type
+//!   `BPF_TRACE_KPROBE_MULTI`, which aya never sets for a kprobe program. The program tells
+//!   its functions apart by the cookie each is attached with.
+//! - trampolines (fentry, fexit). aya finds the function by its position in a `Btf` it is
+//!   given, which must then hold a placeholder for every type id below the function's: a
+//!   hundred thousand and more on 7.x, at 72 bytes each, which was most of a run's peak
+//!   memory. The BTF pass already has the function's id, which is all the kernel wants.
+//!
+//! Either is the same program from the same object, its map references relocated against
+//! the maps aya created (aya-obj does the relocating); this module owns the program and its
+//! link.
 
 use std::{
     ffi::{CStr, CString, c_char},
@@ -15,8 +22,9 @@ use std::{
 
 use anyhow::{Context as _, Result, anyhow};
 use aya_obj::generated::{
-    bpf_attach_type::BPF_TRACE_KPROBE_MULTI, bpf_attr, bpf_cmd, bpf_insn, bpf_link_info,
-    bpf_prog_type::BPF_PROG_TYPE_KPROBE,
+    bpf_attach_type::{BPF_TRACE_FENTRY, BPF_TRACE_FEXIT, BPF_TRACE_KPROBE_MULTI},
+    bpf_attr, bpf_cmd, bpf_insn, bpf_link_info,
+    bpf_prog_type::{BPF_PROG_TYPE_KPROBE, BPF_PROG_TYPE_TRACING},
 };
 
 use crate::{
@@ -24,11 +32,11 @@ use crate::{
         bpf_programs::{bpf, bpf_object},
         misses,
     },
-    trace::object,
+    trace::{object, probes::Side},
 };
 
-/// A program attached to its functions by one link; dropping it detaches and unloads it.
-pub struct MultiLink {
+/// A program attached by a link of its own; dropping it detaches and unloads it.
+pub struct OwnLink {
     // Fields drop in order: the link goes before its program.
     link: OwnedFd,
     program: OwnedFd,
@@ -37,33 +45,81 @@ pub struct MultiLink {
     pub program_id: Option<u32>,
 }
 
-impl MultiLink {
+/// What one load asks of the kernel beside the instructions.
+struct LoadAs {
+    prog_type: u32,
+    expected_attach_type: u32,
+    /// The kernel BTF id of a trampoline's function; 0 for others.
+    attach_btf_id: u32,
+}
+
+impl OwnLink {
     /// Loads `program` from `object` (its maps found by name in `map_fd`) and attaches it to
-    /// each of `targets`, a function with the cookie its runs see.
-    pub fn attach(
+    /// each of `targets`, a function with the cookie its runs see, by one kprobe-multi link.
+    pub fn kprobe_multi(
         object: &[u8],
         program: &str,
         map_fd: impl Fn(&str) -> Option<RawFd>,
         targets: &[(&str, u64)],
-    ) -> Result<MultiLink> {
+    ) -> Result<OwnLink> {
         let (instructions, license) =
             relocated(object, program, map_fd).context("relocating the program")?;
-        let program_fd = load(program, &instructions, &license).context("loading the program")?;
-        let link = link(program_fd.as_fd(), targets).context("attaching")?;
-        Ok(MultiLink {
+        let load_as = LoadAs {
+            prog_type: BPF_PROG_TYPE_KPROBE as u32,
+            expected_attach_type: BPF_TRACE_KPROBE_MULTI as u32,
+            attach_btf_id: 0,
+        };
+        let program_fd =
+            load(program, &instructions, &license, load_as).context("loading the program")?;
+        let link = multi_link(program_fd.as_fd(), targets).context("attaching")?;
+        Ok(OwnLink::new(link, program_fd))
+    }
+
+    /// Loads `program` from `object` (its maps found by name in `map_fd`) as a trampoline's
+    /// on the `side` of the kernel function whose BTF id is `function_btf_id`, and attaches it.
+    /// `loaded` is called between the two, which a start-up's marks time apart: the verifier
+    /// checks the program against its function at load; the attach builds the trampoline and
+    /// patches it in.
+    pub fn trampoline(
+        object: &[u8],
+        program: &str,
+        map_fd: impl Fn(&str) -> Option<RawFd>,
+        side: Side,
+        function_btf_id: u32,
+        loaded: impl FnOnce(),
+    ) -> Result<OwnLink> {
+        let (instructions, license) =
+            relocated(object, program, map_fd).context("relocating the program")?;
+        let load_as = LoadAs {
+            prog_type: BPF_PROG_TYPE_TRACING as u32,
+            expected_attach_type: match side {
+                Side::Entry => BPF_TRACE_FENTRY as u32,
+                Side::Return => BPF_TRACE_FEXIT as u32,
+            },
+            attach_btf_id: function_btf_id,
+        };
+        let program_fd =
+            load(program, &instructions, &license, load_as).context("loading the program")?;
+        loaded();
+        let link = trampoline_link(program_fd.as_fd()).context("attaching")?;
+        Ok(OwnLink::new(link, program_fd))
+    }
+
+    fn new(link: OwnedFd, program: OwnedFd) -> OwnLink {
+        OwnLink {
             link,
-            program_id: misses::program_id(program_fd.as_fd()),
-            program: program_fd,
-        })
+            program_id: misses::program_id(program.as_fd()),
+            program,
+        }
     }
 
     pub fn program(&self) -> BorrowedFd<'_> {
         self.program.as_fd()
     }
 
-    /// Hits the kernel's function-probe layer skipped before the program (a probed function
-    /// entered again from its own probe on the same CPU); `None` where the kernel does not
-    /// say (before 6.7).
+    /// Hits a kprobe-multi link's function-probe layer skipped before the program (a probed
+    /// function entered again from its own probe on the same CPU); `None` where the kernel
+    /// does not say (before 6.7) and for a trampoline, whose skips are its program's own.
     pub fn missed(&self) -> Option<u64> {
         // SAFETY: plain C structs, for which all zeroes are valid.
         let mut info: bpf_link_info = unsafe { std::mem::zeroed() };
@@ -74,6 +130,9 @@ impl MultiLink {
         // The kernel writes at most `info_len` bytes to `info`, which outlives the call; it
         // writes no address list, since none is given.
         if bpf(bpf_cmd::BPF_OBJ_GET_INFO_BY_FD, &mut attr) != 0 {
+            return None;
+        }
+        if info.type_ != aya_obj::generated::bpf_link_type::BPF_LINK_TYPE_KPROBE_MULTI as u32 {
             return None;
         }
         // SAFETY: the kernel filled the kprobe-multi member for this link.
@@ -118,13 +177,15 @@ fn relocated(
 /// The verifier's log kept when a load fails: its last lines say why.
 const VERIFIER_LOG_BYTES: usize = 1 << 20;
 
-fn load(name: &str, instructions: &[bpf_insn], license: &CStr) -> Result<OwnedFd> {
+fn load(name: &str, instructions: &[bpf_insn], license: &CStr, load_as: LoadAs) -> Result<OwnedFd> {
     let attempt = |log: Option<&mut Vec<u8>>| {
         // SAFETY: a plain C union, for which all zeroes are valid.
         let mut attr: bpf_attr = unsafe { std::mem::zeroed() };
         let load = unsafe { &mut attr.__bindgen_anon_3 };
-        load.prog_type = BPF_PROG_TYPE_KPROBE as u32;
-        load.expected_attach_type = BPF_TRACE_KPROBE_MULTI as u32;
+        load.prog_type = load_as.prog_type;
+        load.expected_attach_type = load_as.expected_attach_type;
+        // The kernel's own BTF (no object's descriptor given).
+        load.attach_btf_id = load_as.attach_btf_id;
         load.insns = instructions.as_ptr() as u64;
         load.insn_cnt = instructions.len() as u32;
         load.license = license.as_ptr() as u64;
@@ -154,7 +215,7 @@ fn load(name: &str, instructions: &[bpf_insn], license: &CStr) -> Result<OwnedFd
     }
 }
 
-fn link(program: BorrowedFd<'_>, targets: &[(&str, u64)]) -> Result<OwnedFd> {
+fn multi_link(program: BorrowedFd<'_>, targets: &[(&str, u64)]) -> Result<OwnedFd> {
     let names: Vec<CString> = targets
         .iter()
         .map(|(function, _)| CString::new(*function))
@@ -172,4 +233,14 @@ fn link(program: BorrowedFd<'_>, targets: &[(&str, u64)]) -> Result<OwnedFd> {
     multi.cookies = cookies.as_ptr() as u64;
     // SAFETY: the names, their pointers and the cookies outlive the call.
     Ok(bpf_object(bpf_cmd::BPF_LINK_CREATE, &mut attr)?)
+}
+
+/// A trampoline's link: `BPF_RAW_TRACEPOINT_OPEN` with no name attaches a tracing program to
+/// the function it was loaded for, on every kernel that has trampolines (`BPF_LINK_CREATE`
+/// does so only on later ones).
+fn trampoline_link(program: BorrowedFd<'_>) -> Result<OwnedFd> {
+    // SAFETY: a plain C union, for which all zeroes are valid.
+    let mut attr: bpf_attr = unsafe { std::mem::zeroed() };
+    attr.raw_tracepoint.prog_fd = program.as_raw_fd() as u32;
+    Ok(bpf_object(bpf_cmd::BPF_RAW_TRACEPOINT_OPEN, &mut attr)?)
 }

@@ -213,7 +213,7 @@ pub enum Keys {
 }
 
 /// Every program `plan` may try for `probes` through aya: what a run that attaches them needs
-/// aya to load (the kprobe-multi links' programs are loaded by `multi_link`).
+/// aya to load (the kprobe-multi links' and trampolines' programs are loaded by `own_links`).
 pub fn planned_programs(
     probes: &[Probe],
     choice: AttachChoice,
@@ -222,7 +222,7 @@ pub fn planned_programs(
     probes
         .iter()
         .flat_map(move |probe| plan(probe, choice, keys))
-        .filter(|(method, _)| *method != Method::KprobeMulti)
+        .filter(|(method, _)| *method != Method::KprobeMulti && !method.is_trampoline())
         .map(|(_, program)| program)
 }
 

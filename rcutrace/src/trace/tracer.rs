@@ -12,9 +12,9 @@ use std::{
 
 use anyhow::{Context as _, Result, anyhow, bail};
 use aya::{
-    Btf, Ebpf, EbpfLoader, Pod,
+    Ebpf, EbpfLoader, Pod,
     maps::{Array, HashMap as BpfHashMap, Map, MapData, PerCpuArray, PerCpuHashMap, RingBuf},
-    programs::{FEntry, FExit, KProbe, Program, ProgramError, TracePoint, kprobe::KProbeLinkId},
+    programs::{KProbe, Program, ProgramError, TracePoint, kprobe::KProbeLinkId},
     sys::SyscallError,
 };
 
@@ -31,8 +31,8 @@ use crate::{
     marks,
     model::detach::{DetachTime, HookKind},
     trace::{
-        multi_link::MultiLink,
         object,
+        own_links::OwnLink,
         probes::{AttachChoice, Keys, Method, Probe, Side, plan, plan_on},
     },
 };
@@ -82,7 +82,9 @@ pub struct Tracer {
     /// Arrays of which only the first slots are written (`written_slots`), and how many.
     written_slots: HashMap<&'static str, u32>,
     /// The kprobe-multi links attached, each with the probes it serves.
-    multi_links: Vec<(Vec<Probe>, MultiLink)>,
+    multi_links: Vec<(Vec<Probe>, OwnLink)>,
+    /// The trampolines attached, each with its probe.
+    trampolines: Vec<(Probe, OwnLink)>,
 }
 
 struct KprobeLink {
@@ -144,6 +146,7 @@ impl Tracer {
             arrays_in_use: OnceCell::new(),
             written_slots: HashMap::new(),
             multi_links: Vec::new(),
+            trampolines: Vec::new(),
         })
     }
 
@@ -223,7 +226,7 @@ impl Tracer {
                     .and_then(map_data)
                     .map(|m| m.fd().as_fd().as_raw_fd())
             };
-            match MultiLink::attach(OBJECT, &program, map_fd, &functions) {
+            match OwnLink::kprobe_multi(OBJECT, &program, map_fd, &functions) {
                 Ok(link) => {
                     log::info!("{names}: attached by kprobe-multi ({program})");
                     marks::mark(format_args!(
@@ -257,11 +260,11 @@ impl Tracer {
         let mut failures = Vec::new();
         let mut no_such_symbol = false;
         for (method, program) in planned {
-            match self.attach_one(method, &program, probe.function, targets) {
+            match self.attach_one(method, &program, probe, targets) {
                 Ok(link) => {
                     log::info!("{}: attached by {method} ({program})", probe.function);
                     marks::mark(format_args!("{} attached", probe.function));
-                    let program_id = self.program_id(&program);
+                    let program_id = self.program_id(&program, probe);
                     if let Some(id) = program_id {
                         self.program_ids.push((*probe, id));
                     }
@@ -288,14 +291,30 @@ impl Tracer {
         Attachment::Failed(failures)
     }
 
-    /// Attaches `program` to `function`; a kprobe's link is returned, for switching it.
+    /// Attaches `program` to `probe`'s function; a kprobe's link is returned, for switching it.
     fn attach_one(
         &mut self,
         method: Method,
         program: &str,
-        function: &str,
+        probe: &Probe,
         targets: &mut TrampolineTargets,
     ) -> Result<Option<KProbeLinkId>> {
+        let function = probe.function;
+        if method.is_trampoline() {
+            let btf_id = targets.id(function)?;
+            let maps = &self.maps;
+            let map_fd = |name: &str| {
+                maps.get(name)
+                    .and_then(map_data)
+                    .map(|m| m.fd().as_fd().as_raw_fd())
+            };
+            // A trampoline's program is verified against its function at load: timed apart
+            // from the attach, which builds and patches in the trampoline.
+            let loaded = || marks::mark(format_args!("{function}: program loaded"));
+            let link = OwnLink::trampoline(OBJECT, program, map_fd, probe.side, btf_id, loaded)?;
+            self.trampolines.push((*probe, link));
+            return Ok(None);
+        }
         let program: &mut Program = self
             .ebpf
             .program_mut(program)
@@ -304,6 +323,7 @@ impl Tracer {
             Method::KprobeMulti => {
                 bail!("a kprobe-multi link attaches many functions at once (attach_batched)")
             }
+            Method::Fentry | Method::Fexit => unreachable!("attached above"),
             Method::Kprobe | Method::Kretprobe => {
                 let kprobe: &mut KProbe = program.try_into()?;
                 // One program may serve several functions (the own-work hooks): loaded once.
@@ -312,16 +332,6 @@ impl Tracer {
                 }
                 return Ok(Some(kprobe.attach(function, 0).context("attaching")?));
             }
-            Method::Fentry => {
-                let fentry: &mut FEntry = program.try_into()?;
-                fentry
-                    .load(function, targets.btf()?)
-                    .context("loading the program")?;
-                // A trampoline's program is verified against its function at load: timed
-                // apart from the attach, which builds and patches in the trampoline.
-                marks::mark(format_args!("{function}: program loaded"));
-                fentry.attach().context("attaching")?;
-            }
             Method::Tracepoint => {
                 let (category, name) = function
                     .split_once(':')
@@ -329,16 +339,6 @@ impl Tracer {
                 let tracepoint: &mut TracePoint = program.try_into()?;
                 tracepoint.load().context("loading the program")?;
                 tracepoint.attach(category, name).context("attaching")?;
-            }
-            Method::Fexit => {
-                let fexit: &mut FExit = program.try_into()?;
-                fexit
-                    .load(function, targets.btf()?)
-                    .context("loading the program")?;
-                // A trampoline's program is verified against its function at load: timed
-                // apart from the attach, which builds and patches in the trampoline.
-                marks::mark(format_args!("{function}: program loaded"));
-                fexit.attach().context("attaching")?;
             }
         }
         Ok(None)
@@ -375,7 +375,11 @@ impl Tracer {
         Ok(())
     }
 
-    fn program_id(&self, program: &str) -> Option<u32> {
+    /// The kernel id of `program`, attached for `probe`.
+    fn program_id(&self, program: &str, probe: &Probe) -> Option<u32> {
+        if let Some((_, link)) = self.trampolines.iter().find(|(p, _)| p == probe) {
+            return link.program_id;
+        }
         let info = self.ebpf.program(program)?.info();
         info.map(|info| info.id()).ok()
     }
@@ -388,10 +392,12 @@ impl Tracer {
             .programs()
             .filter_map(|(_, program)| program.fd().ok())
             .collect();
-        let batched = self.multi_links.iter().map(|(_, link)| link.program());
-        let programs = loaded.len() + self.multi_links.len();
+        let own = (self.multi_links.iter().map(|(_, link)| link))
+            .chain(self.trampolines.iter().map(|(_, link)| link))
+            .map(|link| link.program());
+        let programs = loaded.len() + self.multi_links.len() + self.trampolines.len();
         let mut missed =
-            kernel::misses::missed_by_program_id(loaded.iter().map(|fd| fd.as_fd()).chain(batched));
+            kernel::misses::missed_by_program_id(loaded.iter().map(|fd| fd.as_fd()).chain(own));
         if missed.len() < programs {
             log::warn!(
                 "the kernel gave the skipped hits of {} of {programs} programs",
@@ -499,11 +505,13 @@ impl Tracer {
                 programs += self.multi_links.len();
                 self.multi_links.clear();
             }
+            if kind == HookKind::Trampoline {
+                programs += self.trampolines.len();
+                self.trampolines.clear();
+            }
             for (name, program) in self.ebpf.programs_mut() {
                 let unloaded = match (kind, program) {
                     (HookKind::Kprobe, Program::KProbe(p)) => p.unload(),
-                    (HookKind::Trampoline, Program::FEntry(p)) => p.unload(),
-                    (HookKind::Trampoline, Program::FExit(p)) => p.unload(),
                     (HookKind::Tracepoint, Program::TracePoint(p)) => p.unload(),
                     _ => continue,
                 };
@@ -767,13 +775,10 @@ pub fn trampoline_functions(
 }
 
 /// The functions of one `attach` that may get a trampoline, and their kernel BTF ids, read
-/// for all of them at the first need (a trampoline's, or the kprobe-multi links' check that
-/// their functions exist) and dropped after the attach.
+/// for all of them at the first trampoline's need and dropped after the attach.
 struct TrampolineTargets<'a> {
     functions: Vec<&'a str>,
     ids: Option<std::result::Result<HashMap<String, u32>, String>>,
-    /// aya's `Btf` of them, built at the first trampoline's need.
-    btf: Option<Btf>,
 }
 
 impl<'a> TrampolineTargets<'a> {
@@ -781,7 +786,6 @@ impl<'a> TrampolineTargets<'a> {
         TrampolineTargets {
             functions,
             ids: None,
-            btf: None,
         }
     }
 
@@ -793,18 +797,12 @@ impl<'a> TrampolineTargets<'a> {
             .map_err(|e| anyhow!(e.clone()))
     }
 
-    fn btf(&mut self) -> Result<&Btf> {
-        if self.btf.is_none() {
-            let ids = self.ids()?;
-            let built = btf::btf_of(ids);
-            // Its size grows with the hooked functions' largest id (see `btf_of`).
-            marks::mark(format_args!(
-                "trampolines' BTF built: {} types",
-                ids.values().max().map_or(0, |id| id + 1)
-            ));
-            self.btf = Some(built);
-        }
-        Ok(self.btf.as_ref().expect("built above"))
+    /// The kernel BTF id of `function`, which the kernel hooks a trampoline by.
+    fn id(&mut self, function: &str) -> Result<u32> {
+        self.ids()?
+            .get(function)
+            .copied()
+            .ok_or_else(|| anyhow!("the kernel BTF has no function {function}"))
     }
 
     /// Whether `function` may exist as far as the BTF pass knows: `false` only when the pass

@@ -294,6 +294,17 @@ fn counted_functions_share_a_kprobe_multi_link_first() {
         !planned_programs(&all, AttachChoice::Auto, Keys::Plain)
             .any(|program| program == "count_multi_kprobe")
     );
+    // Nor a trampoline's program: own_links loads those by the function's BTF id.
+    let trampoline_programs: Vec<String> = all
+        .iter()
+        .flat_map(|probe| [Method::Fentry, Method::Fexit].map(|m| probe.program(m)))
+        .flatten()
+        .collect();
+    assert!(!trampoline_programs.is_empty());
+    assert!(
+        !planned_programs(&all, AttachChoice::Fentry, Keys::Plain)
+            .any(|program| trampoline_programs.contains(&program))
+    );
     // As carried out: the link alone where the kernel has such links, the rest where not.
     let call_rcu = counted_probe("call_rcu");
     let methods = |planned: Vec<(Method, String)>| -> Vec<Method> {
