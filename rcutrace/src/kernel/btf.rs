@@ -3,11 +3,9 @@
 //! that programs read (aya builds no CO-RE relocations for Rust programs, so offsets reach
 //! them as load-time constants).
 //!
-//! aya 0.14 takes the ids from a `Btf` it has parsed whole (/sys/kernel/btf/vmlinux is several
-//! MiB and parses into several times that). This module streams the file once for the few
-//! names wanted (once a run, beside the start, for all it will ask: `read_ahead_in_background`),
-//! and gives aya a `Btf` that
-//! holds only those functions.
+//! /sys/kernel/btf/vmlinux is several MiB, and parsed whole into several times that: this
+//! module streams the file once for the few names wanted (once a run, beside the start, for
+//! all it will ask: `read_ahead_in_background`) and keeps only what it found.
 
 use std::{
     borrow::Borrow,
@@ -19,8 +17,6 @@ use std::{
 };
 
 use anyhow::{Context as _, Result, bail};
-use aya::Btf;
-use aya_obj::btf::{BtfType, Func, FuncLinkage};
 
 const VMLINUX: &str = "/sys/kernel/btf/vmlinux";
 
@@ -72,31 +68,56 @@ fn read_ahead(functions: &[&str], fields: &[Field]) {
 
 /// Reads the BTF ahead (see `read_ahead`) on a thread of its own, so that a start does its
 /// other work (loading, attaching what needs no BTF) meanwhile: a question asked before the
-/// pass ends waits for it rather than reading the BTF again.
+/// pass ends waits for it rather than reading the BTF again. Names a pass already looks for,
+/// running or done, start nothing and wait for nothing.
 pub fn read_ahead_in_background(functions: Vec<&'static str>, fields: Vec<Field>) {
     let mut pending = PENDING.lock().unwrap_or_else(|e| e.into_inner());
+    let looked_for = |pass: &Option<Pending>| {
+        pass.as_ref().is_some_and(|pass| {
+            functions.iter().all(|f| pass.functions.contains(f))
+                && fields.iter().all(|f| pass.fields.contains(f))
+        })
+    };
+    if looked_for(&pending) {
+        return;
+    }
     wait(&mut pending);
     // Where no thread can be started, each question reads the BTF itself.
-    *pending = std::thread::Builder::new()
-        .name("btf pass".into())
-        .spawn(move || {
-            read_ahead(&functions, &fields);
-            crate::marks::mark("kernel BTF read (beside the start)");
-        })
-        .ok();
+    let thread = {
+        let (functions, fields) = (functions.clone(), fields.clone());
+        std::thread::Builder::new()
+            .name("btf pass".into())
+            .spawn(move || {
+                read_ahead(&functions, &fields);
+                crate::marks::mark("kernel BTF read (beside the start)");
+            })
+            .ok()
+    };
+    *pending = Some(Pending {
+        functions,
+        fields,
+        thread,
+    });
 }
 
 static READ_AHEAD: Mutex<Option<Pass>> = Mutex::new(None);
 
-/// The pass running in the background, if any (`read_ahead_in_background`).
-static PENDING: Mutex<Option<std::thread::JoinHandle<()>>> = Mutex::new(None);
+/// The last pass started in the background (`read_ahead_in_background`).
+static PENDING: Mutex<Option<Pending>> = Mutex::new(None);
+
+struct Pending {
+    functions: Vec<&'static str>,
+    fields: Vec<Field>,
+    /// `None` once it has ended and been waited for, or where it could not be started.
+    thread: Option<std::thread::JoinHandle<()>>,
+}
 
 /// Waits for the background pass to end, if one runs. The lock is held meanwhile, so that
 /// every asker waits for it.
-fn wait(pending: &mut Option<std::thread::JoinHandle<()>>) {
-    if let Some(pass) = pending.take() {
+fn wait(pending: &mut Option<Pending>) {
+    if let Some(thread) = pending.as_mut().and_then(|pass| pass.thread.take()) {
         // A pass that panicked is as one that failed: the asker reads the BTF itself.
-        let _ = pass.join();
+        let _ = thread.join();
     }
 }
 
@@ -169,29 +190,6 @@ fn read_kernel_btf(functions: &[&str], fields: &[Field]) -> Result<Found> {
 struct Found {
     function_ids: HashMap<String, u32>,
     field_offsets: HashMap<Field, u32>,
-}
-
-/// A `Btf` in which each of `functions` is a function at its kernel type id, and every other
-/// id up to the largest a placeholder. That is all `FEntry::load` and `FExit::load` read: they
-/// look the function up by name and load the program against its position.
-pub fn btf_of(functions: &HashMap<String, u32>) -> Btf {
-    let mut by_id: Vec<(u32, &str)> = functions
-        .iter()
-        .map(|(name, id)| (*id, name.as_str()))
-        .collect();
-    by_id.sort_unstable();
-    // Id 0 (void) is there from the start.
-    let mut btf = Btf::new();
-    let mut next_id = 1;
-    for (id, name) in by_id {
-        while next_id < id {
-            next_id = btf.add_type(BtfType::Unknown) + 1;
-        }
-        let name = btf.add_string(name);
-        let func = Func::new(name, 0, FuncLinkage::Global);
-        next_id = btf.add_type(BtfType::Func(func)) + 1;
-    }
-    btf
 }
 
 /// The position (from 0) of the first parameter of `function` named one of `names`, from the
@@ -670,21 +668,5 @@ mod tests {
         let mut unknown_kind = blob(&[(1, 0, 1)], b"\0int\0");
         unknown_kind[24 + 7] = 31; // kind 31 in the first type's info
         assert!(scan(Cursor::new(unknown_kind), &["int"], &[]).is_err());
-    }
-
-    #[test]
-    fn the_btf_given_to_aya_names_each_function_at_its_id() {
-        let functions = HashMap::from([
-            ("call_rcu".to_string(), 7),
-            ("synchronize_rcu".to_string(), 3),
-        ]);
-        let btf = btf_of(&functions);
-        let func = aya_obj::btf::BtfKind::Func;
-        assert_eq!(btf.id_by_type_name_kind("call_rcu", func).unwrap(), 7);
-        assert_eq!(
-            btf.id_by_type_name_kind("synchronize_rcu", func).unwrap(),
-            3
-        );
-        assert!(btf.id_by_type_name_kind("kfree_rcu", func).is_err());
     }
 }
