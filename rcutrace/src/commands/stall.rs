@@ -117,9 +117,10 @@ pub async fn run(args: &StallArgs, sink: Sink) -> Result<Report> {
         failure_said: false,
     };
     // A warning's stacks are named as it is printed, while what holds the grace period is
-    // still loaded: the periodic look only keeps the names of what goes away before that,
-    // and each look is a wake-up (three quarters of an idle stall's own CPU at one a second).
-    let symbols = SymbolKeeper::looking_every(LOOK_EVERY);
+    // still loaded: the watch's own looks (`check`) keep the names of what goes away before
+    // that. A thread of the keeper's own would be a wake-up more (at one a second, three
+    // quarters of an idle stall's own CPU).
+    let symbols = SymbolKeeper::looked_after_by_owner();
     let state = RefCell::new(State {
         printer: Printer::start(sink, symbols.clone()),
         stream: Assembler::new(layout.tree.clone(), &online),
@@ -188,6 +189,7 @@ pub async fn run(args: &StallArgs, sink: Sink) -> Result<Report> {
         }
     };
     let mut check = |tracer: &mut Tracer| -> Result<WatchNext> {
+        symbols.look();
         let mut state = state.borrow_mut();
         let state = &mut *state;
         let now_ns = kernel::monotonic_ns();

@@ -1,7 +1,8 @@
 //! Keeps the kernel's symbols while a run traces, so that a stack is named as it was when
 //! captured: one snapshot of /proc/kallsyms as the window opens (on a thread of its own, off
-//! the start-up path), then a cheap look every second (or as often as the command asks) at
-//! which modules and BPF programs are loaded, and a new snapshot only when one appeared.
+//! the start-up path), then a cheap look every second (or as often as the command asks, or
+//! whenever its owner wakes anyway) at which modules and BPF programs are loaded, and a new
+//! snapshot only when one appeared.
 //! What goes away stays named by the snapshot that had it. A module loaded and unloaded between two looks is not known: its
 //! addresses print as unknown, never as a neighbour's. A run that starts a command in its
 //! window (`run`, `-c`) reads the first snapshot before the command starts.
@@ -30,7 +31,8 @@ pub struct SymbolKeeper {
 }
 
 struct Shared {
-    look_every: Duration,
+    /// `None`: the owner looks (`look`), at wake-ups of its own.
+    look_every: Option<Duration>,
     handles: AtomicUsize,
     state: Mutex<State>,
     stop: Mutex<bool>,
@@ -96,9 +98,18 @@ impl SymbolKeeper {
         Self::looking_every(LOOK_EVERY)
     }
 
-    /// A keeper that looks for newcomers every `look_every`: each look wakes a thread, which
-    /// an always-on command pays for.
+    /// A keeper that looks for newcomers every `look_every`: each look wakes a thread.
     pub fn looking_every(look_every: Duration) -> Self {
+        Self::with_looks(Some(look_every))
+    }
+
+    /// A keeper whose owner looks for newcomers (`look`) when it wakes for its own reasons:
+    /// for an always-on command, which pays for every wake-up.
+    pub fn looked_after_by_owner() -> Self {
+        Self::with_looks(None)
+    }
+
+    fn with_looks(look_every: Option<Duration>) -> Self {
         SymbolKeeper {
             shared: Arc::new(Shared {
                 look_every,
@@ -120,8 +131,8 @@ impl SymbolKeeper {
             .update();
     }
 
-    /// Takes the first snapshot (unless `read_now` did) and looks for newcomers until the
-    /// keeper is dropped.
+    /// Takes the first snapshot (unless `read_now` did) on a thread of its own, which then
+    /// looks for newcomers until the keeper is dropped (unless its owner looks).
     pub fn keep_while_tracing(&self) {
         let shared = Arc::clone(&self.shared);
         thread::spawn(move || {
@@ -131,16 +142,29 @@ impl SymbolKeeper {
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
                     .update();
+                let Some(look_every) = shared.look_every else {
+                    return;
+                };
                 let stop = shared.stop.lock().unwrap_or_else(|e| e.into_inner());
                 let (stop, _) = shared
                     .stopped
-                    .wait_timeout_while(stop, shared.look_every, |stop| !*stop)
+                    .wait_timeout_while(stop, look_every, |stop| !*stop)
                     .unwrap_or_else(|e| e.into_inner());
                 if *stop {
                     return;
                 }
             }
         });
+    }
+
+    /// Looks for newcomers now, once the first snapshot is taken; passes if another thread
+    /// is reading or naming meanwhile (that brings them up to date, or will).
+    pub fn look(&self) {
+        if let Ok(mut state) = self.shared.state.try_lock()
+            && !matches!(*state, State::NotRead)
+        {
+            state.update();
+        }
     }
 
     /// The symbols, brought up to date now (read the first time if the keeper has not).
