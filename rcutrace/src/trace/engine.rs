@@ -367,14 +367,21 @@ fn load(
     }
     // aya is given only the programs this run may attach (see trace::object).
     let own_work_probes = own_work.probes();
-    let programs: HashSet<String> = probes::planned_programs(request.probes, request.choice, keys)
-        .chain(probes::planned_programs(
-            &own_work_probes,
-            OWN_WORK_ATTACH.0,
-            OWN_WORK_ATTACH.1,
-        ))
-        .collect();
-    let mut tracer = Tracer::load(&constants, &programs)?;
+    let programs = |loader| -> HashSet<String> {
+        probes::planned_programs(request.probes, request.choice, keys, loader)
+            .chain(probes::planned_programs(
+                &own_work_probes,
+                OWN_WORK_ATTACH.0,
+                OWN_WORK_ATTACH.1,
+                loader,
+            ))
+            .collect()
+    };
+    let mut tracer = Tracer::load(
+        &constants,
+        &programs(probes::Loader::Aya),
+        programs(probes::Loader::Own),
+    )?;
     tracer.set_written_slots("COUNTS", probes::counter_slots_written(request.probes));
     marks::mark("object loaded, maps created");
     Ok((tracer, own_work))

@@ -16,6 +16,7 @@
 //! link.
 
 use std::{
+    collections::{HashMap, HashSet},
     ffi::{CStr, CString, c_char},
     os::fd::{AsFd as _, AsRawFd as _, BorrowedFd, OwnedFd, RawFd},
 };
@@ -54,42 +55,34 @@ struct LoadAs {
 }
 
 impl OwnLink {
-    /// Loads `program` from `object` (its maps found by name in `map_fd`) and attaches it to
-    /// each of `targets`, a function with the cookie its runs see, by one kprobe-multi link.
+    /// Loads `program` and attaches it to each of `targets`, a function with the cookie its
+    /// runs see, by one kprobe-multi link.
     pub fn kprobe_multi(
-        object: &[u8],
+        programs: &OwnPrograms,
         program: &str,
-        map_fd: impl Fn(&str) -> Option<RawFd>,
         targets: &[(&str, u64)],
     ) -> Result<OwnLink> {
-        let (instructions, license) =
-            relocated(object, program, map_fd).context("relocating the program")?;
         let load_as = LoadAs {
             prog_type: BPF_PROG_TYPE_KPROBE as u32,
             expected_attach_type: BPF_TRACE_KPROBE_MULTI as u32,
             attach_btf_id: 0,
         };
-        let program_fd =
-            load(program, &instructions, &license, load_as).context("loading the program")?;
+        let program_fd = programs.load(program, load_as)?;
         let link = multi_link(program_fd.as_fd(), targets).context("attaching")?;
         Ok(OwnLink::new(link, program_fd))
     }
 
-    /// Loads `program` from `object` (its maps found by name in `map_fd`) as a trampoline's
-    /// on the `side` of the kernel function whose BTF id is `function_btf_id`, and attaches it.
-    /// `loaded` is called between the two, which a start-up's marks time apart: the verifier
-    /// checks the program against its function at load; the attach builds the trampoline and
-    /// patches it in.
+    /// Loads `program` as a trampoline's on the `side` of the kernel function whose BTF id is
+    /// `function_btf_id`, and attaches it. `loaded` is called between the two, which a
+    /// start-up's marks time apart: the verifier checks the program against its function at
+    /// load; the attach builds the trampoline and patches it in.
     pub fn trampoline(
-        object: &[u8],
+        programs: &OwnPrograms,
         program: &str,
-        map_fd: impl Fn(&str) -> Option<RawFd>,
         side: Side,
         function_btf_id: u32,
         loaded: impl FnOnce(),
     ) -> Result<OwnLink> {
-        let (instructions, license) =
-            relocated(object, program, map_fd).context("relocating the program")?;
         let load_as = LoadAs {
             prog_type: BPF_PROG_TYPE_TRACING as u32,
             expected_attach_type: match side {
@@ -98,8 +91,7 @@ impl OwnLink {
             },
             attach_btf_id: function_btf_id,
         };
-        let program_fd =
-            load(program, &instructions, &license, load_as).context("loading the program")?;
+        let program_fd = programs.load(program, load_as)?;
         loaded();
         let link = trampoline_link(program_fd.as_fd()).context("attaching")?;
         Ok(OwnLink::new(link, program_fd))
@@ -141,37 +133,58 @@ impl OwnLink {
     }
 }
 
-/// `program`'s instructions from `object`, every call linked in and every map reference
-/// pointing at the map of that name, and its licence.
-fn relocated(
-    object: &[u8],
-    program: &str,
-    map_fd: impl Fn(&str) -> Option<RawFd>,
-) -> Result<(Vec<bpf_insn>, CString)> {
-    let narrowed = object::narrowed(object, |name| name == program)?;
-    let mut parsed = aya_obj::Object::parse(&narrowed.object)?;
-    let maps = std::mem::take(&mut parsed.maps);
-    let text_sections = parsed
-        .functions
-        .keys()
-        .map(|(section, _)| *section)
-        .collect();
-    let with_fds: Vec<(&str, RawFd, &aya_obj::Map)> = maps
-        .iter()
-        .filter_map(|(name, map)| Some((name.as_str(), map_fd(name)?, map)))
-        .collect();
-    parsed.relocate_maps(with_fds.into_iter(), &text_sections)?;
-    parsed.relocate_calls(&text_sections)?;
-    parsed.sanitize_functions(aya::features());
-    let found = parsed
-        .programs
-        .get(program)
-        .ok_or_else(|| anyhow!("no program {program} in the eBPF object"))?;
-    let function = parsed
-        .functions
-        .get(&found.function_key())
-        .ok_or_else(|| anyhow!("program {program} has no code in the eBPF object"))?;
-    Ok((function.instructions.clone(), found.license.clone()))
+/// The programs a run loads itself, taken from the object once for them all: each with
+/// every call linked in, every map reference pointing at the map of that name, and its
+/// licence.
+pub struct OwnPrograms {
+    programs: HashMap<String, (Vec<bpf_insn>, CString)>,
+}
+
+impl OwnPrograms {
+    /// `names` from `object`, their maps found by name in `map_fd`.
+    pub fn relocated(
+        object: &[u8],
+        names: &HashSet<String>,
+        map_fd: impl Fn(&str) -> Option<RawFd>,
+    ) -> Result<OwnPrograms> {
+        let narrowed = object::narrowed(object, |name| names.contains(name))?;
+        let mut parsed = aya_obj::Object::parse(&narrowed.object)?;
+        let maps = std::mem::take(&mut parsed.maps);
+        let text_sections = parsed
+            .functions
+            .keys()
+            .map(|(section, _)| *section)
+            .collect();
+        let with_fds: Vec<(&str, RawFd, &aya_obj::Map)> = maps
+            .iter()
+            .filter_map(|(name, map)| Some((name.as_str(), map_fd(name)?, map)))
+            .collect();
+        parsed.relocate_maps(with_fds.into_iter(), &text_sections)?;
+        parsed.relocate_calls(&text_sections)?;
+        parsed.sanitize_functions(aya::features());
+        let mut programs = HashMap::new();
+        for (name, program) in &parsed.programs {
+            if let Some(function) = parsed.functions.get(&program.function_key()) {
+                programs.insert(
+                    name.clone(),
+                    (function.instructions.clone(), program.license.clone()),
+                );
+            }
+        }
+        Ok(OwnPrograms { programs })
+    }
+
+    pub fn count(&self) -> usize {
+        self.programs.len()
+    }
+
+    fn load(&self, program: &str, load_as: LoadAs) -> Result<OwnedFd> {
+        let (instructions, license) = self
+            .programs
+            .get(program)
+            .ok_or_else(|| anyhow!("no program {program} in the eBPF object"))?;
+        load(program, instructions, license, load_as).context("loading the program")
+    }
 }
 
 /// The verifier's log kept when a load fails: its last lines say why.

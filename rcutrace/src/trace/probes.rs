@@ -212,17 +212,27 @@ pub enum Keys {
     Stacks,
 }
 
-/// Every program `plan` may try for `probes` through aya: what a run that attaches them needs
-/// aya to load (the kprobe-multi links' and trampolines' programs are loaded by `own_links`).
+/// Who loads a method's programs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Loader {
+    Aya,
+    /// `own_links`: what aya 0.14 cannot load (a kprobe-multi link's program), or only at a
+    /// cost (a trampoline's).
+    Own,
+}
+
+/// Every program `plan` may try for `probes` that `loader` loads: what a run that attaches
+/// them needs it to.
 pub fn planned_programs(
     probes: &[Probe],
     choice: AttachChoice,
     keys: Keys,
+    loader: Loader,
 ) -> impl Iterator<Item = String> + '_ {
     probes
         .iter()
         .flat_map(move |probe| plan(probe, choice, keys))
-        .filter(|(method, _)| *method != Method::KprobeMulti && !method.is_trampoline())
+        .filter(move |(method, _)| method.loader() == loader)
         .map(|(_, program)| program)
 }
 
@@ -451,6 +461,13 @@ impl Method {
     /// A BPF trampoline (fentry or fexit).
     pub fn is_trampoline(self) -> bool {
         matches!(self, Method::Fentry | Method::Fexit)
+    }
+
+    pub fn loader(self) -> Loader {
+        match self {
+            Method::KprobeMulti | Method::Fentry | Method::Fexit => Loader::Own,
+            Method::Kprobe | Method::Kretprobe | Method::Tracepoint => Loader::Aya,
+        }
     }
 }
 

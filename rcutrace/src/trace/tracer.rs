@@ -32,7 +32,7 @@ use crate::{
     model::detach::{DetachTime, HookKind},
     trace::{
         object,
-        own_links::OwnLink,
+        own_links::{OwnLink, OwnPrograms},
         probes::{AttachChoice, Keys, Method, Probe, Side, plan, plan_on},
     },
 };
@@ -85,6 +85,10 @@ pub struct Tracer {
     multi_links: Vec<(Vec<Probe>, OwnLink)>,
     /// The trampolines attached, each with its probe.
     trampolines: Vec<(Probe, OwnLink)>,
+    /// The programs the run may load itself (`own_links`), and once the first is needed,
+    /// them all taken from the object (or why they could not be).
+    own_programs: HashSet<String>,
+    relocated: Option<std::result::Result<OwnPrograms, String>>,
 }
 
 struct KprobeLink {
@@ -97,8 +101,13 @@ struct KprobeLink {
 
 impl Tracer {
     /// Creates the maps and sets the load-time constants; no program is loaded yet, and only
-    /// the `programs` named can be attached later.
-    pub fn load(constants: &[Constant], programs: &HashSet<String>) -> Result<Self> {
+    /// the programs named can be attached later: `programs` through aya, `own_programs` by
+    /// `own_links`.
+    pub fn load(
+        constants: &[Constant],
+        programs: &HashSet<String>,
+        own_programs: HashSet<String>,
+    ) -> Result<Self> {
         if OBJECT.is_empty() {
             bail!(
                 "this rcutrace binary was built without its eBPF programs (the eBPF toolchain \
@@ -129,6 +138,10 @@ impl Tracer {
             "eBPF object narrowed: {} of its {} programs kept",
             narrowed.kept, narrowed.programs
         ));
+        // aya probes the kernel's features (a small program or map each) at its first load:
+        // timed apart.
+        aya::features();
+        marks::mark("kernel features probed");
         let mut ebpf = loader
             .load(&narrowed.object)
             .context("creating the eBPF maps (is the bpf() system call allowed here?)")?;
@@ -147,6 +160,8 @@ impl Tracer {
             written_slots: HashMap::new(),
             multi_links: Vec::new(),
             trampolines: Vec::new(),
+            own_programs,
+            relocated: None,
         })
     }
 
@@ -220,13 +235,10 @@ impl Tracer {
                 .map(|probe| probe.function)
                 .collect::<Vec<_>>()
                 .join(", ");
-            let maps = &self.maps;
-            let map_fd = |name: &str| {
-                maps.get(name)
-                    .and_then(map_data)
-                    .map(|m| m.fd().as_fd().as_raw_fd())
-            };
-            match OwnLink::kprobe_multi(OBJECT, &program, map_fd, &functions) {
+            let linked = self
+                .own_programs()
+                .and_then(|programs| OwnLink::kprobe_multi(programs, &program, &functions));
+            match linked {
                 Ok(link) => {
                     log::info!("{names}: attached by kprobe-multi ({program})");
                     marks::mark(format_args!(
@@ -302,16 +314,11 @@ impl Tracer {
         let function = probe.function;
         if method.is_trampoline() {
             let btf_id = targets.id(function)?;
-            let maps = &self.maps;
-            let map_fd = |name: &str| {
-                maps.get(name)
-                    .and_then(map_data)
-                    .map(|m| m.fd().as_fd().as_raw_fd())
-            };
             // A trampoline's program is verified against its function at load: timed apart
             // from the attach, which builds and patches in the trampoline.
             let loaded = || marks::mark(format_args!("{function}: program loaded"));
-            let link = OwnLink::trampoline(OBJECT, program, map_fd, probe.side, btf_id, loaded)?;
+            let programs = self.own_programs()?;
+            let link = OwnLink::trampoline(programs, program, probe.side, btf_id, loaded)?;
             self.trampolines.push((*probe, link));
             return Ok(None);
         }
@@ -373,6 +380,28 @@ impl Tracer {
             (link, _) => entry.link = link,
         }
         Ok(())
+    }
+
+    /// The programs the run loads itself, relocated against its maps at the first need.
+    fn own_programs(&mut self) -> Result<&OwnPrograms> {
+        if self.relocated.is_none() {
+            let maps = &self.maps;
+            let map_fd = |name: &str| {
+                maps.get(name)
+                    .and_then(map_data)
+                    .map(|m| m.fd().as_fd().as_raw_fd())
+            };
+            let relocated = OwnPrograms::relocated(OBJECT, &self.own_programs, map_fd)
+                .map_err(|e| format!("relocating the programs rcutrace loads itself: {e:#}"));
+            if let Ok(programs) = &relocated {
+                marks::mark(format_args!("own programs relocated: {}", programs.count()));
+            }
+            self.relocated = Some(relocated);
+        }
+        match self.relocated.as_ref().expect("relocated above") {
+            Ok(programs) => Ok(programs),
+            Err(e) => Err(anyhow!(e.clone())),
+        }
     }
 
     /// The kernel id of `program`, attached for `probe`.

@@ -291,7 +291,11 @@ fn counted_functions_share_a_kprobe_multi_link_first() {
         assert!(!plan_methods(&other, AttachChoice::Auto).contains(&Method::KprobeMulti));
     }
     assert!(
-        !planned_programs(&all, AttachChoice::Auto, Keys::Plain)
+        !planned_programs(&all, AttachChoice::Auto, Keys::Plain, Loader::Aya)
+            .any(|program| program == "count_multi_kprobe")
+    );
+    assert!(
+        planned_programs(&all, AttachChoice::Auto, Keys::Plain, Loader::Own)
             .any(|program| program == "count_multi_kprobe")
     );
     // Nor a trampoline's program: own_links loads those by the function's BTF id.
@@ -302,8 +306,12 @@ fn counted_functions_share_a_kprobe_multi_link_first() {
         .collect();
     assert!(!trampoline_programs.is_empty());
     assert!(
-        !planned_programs(&all, AttachChoice::Fentry, Keys::Plain)
+        !planned_programs(&all, AttachChoice::Fentry, Keys::Plain, Loader::Aya)
             .any(|program| trampoline_programs.contains(&program))
+    );
+    assert!(
+        planned_programs(&all, AttachChoice::Fentry, Keys::Plain, Loader::Own)
+            .all(|program| trampoline_programs.contains(&program))
     );
     // As carried out: the link alone where the kernel has such links, the rest where not.
     let call_rcu = counted_probe("call_rcu");
