@@ -19,7 +19,7 @@
 //! and what follows them (`SRCU_PHASES`, marked by each scan that found none left). A phase
 //! is timed only where both its bounds were seen.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
 use rcutrace_common::attribution::NO_STACK;
 use rcutrace_common::gp::{
@@ -184,6 +184,13 @@ struct TasksInProgress {
     listing: Vec<HoldoutTask>,
     last_holdouts: Vec<HoldoutTask>,
     holdouts_unnamed: bool,
+    /// When the last pass over the holdouts began, and the one before it. Every task the
+    /// last pass lists was still holding when the one before checked it, just after it
+    /// began: a sample taken by then is of the task holding the grace period up, one taken
+    /// later may be of it after its quiescent state, its flag not yet cleared (a tick in
+    /// its exit path).
+    last_pass_ns: Option<u64>,
+    pass_before_ns: Option<u64>,
 }
 
 /// An SRCU grace period in progress.
@@ -287,14 +294,34 @@ impl Assemble for SrcuAssembler {
     }
 }
 
+/// Samples kept per holdout task: at one each 100 ms, a few seconds' worth, more than the
+/// longest time between two passes over the holdouts (1 s).
+const SAMPLES_KEPT: usize = 32;
+
+/// The stack of a holdout task's sample (`samples`, oldest first) for the grace period begun
+/// at `started_ns`: the last one taken by `held_until` (the start of the pass before the
+/// last, when the task was still holding it up), else the first in the grace period.
+fn held_sample(
+    samples: &VecDeque<(u64, u64)>,
+    started_ns: u64,
+    held_until: Option<u64>,
+) -> Option<u64> {
+    let mut in_gp = samples.iter().filter(|(at, _)| *at >= started_ns);
+    let first = in_gp.clone().next();
+    held_until
+        .and_then(|until| in_gp.rfind(|(at, _)| *at <= until))
+        .or(first)
+        .map(|&(_, stack)| stack)
+}
+
 /// Tasks RCU's grace periods: each from its wait function's entry to its return, per flavour.
 #[derive(Debug, Default)]
 pub struct TasksAssembler {
     /// Per flavour, the grace period in progress.
     in_progress: HashMap<u64, TasksInProgress>,
-    /// Per task, when a tick last sampled it as a holdout and its stack, while a grace
-    /// period is in progress.
-    samples: HashMap<u32, (u64, u64)>,
+    /// Per task, when a tick sampled it as a holdout and its stack, while a grace period is
+    /// in progress: the latest `SAMPLES_KEPT` (see `held_sample`).
+    samples: HashMap<u32, VecDeque<(u64, u64)>>,
     finished: Finished,
 }
 
@@ -325,6 +352,7 @@ impl Assemble for TasksAssembler {
                     gp.last_holdouts = std::mem::take(&mut gp.listing);
                     gp.holdouts_unnamed = event.extra != 0;
                     gp.passes += 1;
+                    gp.pass_before_ns = gp.last_pass_ns.replace(at);
                 }
             }
             EVENT_TASKS_PHASE => {
@@ -335,17 +363,19 @@ impl Assemble for TasksAssembler {
             EVENT_TASKS_HOLDOUT_SAMPLE
                 if event.stack != NO_STACK && !self.in_progress.is_empty() =>
             {
-                self.samples.insert(event.pid, (at, event.stack));
+                let samples = self.samples.entry(event.pid).or_default();
+                if samples.len() == SAMPLES_KEPT {
+                    samples.pop_front();
+                }
+                samples.push_back((at, event.stack));
             }
             EVENT_TASKS_END => match self.in_progress.remove(&flavour) {
                 Some(mut gp) => {
                     // Each last holdout's stack, if a tick sampled it in this grace period.
                     for task in &mut gp.last_holdouts {
-                        task.stack = self
-                            .samples
-                            .get(&task.pid)
-                            .filter(|(sampled, _)| *sampled >= gp.started_ns)
-                            .map(|&(_, stack)| stack);
+                        task.stack = self.samples.get(&task.pid).and_then(|samples| {
+                            held_sample(samples, gp.started_ns, gp.pass_before_ns)
+                        });
                     }
                     self.finished.done.push(FlavourGracePeriod {
                         key: flavour,
@@ -361,8 +391,10 @@ impl Assemble for TasksAssembler {
                     });
                     // Samples older than every grace period still in progress are no one's.
                     let oldest = self.in_progress.values().map(|g| g.started_ns).min();
-                    self.samples
-                        .retain(|_, (sampled, _)| oldest.is_some_and(|o| *sampled >= o));
+                    self.samples.retain(|_, samples| {
+                        samples.retain(|(sampled, _)| oldest.is_some_and(|o| *sampled >= o));
+                        !samples.is_empty()
+                    });
                 }
                 None => self.finished.began_before_tracing += 1,
             },
@@ -857,7 +889,7 @@ mod tests {
     }
 
     #[test]
-    fn a_last_holdout_carries_its_stack_as_last_sampled_in_its_grace_period() {
+    fn a_last_holdout_carries_its_stack_as_sampled_while_it_held() {
         let mut assembler = TasksAssembler::default();
         // Sampled while no grace period was in progress: no one's.
         assembler.add(&sample(160, 7, 500));
@@ -879,11 +911,46 @@ mod tests {
             .iter()
             .map(|gp| gp.last_holdouts.iter().map(|t| (t.pid, t.stack)).collect())
             .collect();
+        // One pass only: the first sample in the grace period.
         assert_eq!(
             stacks,
-            [vec![(160, Some(9)), (170, None)], vec![(160, None)]]
+            [vec![(160, Some(8)), (170, None)], vec![(160, None)]]
         );
         assert!(assembler.samples.is_empty());
+
+        // Passes at 12_000 and 14_000 both list the task: it was still holding when the first
+        // one checked it, so its last sample by then is where it held; the one after (a tick
+        // in its way out, the flag not yet cleared) is not.
+        assembler.add(&event(EVENT_TASKS_START, TASKS, 0, 10_000));
+        assembler.add(&sample(160, 21, 11_000));
+        assembler.add(&sample(160, 22, 11_500));
+        assembler.add(&holdout(TASKS, "spin", 160, 3, 12_000));
+        assembler.add(&event(EVENT_TASKS_PASS, TASKS, 0, 12_000));
+        assembler.add(&sample(160, 23, 13_000));
+        assembler.add(&holdout(TASKS, "spin", 160, 3, 14_000));
+        assembler.add(&event(EVENT_TASKS_PASS, TASKS, 0, 14_000));
+        assembler.add(&event(EVENT_TASKS_END, TASKS, 0, 15_000));
+        let done = assembler.take_done();
+        assert_eq!(done[0].last_holdouts[0].stack, Some(22));
+    }
+
+    #[test]
+    fn a_holdouts_samples_are_kept_a_few_seconds_deep() {
+        let mut samples = VecDeque::new();
+        // None in the grace period; the last by the bound; none by it, the first after it.
+        assert_eq!(held_sample(&samples, 100, Some(150)), None);
+        samples.extend([(90, 1), (110, 2), (140, 3), (160, 4)]);
+        assert_eq!(held_sample(&samples, 100, Some(150)), Some(3));
+        assert_eq!(held_sample(&samples, 100, Some(105)), Some(2));
+        assert_eq!(held_sample(&samples, 100, None), Some(2));
+        let mut assembler = TasksAssembler::default();
+        assembler.add(&event(EVENT_TASKS_START, TASKS, 0, 0));
+        for at in 1..=SAMPLES_KEPT as u64 + 5 {
+            assembler.add(&sample(160, at, at));
+        }
+        let kept = &assembler.samples[&160];
+        assert_eq!(kept.len(), SAMPLES_KEPT);
+        assert_eq!(kept.front(), Some(&(6, 6)));
     }
 
     #[test]
