@@ -257,3 +257,41 @@ fn trampoline_link(program: BorrowedFd<'_>) -> Result<OwnedFd> {
     attr.raw_tracepoint.prog_fd = program.as_raw_fd() as u32;
     Ok(bpf_object(bpf_cmd::BPF_RAW_TRACEPOINT_OPEN, &mut attr)?)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trace::tracer::OBJECT;
+
+    /// The programs named, and no other, each with its licence and every map it loads
+    /// pointing at a descriptor `map_fd` gave.
+    #[test]
+    #[cfg_attr(rcutrace_ebpf_stub, ignore = "built without the eBPF programs")]
+    fn a_runs_own_programs_are_relocated_against_its_maps() {
+        const FIRST_FD: RawFd = 1000;
+        let names: HashSet<String> = ["gp_multi_kprobe", "gp_report_fentry", "count_multi_kprobe"]
+            .map(String::from)
+            .into();
+        let programs =
+            OwnPrograms::relocated(OBJECT, &names, |name| Some(FIRST_FD + name.len() as RawFd))
+                .unwrap();
+        assert_eq!(programs.count(), names.len());
+        for name in &names {
+            let (instructions, license) = &programs.programs[name];
+            assert_eq!(license.to_bytes(), b"GPL", "{name}");
+            // A 64-bit immediate load with a map's pseudo source (a map by descriptor, or a
+            // value in one: the constants) carries the descriptor.
+            let map_loads: Vec<i32> = instructions
+                .iter()
+                .filter(|insn| insn.code == 0x18 && matches!(insn.src_reg(), 1 | 2))
+                .map(|insn| insn.imm)
+                .collect();
+            assert!(!map_loads.is_empty(), "{name}");
+            assert!(
+                map_loads.iter().all(|fd| *fd > FIRST_FD),
+                "{name}: {map_loads:?}"
+            );
+        }
+        assert!(!programs.programs.contains_key("count_1_kprobe"));
+    }
+}
