@@ -221,10 +221,21 @@ fn load(name: &str, instructions: &[bpf_insn], license: &CStr, load_as: LoadAs) 
             let _ = attempt(Some(&mut log));
             let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
             let text = String::from_utf8_lossy(&log[..end]);
-            let tail: Vec<&str> = text.lines().rev().take(10).collect();
-            let tail: Vec<&str> = tail.into_iter().rev().collect();
-            Err(anyhow!("{error}; the verifier said:\n{}", tail.join("\n")))
+            Err(anyhow!("{error}{}", verifier_said(&text)))
         }
+    }
+}
+
+/// The last lines of a verifier's log, on the error's line (an error is one line of a
+/// method's failures); nothing where it said nothing (a load refused before verifying).
+fn verifier_said(log: &str) -> String {
+    let lines: Vec<&str> = log.lines().filter(|l| !l.trim().is_empty()).collect();
+    match lines.len() {
+        0 => String::new(),
+        n => format!(
+            "; the verifier said: {}",
+            lines[n.saturating_sub(5)..].join(" / ")
+        ),
     }
 }
 
@@ -262,6 +273,17 @@ fn trampoline_link(program: BorrowedFd<'_>) -> Result<OwnedFd> {
 mod tests {
     use super::*;
     use crate::trace::tracer::OBJECT;
+
+    #[test]
+    fn a_verifier_log_is_cut_to_its_last_lines_on_one_line() {
+        assert_eq!(verifier_said(""), "");
+        assert_eq!(verifier_said("\n\n"), "");
+        let log = "0: r1 = 0\n1: r2 = 1\n2: exit\n3: x\n4: y\nR0 !read_ok\nprocessed 7 insns\n";
+        assert_eq!(
+            verifier_said(log),
+            "; the verifier said: 2: exit / 3: x / 4: y / R0 !read_ok / processed 7 insns"
+        );
+    }
 
     /// The programs named, and no other, each with its licence and every map it loads
     /// pointing at a descriptor `map_fd` gave.
