@@ -7,7 +7,7 @@
 
 use std::{
     collections::HashMap,
-    os::fd::{AsRawFd as _, FromRawFd as _, OwnedFd},
+    os::fd::{AsRawFd as _, BorrowedFd, FromRawFd as _, OwnedFd},
 };
 
 use aya_obj::generated::{bpf_attr, bpf_cmd, bpf_prog_info};
@@ -67,6 +67,27 @@ pub fn tracing_targets() -> std::collections::HashSet<u32> {
         .map(|info| info.attach_btf_id)
         .filter(|&id| id != 0)
         .collect()
+}
+
+/// The ids of the maps `program` uses; `None` where the kernel will not say.
+pub fn map_ids(program: BorrowedFd<'_>) -> Option<Vec<u32>> {
+    let ask = |ids: &mut [u32]| {
+        // SAFETY: all zeroes is a valid bpf_prog_info and bpf_attr.
+        let mut info: bpf_prog_info = unsafe { std::mem::zeroed() };
+        info.nr_map_ids = ids.len() as u32;
+        info.map_ids = ids.as_mut_ptr() as u64;
+        let mut attr: bpf_attr = unsafe { std::mem::zeroed() };
+        attr.info.bpf_fd = program.as_raw_fd() as u32;
+        attr.info.info_len = std::mem::size_of::<bpf_prog_info>() as u32;
+        attr.info.info = &mut info as *mut bpf_prog_info as u64;
+        // The kernel writes at most `nr_map_ids` ids to `ids`, which outlives the call.
+        (bpf(bpf_cmd::BPF_OBJ_GET_INFO_BY_FD, &mut attr) == 0).then_some(info.nr_map_ids)
+    };
+    let count = ask(&mut [])? as usize;
+    let mut ids = vec![0u32; count];
+    let written = ask(&mut ids)? as usize;
+    ids.truncate(written.min(count));
+    Some(ids)
 }
 
 fn open(id: u32) -> Option<OwnedFd> {

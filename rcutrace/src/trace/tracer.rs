@@ -657,6 +657,11 @@ impl Tracer {
                 used_ids.extend(info.map_ids().ok()??);
             }
         }
+        let own = (self.multi_links.iter().map(|(_, link)| link))
+            .chain(self.trampolines.iter().map(|(_, link)| link));
+        for link in own {
+            used_ids.extend(kernel::bpf_programs::map_ids(link.program())?);
+        }
         let used: HashSet<String> = self
             .maps
             .iter()
