@@ -136,26 +136,6 @@ pub const SAMPLE_IN_READER: u64 = 1 << 8;
 /// `1 << GP_SEQ_STATE_BITS`.
 pub const GP_SEQ_STATE_BITS: u32 = 2;
 
-/// The cookies of `gp_multi_kprobe`'s functions on its kprobe-multi link: which of the entry
-/// hooks that need no trampoline each is. `GP_MULTI_HOOKS` names them as the probe table does,
-/// by cookie.
-pub const GP_MULTI_FQS: u64 = 0;
-pub const GP_MULTI_CONTEXT_SWITCH: u64 = 1;
-pub const GP_MULTI_UNBLOCK: u64 = 2;
-pub const GP_MULTI_TICK: u64 = 3;
-pub const GP_MULTI_EXPEDITED_START: u64 = 4;
-pub const GP_MULTI_EXPEDITED_REPORT: u64 = 5;
-pub const GP_MULTI_EXPEDITED_WALK: u64 = 6;
-pub const GP_MULTI_HOOKS: [&str; 7] = [
-    "fqs",
-    "context_switch",
-    "unblock",
-    "tick",
-    "expedited_start",
-    "expedited_report",
-    "expedited_walk",
-];
-
 /// Blocked readers that can be followed at once; more are counted as lost.
 pub const MAX_BLOCKED: u32 = 4096;
 

@@ -11,7 +11,6 @@ use crate::model::attribution::takes_srcu_domain;
 use rcutrace_common::{
     callbacks,
     counters::{self, CounterSlot},
-    gp::GP_MULTI_HOOKS,
     latency::MAX_TIMED,
 };
 
@@ -187,11 +186,6 @@ impl Probe {
             {
                 Some(MULTI_COUNTER.to_string())
             }
-            Programs::GracePeriod(_)
-                if self.side == Side::Entry && self.gp_multi_cookie().is_some() =>
-            {
-                Some(MULTI_GRACE_PERIOD.to_string())
-            }
             _ => None,
         }
     }
@@ -200,29 +194,13 @@ impl Probe {
     pub fn multi_cookie(&self) -> u64 {
         match self.programs {
             Programs::Counter(slot) => u64::from(slot),
-            Programs::GracePeriod(_) => self.gp_multi_cookie().unwrap_or(0),
             _ => 0,
-        }
-    }
-
-    /// A grace-period hook's cookie for `MULTI_GRACE_PERIOD`: the entry hooks with no
-    /// trampoline program (those are the kthread's milestones and the reports, which a
-    /// kprobe-multi program would miss as a kprobe's does).
-    fn gp_multi_cookie(&self) -> Option<u64> {
-        match self.programs {
-            Programs::GracePeriod(hook) if !GP_TRAMPOLINE_HOOKS.contains(&hook) => GP_MULTI_HOOKS
-                .iter()
-                .position(|h| *h == hook)
-                .map(|index| index as u64),
-            _ => None,
         }
     }
 }
 
 /// The counter program of the kprobe-multi links.
 const MULTI_COUNTER: &str = "count_multi_kprobe";
-/// The grace-period hooks' program of the kprobe-multi links (`Probe::gp_multi_cookie`).
-const MULTI_GRACE_PERIOD: &str = "gp_multi_kprobe";
 
 /// What the attributions need from the attach method.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

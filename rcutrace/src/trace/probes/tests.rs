@@ -139,18 +139,15 @@ fn grace_period_hooks_are_kprobes_whatever_is_asked_but_the_report_and_milestone
             AttachChoice::Fentry,
             AttachChoice::Kprobe,
         ] {
-            // Under auto, an entry's kprobe-multi link first (where the kernel has them).
-            let mut methods = plan_methods(&probe, choice);
-            if choice == AttachChoice::Auto && probe.side == Side::Entry {
-                assert_eq!(methods.first(), Some(&Method::KprobeMulti), "{probe:?}");
-                methods.remove(0);
-            }
+            let methods = plan_methods(&probe, choice);
             assert!(
-                matches!(methods[..], [Method::Kprobe] | [Method::Kretprobe]),
+                matches!(methods[..], [] | [Method::Kprobe] | [Method::Kretprobe]),
                 "{}: {methods:?}",
                 probe.function
             );
         }
+        let methods = plan_methods(&probe, AttachChoice::Auto);
+        assert_eq!(methods.len(), 1, "{}", probe.function);
     }
     // The report is hooked by trampoline where the kernel allows, else by kprobe.
     assert_eq!(
@@ -638,8 +635,7 @@ fn the_domain_init_hook_is_an_optional_kprobe() {
 }
 
 /// `gp`'s expedited hooks run in IPI handlers, readers' unlocks and with a node's lock held:
-/// kprobes under every choice (under auto, an entry's on a kprobe-multi link first), never a
-/// trampoline.
+/// kprobes under every choice, never a trampoline.
 #[test]
 fn the_expedited_hooks_are_kprobes() {
     for probe in EXPEDITED_GRACE_PERIODS {
@@ -648,14 +644,13 @@ fn the_expedited_hooks_are_kprobes() {
             AttachChoice::Fentry,
             AttachChoice::Kprobe,
         ] {
-            let expected = match (probe.side, choice) {
-                (Side::Entry, AttachChoice::Auto) => vec![Method::KprobeMulti, Method::Kprobe],
-                (Side::Entry, _) => vec![Method::Kprobe],
-                (Side::Return, _) => vec![Method::Kretprobe],
+            let expected = match probe.side {
+                Side::Entry => Method::Kprobe,
+                Side::Return => Method::Kretprobe,
             };
             assert_eq!(
                 plan_methods(&probe, choice),
-                expected,
+                [expected],
                 "{} {choice:?}",
                 probe.function
             );
@@ -690,48 +685,4 @@ fn counter_slots_written_end_at_the_last_counter() {
     assert_eq!(counter_slots_written(&srlat), 0);
     srlat.push(counted_probe("call_rcu"));
     assert_eq!(counter_slots_written(&srlat), counters::CALL_RCU + 1);
-}
-
-#[test]
-fn grace_period_entry_hooks_without_trampolines_share_a_kprobe_multi_link_first() {
-    use rcutrace_common::gp::*;
-    let gp = &GRACE_PERIODS;
-    let batched = [
-        (gp.fqs, GP_MULTI_FQS),
-        (gp.context_switch, GP_MULTI_CONTEXT_SWITCH),
-        (gp.unblock, GP_MULTI_UNBLOCK),
-        (gp.tick, GP_MULTI_TICK),
-        (EXPEDITED_START, GP_MULTI_EXPEDITED_START),
-        (EXPEDITED_REPORT, GP_MULTI_EXPEDITED_REPORT),
-        (EXPEDITED_WALK, GP_MULTI_EXPEDITED_WALK),
-    ];
-    for (probe, cookie) in batched {
-        assert_eq!(
-            plan(&probe, AttachChoice::Auto, Keys::Plain),
-            [
-                (Method::KprobeMulti, "gp_multi_kprobe".to_string()),
-                (Method::Kprobe, probe.program(Method::Kprobe).unwrap())
-            ],
-            "{probe:?}"
-        );
-        assert_eq!(probe.multi_cookie(), cookie, "{probe:?}");
-        assert!(!plan_methods(&probe, AttachChoice::Kprobe).contains(&Method::KprobeMulti));
-    }
-    // The kthread's milestones and the reports keep their trampolines (a kprobe-multi
-    // program misses what a kprobe's does); returns and the tasks-RCU tick are their own.
-    for probe in [
-        gp.init,
-        gp.init_return,
-        gp.report,
-        gp.cleanup,
-        gp.cleanup_return,
-        gp.request,
-        EXPEDITED_END,
-        TASKS_HOLDOUT_TICKS,
-    ] {
-        assert!(
-            !plan_methods(&probe, AttachChoice::Auto).contains(&Method::KprobeMulti),
-            "{probe:?}"
-        );
-    }
 }
