@@ -291,7 +291,7 @@ mod tests {
     #[cfg_attr(rcutrace_ebpf_stub, ignore = "built without the eBPF programs")]
     fn a_runs_own_programs_are_relocated_against_its_maps() {
         const FIRST_FD: RawFd = 1000;
-        let names: HashSet<String> = ["gp_multi_kprobe", "gp_report_fentry", "count_multi_kprobe"]
+        let names: HashSet<String> = ["gp_init_fexit", "gp_report_fentry", "count_multi_kprobe"]
             .map(String::from)
             .into();
         let programs =
