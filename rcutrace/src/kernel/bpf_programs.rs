@@ -7,7 +7,7 @@
 
 use std::{
     collections::HashMap,
-    os::fd::{AsRawFd as _, BorrowedFd, FromRawFd as _, OwnedFd},
+    os::fd::{AsFd as _, AsRawFd as _, BorrowedFd, FromRawFd as _, OwnedFd},
 };
 
 use aya_obj::generated::{bpf_attr, bpf_cmd, bpf_prog_info};
@@ -36,13 +36,19 @@ pub fn jited_functions(ids: &[u32]) -> HashMap<u64, u64> {
     let mut functions = HashMap::new();
     for &id in ids {
         let Some(program) = open(id) else { continue };
-        let Some(counts) = info(&program, None) else {
+        let Some(counts) = program_info(program.as_fd(), |_| {}) else {
             continue;
         };
         let n = counts.nr_jited_ksyms.min(counts.nr_jited_func_lens) as usize;
         let mut starts = vec![0u64; n];
         let mut lens = vec![0u32; n];
-        if n == 0 || info(&program, Some((&mut starts, &mut lens))).is_none() {
+        let ask_functions = |info: &mut bpf_prog_info| {
+            info.nr_jited_ksyms = starts.len() as u32;
+            info.jited_ksyms = starts.as_mut_ptr() as u64;
+            info.nr_jited_func_lens = lens.len() as u32;
+            info.jited_func_lens = lens.as_mut_ptr() as u64;
+        };
+        if n == 0 || program_info(program.as_fd(), ask_functions).is_none() {
             continue;
         }
         for (start, len) in starts.into_iter().zip(lens) {
@@ -60,7 +66,7 @@ pub fn jited_functions(ids: &[u32]) -> HashMap<u64, u64> {
 pub fn tracing_targets() -> std::collections::HashSet<u32> {
     ids_after(0)
         .into_iter()
-        .filter_map(|id| info(&open(id)?, None))
+        .filter_map(|id| program_info(open(id)?.as_fd(), |_| {}))
         .filter(|info| {
             info.type_ == aya_obj::generated::bpf_prog_type::BPF_PROG_TYPE_TRACING as u32
         })
@@ -72,16 +78,11 @@ pub fn tracing_targets() -> std::collections::HashSet<u32> {
 /// The ids of the maps `program` uses; `None` where the kernel will not say.
 pub fn map_ids(program: BorrowedFd<'_>) -> Option<Vec<u32>> {
     let ask = |ids: &mut [u32]| {
-        // SAFETY: all zeroes is a valid bpf_prog_info and bpf_attr.
-        let mut info: bpf_prog_info = unsafe { std::mem::zeroed() };
-        info.nr_map_ids = ids.len() as u32;
-        info.map_ids = ids.as_mut_ptr() as u64;
-        let mut attr: bpf_attr = unsafe { std::mem::zeroed() };
-        attr.info.bpf_fd = program.as_raw_fd() as u32;
-        attr.info.info_len = std::mem::size_of::<bpf_prog_info>() as u32;
-        attr.info.info = &mut info as *mut bpf_prog_info as u64;
-        // The kernel writes at most `nr_map_ids` ids to `ids`, which outlives the call.
-        (bpf(bpf_cmd::BPF_OBJ_GET_INFO_BY_FD, &mut attr) == 0).then_some(info.nr_map_ids)
+        let info = program_info(program, |info| {
+            info.nr_map_ids = ids.len() as u32;
+            info.map_ids = ids.as_mut_ptr() as u64;
+        })?;
+        Some(info.nr_map_ids)
     };
     let count = ask(&mut [])? as usize;
     let mut ids = vec![0u32; count];
@@ -99,21 +100,22 @@ fn open(id: u32) -> Option<OwnedFd> {
     (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as i32) })
 }
 
-/// The program's information; with `functions`, its jited functions' starts and lengths
-/// written into them (as many as they hold).
-fn info(program: &OwnedFd, functions: Option<(&mut [u64], &mut [u32])>) -> Option<bpf_prog_info> {
+/// The kernel's information about `program`, or `None` if it would not say. `arrays` may
+/// point some of its arrays at buffers (each with its length), which the kernel fills as far
+/// as they go; they must outlive the call.
+pub(crate) fn program_info(
+    program: BorrowedFd<'_>,
+    arrays: impl FnOnce(&mut bpf_prog_info),
+) -> Option<bpf_prog_info> {
     // SAFETY: all zeroes is a valid bpf_prog_info and bpf_attr.
     let mut info: bpf_prog_info = unsafe { std::mem::zeroed() };
-    if let Some((starts, lens)) = functions {
-        info.nr_jited_ksyms = starts.len() as u32;
-        info.jited_ksyms = starts.as_mut_ptr() as u64;
-        info.nr_jited_func_lens = lens.len() as u32;
-        info.jited_func_lens = lens.as_mut_ptr() as u64;
-    }
+    arrays(&mut info);
     let mut attr: bpf_attr = unsafe { std::mem::zeroed() };
     attr.info.bpf_fd = program.as_raw_fd() as u32;
     attr.info.info_len = std::mem::size_of::<bpf_prog_info>() as u32;
     attr.info.info = &mut info as *mut bpf_prog_info as u64;
+    // The kernel writes at most `info_len` bytes to `info` and, a kernel with a smaller
+    // struct, leaves the rest zero.
     (bpf(bpf_cmd::BPF_OBJ_GET_INFO_BY_FD, &mut attr) == 0).then_some(info)
 }
 

@@ -22,7 +22,7 @@
 
 use std::{collections::HashMap, os::fd::BorrowedFd, sync::Mutex};
 
-use aya_obj::generated::{bpf_attr, bpf_cmd, bpf_prog_info};
+use aya_obj::generated::bpf_prog_info;
 
 /// Skipped hits by program id, for the programs behind `programs`.
 pub fn missed_by_program_id<'a>(
@@ -73,16 +73,7 @@ pub fn program_id(program: BorrowedFd<'_>) -> Option<u32> {
 
 /// The kernel's information about a program, or `None` if it would not say.
 fn program_info(program: BorrowedFd<'_>) -> Option<bpf_prog_info> {
-    use std::os::fd::AsRawFd as _;
-    // SAFETY: both are plain C structs, for which all zeroes are valid.
-    let mut info: bpf_prog_info = unsafe { std::mem::zeroed() };
-    let mut attr: bpf_attr = unsafe { std::mem::zeroed() };
-    attr.info.bpf_fd = program.as_raw_fd() as u32;
-    attr.info.info_len = std::mem::size_of::<bpf_prog_info>() as u32;
-    attr.info.info = &mut info as *mut bpf_prog_info as u64;
-    // The kernel writes at most `info_len` bytes to `info`, which outlives the call; a
-    // kernel with a smaller struct writes less and leaves the rest zero.
-    (super::bpf_programs::bpf(bpf_cmd::BPF_OBJ_GET_INFO_BY_FD, &mut attr) == 0).then_some(info)
+    super::bpf_programs::program_info(program, |_| {})
 }
 
 #[cfg(test)]

@@ -404,6 +404,13 @@ impl Tracer {
         }
     }
 
+    /// The programs `own_links` loaded and attached: the kprobe-multi links' and the
+    /// trampolines'.
+    fn own_links(&self) -> impl Iterator<Item = &OwnLink> {
+        let batched = self.multi_links.iter().map(|(_, link)| link);
+        batched.chain(self.trampolines.iter().map(|(_, link)| link))
+    }
+
     /// The kernel id of `program`, attached for `probe`.
     fn program_id(&self, program: &str, probe: &Probe) -> Option<u32> {
         if let Some((_, link)) = self.trampolines.iter().find(|(p, _)| p == probe) {
@@ -421,10 +428,8 @@ impl Tracer {
             .programs()
             .filter_map(|(_, program)| program.fd().ok())
             .collect();
-        let own = (self.multi_links.iter().map(|(_, link)| link))
-            .chain(self.trampolines.iter().map(|(_, link)| link))
-            .map(|link| link.program());
-        let programs = loaded.len() + self.multi_links.len() + self.trampolines.len();
+        let own = self.own_links().map(OwnLink::program);
+        let programs = loaded.len() + self.own_links().count();
         let mut missed =
             kernel::misses::missed_by_program_id(loaded.iter().map(|fd| fd.as_fd()).chain(own));
         if missed.len() < programs {
@@ -657,9 +662,7 @@ impl Tracer {
                 used_ids.extend(info.map_ids().ok()??);
             }
         }
-        let own = (self.multi_links.iter().map(|(_, link)| link))
-            .chain(self.trampolines.iter().map(|(_, link)| link));
-        for link in own {
+        for link in self.own_links() {
             used_ids.extend(kernel::bpf_programs::map_ids(link.program())?);
         }
         let used: HashSet<String> = self
