@@ -70,6 +70,10 @@ pub const EVENT_SRCU_START: u32 = 17;
 /// A run of an SRCU domain's grace-period work (`process_srcu()`) returned: `value` the
 /// domain, `extra` its `srcu_gp_seq` then. A grace period ended in it if that passed its end.
 pub const EVENT_SRCU_WORK_DONE: u32 = 18;
+/// An SRCU domain's callbacks are about to run (`srcu_invoke_callbacks()` entered for one
+/// CPU's): `value` the domain, `extra` its `srcu_gp_seq` then. It comes before the waits those
+/// callbacks wake return, where the work that ended their grace period may not have yet.
+pub const EVENT_SRCU_CALLBACKS: u32 = 27;
 /// A tasks-RCU flavour's kthread begins a grace period (its wait function, such as
 /// `rcu_tasks_wait_gp()`, is entered): `value` the flavour's `struct rcu_tasks *`.
 pub const EVENT_TASKS_START: u32 = 19;

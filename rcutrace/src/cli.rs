@@ -121,7 +121,8 @@ pub enum Command {
         (a kprobe is skipped inside another kprobe's handler).\n\n\
         With --flavor srcu, a histogram of SRCU grace periods' lengths per domain, from\n\
         srcu_gp_start() to the return of the grace-period work (process_srcu()) that ended\n\
-        each; with --flavor tasks, of tasks-RCU grace periods per flavour, each a call of the\n\
+        each, or to the run of its callbacks (srcu_invoke_callbacks()) if that came first;\n\
+        with --flavor tasks, of tasks-RCU grace periods per flavour, each a call of the\n\
         flavour's wait function (rcu_tasks_wait_gp(), rcu_tasks_rude_wait_gp()); --flavor\n\
         rude and trace keep one tasks-RCU flavour. Since 7.0 tasks-trace RCU is SRCU: there\n\
         --flavor trace follows its domain, rcu_tasks_trace_srcu_struct, and says so. Beside\n\

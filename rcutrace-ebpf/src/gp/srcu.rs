@@ -1,8 +1,10 @@
 //! `rcutrace gp --flavor srcu`: each SRCU grace period's bounds, per domain. A grace period
 //! begins in `srcu_gp_start()`; its end (`srcu_gp_end()`, inlined everywhere) comes inside
 //! a run of the domain's grace-period work, `process_srcu()`, whose return sends the
-//! domain's number then: user space ends every grace period that number has passed. Kprobes
-//! only: on 7.x tasks-trace RCU is an SRCU domain, and a trampoline's attach queues work there.
+//! domain's number then: user space ends every grace period that number has passed. The
+//! callbacks it schedules can run on another CPU, and wake their waiters, before that work
+//! returns: their run (`srcu_invoke_callbacks()`) sends the number too. Kprobes only: on 7.x
+//! tasks-trace RCU is an SRCU domain, and a trampoline's attach queues work there.
 
 use aya_ebpf::{
     macros::map,
@@ -10,8 +12,8 @@ use aya_ebpf::{
     programs::{ProbeContext, RetProbeContext},
 };
 use rcutrace_common::gp::{
-    EVENT_SRCU_READERS, EVENT_SRCU_SCAN_CLEAR, EVENT_SRCU_START, EVENT_SRCU_WORK_DONE,
-    GP_LOST_EVENTS, MAX_SRCU_READER_CPUS, MAX_SRCU_SCANNED_CPUS,
+    EVENT_SRCU_CALLBACKS, EVENT_SRCU_READERS, EVENT_SRCU_SCAN_CLEAR, EVENT_SRCU_START,
+    EVENT_SRCU_WORK_DONE, GP_LOST_EVENTS, MAX_SRCU_READER_CPUS, MAX_SRCU_SCANNED_CPUS,
 };
 
 use super::{lose, read, send, sending};
@@ -33,6 +35,12 @@ static GP_SRCU_GP_SEQ: u32 = 0;
 static GP_SRCU_WORK: u32 = 0;
 #[unsafe(no_mangle)]
 static GP_SRCU_USAGE_SSP: u32 = 0;
+/// The offsets in `srcu_data` (one CPU's share of a domain) of the `work_struct`
+/// `srcu_invoke_callbacks()` is given and of `ssp`, its domain.
+#[unsafe(no_mangle)]
+static GP_SRCU_DATA_WORK: u32 = 0;
+#[unsafe(no_mangle)]
+static GP_SRCU_DATA_SSP: u32 = 0;
 
 /// Where a scan that found readers looks for them, CPU by CPU: `srcu_struct.sda` (the
 /// domain's per-CPU `srcu_data`), the offsets in `srcu_data` of the counts of readers that
@@ -139,6 +147,22 @@ program! {
             && let Some(gp_seq) = gp_seq_of(domain)
         {
             send(&ctx, EVENT_SRCU_WORK_DONE, domain, gp_seq, false);
+        }
+        0
+    }
+}
+
+program! {
+    kprobe fn gp_srcu_callbacks_kprobe(ctx: ProbeContext) -> u32 {
+        if sending()
+            && let Some(work) = ctx.arg::<u64>(0)
+            && let Some(domain) = read::<u64>(
+                work.wrapping_sub(u64::from(window::constant(&GP_SRCU_DATA_WORK)))
+                    .wrapping_add(u64::from(window::constant(&GP_SRCU_DATA_SSP))),
+            )
+            && let Some(gp_seq) = gp_seq_of(domain)
+        {
+            send(&ctx, EVENT_SRCU_CALLBACKS, domain, gp_seq, false);
         }
         0
     }

@@ -17,6 +17,9 @@ const STRUCT_GP_SEQ: Field = ("srcu_struct", "srcu_gp_seq");
 const STRUCT_WORK: Field = ("srcu_struct", "work");
 /// The `work_struct` inside the domain's `delayed_work`.
 const DELAYED_WORK: Field = ("delayed_work", "work");
+/// One CPU's share of a domain: the work that runs its callbacks, and the domain.
+const DATA_WORK: Field = ("srcu_data", "work");
+const DATA_SSP: Field = ("srcu_data", "ssp");
 /// The readers' counts, per CPU: arrays of one count per index up to 6.x, an array of
 /// `struct srcu_ctr` (entered, left) per index on 7.x.
 const STRUCT_SDA: Field = ("srcu_struct", "sda");
@@ -29,7 +32,7 @@ const CTR_UNLOCKS: Field = ("srcu_ctr", "srcu_unlocks");
 const COUNT_SIZE: u32 = 8;
 
 /// Every field read here, for a pass over the BTF that answers them all.
-pub const FIELDS: [Field; 13] = [
+pub const FIELDS: [Field; 15] = [
     STRUCT_SUP,
     USAGE_GP_SEQ,
     USAGE_WORK,
@@ -37,6 +40,8 @@ pub const FIELDS: [Field; 13] = [
     STRUCT_GP_SEQ,
     STRUCT_WORK,
     DELAYED_WORK,
+    DATA_WORK,
+    DATA_SSP,
     STRUCT_SDA,
     DATA_LOCK_COUNT,
     DATA_UNLOCK_COUNT,
@@ -68,6 +73,10 @@ pub struct SrcuGpLayout {
     pub work: u32,
     /// `srcu_usage.srcu_ssp` (0 without a `srcu_usage`).
     pub usage_ssp: u32,
+    /// `srcu_data.work`, the `work_struct` `srcu_invoke_callbacks()` is given, and
+    /// `srcu_data.ssp`, the domain.
+    pub callbacks_work: u32,
+    pub callbacks_domain: u32,
     /// `None` where the BTF has neither kind of count.
     pub readers: Option<ReaderCounts>,
 }
@@ -75,13 +84,18 @@ pub struct SrcuGpLayout {
 pub fn layout() -> Result<SrcuGpLayout> {
     let offsets =
         btf::field_offsets(&FIELDS).context("reading SRCU's structures from the kernel BTF")?;
-    of(&offsets)
+    let layout = of(&offsets)?;
+    log::debug!("SRCU's layout: {layout:?}");
+    Ok(layout)
 }
 
 /// The layout the offsets found describe; fails naming what is missing.
 fn of(offsets: &HashMap<Field, u32>) -> Result<SrcuGpLayout> {
     let get = |field: Field| offsets.get(&field).copied();
     let delayed_work = get(DELAYED_WORK).unwrap_or(0);
+    let (Some(callbacks_work), Some(callbacks_domain)) = (get(DATA_WORK), get(DATA_SSP)) else {
+        bail!("this kernel's BTF has no srcu_data.work and ssp (is SRCU tree SRCU?)");
+    };
     let readers = get(STRUCT_SDA).and_then(|sda| {
         let counts = match (get(DATA_LOCK_COUNT), get(DATA_UNLOCK_COUNT)) {
             (Some(entered), Some(left)) => (entered, left, COUNT_SIZE),
@@ -111,6 +125,8 @@ fn of(offsets: &HashMap<Field, u32>) -> Result<SrcuGpLayout> {
             gp_seq,
             work: work + delayed_work,
             usage_ssp: ssp,
+            callbacks_work,
+            callbacks_domain,
             readers,
         });
     }
@@ -124,6 +140,8 @@ fn of(offsets: &HashMap<Field, u32>) -> Result<SrcuGpLayout> {
         gp_seq,
         work: work + delayed_work,
         usage_ssp: 0,
+        callbacks_work,
+        callbacks_domain,
         readers,
     })
 }
@@ -144,6 +162,8 @@ mod tests {
             (STRUCT_SDA, 8),
             (DATA_LOCK_COUNT, 0),
             (DATA_UNLOCK_COUNT, 16),
+            (DATA_WORK, 256),
+            (DATA_SSP, 328),
         ]);
         assert_eq!(
             of(&offsets).unwrap(),
@@ -152,6 +172,8 @@ mod tests {
                 gp_seq: 120,
                 work: 288,
                 usage_ssp: 376,
+                callbacks_work: 256,
+                callbacks_domain: 328,
                 readers: Some(ReaderCounts {
                     sda: 8,
                     entered: 0,
@@ -179,7 +201,13 @@ mod tests {
     #[test]
     fn a_domain_without_one_is_read_in_place() {
         // Debian's 6.1: the work's own work_struct at the delayed_work's start.
-        let offsets = HashMap::from([(STRUCT_GP_SEQ, 128), (STRUCT_WORK, 304), (DELAYED_WORK, 0)]);
+        let offsets = HashMap::from([
+            (STRUCT_GP_SEQ, 128),
+            (STRUCT_WORK, 304),
+            (DELAYED_WORK, 0),
+            (DATA_WORK, 256),
+            (DATA_SSP, 328),
+        ]);
         assert_eq!(
             of(&offsets).unwrap(),
             SrcuGpLayout {
@@ -187,6 +215,8 @@ mod tests {
                 gp_seq: 128,
                 work: 304,
                 usage_ssp: 0,
+                callbacks_work: 256,
+                callbacks_domain: 328,
                 readers: None,
             }
         );
@@ -194,9 +224,14 @@ mod tests {
 
     #[test]
     fn a_usage_without_its_fields_is_an_error_that_names_them() {
+        let callbacks = [(DATA_WORK, 256), (DATA_SSP, 328)];
         let offsets = HashMap::from([(STRUCT_SUP, 16), (USAGE_GP_SEQ, 120)]);
         let error = format!("{:#}", of(&offsets).unwrap_err());
+        assert!(error.contains("srcu_data.work and ssp"), "{error}");
+        let offsets = offsets.into_iter().chain(callbacks).collect();
+        let error = format!("{:#}", of(&offsets).unwrap_err());
         assert!(error.contains("srcu_ssp"), "{error}");
-        assert!(format!("{:#}", of(&HashMap::new()).unwrap_err()).contains("srcu_gp_seq"));
+        let error = format!("{:#}", of(&HashMap::from(callbacks)).unwrap_err());
+        assert!(error.contains("srcu_gp_seq"), "{error}");
     }
 }

@@ -23,9 +23,9 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
 use rcutrace_common::attribution::NO_STACK;
 use rcutrace_common::gp::{
-    EVENT_SRCU_READERS, EVENT_SRCU_SCAN_CLEAR, EVENT_SRCU_START, EVENT_SRCU_WORK_DONE,
-    EVENT_TASKS_END, EVENT_TASKS_HOLDOUT, EVENT_TASKS_HOLDOUT_SAMPLE, EVENT_TASKS_PASS,
-    EVENT_TASKS_PHASE, EVENT_TASKS_START, GP_SEQ_STATE_BITS, GpEvent,
+    EVENT_SRCU_CALLBACKS, EVENT_SRCU_READERS, EVENT_SRCU_SCAN_CLEAR, EVENT_SRCU_START,
+    EVENT_SRCU_WORK_DONE, EVENT_TASKS_END, EVENT_TASKS_HOLDOUT, EVENT_TASKS_HOLDOUT_SAMPLE,
+    EVENT_TASKS_PASS, EVENT_TASKS_PHASE, EVENT_TASKS_START, GP_SEQ_STATE_BITS, GpEvent,
 };
 
 use crate::model::{
@@ -210,6 +210,7 @@ pub fn is_flavour_event(kind: u32) -> bool {
         EVENT_SRCU_START
             | EVENT_SRCU_READERS
             | EVENT_SRCU_WORK_DONE
+            | EVENT_SRCU_CALLBACKS
             | EVENT_TASKS_START
             | EVENT_TASKS_END
             | EVENT_TASKS_HOLDOUT
@@ -448,7 +449,9 @@ impl SrcuAssembler {
                     gp.phases.mark(event.extra, at);
                 }
             }
-            EVENT_SRCU_WORK_DONE => {
+            // The domain's number as its work returned or its callbacks began to run,
+            // whichever comes first: each is after the grace periods it has passed ended.
+            EVENT_SRCU_WORK_DONE | EVENT_SRCU_CALLBACKS => {
                 self.passed(domain, gp_seq, at);
                 if gp_seq & STATE_MASK != 0 && !self.in_progress.contains_key(&domain) {
                     self.unseen
@@ -607,6 +610,38 @@ mod tests {
             }]
         );
         assert_eq!(Assemble::in_progress(&assembler), 0);
+    }
+
+    #[test]
+    fn a_grace_period_ends_by_its_callbacks_run_when_that_comes_before_its_work_returns() {
+        // As a 6.1 guest ran it: the callbacks ran on another CPU, and woke the wait, while the
+        // work that ended the grace period had not returned yet.
+        let mut assembler = SrcuAssembler::default();
+        assembler.add(&event(EVENT_SRCU_START, A, 8, 1_000));
+        assembler.add(&event(EVENT_SRCU_CALLBACKS, A, 12, 2_900));
+        let mut done = assembler.take_done();
+        assert_eq!(
+            done.iter()
+                .map(|gp| (gp.gp_seq, gp.started_ns, gp.duration_ns))
+                .collect::<Vec<_>>(),
+            [(9, 1_000, 1_900)]
+        );
+        // The wait those callbacks woke returned before the work did: it waited through it.
+        let woken = Waiter {
+            timed: 0,
+            tid: 259,
+            domain: A,
+            started_ns: 900,
+            waited_ns: 2_050,
+            stack: 1,
+        };
+        done[0].waited_through_by(&woken, true);
+        assert_eq!(done[0].waiters, [woken]);
+        // The work's return, and another CPU's callbacks, end nothing more.
+        assembler.add(&event(EVENT_SRCU_WORK_DONE, A, 12, 3_000));
+        assembler.add(&event(EVENT_SRCU_CALLBACKS, A, 12, 3_100));
+        assert!(assembler.take_done().is_empty());
+        assert_eq!(assembler.take_began_before_tracing(), 0);
     }
 
     #[test]

@@ -108,6 +108,8 @@ pub fn srcu_constants(
         Constant::U32("GP_SRCU_GP_SEQ", layout.gp_seq),
         Constant::U32("GP_SRCU_WORK", layout.work),
         Constant::U32("GP_SRCU_USAGE_SSP", layout.usage_ssp),
+        Constant::U32("GP_SRCU_DATA_WORK", layout.callbacks_work),
+        Constant::U32("GP_SRCU_DATA_SSP", layout.callbacks_domain),
         Constant::MaxEntries("SRCU_WORKING", MAX_SRCU_WORKERS),
         Constant::MaxEntries("SRCU_SCANNING", MAX_SRCU_WORKERS),
     ];

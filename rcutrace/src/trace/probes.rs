@@ -1000,11 +1000,13 @@ pub const GRACE_PERIOD_BOUNDS: [Probe; 4] = [
 
 /// What `gp --flavor srcu` hooks: each SRCU grace period's start, and the domain's
 /// grace-period work, whose return tells which grace periods it ended; the returns first, so
-/// that a grace period seen to begin is seen to end. The same functions on Debian's 6.1, 6.12
-/// and 7.3; kprobes only (their programs have no trampoline: see `rcutrace-ebpf`'s
-/// `gp::srcu`).
-pub const SRCU_GRACE_PERIODS: [Probe; 3] = [
+/// that a grace period seen to begin is seen to end. The callbacks' runs too: they can wake a
+/// grace period's waiters on another CPU before that work returns, and a waiter must find the
+/// grace period it waited through ended. The same functions on Debian's 6.1, 6.12 and 7.3;
+/// kprobes only (their programs have no trampoline: see `rcutrace-ebpf`'s `gp::srcu`).
+pub const SRCU_GRACE_PERIODS: [Probe; 4] = [
     gp_hook("process_srcu", Side::Return, "srcu_work"),
+    gp_hook("srcu_invoke_callbacks", Side::Entry, "srcu_callbacks"),
     gp_hook("process_srcu", Side::Entry, "srcu_work"),
     gp_hook("srcu_gp_start", Side::Entry, "srcu_start"),
 ];

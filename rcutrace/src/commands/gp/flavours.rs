@@ -271,7 +271,8 @@ pub async fn run(args: &GpArgs, sink: Sink) -> Result<Report> {
         if record_kind(record) == Some(RECORD_SAMPLE) {
             waited.borrow_mut().add(record);
             // A wait returns after the grace periods it waited through ended, and those are
-            // in the tally by then (their ends were put in the ring before its return).
+            // in the tally by then: their ends were put in the ring before its return (for
+            // SRCU, by the callbacks' run that woke it at the latest).
             if let Some(sample) = read_record::<Sample>(record) {
                 let wait = Waiter {
                     timed: sample.key.event,
