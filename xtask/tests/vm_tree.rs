@@ -350,6 +350,17 @@ fn assert_expedited_held(
         "{name}: no expedited grace period started during the hold {start}..{end}: {listed:#?}"
     );
     let writer = support::workload_value(&run.work, "pid") as u32;
+    // What a failure below needs beside the record: the run's losses and its notes.
+    let losses = format!(
+        "lost events {}, stacks {}, blocked readers not followed {}, kernel reads failed {}, \
+         missed by the kernel {}\n{}",
+        s.lost_events,
+        s.lost_stacks,
+        s.blocked_readers_not_followed,
+        s.kernel_reads_failed,
+        s.missed_by_kernel,
+        run.err
+    );
     for g in during {
         assert!(
             g.started_ns + g.held_ns.unwrap() >= end,
@@ -365,10 +376,10 @@ fn assert_expedited_held(
                     h.found_by_pass
                 ),
                 ("cpu", last, Some(last.to_string().as_str()), Some(false)),
-                "{geometry}{name}: {g:#?}"
+                "{geometry}{name}: {g:#?}\n{losses}"
             );
         } else {
-            assert_eq!(h.cpu, last, "{geometry}{name}: {g:#?}");
+            assert_eq!(h.cpu, last, "{geometry}{name}: {g:#?}\n{losses}");
             // Blocked from just after the module's start stamp to just before its end one.
             let held_ms = ((end - start) / support::MS).saturating_sub(10);
             support::assert_blocked_reader(g, writer, held_ms);

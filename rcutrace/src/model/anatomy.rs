@@ -173,7 +173,6 @@ impl Blocked {
 /// A blocked reader that just left its critical section.
 #[derive(Clone, Debug)]
 struct Left {
-    pid: u32,
     /// It as a holdout (`Holdout::Task`).
     holdout: Holdout,
     /// Whether it was counted as holding the grace period in progress when it left.
@@ -265,9 +264,10 @@ pub struct Assembler {
     current: Option<InProgress>,
     pending_request_ns: Option<u64>,
     blocked: HashMap<u32, Blocked>,
-    /// The blocked reader that left last: on a tree of more than one level, its leaf's
-    /// report to the parent follows.
-    left: Option<Left>,
+    /// The blocked readers that left during the grace period in progress, by pid: on a tree
+    /// of more than one level, each one's leaf report to the parent follows in the same task,
+    /// and readers on other CPUs may leave in between.
+    left: HashMap<u32, Left>,
     /// Per CPU, the grace period's tick samples by stack, which say what held the CPU up.
     samples: HashMap<u32, Tally>,
     /// The latest tick sample per CPU, with its grace period and time: what runs there now,
@@ -293,9 +293,11 @@ pub struct Assembler {
     done_expedited: Vec<GracePeriod>,
     pub unassembled_expedited: Unassembled,
     expedited_start_seen: bool,
-    /// The blocked reader that left last, whatever grace period was in progress: an
-    /// expedited grace period's report of its leaf follows in the same task.
-    reader_left: Option<(u32, Holdout)>,
+    /// The blocked readers that left while an expedited grace period was in progress, by
+    /// pid: the report of a reader's leaf follows in the same task, and readers on other
+    /// CPUs may leave in between. Cleared as the next one starts, which the reports of the
+    /// last one all came before.
+    reader_left: HashMap<u32, Holdout>,
 }
 
 /// One CPU's tick samples of one grace period, by stack. What held the CPU up is the stack
@@ -396,7 +398,7 @@ impl Assembler {
             current: None,
             pending_request_ns: None,
             blocked: HashMap::new(),
-            left: None,
+            left: HashMap::new(),
             samples: HashMap::new(),
             latest: HashMap::new(),
             done: Vec::new(),
@@ -408,14 +410,14 @@ impl Assembler {
             done_expedited: Vec::new(),
             unassembled_expedited: Unassembled::default(),
             expedited_start_seen: false,
-            reader_left: None,
+            reader_left: HashMap::new(),
         }
     }
 
     /// Follows a grace period from `at`, where the kthread `pid` began it (`start_seen`) or
     /// was first seen in it; the request waiting is its.
     fn begin(&mut self, at: u64, pid: u32, start_seen: bool) -> &mut InProgress {
-        self.left = None;
+        self.left.clear();
         self.current.insert(InProgress {
             started_ns: at,
             kthread_pid: pid,
@@ -522,8 +524,8 @@ impl Assembler {
                         // A leaf's last blocked reader left, and this is that reader telling
                         // the leaf's parent: the reader is the holdout, whether or not the
                         // assembler judged it to hold this grace period when it left.
-                        let holdout = match self.left.take() {
-                            Some(left) if left.pid == event.pid => {
+                        let holdout = match self.left.remove(&event.pid) {
+                            Some(left) => {
                                 if !left.counted {
                                     current.blocked_readers += 1;
                                 }
@@ -543,6 +545,8 @@ impl Assembler {
                 }
             }
             gp::EVENT_BLOCK => {
+                // In a new reader: whatever it left before has been reported, or never will.
+                self.forget_left(event.pid);
                 self.blocked.insert(
                     event.pid,
                     Blocked {
@@ -556,7 +560,8 @@ impl Assembler {
             }
             gp::EVENT_UNBLOCK => {
                 let Some(blocked) = self.blocked.remove(&event.pid) else {
-                    self.reader_left = None;
+                    // A reader whose block was not followed: its report names its leaf.
+                    self.forget_left(event.pid);
                     return;
                 };
                 let holdout = Holdout::Task {
@@ -565,7 +570,9 @@ impl Assembler {
                     cpu: blocked.cpu,
                     stack: blocked.stack,
                 };
-                self.reader_left = Some((event.pid, holdout.clone()));
+                if !self.expedited.is_empty() {
+                    self.reader_left.insert(event.pid, holdout.clone());
+                }
                 let Some(current) = &mut self.current else {
                     return;
                 };
@@ -574,11 +581,13 @@ impl Assembler {
                     current.blocked_readers += 1;
                     current.last = Some((at, holdout.clone()));
                 }
-                self.left = Some(Left {
-                    pid: event.pid,
-                    holdout,
-                    counted: holds,
-                });
+                self.left.insert(
+                    event.pid,
+                    Left {
+                        holdout,
+                        counted: holds,
+                    },
+                );
             }
             gp::EVENT_HOLDOUT_SAMPLE => {
                 let in_reader = event.value & gp::SAMPLE_IN_READER != 0;
@@ -637,6 +646,12 @@ impl Assembler {
         }
     }
 
+    /// Forgets that `pid` left a reader, so that no later report of its takes that reader.
+    fn forget_left(&mut self, pid: u32) {
+        self.left.remove(&pid);
+        self.reader_left.remove(&pid);
+    }
+
     /// An expedited grace period's event. The kernel runs one at a time, but the next one
     /// can start before the hook at the end of the last one ran: reports belong to the
     /// newest, and an end to the newest that started before `expedited_sequence` read there.
@@ -651,6 +666,7 @@ impl Assembler {
                     self.unassembled_expedited.incomplete += 1;
                 }
                 self.expedited_start_seen = true;
+                self.reader_left.clear();
                 self.expedited.push(ExpeditedInProgress {
                     started_ns: at,
                     sequence: event.value,
@@ -693,8 +709,8 @@ impl Assembler {
                     return;
                 };
                 current.blocked_readers += 1;
-                let holdout = match self.reader_left.take() {
-                    Some((pid, holdout)) if pid == event.pid => holdout,
+                let holdout = match self.reader_left.remove(&event.pid) {
+                    Some(holdout) => holdout,
                     // It blocked before tracing began (or its block was not followed): the
                     // leaf's CPUs name where it was.
                     _ => Holdout::Readers {

@@ -477,6 +477,31 @@ fn a_reader_blocked_on_cpu_40_that_leaves_last_is_named_through_the_root() {
 }
 
 #[test]
+fn readers_leaving_on_other_cpus_between_a_readers_unlock_and_its_report_change_nothing() {
+    // Two readers blocked on CPUs 40 and 20 leave at once: 321's unlock, then 322's, then
+    // each one's leaf report to the root (as 64 vCPUs on a busy host interleave them).
+    let root = root(&RcuTree::modelled(64, 16, 64));
+    let blocked_on = |pid, cpu| {
+        let mut block = with(event(500, gp::EVENT_BLOCK, pid), 1, 0);
+        block.cpu = cpu;
+        block
+    };
+    let mut events = vec![blocked_on(321, 40), blocked_on(322, 20)];
+    events.extend(on_64_cpus(vec![
+        event(1600, gp::EVENT_UNBLOCK, 321),
+        event(1601, gp::EVENT_UNBLOCK, 322),
+        with(event(1602, gp::EVENT_REPORT, 322), 1 << 1, root),
+        with(event(1610, gp::EVENT_REPORT, 321), 1 << 2, root),
+    ]));
+    let g = &assemble_on_64_cpus(&events).take_done()[0];
+    assert_eq!(g.blocked_readers, 2);
+    assert!(
+        matches!(&g.last_holdout, Some(Holdout::Task { task, cpu: 40, .. }) if task.pid == 321),
+        "{g:?}"
+    );
+}
+
+#[test]
 fn a_reader_judged_not_to_hold_it_is_the_holdout_when_its_leaf_says_so() {
     // Blocked after its CPU reported for this grace period (extra 0): the assembler's own
     // judgement says it holds nothing, but its leaf's report to the root says it did.
@@ -756,6 +781,64 @@ fn a_blocked_reader_that_leaves_last_holds_the_expedited_grace_period() {
         }
         assert_eq!(a.unassembled_expedited.undecoded_reports, 0);
     }
+}
+
+#[test]
+fn expedited_readers_leaving_on_other_cpus_in_between_are_each_named() {
+    // The reader on CPU 3 leaves; before its leaf's report, a reader on CPU 0 (blocked
+    // too) leaves and reports; then the first one's report: it is named, not its leaf.
+    let tree = two_leaves();
+    let (first, second) = (leaf(&tree, 0), leaf(&tree, 2));
+    let mut events = expedited_reader_leaves_last(&tree, 3, second);
+    events.insert(0, on_cpu(with(event(600, gp::EVENT_BLOCK, 901), 1, 0), 0));
+    events.insert(5, on_cpu(event(1801, gp::EVENT_UNBLOCK, 901), 0));
+    events.insert(
+        6,
+        on_cpu(
+            with(
+                event(1802, gp::EVENT_EXPEDITED_READER_REPORT, 901),
+                0,
+                first,
+            ),
+            0,
+        ),
+    );
+    let mut a = assemble_on(tree, &events);
+    let done = a.take_done_expedited();
+    assert_eq!(done[0].blocked_readers, 2);
+    match &done[0].last_holdout {
+        Some(Holdout::Task { task, cpu, .. }) => assert_eq!((task.pid, *cpu), (900, 3)),
+        other => panic!("expected the reader on CPU 3, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_reader_left_before_an_expedited_grace_period_is_not_its_reader() {
+    // 900 left a reader while no expedited grace period was in progress, blocked again
+    // unseen (its block lost), and left again: its report names its leaf, not the old one.
+    let tree = two_leaves();
+    let address = leaf(&tree, 2);
+    let events = [
+        on_cpu(with(event(500, gp::EVENT_BLOCK, 900), 1, 0), 3),
+        on_cpu(event(600, gp::EVENT_UNBLOCK, 900), 3),
+        with(event(1000, gp::EVENT_EXPEDITED_START, WORKER), 1, 0),
+        on_cpu(event(1500, gp::EVENT_UNBLOCK, 900), 3),
+        on_cpu(
+            with(
+                event(1510, gp::EVENT_EXPEDITED_READER_REPORT, 900),
+                0,
+                address,
+            ),
+            3,
+        ),
+        with(event(1600, gp::EVENT_EXPEDITED_END, WORKER), 4, 0),
+    ];
+    let done = assemble_on(tree, &events).take_done_expedited();
+    assert!(
+        matches!(&done[0].last_holdout, Some(Holdout::Readers { task, cpus }) if task.pid == 900 && cpus == &[2, 3]),
+        "{:?}",
+        done[0].last_holdout
+    );
 }
 
 #[test]
