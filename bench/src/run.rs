@@ -247,6 +247,7 @@ fn boot(
         timeout,
         kernel_args: Vec::new(),
         max_cpus: None,
+        boot_again: true,
     };
     let out = vm::run(&job, echo)?;
     if out.status != Some(0) {

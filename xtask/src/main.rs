@@ -202,6 +202,7 @@ fn vm_command(args: VmArgs) -> Result<ExitCode> {
         timeout: Duration::from_secs(args.timeout),
         kernel_args: args.append.clone(),
         max_cpus: args.max_cpus,
+        boot_again: true,
     };
     if args.test_module {
         job = job.with_test_module()?;

@@ -182,6 +182,8 @@ pub fn run(opts: &Options) -> Result<Report> {
             .file(&workload, "/bin/rcu-workload");
             job.cpus = opts.cpus;
             job.timeout = opts.timeout;
+            // A soak counts every hang, the boot's own included.
+            job.boot_again = false;
             if *scenario == Scenario::SeedSrlat {
                 job = job.file(HOST_BPFTRACE, HOST_BPFTRACE);
                 job.memory_mb = vm::BPFTRACE_MEMORY_MB;
