@@ -135,6 +135,30 @@ pub const MODE_IDLE: u64 = 2;
 /// kernels whose tasks count their readers' nesting, CONFIG_PREEMPT_RCU).
 pub const SAMPLE_IN_READER: u64 = 1 << 8;
 
+/// A holdout sample's `value`: the CPU's mode and whether the interrupted task was in a
+/// reader, from the tick's `user` argument (below 2^32: an `int`), the task's pid (0: the
+/// idle task) and its reader nesting. Computed without a branch: the verifier of older
+/// kernels walks the rest of the tick's program once for each value a branch leaves here
+/// (6.1 verified it 13,958 instructions deep, a tenth of a second of the start, against
+/// 3,882 this way).
+#[inline(always)]
+pub fn holdout_sample_value(user: u64, pid: u32, nesting: i32) -> u64 {
+    let user = is_nonzero(user & 0xffff_ffff);
+    let idle = (is_nonzero(u64::from(pid)) | user) ^ 1;
+    // 1 when the nesting is above 0 (an i32's negation cannot overflow an i64).
+    let in_reader = (i64::from(nesting).wrapping_neg() as u64) >> 63;
+    (user * MODE_USER) | (idle * MODE_IDLE) | (in_reader * SAMPLE_IN_READER)
+}
+
+// A kernel-mode sample is one with neither of the other modes' bits.
+const _: () = assert!(MODE_KERNEL == 0);
+
+/// 1 if `value` (below 2^32) is not 0, else 0.
+#[inline(always)]
+fn is_nonzero(value: u64) -> u64 {
+    value.wrapping_add(0xffff_ffff) >> 32
+}
+
 /// Bits of `rcu_state.gp_seq` that hold the grace period's state (the kernel's
 /// `RCU_SEQ_CTR_SHIFT`, a macro, so not in BTF); each grace period advances it by
 /// `1 << GP_SEQ_STATE_BITS`.
@@ -217,4 +241,37 @@ mod pod {
     unsafe impl aya::Pod for super::GpEvent {}
     unsafe impl aya::Pod for super::GpState {}
     unsafe impl aya::Pod for super::CpuState {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_holdout_sample_says_its_mode_and_whether_it_was_in_a_reader() {
+        // (user, pid, nesting) as the tick finds them.
+        for (user, pid, nesting, value) in [
+            (0, 42, 0, MODE_KERNEL),
+            (1, 42, 0, MODE_USER),
+            (0, 0, 0, MODE_IDLE),
+            // User mode comes first, as the tick's own argument says it.
+            (1, 0, 0, MODE_USER),
+            (0, 42, 1, MODE_KERNEL | SAMPLE_IN_READER),
+            (0, 42, 3, MODE_KERNEL | SAMPLE_IN_READER),
+            (0, 0, 1, MODE_IDLE | SAMPLE_IN_READER),
+            // A nesting below 0 is no reader.
+            (0, 42, -1, MODE_KERNEL),
+            (0, 42, i32::MIN, MODE_KERNEL),
+            (0, 42, i32::MAX, MODE_KERNEL | SAMPLE_IN_READER),
+            // Only the argument's low 32 bits are the int.
+            (0xffff_ffff_0000_0000, 42, 0, MODE_KERNEL),
+            (0xffff_ffff, u32::MAX, 0, MODE_USER),
+        ] {
+            assert_eq!(
+                holdout_sample_value(user, pid, nesting),
+                value,
+                "user {user:#x}, pid {pid}, nesting {nesting}"
+            );
+        }
+    }
 }

@@ -516,17 +516,10 @@ program! {
             return 0;
         }
         // rcu_sched_clock_irq(int user): whether the tick interrupted user mode.
-        let user = ctx.arg::<u64>(0).unwrap_or(0) & 0xffff_ffff != 0;
+        let user = ctx.arg::<u64>(0).unwrap_or(0);
         let (_, pid, _) = window::current();
-        let mode = if user {
-            MODE_USER
-        } else if pid == 0 {
-            MODE_IDLE
-        } else {
-            MODE_KERNEL
-        };
-        let in_reader = if reader_nesting().is_some_and(|n| n > 0) { SAMPLE_IN_READER } else { 0 };
-        send(&ctx, EVENT_HOLDOUT_SAMPLE, mode | in_reader, gp_seq, true);
+        let value = holdout_sample_value(user, pid, reader_nesting().unwrap_or(0));
+        send(&ctx, EVENT_HOLDOUT_SAMPLE, value, gp_seq, true);
         0
     }
 }
