@@ -18,6 +18,7 @@ const GAP_READER: &str = include_str!("prose/gap_reader.md");
 const GAP_READER_FLOOR_ABOVE: &str = include_str!("prose/gap_reader_floor_above.md");
 const GAP_READER_FLOOR_BELOW: &str = include_str!("prose/gap_reader_floor_below.md");
 const GAP_STARTUP: &str = include_str!("prose/gap_startup.md");
+const GAP_STARTUP_STALL: &str = include_str!("prose/gap_startup_stall.md");
 const GAP_RSS: &str = include_str!("prose/gap_rss.md");
 const GAP_CPU: &str = include_str!("prose/gap_cpu.md");
 const GAP_SAMPLED: &str = include_str!("prose/gap_sampled.md");
@@ -200,6 +201,55 @@ fn floor_scripts() -> Vec<String> {
         .collect()
 }
 
+/// The fields of a start-up's note that its timing marks under `config` give (medians), and
+/// the target's `budget_ms`. The attaching's time less its thread's CPU is what the thread
+/// waited inside the attaches' system calls; those waits and its system CPU are the kernel's
+/// whole part.
+fn startup_phase_fields(
+    summary: &Summary,
+    config: Config,
+    budget_ms: Option<f64>,
+) -> Vec<(&'static str, String)> {
+    let figure = |metric| summary.get(metric, config);
+    let mark = |metric| num(figure(metric), 0);
+    let system = figure(Metric::AttachingSystemMs);
+    let wait = figure(Metric::StartupAttachingMs)
+        .zip(figure(Metric::AttachingUserMs))
+        .zip(system)
+        .map(|((all, user), system)| (all - user - system).max(0.0));
+    let in_kernel = wait.zip(system).map(|(wait, system)| wait + system);
+    vec![
+        ("budget_ms", num(budget_ms, 0)),
+        ("btf_pass_ms", mark(Metric::StartupBtfPassMs)),
+        ("object_ms", mark(Metric::StartupObjectMs)),
+        ("programs_kept", mark(Metric::ProgramsKept)),
+        ("programs_in_object", mark(Metric::ProgramsInObject)),
+        ("attaches", mark(Metric::Attaches)),
+        ("attach_min_ms", mark(Metric::AttachMinMs)),
+        ("attach_max_ms", mark(Metric::AttachMaxMs)),
+        ("attaching_ms", mark(Metric::StartupAttachingMs)),
+        ("attaching_user_ms", mark(Metric::AttachingUserMs)),
+        ("attaching_system_ms", mark(Metric::AttachingSystemMs)),
+        ("attach_system_min_ms", mark(Metric::AttachSystemMinMs)),
+        ("attach_system_max_ms", mark(Metric::AttachSystemMaxMs)),
+        (
+            "attach_system_median_ms",
+            mark(Metric::AttachSystemMedianMs),
+        ),
+        ("attaching_wait_ms", num(wait, 0)),
+        ("attaching_kernel_ms", num(in_kernel, 0)),
+        (
+            "kernel_over_budget",
+            num(
+                in_kernel
+                    .zip(budget_ms)
+                    .map(|(kernel, budget)| kernel / budget),
+                1,
+            ),
+        ),
+    ]
+}
+
 /// For each missed target, the measured gap and what bounds it, from this run's figures.
 fn gap_notes(summary: &Summary) -> String {
     let missed = |id| summary.row(id).is_some_and(|r| r.misses_target());
@@ -337,97 +387,59 @@ fn gap_notes(summary: &Summary) -> String {
         ));
     }
 
+    let bpftrace_count = running(Metric::StartupMs, Tracer::Bpftrace, Job::Count);
+    let budget_ms = bpftrace_count.map(|b| b * table::STARTUP_RATIO);
     if missed(RowId::StartupCount) || missed(RowId::StartupSrlat) {
         let startup = |tracer, job| running(Metric::StartupMs, tracer, job);
-        let count_mark = |metric| num(running(metric, Tracer::RCUTRACE, Job::Count), 0);
-        let bpftrace_count = startup(Tracer::Bpftrace, Job::Count);
-        // The attaching's time less the attaching thread's CPU: its waits in the kernel.
-        let count_running = |metric| running(metric, Tracer::RCUTRACE, Job::Count);
-        let attaching_wait = count_running(Metric::StartupAttachingMs)
-            .zip(count_running(Metric::AttachingUserMs))
-            .zip(count_running(Metric::AttachingSystemMs))
-            .map(|((all, user), system)| (all - user - system).max(0.0));
-        let attaching_kernel = attaching_wait
-            .zip(count_running(Metric::AttachingSystemMs))
-            .map(|(wait, system)| wait + system);
-        notes.push(fill(
-            GAP_STARTUP,
-            &[
-                (
-                    "rcutrace_count_ms",
-                    num(startup(Tracer::RCUTRACE, Job::Count), 0),
+        let count = Config::Running(Tracer::RCUTRACE, Job::Count);
+        let count_mark = |metric| num(summary.get(metric, count), 0);
+        let mut fields = startup_phase_fields(summary, count, budget_ms);
+        fields.extend([
+            (
+                "rcutrace_count_ms",
+                num(startup(Tracer::RCUTRACE, Job::Count), 0),
+            ),
+            (
+                "rcutrace_srlat_ms",
+                num(startup(Tracer::RCUTRACE, Job::Srlat), 0),
+            ),
+            ("bpftrace_count_ms", num(bpftrace_count, 0)),
+            (
+                "bpftrace_srlat_ms",
+                num(startup(Tracer::Bpftrace, Job::Srlat), 0),
+            ),
+            ("btf_mib", btf_mib.clone()),
+            ("ftrace_records", num(kernel(Metric::FtraceRecords), 0)),
+            (
+                "kallsyms_pass_cpu_ms",
+                count_mark(Metric::KallsymsPassCpuMs),
+            ),
+            ("kallsyms_wait_ms", count_mark(Metric::KallsymsWaitMs)),
+            ("kallsyms_ms", num(kernel(Metric::KallsymsReadMs), 0)),
+            ("kallsyms_lines", num(kernel(Metric::KallsymsLines), 0)),
+            (
+                "rcutrace_utime_ms",
+                num(
+                    running(Metric::StartupUtimeMs, Tracer::RCUTRACE, Job::Count),
+                    0,
                 ),
-                (
-                    "rcutrace_srlat_ms",
-                    num(startup(Tracer::RCUTRACE, Job::Srlat), 0),
+            ),
+            (
+                "bpftrace_utime_ms",
+                num(
+                    running(Metric::StartupUtimeMs, Tracer::Bpftrace, Job::Count),
+                    0,
                 ),
-                ("bpftrace_count_ms", num(bpftrace_count, 0)),
-                (
-                    "bpftrace_srlat_ms",
-                    num(startup(Tracer::Bpftrace, Job::Srlat), 0),
-                ),
-                (
-                    "budget_ms",
-                    num(bpftrace_count.map(|b| b * table::STARTUP_RATIO), 0),
-                ),
-                ("btf_mib", btf_mib.clone()),
-                ("btf_pass_ms", count_mark(Metric::StartupBtfPassMs)),
-                ("object_ms", count_mark(Metric::StartupObjectMs)),
-                ("programs_kept", count_mark(Metric::ProgramsKept)),
-                ("programs_in_object", count_mark(Metric::ProgramsInObject)),
-                ("attaches", count_mark(Metric::Attaches)),
-                ("attach_min_ms", count_mark(Metric::AttachMinMs)),
-                ("attach_max_ms", count_mark(Metric::AttachMaxMs)),
-                ("attaching_ms", count_mark(Metric::StartupAttachingMs)),
-                (
-                    "attach_system_min_ms",
-                    count_mark(Metric::AttachSystemMinMs),
-                ),
-                (
-                    "attach_system_max_ms",
-                    count_mark(Metric::AttachSystemMaxMs),
-                ),
-                (
-                    "attach_system_median_ms",
-                    count_mark(Metric::AttachSystemMedianMs),
-                ),
-                ("attaching_user_ms", count_mark(Metric::AttachingUserMs)),
-                ("attaching_system_ms", count_mark(Metric::AttachingSystemMs)),
-                ("attaching_wait_ms", num(attaching_wait, 0)),
-                ("attaching_kernel_ms", num(attaching_kernel, 0)),
-                (
-                    "kernel_over_budget",
-                    num(
-                        attaching_kernel
-                            .zip(bpftrace_count)
-                            .map(|(kernel, b)| kernel / (b * table::STARTUP_RATIO)),
-                        1,
-                    ),
-                ),
-                ("ftrace_records", num(kernel(Metric::FtraceRecords), 0)),
-                (
-                    "kallsyms_pass_cpu_ms",
-                    count_mark(Metric::KallsymsPassCpuMs),
-                ),
-                ("kallsyms_wait_ms", count_mark(Metric::KallsymsWaitMs)),
-                ("kallsyms_ms", num(kernel(Metric::KallsymsReadMs), 0)),
-                ("kallsyms_lines", num(kernel(Metric::KallsymsLines), 0)),
-                (
-                    "rcutrace_utime_ms",
-                    num(
-                        running(Metric::StartupUtimeMs, Tracer::RCUTRACE, Job::Count),
-                        0,
-                    ),
-                ),
-                (
-                    "bpftrace_utime_ms",
-                    num(
-                        running(Metric::StartupUtimeMs, Tracer::Bpftrace, Job::Count),
-                        0,
-                    ),
-                ),
-            ],
-        ));
+            ),
+        ]);
+        notes.push(fill(GAP_STARTUP, &fields));
+    }
+
+    if missed(RowId::StartupStall) {
+        let stall = Config::Watching(Watcher::Stall, Load::Idle);
+        let mut fields = startup_phase_fields(summary, stall, budget_ms);
+        fields.push(("stall_ms", num(summary.get(Metric::StartupMs, stall), 0)));
+        notes.push(fill(GAP_STARTUP_STALL, &fields));
     }
 
     if missed(RowId::RssCount) || missed(RowId::RssSrlat) {
@@ -776,6 +788,10 @@ mod tests {
             "rcutrace's program adds 100 ns and bpftrace's 200 ns",
             "10.0 ns for the empty program). The empty program alone costs 0.66 of bpftrace's",
             "- Start-up: rcutrace count was attached after 1000 ms",
+            "- Start-up, stall: attached after 1400 ms, against the target's 450 ms",
+            "then 13 attaches (its own-work hooks included), 4 to 52 ms each and 380 ms in all",
+            "the other 40 ms it waited inside the attaches' system calls. The kernel's part of \
+             the attaching alone, 360 ms, is 0.8 times the target",
             "rcutrace parses none of the kernel's BTF (4.5 MiB here)",
             "- Peak RSS: rcutrace 80.0 MiB (count) against bpftrace 100.0 MiB",
             "- User CPU: rcutrace used 300 ms of user CPU in its whole run of 10.5 s",
@@ -876,5 +892,27 @@ mod tests {
                 "paced_events_per_call rcutrace-sampled 1.99",
                 "paced_events_per_call rcutrace-sampled 1.80",
             )
+            .replace(
+                "startup_ms rcutrace-stall-idle 400",
+                "startup_ms rcutrace-stall-idle 1400",
+            )
+            + STALL_MARKS
     }
+
+    /// stall's start-up phases, as its marks give them.
+    const STALL_MARKS: &str = "\
+sample startup_btf_pass_ms rcutrace-stall-idle 150
+sample startup_object_ms rcutrace-stall-idle 120
+sample startup_attaching_ms rcutrace-stall-idle 380
+sample attaches rcutrace-stall-idle 13
+sample attach_min_ms rcutrace-stall-idle 4
+sample attach_max_ms rcutrace-stall-idle 52
+sample programs_kept rcutrace-stall-idle 20
+sample programs_in_object rcutrace-stall-idle 60
+sample attaching_user_ms rcutrace-stall-idle 20
+sample attaching_system_ms rcutrace-stall-idle 320
+sample attach_system_min_ms rcutrace-stall-idle 3
+sample attach_system_median_ms rcutrace-stall-idle 20
+sample attach_system_max_ms rcutrace-stall-idle 50
+";
 }

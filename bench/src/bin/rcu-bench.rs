@@ -129,6 +129,7 @@ fn bench(opts: &Options) -> Result<(), String> {
             phases::cpu_window(opts, tracer, &tag)?;
         }
         phases::sampled_readers(opts, &tag)?;
+        phases::stall_startup(opts, &tag)?;
         // Their programs' run time is part of what they add: bpf_stats on for these windows.
         set_bpf_stats(true)?;
         let watched = rotated(&Watcher::ALL, rep)

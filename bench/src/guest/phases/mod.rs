@@ -29,7 +29,7 @@ pub use namespaces::namespace_load;
 pub use programs::program_times;
 pub use readers::{reader_path, sampled_readers};
 pub use scaling::{count_startup, interval_reports};
-pub use watching::watching;
+pub use watching::{stall_startup, watching};
 
 /// Checks what the measurements need, and prints the run's facts: the kernel, its CPUs, the
 /// sizes and both tracers' versions.

@@ -10,6 +10,7 @@ use crate::guest::loads::SteadyLoad;
 use crate::guest::procfs::{Cpu, Program, bpf_programs, context_switches, cpu_now, ticks_per_sec};
 use crate::guest::tracer::spawn_attached;
 use crate::guest::{Options, progress, sample};
+use crate::marks;
 use crate::sample::{Config, Load, Metric, Watcher};
 
 /// An always-on command (`gp`, `stall`) watching the guest for the window, idle or under the
@@ -84,6 +85,19 @@ pub fn watching(opts: &Options, watcher: Watcher, load: Load, tag: &str) -> Resu
         runs as f64 / secs,
         switches as f64 / secs
     ));
+    Ok(())
+}
+
+/// Where `stall`'s start-up went, from its timing marks: a start of its own on the idle guest,
+/// so that the marks' logging is in none of the figures the watching measures.
+pub fn stall_startup(opts: &Options, tag: &str) -> Result<(), String> {
+    let config = Config::Watching(Watcher::Stall, Load::Idle);
+    let mut cmd = Command::new(&opts.rcutrace);
+    cmd.args(Watcher::Stall.args());
+    let running = spawn_attached(cmd, config, None, &[("RUST_LOG", marks::LOG_FILTER)], false)?;
+    let done = running.stop()?;
+    super::programs::startup_phases(config, &done.stderr_lines);
+    progress(&format!("{tag} rcutrace stall's start-up marks read"));
     Ok(())
 }
 
