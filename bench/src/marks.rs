@@ -136,12 +136,13 @@ pub fn phases(marks: &[Mark]) -> Option<Phases> {
         .filter_map(|pair| Some(pair[1].usage?.system_ms - pair[0].usage?.system_ms))
         .collect();
     let kallsyms = marks.iter().find(|m| m.is_symbol_lookup());
-    let btf_pass = at("kernel BTF read").or_else(|| {
-        marks
-            .iter()
-            .find(|m| m.is_btf_pass_beside())
-            .map(|m| m.at_ms)
-    })?;
+    // The pass's own mark where it ran beside the start (gp and stall once marked that
+    // pass's start "kernel BTF read" too); else the attaching thread's read.
+    let btf_pass = marks
+        .iter()
+        .find(|m| m.is_btf_pass_beside())
+        .map(|m| m.at_ms)
+        .or_else(|| at("kernel BTF read"))?;
     // The object's load starts after the attaching thread's last mark before it.
     let object_from = attaching
         .iter()
@@ -427,6 +428,19 @@ mod tests {
             parse_logged(&logged_line("rcutrace-count", &bare)),
             Some(("rcutrace-count", bare))
         );
+    }
+
+    #[test]
+    fn the_btf_pass_beside_the_start_ends_where_it_says() {
+        // stall marked the pass's start as "kernel BTF read" too, long before it ended.
+        let mut with_start = marks(LOG);
+        let beside = Mark {
+            at_ms: 120.0,
+            step: "kernel BTF read (beside the start)".into(),
+            usage: None,
+        };
+        with_start.insert(2, beside);
+        assert_eq!(phases(&with_start).map(|p| p.btf_pass_ms), Some(120.0));
     }
 
     #[test]

@@ -48,7 +48,7 @@ pub async fn run(args: &GpArgs, sink: Sink) -> Result<Report> {
     let format = sink.format();
     let mut probes: Vec<Probe> = GRACE_PERIODS.in_attach_order().to_vec();
     engine::read_btf_ahead(&probes, Default::default(), None);
-    crate::marks::mark("kernel BTF read");
+    crate::marks::mark("kernel BTF pass started beside the start");
     let mut layout = kernel::rcu_state::layout()?;
     layout.expedited = kernel::rcu_state::expedited_layout()?;
     if layout.expedited.is_some() {

@@ -76,7 +76,7 @@ pub async fn run(args: &StallArgs, sink: Sink) -> Result<Report> {
     let mut probes: Vec<Probe> = GRACE_PERIODS.in_attach_order().to_vec();
     probes.extend([EXPEDITED_START, EXPEDITED_END]);
     engine::read_btf_ahead(&probes, Default::default(), None);
-    crate::marks::mark("kernel BTF read");
+    crate::marks::mark("kernel BTF pass started beside the start");
     let layout = rcu_state::layout()?;
     crate::marks::mark("RCU's layout and rcu_node tree read");
     let cpus = kernel::possible_cpus()?;
