@@ -371,12 +371,9 @@ fn run_in(job: &GuestJob, kernel: &Path, dir: &Path, echo: bool) -> Result<Guest
             states.push(state);
         }
         if !booted && started.elapsed() > BOOT_LIMIT {
-            let console = read_lossy(&dir.join(CONSOLE));
-            booted = console.contains(BOOT_MARKER);
+            booted = read_lossy(&dir.join(CONSOLE)).contains(BOOT_MARKER);
             if !booted {
-                let state = GuestState::collect(&monitor.path, &dir.join(CONSOLE));
-                state.save(dir, "");
-                drop(qemu);
+                let (console, state) = collect_and_kill(qemu, &monitor.path, dir);
                 return Err(BootHang {
                     kernel: job.kernel.clone(),
                     console,
@@ -389,10 +386,7 @@ fn run_in(job: &GuestJob, kernel: &Path, dir: &Path, echo: bool) -> Result<Guest
             if echo {
                 let _ = pump(&mut out_tail, &mut err_tail);
             }
-            let console = read_lossy(&dir.join(CONSOLE));
-            let state = GuestState::collect(&monitor.path, &dir.join(CONSOLE));
-            state.save(dir, "");
-            drop(qemu);
+            let (console, state) = collect_and_kill(qemu, &monitor.path, dir);
             return Err(GuestTimeout {
                 kernel: job.kernel.clone(),
                 timeout: job.timeout,
@@ -454,6 +448,16 @@ fn run_in(job: &GuestJob, kernel: &Path, dir: &Path, echo: bool) -> Result<Guest
         elapsed,
         states,
     })
+}
+
+/// A stuck guest's console up to now and its state, collected (and saved in `dir`) before
+/// QEMU is killed.
+fn collect_and_kill(qemu: KillOnDrop, monitor: &Path, dir: &Path) -> (String, GuestState) {
+    let console = read_lossy(&dir.join(CONSOLE));
+    let state = GuestState::collect(monitor, &dir.join(CONSOLE));
+    state.save(dir, "");
+    drop(qemu);
+    (console, state)
 }
 
 fn read_lossy(path: &Path) -> String {
