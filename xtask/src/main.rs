@@ -6,7 +6,7 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, Parser, Subcommand};
 
 use xtask::vm::{self, GuestJob, Kernel, shell_quote};
-use xtask::{build, dist, setup, soak, workspace};
+use xtask::{bpftrace, build, dist, setup, soak, workspace};
 
 #[derive(Parser)]
 #[command(about = "Developer tasks for rcutrace")]
@@ -99,6 +99,10 @@ struct VmArgs {
     /// loads it (`insmod /lib/rcutrace_test.ko`) and drives it with `rcu-workload module OP N`.
     #[arg(long, requires = "script")]
     test_module: bool,
+    /// Also put Debian's bpftrace (installed by `scripts/setup --bench`) at the host's path, to
+    /// look at rcutrace from beside it; the guest gets at least the memory its libraries need.
+    #[arg(long, requires = "script")]
+    bpftrace: bool,
     /// Arguments for rcutrace.
     #[arg(last = true)]
     args: Vec<String>,
@@ -206,6 +210,11 @@ fn vm_command(args: VmArgs) -> Result<ExitCode> {
     };
     if args.test_module {
         job = job.with_test_module()?;
+    }
+    if args.bpftrace {
+        setup::run_with(&["--bench"])?;
+        job = job.file(bpftrace::HOST_BPFTRACE, bpftrace::HOST_BPFTRACE);
+        job.memory_mb = job.memory_mb.max(vm::BPFTRACE_MEMORY_MB);
     }
     let what = match &args.script {
         Some(path) => format!("the script {}", path.display()),

@@ -18,7 +18,7 @@ use tokio::{
     signal::unix::{Signal, SignalKind, signal},
 };
 
-use crate::trace::countdown::Countdown;
+use crate::trace::{alarm::Alarm, countdown::Countdown};
 
 /// Ctrl-C and termination requests, caught from the start so that an interrupt during
 /// attaching still detaches cleanly instead of killing the process mid-way.
@@ -74,6 +74,8 @@ pub struct Samples {
     positions: Option<RingPositions>,
     /// `None`: only when the kernel asks (someone else reads it on time).
     drain_every: Option<Duration>,
+    /// Wakes the read every `drain_every`.
+    drain_alarm: Alarm,
 }
 
 impl Samples {
@@ -90,6 +92,7 @@ impl Samples {
             ring,
             positions,
             drain_every,
+            drain_alarm: Alarm::new()?,
         })
     }
 
@@ -141,7 +144,7 @@ impl Samples {
             ready = self.ring.readable_mut() => {
                 ready.context("waiting for samples")?.clear_ready();
             }
-            () = at(drain_every.map(|every| Instant::now() + every)) => {}
+            () = self.drain_alarm.at(drain_every.map(|every| Instant::now() + every)) => {}
         }
         self.drain(consume);
         Ok(())
@@ -303,6 +306,7 @@ pub async fn run(
         _ => None,
     };
     let mut second = tokio::time::interval(Duration::from_secs(1));
+    let mut scheduled_alarm = Alarm::new()?;
     let interrupted = loop {
         let (every, listener) = match reports.as_ref().map(|r| &r.trigger) {
             Some(Trigger::Every(every)) => (Some(*every), None),
@@ -325,7 +329,7 @@ pub async fn run(
                     break false;
                 }
             }
-            () = at(scheduled.as_ref().and_then(|s| s.next)) => {
+            () = scheduled_alarm.at(scheduled.as_ref().and_then(|s| s.next)) => {
                 if let Some(scheduled) = scheduled.as_mut()
                     && run_scheduled(scheduled, &mut samples)? == Next::EndWindow
                 {
@@ -387,14 +391,6 @@ fn run_scheduled(
         Next::Never | Next::EndWindow => None,
     };
     Ok(next)
-}
-
-/// Completes at `when`; never without one.
-async fn at(when: Option<Instant>) {
-    match when {
-        Some(when) => tokio::time::sleep_until(when.into()).await,
-        None => std::future::pending().await,
-    }
 }
 
 /// The next batch of samples; never without a sample buffer.
