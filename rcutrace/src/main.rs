@@ -6,11 +6,13 @@
 //! while it runs); `kernel` holds facts about the running kernel (its functions, BTF, symbols,
 //! skipped hits, environment); `model` is the data model every command fills (results,
 //! statistics, histograms, attribution); `runs` reads saved runs back and compares them;
-//! `render` is the only place that formats output; `memory` is the process's allocator. This
-//! file only parses, sets up and says how the run ended.
+//! `render` is the only place that formats output; `memory` is the process's allocator and
+//! `descriptors` its table of file descriptors, both kept so as not to make RCU work as it
+//! runs. This file only parses, sets up and says how the run ended.
 
 mod cli;
 mod commands;
+mod descriptors;
 #[cfg(test)]
 mod docs_check;
 mod generate;
@@ -48,7 +50,8 @@ fn main() -> ExitCode {
     if let Err(error) = cli::check(&cli) {
         error.exit();
     }
-    // Before any other thread starts (see the function).
+    // Before any other thread starts (see the functions).
+    descriptors::reserve_table();
     trace::tracer::prepare_loader();
     // A path that cannot be written is said now, before a long run is traced for nothing.
     if let Some(path) = &cli.save {

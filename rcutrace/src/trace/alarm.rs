@@ -92,7 +92,8 @@ impl Alarm {
                 tv_nsec: 0,
             },
             it_value: libc::timespec {
-                tv_sec: after.as_secs() as libc::time_t,
+                // `as _`: musl's time_t is about to change width, and the cast follows it.
+                tv_sec: after.as_secs() as _,
                 tv_nsec: after.subsec_nanos() as libc::c_long,
             },
         };
