@@ -28,9 +28,10 @@ const ALSO_DOCUMENTED_ON: [(&str, &str); 1] = [("gplat", "srlat.md")];
 const OTHER_TOOLS: [&str; 3] = ["cargo", "scripts/setup", "rcu-workload"];
 
 /// Options of other tools that the pages mention on their own, outside a command line.
-const OTHER_TOOLS_OPTIONS: [&str; 13] = [
+const OTHER_TOOLS_OPTIONS: [&str; 14] = [
     // cargo xtask vm (docs/vm.md, docs/README.md), --kernel of cargo xtask bench too
     "--append",
+    "--bpftrace",
     "--cpus",
     "--idle",
     "--kernel",
