@@ -306,7 +306,9 @@ pub async fn run(
         _ => None,
     };
     let mut second = tokio::time::interval(Duration::from_secs(1));
+    // The window's own schedule wakes it through alarms of the kernel's (see `alarm`).
     let mut scheduled_alarm = Alarm::new()?;
+    let mut tick_alarm = Alarm::new()?;
     let interrupted = loop {
         let (every, listener) = match reports.as_ref().map(|r| &r.trigger) {
             Some(Trigger::Every(every)) => (Some(*every), None),
@@ -336,7 +338,7 @@ pub async fn run(
                     break false;
                 }
             }
-            due = next_due(next_tick.map(|at| started + at), listener) => {
+            due = next_due(&mut tick_alarm, next_tick.map(|at| started + at), listener) => {
                 // A late tick (a busy machine) skips the ticks it overran rather than
                 // making reports of nearly nothing right after it.
                 if let (Due::Tick, Some(every)) = (&due, every) {
@@ -402,10 +404,10 @@ async fn next_batch(samples: &mut Option<(&mut Samples, Consume<'_>)>) -> Result
 }
 
 /// The next tick at `at`, or the next connection to `listener`; never without either.
-async fn next_due(at: Option<Instant>, listener: Option<&TcpListener>) -> Due {
+async fn next_due(alarm: &mut Alarm, at: Option<Instant>, listener: Option<&TcpListener>) -> Due {
     match (at, listener) {
         (Some(at), _) => {
-            tokio::time::sleep_until(at.into()).await;
+            alarm.at(Some(at)).await;
             Due::Tick
         }
         (None, Some(listener)) => loop {
