@@ -1,8 +1,8 @@
 //! An alarm the kernel keeps (a timerfd): it wakes the window's thread once, when it is due.
 //!
 //! tokio's timer wheel files a deadline seconds away in a coarse slot and wakes the thread at
-//! that slot's start to file it finer: a 5 s wait is three wake-ups, each of which an
-//! always-on command (`stall`, `gp`) pays for on every CPU it runs on. The window's own
+//! that slot's start to file it finer: a 5 s wait is three wake-ups, and an always-on command
+//! (`stall`, `gp`) is judged by what its wake-ups cost. The window's own
 //! schedule (its watch's looks, its ring buffer's reads, `--interval`'s reports) waits on this
 //! alarm instead.
 
