@@ -71,9 +71,11 @@ static SRCU_LAYOUT: u32 = 0;
 /// whose calls are then counted.
 const THREAD_SIZE: u64 = 16384;
 
-/// Heads rcutrace queued (directly or through its callbacks); the value is unused.
+/// Heads rcutrace queued (directly or through its callbacks); the value is unused. Declared
+/// with one entry: a run with the own-work hooks sizes it (`MAX_OWN_HEADS`), and creating it
+/// full-size (preallocated) for the runs without them cost their start-up.
 #[map]
-static OWN_HEADS: LruHashMap<u64, u8> = LruHashMap::with_max_entries(MAX_OWN_HEADS, 0);
+static OWN_HEADS: LruHashMap<u64, u8> = LruHashMap::with_max_entries(1, 0);
 #[map]
 static KTHREADS: Array<Kthread> = Array::with_max_entries(TASKS_RCU_KTHREADS as u32, 0);
 #[map]

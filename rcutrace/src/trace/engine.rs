@@ -16,6 +16,7 @@ use rcutrace_common::{
     attribution::{MAX_DOMAIN_INITS, MAX_STACKS},
     counters::{self, MAX_KEYED_COUNTS},
     latency::{MAX_IN_FLIGHT, SAMPLE_RING_BYTES},
+    own_work::MAX_OWN_HEADS,
     records::Environment,
 };
 use tokio::net::TcpListener;
@@ -670,6 +671,7 @@ fn close<R>(
 fn own_work_constants() -> Vec<Constant> {
     let (normal, tasks) = probes::head_first_slots();
     let mut constants = vec![
+        Constant::MaxEntries("OWN_HEADS", MAX_OWN_HEADS),
         Constant::Pids("TASKS_KTHREAD_PIDS", kernel::tasks_rcu_kthreads()),
         Constant::U64("NORMAL_HEAD_SLOTS", normal),
         Constant::U64("TASKS_HEAD_SLOTS", tasks),
