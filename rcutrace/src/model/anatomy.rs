@@ -170,6 +170,19 @@ impl Blocked {
     }
 }
 
+/// The reader that reports its leaf as it leaves, named from its block, where its unlock was
+/// not seen (the kernel skipped that hook's hit) but its block was: the report is made by the
+/// leaving reader itself, so its pid names it.
+fn leaving(blocked: &mut HashMap<u32, Blocked>, event: &GpEvent, at: u64) -> Option<Holdout> {
+    let reader = blocked.remove(&event.pid)?;
+    Some(Holdout::Task {
+        blocked_ns: at.saturating_sub(reader.since_ns),
+        task: reader.task,
+        cpu: reader.cpu,
+        stack: reader.stack,
+    })
+}
+
 /// A blocked reader that just left its critical section.
 #[derive(Clone, Debug)]
 struct Left {
@@ -533,10 +546,10 @@ impl Assembler {
                             }
                             _ => {
                                 current.blocked_readers += 1;
-                                Holdout::Readers {
+                                leaving(&mut self.blocked, event, at).unwrap_or(Holdout::Readers {
                                     task: task(event),
                                     cpus,
-                                }
+                                })
                             }
                         };
                         current.last = Some((at, holdout));
@@ -713,10 +726,12 @@ impl Assembler {
                     Some(holdout) => holdout,
                     // It blocked before tracing began (or its block was not followed): the
                     // leaf's CPUs name where it was.
-                    _ => Holdout::Readers {
-                        task: task(event),
-                        cpus: (leaf.grplo..=leaf.grphi).collect(),
-                    },
+                    _ => {
+                        leaving(&mut self.blocked, event, at).unwrap_or_else(|| Holdout::Readers {
+                            task: task(event),
+                            cpus: (leaf.grplo..=leaf.grphi).collect(),
+                        })
+                    }
                 };
                 current.last = Some((at, holdout));
             }

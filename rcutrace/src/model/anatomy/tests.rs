@@ -952,3 +952,43 @@ fn an_expedited_grace_period_that_starts_before_the_last_ones_end_is_seen() {
     );
     assert_eq!(a.unassembled_expedited, Unassembled::default());
 }
+
+#[test]
+fn a_reader_whose_unlock_the_kernel_skipped_is_named_by_its_block() {
+    // Blocked on CPU 40; its unlock's hook hit was skipped, its leaf's report was not.
+    let root = root(&RcuTree::modelled(64, 16, 64));
+    let mut block = with(event(500, gp::EVENT_BLOCK, 321), 1, 0);
+    block.cpu = 40;
+    let mut events = vec![block];
+    events.extend(on_64_cpus(vec![with(
+        event(1610, gp::EVENT_REPORT, 321),
+        1 << 2,
+        root,
+    )]));
+    let g = &assemble_on_64_cpus(&events).take_done()[0];
+    assert_eq!(g.blocked_readers, 1);
+    assert!(
+        matches!(&g.last_holdout, Some(Holdout::Task { task, cpu: 40, blocked_ns: 1110, .. }) if task.pid == 321),
+        "{g:?}"
+    );
+}
+
+#[test]
+fn an_expedited_reader_whose_unlock_the_kernel_skipped_is_named_by_its_block() {
+    let tree = two_leaves();
+    let address = leaf(&tree, 2);
+    let mut events = expedited_reader_leaves_last(&tree, 3, address);
+    events.retain(|e| e.kind != gp::EVENT_UNBLOCK);
+    let mut a = assemble_on(tree, &events);
+    let done = a.take_done_expedited();
+    match &done[0].last_holdout {
+        Some(Holdout::Task {
+            task,
+            cpu,
+            blocked_ns,
+            ..
+        }) => assert_eq!((task.pid, *cpu, *blocked_ns), (900, 3, 1310)),
+        other => panic!("expected the reader on CPU 3, got {other:?}"),
+    }
+    assert_eq!(done[0].blocked_readers, 1);
+}
