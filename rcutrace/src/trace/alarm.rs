@@ -16,13 +16,21 @@ use anyhow::{Context as _, Result};
 use tokio::io::{Interest, unix::AsyncFd};
 
 pub struct Alarm {
-    timer: AsyncFd<OwnedFd>,
+    /// Made at the first wait, so that a run that never waits holds no timer.
+    timer: Option<AsyncFd<OwnedFd>>,
     /// The moment it is set for, if any.
     set_for: Option<Instant>,
 }
 
 impl Alarm {
-    pub fn new() -> Result<Self> {
+    pub fn new() -> Self {
+        Alarm {
+            timer: None,
+            set_for: None,
+        }
+    }
+
+    fn timer() -> Result<AsyncFd<OwnedFd>> {
         // SAFETY: timerfd_create takes a clock and flags and returns a new fd or -1.
         let fd = unsafe {
             libc::timerfd_create(
@@ -36,13 +44,9 @@ impl Alarm {
         // SAFETY: the fd was just created and nothing else owns it.
         let fd = unsafe { OwnedFd::from_raw_fd(fd) };
         // SAFETY: the AsyncFd owns the fd, so it stays open for as long as it is registered.
-        let timer = unsafe { AsyncFd::register_with_interest(fd, Interest::READABLE) }
+        unsafe { AsyncFd::register_with_interest(fd, Interest::READABLE) }
             .map_err(|e| e.into_parts().1)
-            .context("watching a timerfd")?;
-        Ok(Alarm {
-            timer,
-            set_for: None,
-        })
+            .context("watching a timerfd")
     }
 
     /// Completes at `when` (at once if it has passed); never without one. Cancelling it
@@ -52,22 +56,25 @@ impl Alarm {
             return std::future::pending().await;
         };
         if self.set_for != Some(when) {
-            // A timer that cannot be set (it never fails on valid arguments) degrades to
-            // tokio's, which keeps the time if not the wake-ups.
+            // A timer that cannot be made or set (neither fails on valid arguments) degrades
+            // to tokio's, which keeps the time if not the wake-ups.
             if let Err(e) = self.set(when) {
                 log::debug!("{e:#}; waiting on tokio's timer");
                 return tokio::time::sleep_until(when.into()).await;
             }
         }
+        let Some(timer) = &self.timer else {
+            return tokio::time::sleep_until(when.into()).await;
+        };
         loop {
-            let Ok(mut ready) = self.timer.readable().await else {
+            let Ok(mut ready) = timer.readable().await else {
                 return tokio::time::sleep_until(when.into()).await;
             };
             let mut expirations = 0u64;
             // SAFETY: reads 8 bytes into a u64 from a timerfd the AsyncFd owns.
             let read = unsafe {
                 libc::read(
-                    self.timer.get_ref().as_raw_fd(),
+                    timer.get_ref().as_raw_fd(),
                     (&raw mut expirations).cast(),
                     size_of::<u64>(),
                 )
@@ -82,6 +89,12 @@ impl Alarm {
     }
 
     fn set(&mut self, when: Instant) -> Result<()> {
+        // Made at the first wait; kept for the next.
+        let timer = match self.timer.take() {
+            Some(timer) => timer,
+            None => Self::timer()?,
+        };
+        let timer = self.timer.insert(timer);
         // Relative: `Instant` is CLOCK_MONOTONIC, but std does not expose its timespec. A zero
         // value would disarm the timer, so a moment already past is set 1 ns ahead.
         let after = when
@@ -100,12 +113,7 @@ impl Alarm {
         };
         // SAFETY: a valid timerfd and itimerspec; the old value is not asked for.
         let set = unsafe {
-            libc::timerfd_settime(
-                self.timer.get_ref().as_raw_fd(),
-                0,
-                &spec,
-                std::ptr::null_mut(),
-            )
+            libc::timerfd_settime(timer.get_ref().as_raw_fd(), 0, &spec, std::ptr::null_mut())
         };
         if set != 0 {
             return Err(io::Error::last_os_error()).context("setting a timerfd");
@@ -129,7 +137,7 @@ mod tests {
     #[test]
     fn wakes_at_the_moment_asked_and_not_before() {
         runtime().block_on(async {
-            let mut alarm = Alarm::new().unwrap();
+            let mut alarm = Alarm::new();
             let start = Instant::now();
             alarm.at(Some(start + Duration::from_millis(30))).await;
             assert!(start.elapsed() >= Duration::from_millis(30));
@@ -141,7 +149,7 @@ mod tests {
     #[test]
     fn a_cancelled_wait_leaves_it_set_and_a_new_moment_resets_it() {
         runtime().block_on(async {
-            let mut alarm = Alarm::new().unwrap();
+            let mut alarm = Alarm::new();
             let start = Instant::now();
             let far = start + Duration::from_secs(3600);
             tokio::select! {
@@ -158,7 +166,7 @@ mod tests {
     #[test]
     fn without_a_moment_it_never_completes() {
         runtime().block_on(async {
-            let mut alarm = Alarm::new().unwrap();
+            let mut alarm = Alarm::new();
             tokio::select! {
                 () = alarm.at(None) => panic!("completed without a moment"),
                 () = tokio::time::sleep(Duration::from_millis(5)) => {}

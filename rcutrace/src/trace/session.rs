@@ -92,7 +92,7 @@ impl Samples {
             ring,
             positions,
             drain_every,
-            drain_alarm: Alarm::new()?,
+            drain_alarm: Alarm::new(),
         })
     }
 
@@ -307,8 +307,8 @@ pub async fn run(
     };
     let mut second = tokio::time::interval(Duration::from_secs(1));
     // The window's own schedule wakes it through alarms of the kernel's (see `alarm`).
-    let mut scheduled_alarm = Alarm::new()?;
-    let mut tick_alarm = Alarm::new()?;
+    let mut scheduled_alarm = Alarm::new();
+    let mut tick_alarm = Alarm::new();
     let interrupted = loop {
         let (every, listener) = match reports.as_ref().map(|r| &r.trigger) {
             Some(Trigger::Every(every)) => (Some(*every), None),
