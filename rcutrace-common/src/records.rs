@@ -601,6 +601,10 @@ pub struct LastHoldout {
     /// How long the reader was blocked (`task` only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub blocked_ns: Option<u64>,
+    /// When the reader was switched out, on the clock of the grace period's `started_ns`
+    /// (`task` only, where its block was seen).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blocked_at_ns: Option<u64>,
     /// Kernel stack frames, deepest first: sampled on the CPU, or where the reader blocked.
     #[serde(default)]
     pub stack: Vec<String>,

@@ -901,9 +901,6 @@ static int op_hold_cpu(unsigned long cpu, unsigned long ms)
 	return on_cpu(cpu, hold_cpu_in_reader, ms);
 }
 
-/* A blocked reader's sleep beyond its MS: a tick at Debian's HZ=250, as msleep() gave. */
-#define HOLD_SLACK_MS 4
-
 static noinline void rcutrace_test_block_in_reader(unsigned long ms)
 {
 	rcu_read_lock();
@@ -911,13 +908,12 @@ static noinline void rcutrace_test_block_in_reader(unsigned long ms)
 	atomic64_set(&hold_start_ns, ktime_get_ns());
 	CALL(start_poll_synchronize_rcu);
 	/*
-	 * Asleep once, until the clock the hold is measured by says MS have passed, and a tick
-	 * more: msleep() counts jiffies, which under emulation can run ahead of that clock (a
-	 * 400 ms msleep() came back after 396.5 ms of it in a 64-CPU guest), and the tick covers
-	 * the time from reading the clock here to being switched out, where a busy host can
-	 * stop this vCPU for milliseconds (the reader is blocked from its switch only).
+	 * Asleep once, until the clock the hold is measured by says MS have passed: msleep()
+	 * counts jiffies, which under emulation can run ahead of that clock (a 400 ms msleep()
+	 * came back after 396.5 ms of it in a 64-CPU guest). The reader is blocked from its
+	 * switch, which a busy host can delay by milliseconds after the clock is read here.
 	 */
-	sleep_by_clock(ms + HOLD_SLACK_MS);
+	sleep_by_clock(ms);
 	atomic64_set(&hold_end_ns, ktime_get_ns());
 	rcu_read_unlock();
 }

@@ -54,8 +54,9 @@ fn holdouts(series: &str) {
          while ! grep -q \"read $2 times\" \"$1\" && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done\n\
          EOF\n\
          export RUST_LOG=rcutrace::marks=debug\n\
-         traced unload_gp 'gp --secs 0 --top 50 -f json' 'sh -c \"sh /tmp/symbols_read.sh /tmp/unload_gp.err 1; /bin/rcu-workload module block_reader 1 {BLOCK_MS}; sleep 0.5; rmmod rcutrace_test\"'\n\
+         traced unload_gp 'gp --secs 0 --top 50 -f json' 'sh -c \"sh /tmp/symbols_read.sh /tmp/unload_gp.err 1; /bin/rcu-workload module block_reader 1 {BLOCK_MS}; cat /proc/rcutrace_test > /tmp/unload_readout; sleep 0.5; rmmod rcutrace_test\"'\n\
          echo '=== unload_gp_modules'; cat /proc/modules\n\
+         echo '=== unload_gp_readout'; cat /tmp/unload_readout\n\
          insmod /lib/rcutrace_test.ko || exit 1\n\
          traced unload_count 'count --secs 0 --by stack --top 0' 'sh -c \"sh /tmp/symbols_read.sh /tmp/unload_count.err 1; /bin/rcu-workload module synchronize_rcu {UNLOAD_CALLS}; rmmod rcutrace_test\"'\n\
          echo '=== unload_count_modules'; cat /proc/modules\n\
@@ -118,7 +119,7 @@ fn holdouts(series: &str) {
     let g = held(&records, end);
     assert_held(g, start, end, BLOCK_MS);
     let writer: u32 = support::workload_value(&task.work, "pid") as u32;
-    assert_blocked_reader(g, writer, BLOCK_MS);
+    assert_blocked_reader(g, writer, (start, end));
     let s = summary(&records);
     assert!(
         s.holdouts_by_task
@@ -154,7 +155,8 @@ fn holdouts(series: &str) {
                 .is_some_and(|h| h.kind == "task" && h.pid == Some(writer))
         })
         .unwrap_or_else(|| panic!("no grace period held by the reader: {}", unload.out));
-    let h = assert_blocked_reader(g, writer, BLOCK_MS);
+    let hold = hold_interval(&sections["unload_gp_readout"], BLOCK_MS);
+    let h = assert_blocked_reader(g, writer, hold);
     assert!(
         h.stack
             .iter()

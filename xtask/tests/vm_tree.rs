@@ -164,7 +164,7 @@ fn tree(series: &str, shape: &Shape) {
     let g = held(&records, end);
     assert_held(g, start, end, HOLD_MS);
     let writer = support::workload_value(&task.work, "pid") as u32;
-    let h = assert_blocked_reader(g, writer, HOLD_MS);
+    let h = assert_blocked_reader(g, writer, (start, end));
     assert_eq!(h.cpu, last, "{geometry}{g:#?}");
 
     // The text names the tree, and the blocked reader with the CPU it blocked on.
@@ -380,9 +380,7 @@ fn assert_expedited_held(
             );
         } else {
             assert_eq!(h.cpu, last, "{geometry}{name}: {g:#?}\n{losses}");
-            // Blocked from just after the module's start stamp to just before its end one.
-            let held_ms = ((end - start) / support::MS).saturating_sub(10);
-            support::assert_blocked_reader(g, writer, held_ms);
+            support::assert_blocked_reader(g, writer, (start, end));
         }
     }
 }

@@ -86,6 +86,9 @@ pub enum Holdout {
         cpu: u32,
         /// How long it was blocked inside the reader.
         blocked_ns: u64,
+        /// When it was switched out (CLOCK_MONOTONIC); unknown in a run saved before it
+        /// was recorded.
+        blocked_at_ns: Option<u64>,
         /// Where it was switched out.
         stack: Option<u64>,
     },
@@ -177,6 +180,7 @@ fn leaving(blocked: &mut HashMap<u32, Blocked>, event: &GpEvent, at: u64) -> Opt
     let reader = blocked.remove(&event.pid)?;
     Some(Holdout::Task {
         blocked_ns: at.saturating_sub(reader.since_ns),
+        blocked_at_ns: Some(reader.since_ns),
         task: reader.task,
         cpu: reader.cpu,
         stack: reader.stack,
@@ -579,6 +583,7 @@ impl Assembler {
                 };
                 let holdout = Holdout::Task {
                     blocked_ns: at.saturating_sub(blocked.since_ns),
+                    blocked_at_ns: Some(blocked.since_ns),
                     task: blocked.task.clone(),
                     cpu: blocked.cpu,
                     stack: blocked.stack,

@@ -235,6 +235,7 @@ mod tests {
                 task,
                 cpu: 0,
                 blocked_ns: 9000,
+                blocked_at_ns: None,
                 stack: None,
             }),
         ));

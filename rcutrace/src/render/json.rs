@@ -365,12 +365,14 @@ fn grace_period(row: &GracePeriodRow) -> records::GracePeriod {
             comm: sample.as_ref().map(|s| s.task.comm.clone()),
             mode: sample.as_ref().map(|s| s.mode.name().into()),
             blocked_ns: None,
+            blocked_at_ns: None,
             stack,
         },
         Holdout::Task {
             task,
             cpu,
             blocked_ns,
+            blocked_at_ns,
             ..
         } => records::LastHoldout {
             kind: holdout.kind().into(),
@@ -383,6 +385,7 @@ fn grace_period(row: &GracePeriodRow) -> records::GracePeriod {
             comm: Some(task.comm.clone()),
             mode: None,
             blocked_ns: Some(*blocked_ns),
+            blocked_at_ns: *blocked_at_ns,
             stack,
         },
         Holdout::Readers { task, cpus } => records::LastHoldout {
@@ -396,6 +399,7 @@ fn grace_period(row: &GracePeriodRow) -> records::GracePeriod {
             comm: Some(task.comm.clone()),
             mode: None,
             blocked_ns: None,
+            blocked_at_ns: None,
             stack,
         },
     });

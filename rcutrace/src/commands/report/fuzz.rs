@@ -257,6 +257,7 @@ fn grace_periods() -> Report {
                         task,
                         cpu: 0,
                         blocked_ns: 250,
+                        blocked_at_ns: Some(1_000),
                         stack: None,
                     }),
                     &[],

@@ -219,6 +219,7 @@ fn a_blocked_reader_that_leaves_last_is_the_holdout() {
             },
             cpu: 1,
             blocked_ns: 1150,
+            blocked_at_ns: Some(500),
             stack: Some(9)
         })
     );
@@ -467,6 +468,7 @@ fn a_reader_blocked_on_cpu_40_that_leaves_last_is_named_through_the_root() {
             },
             cpu: 40,
             blocked_ns: 1100,
+            blocked_at_ns: Some(500),
             stack: Some(9)
         })
     );
@@ -773,9 +775,13 @@ fn a_blocked_reader_that_leaves_last_holds_the_expedited_grace_period() {
                 task,
                 cpu: on,
                 blocked_ns,
+                blocked_at_ns,
                 ..
             }) => {
-                assert_eq!((task.pid, *on, *blocked_ns), (900, cpu, 1300));
+                assert_eq!(
+                    (task.pid, *on, *blocked_ns, *blocked_at_ns),
+                    (900, cpu, 1300, Some(500))
+                );
             }
             other => panic!("expected the reader, got {other:?}"),
         }
@@ -986,8 +992,12 @@ fn an_expedited_reader_whose_unlock_the_kernel_skipped_is_named_by_its_block() {
             task,
             cpu,
             blocked_ns,
+            blocked_at_ns,
             ..
-        }) => assert_eq!((task.pid, *cpu, *blocked_ns), (900, 3, 1310)),
+        }) => assert_eq!(
+            (task.pid, *cpu, *blocked_ns, *blocked_at_ns),
+            (900, 3, 1310, Some(500))
+        ),
         other => panic!("expected the reader on CPU 3, got {other:?}"),
     }
     assert_eq!(done[0].blocked_readers, 1);

@@ -215,6 +215,7 @@ fn holdout(h: &records::LastHoldout) -> Result<Holdout> {
             task: task().context("a blocked-reader holdout without a pid")?,
             cpu: h.cpu,
             blocked_ns: h.blocked_ns.unwrap_or(0),
+            blocked_at_ns: h.blocked_at_ns,
             stack: None,
         },
         other => bail!("unknown holdout kind {other:?} (expected cpu or task)"),

@@ -854,6 +854,7 @@ fn a_gp_run_with_expedited_grace_periods_prints_the_same_again() {
         },
         cpu: 3,
         blocked_ns: 1_029_436_832,
+        blocked_at_ns: Some(16_532_516_827),
         stack: None,
     };
     let expedited = ExpeditedGracePeriods {
@@ -921,6 +922,23 @@ fn a_gp_run_with_expedited_grace_periods_prints_the_same_again() {
     let json = live(Format::Json, &with);
     assert_eq!(json.matches("\"expedited\": true").count(), 2, "{json}");
     assert!(json.contains("\"by_expedited_sequence\": 3"), "{json}");
+    // The reader's switch-out moment is saved and read back.
+    assert!(json.contains("\"blocked_at_ns\": 16532516827"), "{json}");
+    let saved = parse(json.as_bytes()).unwrap();
+    let Summary::GracePeriods(s) = &saved.reports[0].summary else {
+        panic!("{json}");
+    };
+    let slowest = &s.expedited.as_ref().expect("expedited").slowest;
+    assert!(
+        matches!(
+            slowest[0].grace_period.last_holdout,
+            Some(Holdout::Task {
+                blocked_at_ns: Some(16_532_516_827),
+                ..
+            })
+        ),
+        "{slowest:#?}"
+    );
     let text = live(Format::Text, &with);
     assert!(
         text.contains(
