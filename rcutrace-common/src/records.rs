@@ -7,7 +7,7 @@
 
 extern crate alloc;
 
-use alloc::{string::String, vec::Vec};
+use alloc::{collections::BTreeMap, string::String, vec::Vec};
 use core::{fmt, marker::PhantomData};
 
 use serde::{
@@ -400,6 +400,11 @@ pub struct GracePeriodsSummary {
     pub blocked_readers_not_followed: u64,
     pub kernel_reads_failed: u64,
     pub missed_by_kernel: u64,
+    /// Of `missed_by_kernel`, each hook's that had any, named by the function (or functions)
+    /// its program serves: which events may be missing from the assembly (absent when none
+    /// was skipped, and in runs saved before).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub missed_by_hook: BTreeMap<String, u64>,
     /// The CPUs of each leaf of the kernel's tree of `rcu_node`s (cpulists, `0-15`), which
     /// every report was decoded by.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

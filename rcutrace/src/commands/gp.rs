@@ -156,16 +156,15 @@ fn report_of(
 ) -> Result<Report> {
     let losses = period.counters.array("GP_LOSSES");
     let loss = |slot: u32| losses.get(slot as usize).copied().unwrap_or(0);
-    let missed_by_kernel = period.counters.missed(
-        period.tracer,
-        &period.attached.iter().map(|(p, _)| *p).collect::<Vec<_>>(),
-    );
+    let attached: Vec<Probe> = period.attached.iter().map(|(p, _)| *p).collect();
+    let missed_by_kernel = period.counters.missed(period.tracer, &attached);
     let lost = GracePeriodLosses {
         events: loss(common::GP_LOST_EVENTS),
         stacks: loss(common::GP_LOST_STACKS),
         blocked_readers: loss(common::GP_LOST_BLOCKED),
         kernel_reads: loss(common::GP_LOST_READS),
         missed_by_kernel,
+        missed_by_hook: period.counters.missed_by_hook(period.tracer, &attached),
     };
     let mut frames = super::naming::stack_frames(period.tracer, symbols);
     let mut rows = |tally: &Tally| -> Vec<GracePeriodRow> {

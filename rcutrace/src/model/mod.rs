@@ -24,7 +24,7 @@ pub mod stats;
 pub mod top;
 pub mod tree;
 
-use std::time::Duration;
+use std::{collections::BTreeMap, time::Duration};
 
 use rcutrace_common::hist::Linear;
 /// What a run ran on: plain data, the same as its JSON record.
@@ -572,7 +572,7 @@ pub struct GracePeriodRow {
 }
 
 /// Events the programs could not send or complete.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct GracePeriodLosses {
     pub events: u64,
     pub stacks: u64,
@@ -580,6 +580,8 @@ pub struct GracePeriodLosses {
     pub kernel_reads: u64,
     /// Hook hits the kernel skipped.
     pub missed_by_kernel: u64,
+    /// Of those, each hook's that had any, by the functions its program serves.
+    pub missed_by_hook: BTreeMap<String, u64>,
 }
 
 /// One callback function queued one way: what `rcutrace callbacks` prints per row.

@@ -300,6 +300,7 @@ fn grace_periods_summary(s: &GracePeriodsSummary) -> records::GracePeriodsSummar
         blocked_readers_not_followed: s.lost.blocked_readers,
         kernel_reads_failed: s.lost.kernel_reads,
         missed_by_kernel: s.lost.missed_by_kernel,
+        missed_by_hook: s.lost.missed_by_hook.clone(),
         rcu_node_leaves: s.rcu_node_leaves.clone(),
         expedited: s
             .expedited

@@ -115,6 +115,15 @@ const TRAMPOLINE_UNSAFE: &[&str] = &["__rcu_read_lock", "__rcu_read_unlock"];
 const GP_TRAMPOLINE_HOOKS: &[&str] = &["report", "init", "cleanup"];
 
 impl Probe {
+    /// How a user names the hook: its function, and a return hook as the kernel's probe
+    /// events write it (`rcu_gp_init%return`).
+    pub fn hook_name(&self) -> String {
+        match self.side {
+            Side::Entry => self.function.to_string(),
+            Side::Return => format!("{}%return", self.function),
+        }
+    }
+
     /// `(category, name)` where this probe is a tracepoint, written `category:name` in place
     /// of a function (no kernel function has a colon in its name).
     pub fn tracepoint(&self) -> Option<(&'static str, &'static str)> {

@@ -6,7 +6,10 @@
 //! the reader probe) is a new kprobe, whose count starts from zero: its whole count is the
 //! period's.
 
-use std::{collections::HashMap, time::Duration};
+use std::{
+    collections::{BTreeMap, HashMap},
+    time::Duration,
+};
 
 use anyhow::Result;
 use rcutrace_common::attribution::Attribution;
@@ -164,6 +167,21 @@ impl Reading {
         by_programs + self.kprobe_layer_missed(probes)
     }
 
+    /// `missed` for each program serving `probes`, named by the hooks it serves (joined by
+    /// commas where one program serves several), for those the kernel skipped any hit of.
+    pub fn missed_by_hook(&self, tracer: &Tracer, probes: &[Probe]) -> BTreeMap<String, u64> {
+        by_program(probes, |probe| {
+            tracer.program_ids(std::slice::from_ref(probe)).collect()
+        })
+        .into_iter()
+        .filter_map(|served| {
+            let missed = self.missed(tracer, &served);
+            let names: Vec<String> = served.iter().map(Probe::hook_name).collect();
+            (missed > 0).then(|| (names.join(","), missed))
+        })
+        .collect()
+    }
+
     /// Hits the kprobe layer skipped for `probes` (which never reached their programs).
     pub fn kprobe_layer_missed(&self, probes: &[Probe]) -> u64 {
         self.kprobe_missed
@@ -172,6 +190,24 @@ impl Reading {
             .map(|(_, c)| c.nmissed)
             .sum()
     }
+}
+
+/// `probes` grouped by the programs serving them (`programs_of`), in the order first seen: a
+/// program's skipped hits are counted once, for all the hooks it serves. A probe served by no
+/// known program is a group of its own (its kprobe's own skips are still its).
+fn by_program(probes: &[Probe], programs_of: impl Fn(&Probe) -> Vec<u32>) -> Vec<Vec<Probe>> {
+    let mut groups: Vec<(Vec<u32>, Vec<Probe>)> = Vec::new();
+    for probe in probes {
+        let programs = programs_of(probe);
+        match groups
+            .iter_mut()
+            .find(|(served_by, _)| !programs.is_empty() && *served_by == programs)
+        {
+            Some((_, served)) => served.push(*probe),
+            None => groups.push((programs, vec![*probe])),
+        }
+    }
+    groups.into_iter().map(|(_, served)| served).collect()
 }
 
 #[cfg(test)]
@@ -196,6 +232,33 @@ mod tests {
             missed: missed.iter().copied().collect(),
             kprobe_missed: Vec::new(),
         }
+    }
+
+    /// Hooks one program serves are one group; hooks without a known program each their own.
+    #[test]
+    fn hooks_are_grouped_by_the_program_serving_them() {
+        use crate::trace::probes::{GRACE_PERIODS, Side};
+        let probes: Vec<Probe> = GRACE_PERIODS.in_attach_order().to_vec();
+        let (first, second, third) = (probes[0], probes[1], probes[2]);
+        let programs_of = |probe: &Probe| {
+            if *probe == first || *probe == third {
+                vec![5]
+            } else if *probe == second {
+                vec![]
+            } else {
+                vec![6]
+            }
+        };
+        let groups = by_program(&[first, second, third, second], programs_of);
+        assert_eq!(groups, vec![vec![first, third], vec![second], vec![second]]);
+        let names: Vec<String> = probes.iter().map(Probe::hook_name).collect();
+        assert!(
+            probes
+                .iter()
+                .zip(&names)
+                .all(|(p, n)| (p.side == Side::Return) == n.ends_with("%return")),
+            "{names:?}"
+        );
     }
 
     /// Three periods of a run add up to the whole run, even when one walk of the hash map

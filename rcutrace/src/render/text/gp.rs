@@ -1,7 +1,7 @@
 //! `rcutrace gp`'s summary: statistics, phases, the last holdouts by CPU and by task, the
 //! slowest grace periods and what was not seen.
 
-use std::fmt::Write as _;
+use std::{collections::BTreeMap, fmt::Write as _};
 
 use super::latency::latency_summary;
 use rcutrace_common::records::GracePeriod;
@@ -132,7 +132,7 @@ pub(super) fn grace_periods_summary(summary: &GracePeriodsSummary) -> String {
         out,
         "\nNot assembled: {} begun before tracing, {} incomplete{}, {} inits for nothing{}; lost: \
          {} events, {} stacks, {} blocked readers not followed, {} kernel reads failed, {} \
-         missed by the kernel",
+         missed by the kernel{}",
         u.began_before_tracing,
         u.incomplete,
         match u.unseen {
@@ -148,7 +148,8 @@ pub(super) fn grace_periods_summary(summary: &GracePeriodsSummary) -> String {
         l.stacks,
         l.blocked_readers,
         l.kernel_reads,
-        l.missed_by_kernel
+        l.missed_by_kernel,
+        missed_by_hook(&l.missed_by_hook)
     );
     if let Some(expedited) = &summary.expedited {
         out.push_str(&expedited_summary(
@@ -529,6 +530,21 @@ fn held_by(gp: &GracePeriod) -> String {
     "-".into()
 }
 
+/// The hooks whose hits the kernel skipped, after the total: ` (rcu_read_unlock_special 4,
+/// rcu_gp_init%return 1)`, most first; nothing when none was.
+fn missed_by_hook(hooks: &BTreeMap<String, u64>) -> String {
+    if hooks.is_empty() {
+        return String::new();
+    }
+    let mut most_first: Vec<(&String, &u64)> = hooks.iter().collect();
+    most_first.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+    let named: Vec<String> = most_first
+        .iter()
+        .map(|(hook, n)| format!("{hook} {n}"))
+        .collect();
+    format!(" ({})", named.join(", "))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -616,6 +632,36 @@ mod tests {
             .take_while(|l| !l.is_empty())
             .map(String::from)
             .collect()
+    }
+
+    /// The hooks the kernel skipped hits of follow the total, most first; none, nothing.
+    #[test]
+    fn skipped_hits_are_named_by_hook() {
+        let mut summary = holdouts_model(4, &[], 10);
+        let line = |summary: &GracePeriodsSummary| {
+            let text = grace_periods_summary(summary);
+            text.lines()
+                .find(|l| l.starts_with("Not assembled"))
+                .map(String::from)
+                .unwrap_or_else(|| panic!("{text}"))
+        };
+        assert!(line(&summary).ends_with(", 0 missed by the kernel"));
+        summary.lost.missed_by_kernel = 6;
+        summary.lost.missed_by_hook = [
+            ("rcu_gp_init%return".to_string(), 1),
+            ("rcu_read_unlock_special".to_string(), 4),
+            ("rcu_sched_clock_irq".to_string(), 1),
+        ]
+        .into_iter()
+        .collect();
+        assert!(
+            line(&summary).ends_with(
+                ", 6 missed by the kernel (rcu_read_unlock_special 4, rcu_gp_init%return 1, \
+                 rcu_sched_clock_irq 1)"
+            ),
+            "{}",
+            line(&summary)
+        );
     }
 
     #[test]

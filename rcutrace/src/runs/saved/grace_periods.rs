@@ -71,6 +71,7 @@ pub fn summary(
             blocked_readers: s.blocked_readers_not_followed,
             kernel_reads: s.kernel_reads_failed,
             missed_by_kernel: s.missed_by_kernel,
+            missed_by_hook: s.missed_by_hook.clone(),
         },
         rcu_node_leaves: s.rcu_node_leaves.clone(),
         expedited: s

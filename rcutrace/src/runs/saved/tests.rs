@@ -818,7 +818,8 @@ fn bpftrace_wrapped_bounds_print_as_bpftrace_printed_them() {
 #[test]
 fn a_gp_run_with_expedited_grace_periods_prints_the_same_again() {
     use crate::model::{
-        CpuHoldouts, ExpeditedGracePeriods, GracePeriodRow, GracePeriodsSummary, TaskHoldouts,
+        CpuHoldouts, ExpeditedGracePeriods, GracePeriodLosses, GracePeriodRow, GracePeriodsSummary,
+        TaskHoldouts,
         anatomy::{GracePeriod, Holdout, Phases, Task},
     };
     let row = |gp_seq: u64, expedited: bool, holdout: Holdout| GracePeriodRow {
@@ -904,7 +905,14 @@ fn a_gp_run_with_expedited_grace_periods_prints_the_same_again() {
         by_gp_seq: Some(1),
         without_report: 0,
         unassembled: Default::default(),
-        lost: Default::default(),
+        // Saved and read back by hook, for the text again.
+        lost: GracePeriodLosses {
+            missed_by_kernel: 3,
+            missed_by_hook: [("rcu_read_unlock_special".to_string(), 3)]
+                .into_iter()
+                .collect(),
+            ..Default::default()
+        },
         rcu_node_leaves: vec!["0-1".into(), "2-3".into()],
         expedited: Some(Box::new(expedited)),
     };
@@ -953,6 +961,10 @@ fn a_gp_run_with_expedited_grace_periods_prints_the_same_again() {
     );
     assert!(
         text.contains("blocked reader pid 438 rcu-workload (on CPU 3,"),
+        "{text}"
+    );
+    assert!(
+        text.contains("3 missed by the kernel (rcu_read_unlock_special 3)"),
         "{text}"
     );
     assert_eq!(replayed(&with), text);
