@@ -353,12 +353,13 @@ fn assert_expedited_held(
     // What a failure below needs beside the record: the run's losses and its notes.
     let losses = format!(
         "lost events {}, stacks {}, blocked readers not followed {}, kernel reads failed {}, \
-         missed by the kernel {}\n{}",
+         missed by the kernel {} {:?}\n{}",
         s.lost_events,
         s.lost_stacks,
         s.blocked_readers_not_followed,
         s.kernel_reads_failed,
         s.missed_by_kernel,
+        s.missed_by_hook,
         run.err
     );
     for g in during {

@@ -494,6 +494,13 @@ pub fn assert_gp_consistent(name: &str, run: &Run, records: &[Record]) {
         (s.grace_periods, s.grace_periods, true),
         "{name}: {check:#?}"
     );
+    // The skipped hits by hook make up their total (each of gp's hooks has a program of its
+    // own), and name only hooks that were attached.
+    assert_eq!(
+        s.missed_by_hook.values().sum::<u64>(),
+        s.missed_by_kernel,
+        "{name}: {s:#?}"
+    );
     // Every report seen: the report is hooked by trampoline, which a kprobe's handler
     // running on the same CPU does not make the kernel skip.
     let attach = records
@@ -507,6 +514,14 @@ pub fn assert_gp_consistent(name: &str, run: &Run, records: &[Record]) {
         attach.get("rcu_report_qs_rnp").map(String::as_str),
         Some("fentry"),
         "{name}: {attach:?}"
+    );
+    assert!(
+        s.missed_by_hook
+            .keys()
+            .flat_map(|hooks| hooks.split(','))
+            .all(|hook| attach.get(hook.trim_end_matches("%return")).is_some()),
+        "{name}: {:?} {attach:?}",
+        s.missed_by_hook
     );
     assert_eq!(s.without_report, 0, "{name}: {s:#?}");
     // The kthread's milestones are hooked by trampoline: no grace period is seen in part or
