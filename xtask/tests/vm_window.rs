@@ -315,7 +315,7 @@ fn waits_under(out: &str, function: &str) -> u64 {
 /// `count` window: the tasks-RCU kthreads' calls for it are counted, and on 7.3 the SRCU
 /// grace periods' (its detaching queues on the SRCU-fast tasks-trace and tracepoint domains,
 /// whose grace periods call synchronize_rcu() from a kworker), since the first did not cause
-/// them.
+/// them; its feature probes' CPU map's free is too, and it made no device map.
 /// The tasks-RCU kthread's delay before a grace period for callbacks (see below).
 const TASKS_RCU_LAZY_DELAY: &str = "rcupdate.rcu_tasks_lazy_ms=2000";
 
@@ -396,6 +396,18 @@ srlat fentry --attach fentry
         waits_under(&first, "try_check_zero") > 0,
         series == "7.3",
         "{series}: the SRCU grace periods' calls for a second rcutrace's detach: {first}\n{}",
+        part("second.out")
+    );
+    // aya's feature probes in the second: the CPU map it creates and closes is freed after a
+    // grace period, counted; it creates no device map, whose free would wait for one and
+    // for an rcu_barrier().
+    assert_eq!(
+        (
+            waits_under(&first, "cpu_map_free"),
+            waits_under(&first, "dev_map_free")
+        ),
+        (1, 0),
+        "{series}: the second rcutrace's feature probes' maps: {first}\n{}",
         part("second.out")
     );
 }

@@ -161,7 +161,7 @@ impl OwnPrograms {
             .collect();
         parsed.relocate_maps(with_fds.into_iter(), &text_sections)?;
         parsed.relocate_calls(&text_sections)?;
-        parsed.sanitize_functions(aya::features());
+        parsed.sanitize_functions(super::feature_probes::features());
         let mut programs = HashMap::new();
         for (name, program) in &parsed.programs {
             if let Some(function) = parsed.functions.get(&program.function_key()) {

@@ -31,7 +31,7 @@ use crate::{
     marks,
     model::detach::{DetachTime, HookKind},
     trace::{
-        object,
+        feature_probes, object,
         own_links::{OwnLink, OwnPrograms},
         probes::{AttachChoice, Keys, Method, Probe, Side, plan, plan_on},
     },
@@ -139,8 +139,8 @@ impl Tracer {
             narrowed.kept, narrowed.programs
         ));
         // aya probes the kernel's features (a small program or map each) at its first load:
-        // timed apart.
-        aya::features();
+        // timed apart, and without a device map (`feature_probes`).
+        feature_probes::features();
         marks::mark("kernel features probed");
         let mut ebpf = loader
             .load(&narrowed.object)
