@@ -45,7 +45,7 @@ use crate::{
     trace::grace_periods::{self, GpEvents, expedited_state, grace_period_now},
     trace::probes::{
         self, CountedSet, EXPEDITED_END, EXPEDITED_START, GRACE_PERIODS, KERNEL_STALL_WARNING,
-        Method, Probe, Programs, Side, Timed, counted_functions,
+        Probe, Programs, Side, Timed, counted_functions,
     },
     trace::server,
     trace::session::Due,
@@ -491,25 +491,13 @@ fn metrics(
             Histogram::Synchronize => synchronize_latency.extend(histograms),
         }
     }
+    // By function, a kprobe-multi link's functions together: the kernel counts its skips for
+    // its one program. A function hooked at entry and return is one series.
     let mut kernel_skipped: BTreeMap<String, u64> = BTreeMap::new();
-    let (batched, alone): (Vec<_>, Vec<_>) = period
-        .attached
-        .iter()
-        .partition(|(_, method)| *method == Method::KprobeMulti);
-    for (probe, _) in alone {
-        *kernel_skipped
-            .entry(probe.function.to_string())
-            .or_default() += period.counters.missed(period.tracer, &[probe]);
-    }
-    // The kernel counts a kprobe-multi link's skips for its one program, not per function:
-    // one series, labelled with all its functions.
-    if !batched.is_empty() {
-        let probes: Vec<Probe> = batched.iter().map(|(probe, _)| *probe).collect();
-        let functions: Vec<&str> = probes.iter().map(|probe| probe.function).collect();
-        kernel_skipped.insert(
-            functions.join(","),
-            period.counters.missed(period.tracer, &probes),
-        );
+    let attached: Vec<Probe> = period.attached.iter().map(|(probe, _)| *probe).collect();
+    for (served, missed) in period.counters.missed_by_program(period.tracer, &attached) {
+        let functions: Vec<&str> = served.iter().map(|probe| probe.function).collect();
+        *kernel_skipped.entry(functions.join(",")).or_default() += missed;
     }
     let count_losses = period.counters.array("COUNT_LOSSES");
     let stats = period.counters.array("STATS");

@@ -167,19 +167,31 @@ impl Reading {
         by_programs + self.kprobe_layer_missed(probes)
     }
 
-    /// `missed` for each program serving `probes`, named by the hooks it serves (joined by
-    /// commas where one program serves several), for those the kernel skipped any hit of.
-    pub fn missed_by_hook(&self, tracer: &Tracer, probes: &[Probe]) -> BTreeMap<String, u64> {
+    /// `missed` for each program serving `probes`: the probes it serves (all of a kprobe-multi
+    /// link's, or one), with the hits the kernel skipped, counted once for them all.
+    pub fn missed_by_program(&self, tracer: &Tracer, probes: &[Probe]) -> Vec<(Vec<Probe>, u64)> {
         by_program(probes, |probe| {
             tracer.program_ids(std::slice::from_ref(probe)).collect()
         })
         .into_iter()
-        .filter_map(|served| {
+        .map(|served| {
             let missed = self.missed(tracer, &served);
-            let names: Vec<String> = served.iter().map(Probe::hook_name).collect();
-            (missed > 0).then(|| (names.join(","), missed))
+            (served, missed)
         })
         .collect()
+    }
+
+    /// `missed_by_program` for the programs the kernel skipped any hit of, named by the hooks
+    /// they serve (joined by commas where one serves several).
+    pub fn missed_by_hook(&self, tracer: &Tracer, probes: &[Probe]) -> BTreeMap<String, u64> {
+        self.missed_by_program(tracer, probes)
+            .into_iter()
+            .filter(|(_, missed)| *missed > 0)
+            .map(|(served, missed)| {
+                let names: Vec<String> = served.iter().map(Probe::hook_name).collect();
+                (names.join(","), missed)
+            })
+            .collect()
     }
 
     /// Hits the kprobe layer skipped for `probes` (which never reached their programs).
