@@ -7,8 +7,8 @@
 //! which whoever watches the system's counts (a second rcutrace does), for a feature of XDP
 //! maps no rcutrace program uses.
 //!
-//! Creating a device map takes CAP_NET_ADMIN (from 6.7, or CAP_SYS_ADMIN); every other probe
-//! needs no more than CAP_BPF and CAP_PERFMON. So the probes run with those two set aside from
+//! Creating a device map takes CAP_NET_ADMIN (newer kernels take CAP_SYS_ADMIN instead);
+//! every other probe needs no more than CAP_BPF and CAP_PERFMON. So the probes run with those two set aside from
 //! the calling thread's effective capabilities, when the other two are in it, and they are
 //! raised again at once: capabilities are a thread's own, no other thread of rcutrace loses
 //! them meanwhile. (A CPU map takes CAP_BPF alone: its free's `synchronize_rcu()` remains.)
