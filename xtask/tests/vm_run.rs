@@ -156,11 +156,17 @@ fn run_scenarios(series: &str) {
     // the CPU time the kernel accounted to the command.
     assert!(off_in_waits <= s.rcu_wait_ns, "{s:#?}");
     assert!(s.rcu_wait_ns - off_in_waits <= s.cpu_ns.unwrap(), "{s:#?}");
-    // Its time adds up to at most its wall time.
+    // Its time off the CPU, timed on the clock of its wall time, fits in it; so does its
+    // CPU time. The two are not added up against the wall time: the CPU time is the kernel's
+    // own accounting, on the scheduler's clock, and these guests mark the TSC unstable
+    // ("TSCs unsynchronized"), so that clock runs on each CPU within a tick of the other
+    // instead of with it (a 383 ms run on a loaded host had the three 0.7 ms over its wall
+    // time; on an idle one, 0.3-2.9 ms under).
     assert!(
-        s.cpu_ns.unwrap() + s.off_cpu_asleep_ns + s.off_cpu_runnable_ns <= s.wall_ns,
+        s.off_cpu_asleep_ns + s.off_cpu_runnable_ns <= s.wall_ns,
         "{s:#?}"
     );
+    assert!(s.cpu_ns.unwrap() <= s.wall_ns, "{s:#?}");
     assert_eq!((s.off_cpu_unseen, s.work_lost), (0, 0), "{s:#?}");
     // A command that only waits on RCU sleeps only in those waits: by the scheduler's own
     // switches, at least 98 % of its time asleep is inside them. Being preempted is the
