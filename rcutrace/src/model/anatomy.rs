@@ -550,10 +550,21 @@ impl Assembler {
                             }
                             _ => {
                                 current.blocked_readers += 1;
-                                leaving(&mut self.blocked, event, at).unwrap_or(Holdout::Readers {
-                                    task: task(event),
-                                    cpus,
-                                })
+                                match leaving(&mut self.blocked, event, at) {
+                                    Some(holdout) => {
+                                        // The same unlock reports to the expedited grace
+                                        // period next (`rcu_read_unlock_special()` reports
+                                        // the normal one first): it finds the reader here.
+                                        if !self.expedited.is_empty() {
+                                            self.reader_left.insert(event.pid, holdout.clone());
+                                        }
+                                        holdout
+                                    }
+                                    None => Holdout::Readers {
+                                        task: task(event),
+                                        cpus,
+                                    },
+                                }
                             }
                         };
                         current.last = Some((at, holdout));

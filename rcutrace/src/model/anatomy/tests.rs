@@ -979,6 +979,47 @@ fn a_reader_whose_unlock_the_kernel_skipped_is_named_by_its_block() {
     );
 }
 
+/// A reader holding a normal and an expedited grace period, whose unlock the kernel skipped:
+/// its unlock reports to the normal one first, which names it from its block, then to the
+/// expedited one, which must still find it (seen in CI on a 64-CPU 6.1 guest: named by its
+/// leaf, with one `rcu_read_unlock_special` hit skipped).
+#[test]
+fn a_reader_whose_unlock_was_skipped_is_named_by_both_flavours_it_held() {
+    let tree = two_leaves();
+    let address = leaf(&tree, 2);
+    let root = root(&tree);
+    let mut events = vec![
+        event(400, gp::EVENT_INIT_START, KTHREAD),
+        with(event(450, gp::EVENT_INIT_END, KTHREAD), 0x105, 1),
+    ];
+    events.extend(
+        expedited_reader_leaves_last(&tree, 3, address)
+            .into_iter()
+            .filter(|e| e.kind != gp::EVENT_UNBLOCK),
+    );
+    // The leaf of CPUs 2-3 (the root's second child) reports to the root as the reader
+    // leaves, before its expedited report.
+    let report = events
+        .iter()
+        .position(|e| e.kind == gp::EVENT_EXPEDITED_READER_REPORT)
+        .unwrap();
+    events.insert(
+        report,
+        on_cpu(with(event(1805, gp::EVENT_REPORT, 900), 1 << 1, root), 3),
+    );
+    let mut a = assemble_on(tree, &events);
+    let done = a.take_done_expedited();
+    match &done[0].last_holdout {
+        Some(Holdout::Task {
+            task,
+            cpu,
+            blocked_at_ns,
+            ..
+        }) => assert_eq!((task.pid, *cpu, *blocked_at_ns), (900, 3, Some(500))),
+        other => panic!("expected the reader on CPU 3, got {other:?}"),
+    }
+}
+
 #[test]
 fn an_expedited_reader_whose_unlock_the_kernel_skipped_is_named_by_its_block() {
     let tree = two_leaves();
