@@ -1007,16 +1007,25 @@ fn a_reader_whose_unlock_was_skipped_is_named_by_both_flavours_it_held() {
         report,
         on_cpu(with(event(1805, gp::EVENT_REPORT, 900), 1 << 1, root), 3),
     );
-    let mut a = assemble_on(tree, &events);
+    let (pid, cpu, _, blocked_at_ns) = expedited_reader_named(tree, &events);
+    assert_eq!((pid, cpu, blocked_at_ns), (900, 3, Some(500)));
+}
+
+/// The first expedited grace period's last holdout, which must be a reader: its pid, CPU,
+/// time blocked and when it blocked.
+fn expedited_reader_named(tree: RcuTree, events: &[GpEvent]) -> (u32, u32, u64, Option<u64>) {
+    let mut a = assemble_on(tree, events);
     let done = a.take_done_expedited();
+    assert_eq!(done[0].blocked_readers, 1);
     match &done[0].last_holdout {
         Some(Holdout::Task {
             task,
             cpu,
+            blocked_ns,
             blocked_at_ns,
             ..
-        }) => assert_eq!((task.pid, *cpu, *blocked_at_ns), (900, 3, Some(500))),
-        other => panic!("expected the reader on CPU 3, got {other:?}"),
+        }) => (task.pid, *cpu, *blocked_ns, *blocked_at_ns),
+        other => panic!("expected the reader, got {other:?}"),
     }
 }
 
@@ -1026,20 +1035,8 @@ fn an_expedited_reader_whose_unlock_the_kernel_skipped_is_named_by_its_block() {
     let address = leaf(&tree, 2);
     let mut events = expedited_reader_leaves_last(&tree, 3, address);
     events.retain(|e| e.kind != gp::EVENT_UNBLOCK);
-    let mut a = assemble_on(tree, &events);
-    let done = a.take_done_expedited();
-    match &done[0].last_holdout {
-        Some(Holdout::Task {
-            task,
-            cpu,
-            blocked_ns,
-            blocked_at_ns,
-            ..
-        }) => assert_eq!(
-            (task.pid, *cpu, *blocked_ns, *blocked_at_ns),
-            (900, 3, 1310, Some(500))
-        ),
-        other => panic!("expected the reader on CPU 3, got {other:?}"),
-    }
-    assert_eq!(done[0].blocked_readers, 1);
+    assert_eq!(
+        expedited_reader_named(tree, &events),
+        (900, 3, 1310, Some(500))
+    );
 }
