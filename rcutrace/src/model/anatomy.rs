@@ -171,20 +171,24 @@ impl Blocked {
         self.since_ns < gp.init_end_ns.unwrap_or(u64::MAX)
             || (self.blocks_gp_seq.is_some() && self.blocks_gp_seq == gp.gp_seq)
     }
+
+    /// It as a holdout, leaving its reader at `at`.
+    fn left_at(&self, at: u64) -> Holdout {
+        Holdout::Task {
+            blocked_ns: at.saturating_sub(self.since_ns),
+            blocked_at_ns: Some(self.since_ns),
+            task: self.task.clone(),
+            cpu: self.cpu,
+            stack: self.stack,
+        }
+    }
 }
 
 /// The reader that reports its leaf as it leaves, named from its block, where its unlock was
 /// not seen (the kernel skipped that hook's hit) but its block was: the report is made by the
 /// leaving reader itself, so its pid names it.
 fn leaving(blocked: &mut HashMap<u32, Blocked>, event: &GpEvent, at: u64) -> Option<Holdout> {
-    let reader = blocked.remove(&event.pid)?;
-    Some(Holdout::Task {
-        blocked_ns: at.saturating_sub(reader.since_ns),
-        blocked_at_ns: Some(reader.since_ns),
-        task: reader.task,
-        cpu: reader.cpu,
-        stack: reader.stack,
-    })
+    blocked.remove(&event.pid).map(|reader| reader.left_at(at))
 }
 
 /// A blocked reader that just left its critical section.
@@ -592,13 +596,7 @@ impl Assembler {
                     self.forget_left(event.pid);
                     return;
                 };
-                let holdout = Holdout::Task {
-                    blocked_ns: at.saturating_sub(blocked.since_ns),
-                    blocked_at_ns: Some(blocked.since_ns),
-                    task: blocked.task.clone(),
-                    cpu: blocked.cpu,
-                    stack: blocked.stack,
-                };
+                let holdout = blocked.left_at(at);
                 if !self.expedited.is_empty() {
                     self.reader_left.insert(event.pid, holdout.clone());
                 }

@@ -8,10 +8,11 @@
 //! maps no rcutrace program uses.
 //!
 //! Creating a device map takes CAP_NET_ADMIN (newer kernels take CAP_SYS_ADMIN instead);
-//! every other probe needs no more than CAP_BPF and CAP_PERFMON. So the probes run with those two set aside from
-//! the calling thread's effective capabilities, when the other two are in it, and they are
-//! raised again at once: capabilities are a thread's own, no other thread of rcutrace loses
-//! them meanwhile. (A CPU map takes CAP_BPF alone: its free's `synchronize_rcu()` remains.)
+//! every other probe needs no more than CAP_BPF and CAP_PERFMON. So the probes run with
+//! CAP_NET_ADMIN and CAP_SYS_ADMIN set aside from the calling thread's effective
+//! capabilities, when CAP_BPF and CAP_PERFMON are in it, and they are raised again at once:
+//! capabilities are a thread's own, no other thread of rcutrace loses them meanwhile. (A CPU
+//! map takes CAP_BPF alone: its free's `synchronize_rcu()` remains.)
 
 use std::sync::Once;
 
