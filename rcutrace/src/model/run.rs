@@ -107,7 +107,7 @@ pub fn expeditable(function: &str) -> bool {
 /// where that cost is unknown or the wait is not for one grace period.
 pub fn expedited_saving(row: &RunWait, expedited_mean_ns: Option<u64>) -> Option<u64> {
     let mean = expedited_mean_ns?;
-    expeditable(&row.function).then(|| row.total_ns.saturating_sub(row.calls * mean))
+    expeditable(&row.function).then(|| row.total_ns.saturating_sub(row.calls.saturating_mul(mean)))
 }
 
 /// A command line as a shell would take it back: words with anything special quoted.

@@ -58,7 +58,8 @@ fn table(out: &mut String, rows: &[&RunWait]) {
 
 pub(super) fn run_summary(f: &RunFigures) -> String {
     let mut out = String::new();
-    let off_cpu = f.off_cpu_asleep_ns + f.off_cpu_runnable_ns;
+    // A saved run's figures are read back as written: sums saturate rather than overflow.
+    let off_cpu = f.off_cpu_asleep_ns.saturating_add(f.off_cpu_runnable_ns);
     let _ = writeln!(out, "\nCommand: {} ({})", f.command, how_it_ended(f));
     let cpu = f.cpu_ns.map_or("on CPU unknown".to_string(), |cpu| {
         format!("on CPU {}", ms(cpu))
@@ -74,11 +75,11 @@ pub(super) fn run_summary(f: &RunFigures) -> String {
     );
     let own: Vec<&RunWait> = f.waits.iter().filter(|w| !w.caused_work).collect();
     let caused: Vec<&RunWait> = f.waits.iter().filter(|w| w.caused_work).collect();
-    let calls: u64 = own.iter().map(|w| w.calls).sum();
+    let calls = own.iter().fold(0u64, |n, w| n.saturating_add(w.calls));
     if calls == 0 {
         let _ = writeln!(out, "  Waiting on RCU: none in its own threads");
     } else {
-        let off_in_waits = f.in_waits_asleep_ns + f.in_waits_runnable_ns;
+        let off_in_waits = f.in_waits_asleep_ns.saturating_add(f.in_waits_runnable_ns);
         let _ = writeln!(
             out,
             "  Waiting on RCU: {} in {}: asleep {} ({} of its time asleep), waiting for a CPU \
@@ -159,11 +160,10 @@ fn saved(out: &mut String, f: &RunFigures) {
         }
     }
     if f.normal_wake_from_gp == Some(false) {
-        let calls: u64 = normal
+        let calls = normal
             .iter()
             .filter(|w| w.function == "synchronize_rcu")
-            .map(|w| w.calls)
-            .sum();
+            .fold(0u64, |n, w| n.saturating_add(w.calls));
         let _ = writeln!(
             out,
             "    rcutree.rcu_normal_wake_from_gp=1 would wake the {} from the grace-period \
@@ -304,5 +304,23 @@ mod tests {
             1,
             "{text}"
         );
+    }
+
+    #[test]
+    fn a_saved_run_with_figures_at_their_limit_is_still_told() {
+        // `report` reads a saved run back as written; its sums must not overflow.
+        let mut f = figures();
+        f.off_cpu_asleep_ns = u64::MAX;
+        f.off_cpu_runnable_ns = u64::MAX;
+        f.in_waits_asleep_ns = u64::MAX;
+        f.in_waits_runnable_ns = u64::MAX;
+        f.expedited_mean_ns = Some(u64::MAX);
+        let mut second = f.waits[0].clone();
+        second.calls = u64::MAX;
+        second.caused_work = false;
+        f.waits.push(second);
+        let text = run_summary(&f);
+        assert!(text.contains(&format!("in {} calls", u64::MAX)), "{text}");
+        assert!(text.contains("would have saved about 0.000 ms"), "{text}");
     }
 }
