@@ -180,9 +180,29 @@ where
 }
 
 fn read_kernel_btf(functions: &[&str], fields: &[Field]) -> Result<Found> {
+    with_kernel_btf(|btf| scan(btf, functions, fields))
+}
+
+/// Both of what a pass reads the BTF through: a mapping or a buffered file.
+trait BtfInput: BufRead + Seek {}
+impl<T: BufRead + Seek> BtfInput for T {}
+
+/// Runs `pass` over the kernel's BTF: mapped where the kernel allows it (since 6.16), else
+/// read. A read of a sysfs file returns at most a page, so reading the BTF is a thousand
+/// system calls or more, each copying; a mapping is one, and copies nothing.
+fn with_kernel_btf<T>(pass: impl FnOnce(&mut dyn BtfInput) -> Result<T>) -> Result<T> {
     let file = File::open(VMLINUX).with_context(|| format!("opening {VMLINUX}"))?;
-    scan(BufReader::with_capacity(64 * 1024, file), functions, fields)
-        .with_context(|| format!("reading kernel BTF ({VMLINUX})"))
+    // SAFETY: the kernel's BTF does not change while it runs, and the kernel maps it
+    // read-only and private (it refuses a shared or writable mapping).
+    let mapped = unsafe { memmap2::MmapOptions::new().map_copy_read_only(&file) };
+    let found = match mapped {
+        Ok(mapping) => pass(&mut std::io::Cursor::new(&mapping[..])),
+        Err(error) => {
+            log::debug!("mapping {VMLINUX}: {error}; reading it");
+            pass(&mut BufReader::with_capacity(64 * 1024, file))
+        }
+    };
+    found.with_context(|| format!("reading kernel BTF ({VMLINUX})"))
 }
 
 /// What one pass over the BTF found.
@@ -197,9 +217,7 @@ struct Found {
 /// signature that differs between kernels: `rcu_report_exp_cpu_mult()` took its mask second
 /// before 7.x, third since).
 pub fn parameter_position(function: &str, names: &[&str]) -> Result<Option<u32>> {
-    let file = File::open(VMLINUX).with_context(|| format!("opening {VMLINUX}"))?;
-    parameters_in(BufReader::with_capacity(64 * 1024, file), function, names)
-        .with_context(|| format!("reading kernel BTF ({VMLINUX})"))
+    with_kernel_btf(|btf| parameters_in(btf, function, names))
 }
 
 fn parameters_in<R: BufRead + Seek>(

@@ -7,7 +7,7 @@
 
 use std::{mem::offset_of, ops::Deref};
 
-use anyhow::{Result, anyhow};
+use anyhow::{Result, anyhow, bail};
 use object::{
     LittleEndian,
     elf::{FileHeader64, SHF_EXECINSTR, SectionHeader64},
@@ -59,15 +59,41 @@ pub struct Narrowed {
 /// `keep` names are programs: sections named `KIND/NAME` that hold instructions, NAME being
 /// the program. The shared functions' `.text` and every other section stay as they are.
 pub fn narrowed(object: &[u8], keep: impl Fn(&str) -> bool) -> Result<Narrowed> {
+    let mut copy = Aligned::copy_of(object);
+    let (kept, programs) = mark_programs(object, copy.bytes_mut(), keep)?;
+    Ok(Narrowed {
+        object: copy,
+        kept,
+        programs,
+    })
+}
+
+impl Narrowed {
+    /// The same copy narrowed to other programs of `original` (the object it was copied
+    /// from): a megabyte not copied again once aya has parsed it.
+    pub fn narrow_again(&mut self, original: &[u8], keep: impl Fn(&str) -> bool) -> Result<()> {
+        if original.len() != self.object.len() {
+            bail!("the eBPF object narrowed again is not the one copied");
+        }
+        (self.kept, self.programs) = mark_programs(original, self.object.bytes_mut(), keep)?;
+        Ok(())
+    }
+}
+
+/// Sets the executable flag in `copy`'s section table, from `original`'s, on the programs
+/// `keep` names and clears it on the others; returns how many were kept, of how many.
+fn mark_programs(
+    original: &[u8],
+    copy: &mut [u8],
+    keep: impl Fn(&str) -> bool,
+) -> Result<(usize, usize)> {
     let elf = |e: object::read::Error| anyhow!("the eBPF object is not a 64-bit ELF file: {e}");
-    let header = FileHeader64::<LittleEndian>::parse(object).map_err(elf)?;
+    let header = FileHeader64::<LittleEndian>::parse(original).map_err(elf)?;
     let endian = header.endian().map_err(elf)?;
-    let sections = header.sections(endian, object).map_err(elf)?;
+    let sections = header.sections(endian, original).map_err(elf)?;
     let table_at = header.e_shoff(endian) as usize;
     let entry_size = usize::from(header.e_shentsize(endian));
     let executable = u64::from(SHF_EXECINSTR);
-    let mut copy = Aligned::copy_of(object);
-    let bytes = copy.bytes_mut();
     let (mut kept, mut programs) = (0, 0);
     for (index, section) in sections.iter().enumerate() {
         let flags = section.sh_flags(endian);
@@ -79,19 +105,17 @@ pub fn narrowed(object: &[u8], keep: impl Fn(&str) -> bool) -> Result<Narrowed> 
             continue;
         };
         programs += 1;
-        if keep(program) {
+        let flags = if keep(program) {
             kept += 1;
+            flags
         } else {
-            let at =
-                table_at + index * entry_size + offset_of!(SectionHeader64<LittleEndian>, sh_flags);
-            bytes[at..at + 8].copy_from_slice(&(flags & !executable).to_le_bytes());
-        }
+            flags & !executable
+        };
+        let at =
+            table_at + index * entry_size + offset_of!(SectionHeader64<LittleEndian>, sh_flags);
+        copy[at..at + 8].copy_from_slice(&flags.to_le_bytes());
     }
-    Ok(Narrowed {
-        object: copy,
-        kept,
-        programs,
-    })
+    Ok((kept, programs))
 }
 
 #[cfg(test)]
@@ -125,6 +149,22 @@ mod tests {
         let whole = super::narrowed(OBJECT, |_| true).unwrap();
         assert_eq!(programs(&whole.object), all);
         assert_eq!(whole.kept, all.len());
+    }
+
+    /// The copy narrowed again keeps exactly the programs named the second time, whether the
+    /// first time kept them or not.
+    #[test]
+    #[cfg_attr(rcutrace_ebpf_stub, ignore = "built without the eBPF programs")]
+    fn a_copy_narrowed_again_keeps_only_the_new_programs() {
+        let mut copy = narrowed(OBJECT, |name| name == "count_1_kprobe").unwrap();
+        let again = ["count_1_fentry", "count_read_lock_kprobe"];
+        copy.narrow_again(OBJECT, |name| again.contains(&name))
+            .unwrap();
+        assert_eq!(copy.kept, again.len());
+        let mut expected = again.map(String::from).to_vec();
+        expected.sort();
+        assert_eq!(programs(&copy.object), expected);
+        assert!(copy.narrow_again(&OBJECT[1..], |_| true).is_err());
     }
 
     #[test]

@@ -16,7 +16,7 @@
 //! link.
 
 use std::{
-    collections::{HashMap, HashSet},
+    collections::HashMap,
     ffi::{CStr, CString, c_char},
     os::fd::{AsFd as _, AsRawFd as _, BorrowedFd, OwnedFd, RawFd},
 };
@@ -33,7 +33,7 @@ use crate::{
         bpf_programs::{bpf, bpf_object},
         misses,
     },
-    trace::{object, probes::Side},
+    trace::probes::Side,
 };
 
 /// A program attached by a link of its own; dropping it detaches and unloads it.
@@ -141,14 +141,13 @@ pub struct OwnPrograms {
 }
 
 impl OwnPrograms {
-    /// `names` from `object`, their maps found by name in `map_fd`.
+    /// The programs of `narrowed` (an object narrowed to them: `object::narrowed`), their maps
+    /// found by name in `map_fd`.
     pub fn relocated(
-        object: &[u8],
-        names: &HashSet<String>,
+        narrowed: &[u8],
         map_fd: impl Fn(&str) -> Option<RawFd>,
     ) -> Result<OwnPrograms> {
-        let narrowed = object::narrowed(object, |name| names.contains(name))?;
-        let mut parsed = aya_obj::Object::parse(&narrowed.object)?;
+        let mut parsed = aya_obj::Object::parse(narrowed)?;
         let maps = std::mem::take(&mut parsed.maps);
         let text_sections = parsed
             .functions
@@ -272,7 +271,9 @@ fn trampoline_link(program: BorrowedFd<'_>) -> Result<OwnedFd> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trace::tracer::OBJECT;
+    use std::collections::HashSet;
+
+    use crate::trace::{object, tracer::OBJECT};
 
     #[test]
     fn a_verifier_log_is_cut_to_its_last_lines_on_one_line() {
@@ -294,9 +295,11 @@ mod tests {
         let names: HashSet<String> = ["gp_init_fexit", "gp_report_fentry", "count_multi_kprobe"]
             .map(String::from)
             .into();
-        let programs =
-            OwnPrograms::relocated(OBJECT, &names, |name| Some(FIRST_FD + name.len() as RawFd))
-                .unwrap();
+        let narrowed = object::narrowed(OBJECT, |name| names.contains(name)).unwrap();
+        let programs = OwnPrograms::relocated(&narrowed.object, |name| {
+            Some(FIRST_FD + name.len() as RawFd)
+        })
+        .unwrap();
         assert_eq!(programs.count(), names.len());
         for name in &names {
             let (instructions, license) = &programs.programs[name];

@@ -31,7 +31,8 @@ use crate::{
     marks,
     model::detach::{DetachTime, HookKind},
     trace::{
-        feature_probes, object,
+        feature_probes,
+        object::{self, Narrowed},
         own_links::{OwnLink, OwnPrograms},
         probes::{AttachChoice, Keys, Method, Probe, Side, plan, plan_on},
     },
@@ -89,6 +90,9 @@ pub struct Tracer {
     /// them all taken from the object (or why they could not be).
     own_programs: HashSet<String>,
     relocated: Option<std::result::Result<OwnPrograms, String>>,
+    /// The object's copy aya was given, kept until the attaching ends to be narrowed again
+    /// to the own programs rather than copied again.
+    narrowed: Option<Narrowed>,
 }
 
 struct KprobeLink {
@@ -151,6 +155,7 @@ impl Tracer {
             .filter_map(|name| ebpf.take_map(&name).map(|map| (name, map)))
             .collect();
         Ok(Tracer {
+            narrowed: Some(narrowed),
             ebpf,
             maps,
             program_ids: Vec::new(),
@@ -180,7 +185,7 @@ impl Tracer {
     ) -> Vec<(Probe, Attachment)> {
         let mut targets = TrampolineTargets::new(trampoline_functions(probes, choice, keys));
         let batched = self.attach_batched(probes, choice, keys);
-        probes
+        let attachments = probes
             .iter()
             .map(|probe| {
                 if batched.contains(probe) {
@@ -189,7 +194,10 @@ impl Tracer {
                 let rest = plan_on(probe, choice, keys, false);
                 (*probe, self.attach_probe(probe, rest, &mut targets))
             })
-            .collect()
+            .collect();
+        // A megabyte: what attaches later narrows the object anew.
+        self.narrowed = None;
+        attachments
     }
 
     /// Attaches, by one kprobe-multi link per program, the probes whose plan starts with one,
@@ -211,6 +219,7 @@ impl Tracer {
         // that fails checks nothing.
         let functions: Vec<&str> = batchable.iter().map(|(probe, _)| probe.function).collect();
         let present = kernel::symbol_lookup::addresses(&functions).ok();
+        marks::mark("kprobe-multi functions looked up");
         let mut by_program: Vec<(String, Vec<Probe>)> = Vec::new();
         for (probe, program) in batchable {
             if present
@@ -391,7 +400,15 @@ impl Tracer {
                     .and_then(map_data)
                     .map(|m| m.fd().as_fd().as_raw_fd())
             };
-            let relocated = OwnPrograms::relocated(OBJECT, &self.own_programs, map_fd)
+            let own = &self.own_programs;
+            let narrowed = match self.narrowed.take() {
+                Some(mut copy) => copy
+                    .narrow_again(OBJECT, |name| own.contains(name))
+                    .map(|()| copy),
+                None => object::narrowed(OBJECT, |name| own.contains(name)),
+            };
+            let relocated = narrowed
+                .and_then(|narrowed| OwnPrograms::relocated(&narrowed.object, map_fd))
                 .map_err(|e| format!("relocating the programs rcutrace loads itself: {e:#}"));
             if let Ok(programs) = &relocated {
                 marks::mark(format_args!("own programs relocated: {}", programs.count()));
