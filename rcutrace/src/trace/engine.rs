@@ -440,6 +440,7 @@ fn attach(
             other => problems.push((probe, other)),
         }
     }
+    tracer.attaching_done();
     // A function that failed every method may simply not exist on this kernel: say so. The
     // tracer already knows of most absent ones (the kernel said so at the attach); /proc/kallsyms
     // is read only for the others.

@@ -90,8 +90,8 @@ pub struct Tracer {
     /// them all taken from the object (or why they could not be).
     own_programs: HashSet<String>,
     relocated: Option<std::result::Result<OwnPrograms, String>>,
-    /// The object's copy aya was given, kept until the attaching ends to be narrowed again
-    /// to the own programs rather than copied again.
+    /// The object's copy aya was given, kept until the start's attaching is done
+    /// (`attaching_done`) to be narrowed again to the own programs rather than copied again.
     narrowed: Option<Narrowed>,
 }
 
@@ -185,7 +185,7 @@ impl Tracer {
     ) -> Vec<(Probe, Attachment)> {
         let mut targets = TrampolineTargets::new(trampoline_functions(probes, choice, keys));
         let batched = self.attach_batched(probes, choice, keys);
-        let attachments = probes
+        probes
             .iter()
             .map(|probe| {
                 if batched.contains(probe) {
@@ -194,10 +194,13 @@ impl Tracer {
                 let rest = plan_on(probe, choice, keys, false);
                 (*probe, self.attach_probe(probe, rest, &mut targets))
             })
-            .collect();
-        // A megabyte: what attaches later narrows the object anew.
+            .collect()
+    }
+
+    /// Says the start's attaching is done: the object's copy (a megabyte) is let go, and
+    /// what attaches later narrows the object anew.
+    pub fn attaching_done(&mut self) {
         self.narrowed = None;
-        attachments
     }
 
     /// Attaches, by one kprobe-multi link per program, the probes whose plan starts with one,
