@@ -33,6 +33,7 @@ use std::{
     fs::File,
     io::{BufRead, BufReader},
     path::Path,
+    sync::OnceLock,
 };
 
 use anyhow::{Context as _, Result, bail};
@@ -110,9 +111,36 @@ fn start_symbol_names() -> Vec<&'static str> {
     names.extend(rcu_tree::VARIABLES);
     names.extend(kprobe_table::SYMBOLS);
     names.extend(grace_counters::SYMBOLS);
+    names.extend(START_FUNCTIONS.get().into_iter().flatten());
     names.sort_unstable();
     names.dedup();
     names
+}
+
+/// Functions the start's lookup also asks about (`look_up_at_start`).
+static START_FUNCTIONS: OnceLock<Vec<&'static str>> = OnceLock::new();
+
+/// Has the start's one lookup also ask about `functions`: those the run may put on
+/// kprobe-multi links, whose presence the link's attach checks (`start_symbols_covering`),
+/// which spares it a lookup of its own (a program loaded, run and freed). Without effect
+/// once the start's symbols were looked up (`gp` and `stall` look them up before they
+/// load; they put nothing on kprobe-multi links). The first call's functions are kept: a
+/// run asks about one set of probes.
+pub fn look_up_at_start(functions: Vec<&'static str>) {
+    let _ = START_FUNCTIONS.set(functions);
+}
+
+/// The start's symbols, if its lookup asked about every one of `functions` (a function it
+/// did not find is then one this kernel lacks); `None` if it did not, or failed.
+pub fn start_symbols_covering(functions: &[&str]) -> Option<&'static HashMap<String, u64>> {
+    let (asked, found) = start_lookup();
+    let found = found.as_ref().ok()?;
+    covers(asked, functions).then_some(found)
+}
+
+/// Whether the names `asked` include every one of `functions`.
+fn covers(asked: &[&str], functions: &[&str]) -> bool {
+    functions.iter().all(|function| asked.contains(function))
 }
 
 /// The addresses of the start's symbols (`start_symbol_names`) this kernel has, from one
@@ -121,21 +149,30 @@ fn start_symbol_names() -> Vec<&'static str> {
 /// 0.4 s of an emulated guest's CPU on 7.3). A symbol whose address kptr_restrict hides is
 /// left out.
 pub fn start_symbols() -> std::result::Result<&'static HashMap<String, u64>, String> {
-    static PASS: std::sync::OnceLock<std::result::Result<HashMap<String, u64>, String>> =
-        std::sync::OnceLock::new();
+    start_lookup().1.as_ref().map_err(Clone::clone)
+}
+
+/// The names the start's lookup asked about, and what it found (`start_symbols`).
+type StartLookup = (
+    Vec<&'static str>,
+    std::result::Result<HashMap<String, u64>, String>,
+);
+
+fn start_lookup() -> &'static StartLookup {
+    static PASS: OnceLock<StartLookup> = OnceLock::new();
     PASS.get_or_init(|| {
         let names = start_symbol_names();
-        let found = kernel_symbols(&names).map_err(|e| format!("{e:#}"))?;
-        crate::marks::mark(format_args!(
-            "the start's symbols found ({} of {})",
-            found.len(),
-            names.len()
-        ));
-        log::debug!("the start's symbols: {found:x?}");
-        Ok(found)
+        let found = kernel_symbols(&names).map_err(|e| format!("{e:#}"));
+        if let Ok(found) = &found {
+            crate::marks::mark(format_args!(
+                "the start's symbols found ({} of {})",
+                found.len(),
+                names.len()
+            ));
+            log::debug!("the start's symbols: {found:x?}");
+        }
+        (names, found)
     })
-    .as_ref()
-    .map_err(Clone::clone)
 }
 
 /// The addresses of kernel variables `names`, each if the kernel gives it (`kernel_symbols`).
@@ -346,6 +383,15 @@ fn may_trace(caps: u64) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_start_lookup_covers_only_functions_it_asked_about() {
+        let asked = ["call_rcu", "rcu_state", "synchronize_rcu"];
+        assert!(covers(&asked, &["call_rcu", "synchronize_rcu"]));
+        assert!(covers(&asked, &[]));
+        // One function not asked about: its absence from the answer would say nothing.
+        assert!(!covers(&asked, &["call_rcu", "kvfree_call_rcu"]));
+    }
 
     #[test]
     fn kallsyms_lines() {

@@ -53,6 +53,9 @@ fn keys_for(by: Option<By>) -> Keys {
 /// for it. Commands that read a layout before tracing call it first; `trace_with` then reads
 /// nothing more.
 pub fn read_btf_ahead(probes: &[Probe], choice: AttachChoice, by: Option<By>) {
+    // The start's symbol lookup, which the BTF pass's thread may begin, asks about the
+    // kprobe-multi links' functions too.
+    kernel::look_up_at_start(tracer::kprobe_multi_functions(probes, choice, keys_for(by)));
     let functions = tracer::trampoline_functions(probes, choice, keys_for(by));
     let mut fields = kernel::rcu_state::fields();
     fields.extend(kernel::kprobe_table::FIELDS);

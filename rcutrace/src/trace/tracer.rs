@@ -210,18 +210,19 @@ impl Tracer {
     fn attach_batched(&mut self, probes: &[Probe], choice: AttachChoice, keys: Keys) -> Vec<Probe> {
         let batchable: Vec<(&Probe, String)> = probes
             .iter()
-            .filter_map(|probe| match plan(probe, choice, keys).into_iter().next() {
-                Some((Method::KprobeMulti, program)) => Some((probe, program)),
-                _ => None,
-            })
+            .filter_map(|probe| Some((probe, kprobe_multi_program(probe, choice, keys)?)))
             .collect();
         if batchable.is_empty() || !kernel::has_kprobe_multi() {
             return Vec::new();
         }
-        // Asked of the kernel, not of the BTF (whose pass may still be running); a lookup
-        // that fails checks nothing.
+        // Asked of the kernel, not of the BTF (whose pass may still be running): by the
+        // start's lookup where it asked about them all (`look_up_at_start`); a lookup that
+        // fails checks nothing.
         let functions: Vec<&str> = batchable.iter().map(|(probe, _)| probe.function).collect();
-        let present = kernel::symbol_lookup::addresses(&functions).ok();
+        let present = match kernel::start_symbols_covering(&functions) {
+            Some(found) => Some(found.clone()),
+            None => kernel::symbol_lookup::addresses(&functions).ok(),
+        };
         marks::mark("kprobe-multi functions looked up");
         let mut by_program: Vec<(String, Vec<Probe>)> = Vec::new();
         for (probe, program) in batchable {
@@ -815,6 +816,27 @@ impl Tracer {
 
 /// The functions of `probes` that the plan may attach a trampoline to: their BTF ids are read
 /// for the attach.
+/// The functions of `probes` whose plan starts with a kprobe-multi link (`attach_batched`).
+pub fn kprobe_multi_functions(
+    probes: &[Probe],
+    choice: AttachChoice,
+    keys: Keys,
+) -> Vec<&'static str> {
+    probes
+        .iter()
+        .filter(|probe| kprobe_multi_program(probe, choice, keys).is_some())
+        .map(|probe| probe.function)
+        .collect()
+}
+
+/// The program of `probe`'s kprobe-multi link, if its plan starts with one.
+fn kprobe_multi_program(probe: &Probe, choice: AttachChoice, keys: Keys) -> Option<String> {
+    match plan(probe, choice, keys).into_iter().next() {
+        Some((Method::KprobeMulti, program)) => Some(program),
+        _ => None,
+    }
+}
+
 pub fn trampoline_functions(
     probes: &[Probe],
     choice: AttachChoice,
