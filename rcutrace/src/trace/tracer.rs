@@ -2,6 +2,7 @@
 //! detaches. The only module that talks to aya.
 
 use std::{
+    borrow::Cow,
     cell::OnceCell,
     collections::{HashMap, HashSet},
     fmt,
@@ -220,8 +221,10 @@ impl Tracer {
         // fails checks nothing.
         let functions: Vec<&str> = batchable.iter().map(|(probe, _)| probe.function).collect();
         let present = match kernel::start_symbols_covering(&functions) {
-            Some(found) => Some(found.clone()),
-            None => kernel::symbol_lookup::addresses(&functions).ok(),
+            Some(found) => Some(Cow::Borrowed(found)),
+            None => kernel::symbol_lookup::addresses(&functions)
+                .ok()
+                .map(Cow::Owned),
         };
         marks::mark("kprobe-multi functions looked up");
         let mut by_program: Vec<(String, Vec<Probe>)> = Vec::new();
@@ -814,19 +817,15 @@ impl Tracer {
     }
 }
 
-/// The functions of `probes` that the plan may attach a trampoline to: their BTF ids are read
-/// for the attach.
 /// The functions of `probes` whose plan starts with a kprobe-multi link (`attach_batched`).
 pub fn kprobe_multi_functions(
     probes: &[Probe],
     choice: AttachChoice,
     keys: Keys,
 ) -> Vec<&'static str> {
-    probes
-        .iter()
-        .filter(|probe| kprobe_multi_program(probe, choice, keys).is_some())
-        .map(|probe| probe.function)
-        .collect()
+    functions_where(probes, |probe| {
+        kprobe_multi_program(probe, choice, keys).is_some()
+    })
 }
 
 /// The program of `probe`'s kprobe-multi link, if its plan starts with one.
@@ -837,18 +836,25 @@ fn kprobe_multi_program(probe: &Probe, choice: AttachChoice, keys: Keys) -> Opti
     }
 }
 
+/// The functions of `probes` that the plan may attach a trampoline to: their BTF ids are read
+/// for the attach.
 pub fn trampoline_functions(
     probes: &[Probe],
     choice: AttachChoice,
     keys: Keys,
 ) -> Vec<&'static str> {
+    functions_where(probes, |probe| {
+        plan(probe, choice, keys)
+            .iter()
+            .any(|(method, _)| method.is_trampoline())
+    })
+}
+
+/// The functions of the probes `planned` picks.
+fn functions_where(probes: &[Probe], planned: impl Fn(&Probe) -> bool) -> Vec<&'static str> {
     probes
         .iter()
-        .filter(|probe| {
-            plan(probe, choice, keys)
-                .iter()
-                .any(|(method, _)| method.is_trampoline())
-        })
+        .filter(|probe| planned(probe))
         .map(|probe| probe.function)
         .collect()
 }
