@@ -243,6 +243,18 @@ mod pod {
     unsafe impl aya::Pod for super::CpuState {}
 }
 
+/// The cookies of the entry hooks that one kprobe-multi link serves with one program
+/// (`gp_multi_kprobe`, 6.12 and 7.3): each tells the program which hook a hit is. The
+/// kthread's milestones and the reports are not among them: their trampolines are skipped
+/// less often than any kprobe.
+pub const HOOK_FQS: u64 = 1;
+pub const HOOK_CONTEXT_SWITCH: u64 = 2;
+pub const HOOK_UNBLOCK: u64 = 3;
+pub const HOOK_TICK: u64 = 4;
+pub const HOOK_EXPEDITED_START: u64 = 5;
+pub const HOOK_EXPEDITED_REPORT: u64 = 6;
+pub const HOOK_EXPEDITED_WALK: u64 = 7;
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -6,7 +6,9 @@
 //! which run all the time, exit after a load or two unless a grace period is old or a reader
 //! is blocked.
 //!
-//! Every program here but the report's is a kprobe or kretprobe: these functions run in the
+//! Every program here but the kthread's milestones' and the report's is a kprobe or
+//! kretprobe (the entries together on one kprobe-multi link where the kernel has them,
+//! `gp_multi_kprobe`): these functions run in the
 //! scheduler, the tick and RCU's own core with locks held, and a BPF trampoline takes
 //! `rcu_read_lock()` itself (whose unlock, in `rcu_read_unlock_special()` or a context
 //! switch, would recurse). Kernel structures are read at offsets user space took from the
@@ -16,7 +18,7 @@ use aya_ebpf::{
     EbpfContext,
     helpers::{
         bpf_get_current_comm, bpf_get_current_task, bpf_get_smp_processor_id, bpf_ktime_get_ns,
-        bpf_probe_read_kernel, bpf_probe_read_kernel_str_bytes,
+        bpf_probe_read_kernel, bpf_probe_read_kernel_str_bytes, generated::bpf_get_attach_cookie,
     },
     macros::map,
     maps::{Array, HashMap, PerCpuArray},
@@ -319,13 +321,18 @@ fn wake(now: u64, which: u64, extra: u64) {
     }
 }
 
+#[inline(always)]
+fn on_fqs(ctx: &ProbeContext) -> u32 {
+    wake_if_old();
+    if sending() {
+        send(ctx, EVENT_FQS, 0, 0, false);
+    }
+    0
+}
+
 program! {
     kprobe fn gp_fqs_kprobe(ctx: ProbeContext) -> u32 {
-        wake_if_old();
-        if sending() {
-            send(&ctx, EVENT_FQS, 0, 0, false);
-        }
-        0
+        on_fqs(&ctx)
     }
 }
 
@@ -462,65 +469,93 @@ fn holding_out(cpu: u32) -> Option<(u64, u64)> {
     (reported != gp_seq).then_some((gp_seq, since))
 }
 
+#[inline(always)]
+fn on_context_switch(ctx: &ProbeContext) -> u32 {
+    if !sending() {
+        return 0;
+    }
+    let Some(nesting) = reader_nesting() else {
+        return 0;
+    };
+    if nesting <= 0 {
+        return 0;
+    }
+    let (_, pid, _) = window::current();
+    if unsafe { BLOCKED.get(&pid) }.is_some() {
+        return 0;
+    }
+    if BLOCKED.insert(&pid, &0, 0).is_err() {
+        lose(GP_LOST_BLOCKED);
+        return 0;
+    }
+    let cpu = unsafe { bpf_get_smp_processor_id() };
+    // Stamped before the state is read, which may be a grace period behind by the time
+    // the kernel queues the task (another CPU may end one and initialise the next in
+    // between): user space then finds the next one's initialisation ended after this.
+    // Only here: most switches leave above, and the clock costs on every one.
+    let now = unsafe { bpf_ktime_get_ns() };
+    let blocks = holding_out(cpu).map_or(0, |(gp_seq, _)| gp_seq);
+    let comm = bpf_get_current_comm().unwrap_or_default();
+    send_with(
+        ctx,
+        now,
+        EVENT_BLOCK,
+        nesting as u64,
+        blocks,
+        true,
+        comm,
+        [0; 16],
+    );
+    0
+}
+
 program! {
     kprobe fn gp_context_switch_kprobe(ctx: ProbeContext) -> u32 {
-        if !sending() {
-            return 0;
-        }
-        let Some(nesting) = reader_nesting() else { return 0 };
-        if nesting <= 0 {
-            return 0;
-        }
-        let (_, pid, _) = window::current();
-        if unsafe { BLOCKED.get(&pid) }.is_some() {
-            return 0;
-        }
-        if BLOCKED.insert(&pid, &0, 0).is_err() {
-            lose(GP_LOST_BLOCKED);
-            return 0;
-        }
-        let cpu = unsafe { bpf_get_smp_processor_id() };
-        // Stamped before the state is read, which may be a grace period behind by the time
-        // the kernel queues the task (another CPU may end one and initialise the next in
-        // between): user space then finds the next one's initialisation ended after this.
-        // Only here: most switches leave above, and the clock costs on every one.
-        let now = unsafe { bpf_ktime_get_ns() };
-        let blocks = holding_out(cpu).map_or(0, |(gp_seq, _)| gp_seq);
-        let comm = bpf_get_current_comm().unwrap_or_default();
-        send_with(&ctx, now, EVENT_BLOCK, nesting as u64, blocks, true, comm, [0; 16]);
-        0
+        on_context_switch(&ctx)
     }
+}
+
+#[inline(always)]
+fn on_unblock(ctx: &ProbeContext) -> u32 {
+    let (_, pid, _) = window::current();
+    if unsafe { BLOCKED.get(&pid) }.is_none() {
+        return 0;
+    }
+    let _ = BLOCKED.remove(&pid);
+    if sending() {
+        send(ctx, EVENT_UNBLOCK, 0, 0, false);
+    }
+    0
 }
 
 program! {
     kprobe fn gp_unblock_kprobe(ctx: ProbeContext) -> u32 {
-        let (_, pid, _) = window::current();
-        if unsafe { BLOCKED.get(&pid) }.is_none() {
-            return 0;
-        }
-        let _ = BLOCKED.remove(&pid);
-        if sending() {
-            send(&ctx, EVENT_UNBLOCK, 0, 0, false);
-        }
-        0
+        on_unblock(&ctx)
     }
+}
+
+#[inline(always)]
+fn on_tick(ctx: &ProbeContext) -> u32 {
+    wake_if_old();
+    let cpu = unsafe { bpf_get_smp_processor_id() };
+    let Some((gp_seq, since)) = holding_out(cpu) else {
+        return 0;
+    };
+    let now = unsafe { bpf_ktime_get_ns() };
+    if now.saturating_sub(since) < window::constant(&HOLDOUT_SAMPLE_AFTER_NS) || !sending() {
+        return 0;
+    }
+    // rcu_sched_clock_irq(int user): whether the tick interrupted user mode.
+    let user = ctx.arg::<u64>(0).unwrap_or(0);
+    let (_, pid, _) = window::current();
+    let value = holdout_sample_value(user, pid, reader_nesting().unwrap_or(0));
+    send(ctx, EVENT_HOLDOUT_SAMPLE, value, gp_seq, true);
+    0
 }
 
 program! {
     kprobe fn gp_tick_kprobe(ctx: ProbeContext) -> u32 {
-        wake_if_old();
-        let cpu = unsafe { bpf_get_smp_processor_id() };
-        let Some((gp_seq, since)) = holding_out(cpu) else { return 0 };
-        let now = unsafe { bpf_ktime_get_ns() };
-        if now.saturating_sub(since) < window::constant(&HOLDOUT_SAMPLE_AFTER_NS) || !sending() {
-            return 0;
-        }
-        // rcu_sched_clock_irq(int user): whether the tick interrupted user mode.
-        let user = ctx.arg::<u64>(0).unwrap_or(0);
-        let (_, pid, _) = window::current();
-        let value = holdout_sample_value(user, pid, reader_nesting().unwrap_or(0));
-        send(&ctx, EVENT_HOLDOUT_SAMPLE, value, gp_seq, true);
-        0
+        on_tick(&ctx)
     }
 }
 
@@ -590,32 +625,37 @@ fn expedited_sequence() -> u64 {
     read::<u64>(window::constant(&RCU_STATE_ADDRESS) + u64::from(offset)).unwrap_or(0)
 }
 
+#[inline(always)]
+fn on_expedited_start(ctx: &ProbeContext) -> u32 {
+    // sync_rcu_exp_select_cpus(): an expedited grace period starts asking its CPUs.
+    let sequence = expedited_sequence();
+    if let (Some(since), Some(since_sequence), Some(last_start), Some(last_end)) = (
+        EXPEDITED_STATE.get_ptr_mut(EXPEDITED_SINCE),
+        EXPEDITED_STATE.get_ptr_mut(EXPEDITED_SINCE_SEQUENCE),
+        EXPEDITED_STATE.get_ptr_mut(EXPEDITED_LAST_START),
+        EXPEDITED_STATE.get_ptr_mut(EXPEDITED_LAST_END),
+    ) {
+        let now = unsafe { bpf_ktime_get_ns() };
+        unsafe {
+            // The one before is still waking its waiters (6.1), but it has ended: the
+            // next can start only once its waiters were released.
+            if *since != 0 {
+                *last_start = *since;
+                *last_end = now;
+            }
+            *since = now;
+            *since_sequence = sequence;
+        }
+    }
+    if sending_expedited() {
+        send(ctx, EVENT_EXPEDITED_START, sequence, 0, false);
+    }
+    0
+}
+
 program! {
     kprobe fn gp_expedited_start_kprobe(ctx: ProbeContext) -> u32 {
-        // sync_rcu_exp_select_cpus(): an expedited grace period starts asking its CPUs.
-        let sequence = expedited_sequence();
-        if let (Some(since), Some(since_sequence), Some(last_start), Some(last_end)) = (
-            EXPEDITED_STATE.get_ptr_mut(EXPEDITED_SINCE),
-            EXPEDITED_STATE.get_ptr_mut(EXPEDITED_SINCE_SEQUENCE),
-            EXPEDITED_STATE.get_ptr_mut(EXPEDITED_LAST_START),
-            EXPEDITED_STATE.get_ptr_mut(EXPEDITED_LAST_END),
-        ) {
-            let now = unsafe { bpf_ktime_get_ns() };
-            unsafe {
-                // The one before is still waking its waiters (6.1), but it has ended: the
-                // next can start only once its waiters were released.
-                if *since != 0 {
-                    *last_start = *since;
-                    *last_end = now;
-                }
-                *since = now;
-                *since_sequence = sequence;
-            }
-        }
-        if sending_expedited() {
-            send(&ctx, EVENT_EXPEDITED_START, sequence, 0, false);
-        }
-        0
+        on_expedited_start(&ctx)
     }
 }
 
@@ -652,79 +692,127 @@ program! {
     }
 }
 
+#[inline(always)]
+fn on_expedited_report(ctx: &ProbeContext) -> u32 {
+    // rcu_report_exp_cpu_mult(): CPUs of a leaf report (the IPI handler or the reader
+    // it deferred to, on the CPU itself, or the selection for CPUs it found idle). The
+    // bits still awaited are sent; the walk up the tree it then makes is its own.
+    if !sending_expedited() {
+        return 0;
+    }
+    // Both candidates are read at fixed offsets (the verifier refuses a context read at
+    // a computed one), then the kernel's is chosen: x86-64 passes them in rsi and rdx.
+    let Some(node) = ctx.arg::<u64>(0) else {
+        return 0;
+    };
+    let (second, third) = unsafe {
+        (
+            core::ptr::read_volatile(&(*ctx.regs).rsi),
+            core::ptr::read_volatile(&(*ctx.regs).rdx),
+        )
+    };
+    let mask = if window::constant(&EXP_REPORT_MASK_ARG) == 2 {
+        third
+    } else {
+        second
+    };
+    let Some(awaited) = read::<u64>(node + u64::from(window::constant(&RCU_NODE_EXPMASK))) else {
+        return 0;
+    };
+    let reported = mask & awaited;
+    // Bits already reported: the kernel returns at once, with no walk.
+    if reported == 0 {
+        return 0;
+    }
+    let now = unsafe { bpf_ktime_get_ns() };
+    if let (Some(walk), Some(at)) = (
+        EXPEDITED_WALK.get_ptr_mut(EXPEDITED_WALK_NODE),
+        EXPEDITED_WALK.get_ptr_mut(EXPEDITED_WALK_AT),
+    ) {
+        unsafe {
+            *walk = node;
+            *at = now;
+        }
+    }
+    let comm = bpf_get_current_comm().unwrap_or_default();
+    send_with(
+        ctx,
+        now,
+        EVENT_EXPEDITED_REPORT,
+        reported,
+        node,
+        false,
+        comm,
+        [0; 16],
+    );
+    0
+}
+
 program! {
     kprobe fn gp_expedited_report_kprobe(ctx: ProbeContext) -> u32 {
-        // rcu_report_exp_cpu_mult(): CPUs of a leaf report (the IPI handler or the reader
-        // it deferred to, on the CPU itself, or the selection for CPUs it found idle). The
-        // bits still awaited are sent; the walk up the tree it then makes is its own.
-        if !sending_expedited() {
-            return 0;
-        }
-        // Both candidates are read at fixed offsets (the verifier refuses a context read at
-        // a computed one), then the kernel's is chosen: x86-64 passes them in rsi and rdx.
-        let Some(node) = ctx.arg::<u64>(0) else {
-            return 0;
-        };
-        let (second, third) = unsafe {
-            (
-                core::ptr::read_volatile(&(*ctx.regs).rsi),
-                core::ptr::read_volatile(&(*ctx.regs).rdx),
-            )
-        };
-        let mask = if window::constant(&EXP_REPORT_MASK_ARG) == 2 {
-            third
-        } else {
-            second
-        };
-        let Some(awaited) = read::<u64>(node + u64::from(window::constant(&RCU_NODE_EXPMASK)))
-        else {
-            return 0;
-        };
-        let reported = mask & awaited;
-        // Bits already reported: the kernel returns at once, with no walk.
-        if reported == 0 {
-            return 0;
-        }
-        let now = unsafe { bpf_ktime_get_ns() };
-        if let (Some(walk), Some(at)) = (
-            EXPEDITED_WALK.get_ptr_mut(EXPEDITED_WALK_NODE),
-            EXPEDITED_WALK.get_ptr_mut(EXPEDITED_WALK_AT),
-        ) {
-            unsafe {
-                *walk = node;
-                *at = now;
-            }
-        }
-        let comm = bpf_get_current_comm().unwrap_or_default();
-        send_with(&ctx, now, EVENT_EXPEDITED_REPORT, reported, node, false, comm, [0; 16]);
-        0
+        on_expedited_report(&ctx)
     }
+}
+
+#[inline(always)]
+fn on_expedited_walk(ctx: &ProbeContext) -> u32 {
+    // __rcu_report_exp_rnp(rnp, wake, flags): a leaf's report walks up from here. After
+    // a CPU report it is that report's; else a leaf's last blocked reader just left
+    // (rcu_report_exp_rnp(), inlined into the reader's unlock on 6.1, 6.12 and 7.3).
+    if !sending_expedited() {
+        return 0;
+    }
+    let Some(node) = ctx.arg::<u64>(0) else {
+        return 0;
+    };
+    let now = unsafe { bpf_ktime_get_ns() };
+    if let (Some(walk), Some(at)) = (
+        EXPEDITED_WALK.get_ptr_mut(EXPEDITED_WALK_NODE),
+        EXPEDITED_WALK.get_ptr_mut(EXPEDITED_WALK_AT),
+    ) {
+        let after_cpus =
+            unsafe { *walk == node && now.saturating_sub(*at) < EXPEDITED_WALK_WITHIN_NS };
+        unsafe { *walk = 0 };
+        if after_cpus {
+            return 0;
+        }
+    }
+    let comm = bpf_get_current_comm().unwrap_or_default();
+    send_with(
+        ctx,
+        now,
+        EVENT_EXPEDITED_READER_REPORT,
+        0,
+        node,
+        false,
+        comm,
+        [0; 16],
+    );
+    0
 }
 
 program! {
     kprobe fn gp_expedited_walk_kprobe(ctx: ProbeContext) -> u32 {
-        // __rcu_report_exp_rnp(rnp, wake, flags): a leaf's report walks up from here. After
-        // a CPU report it is that report's; else a leaf's last blocked reader just left
-        // (rcu_report_exp_rnp(), inlined into the reader's unlock on 6.1, 6.12 and 7.3).
-        if !sending_expedited() {
-            return 0;
+        on_expedited_walk(&ctx)
+    }
+}
+
+// The entry hooks above through one kprobe-multi link where the kernel has them (6.12, 7.3):
+// one ftrace update puts them all in, where a kprobe each costs an update of its own, and a
+// hit costs less than a kprobe's (measured on both kernels). The cookie user space attached
+// each function with says which hook a hit is.
+program! {
+    kprobe fn gp_multi_kprobe(ctx: ProbeContext) -> u32 {
+        // SAFETY: the helper only reads the cookie of the link that ran this program.
+        match unsafe { bpf_get_attach_cookie(ctx.as_ptr()) } {
+            HOOK_FQS => on_fqs(&ctx),
+            HOOK_CONTEXT_SWITCH => on_context_switch(&ctx),
+            HOOK_UNBLOCK => on_unblock(&ctx),
+            HOOK_TICK => on_tick(&ctx),
+            HOOK_EXPEDITED_START => on_expedited_start(&ctx),
+            HOOK_EXPEDITED_REPORT => on_expedited_report(&ctx),
+            HOOK_EXPEDITED_WALK => on_expedited_walk(&ctx),
+            _ => 0,
         }
-        let Some(node) = ctx.arg::<u64>(0) else { return 0 };
-        let now = unsafe { bpf_ktime_get_ns() };
-        if let (Some(walk), Some(at)) = (
-            EXPEDITED_WALK.get_ptr_mut(EXPEDITED_WALK_NODE),
-            EXPEDITED_WALK.get_ptr_mut(EXPEDITED_WALK_AT),
-        ) {
-            let after_cpus = unsafe {
-                *walk == node && now.saturating_sub(*at) < EXPEDITED_WALK_WITHIN_NS
-            };
-            unsafe { *walk = 0 };
-            if after_cpus {
-                return 0;
-            }
-        }
-        let comm = bpf_get_current_comm().unwrap_or_default();
-        send_with(&ctx, now, EVENT_EXPEDITED_READER_REPORT, 0, node, false, comm, [0; 16]);
-        0
     }
 }

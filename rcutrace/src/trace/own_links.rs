@@ -61,6 +61,7 @@ impl OwnLink {
         programs: &OwnPrograms,
         program: &str,
         targets: &[(&str, u64)],
+        loaded: impl FnOnce(),
     ) -> Result<OwnLink> {
         let load_as = LoadAs {
             prog_type: BPF_PROG_TYPE_KPROBE as u32,
@@ -68,6 +69,7 @@ impl OwnLink {
             attach_btf_id: 0,
         };
         let program_fd = programs.load(program, load_as)?;
+        loaded();
         let link = multi_link(program_fd.as_fd(), targets).context("attaching")?;
         Ok(OwnLink::new(link, program_fd))
     }

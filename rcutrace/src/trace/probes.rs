@@ -11,6 +11,7 @@ use crate::model::attribution::takes_srcu_domain;
 use rcutrace_common::{
     callbacks,
     counters::{self, CounterSlot},
+    gp,
     latency::MAX_TIMED,
 };
 
@@ -186,7 +187,7 @@ impl Probe {
     /// The program that serves this probe among others through one kprobe-multi link, the
     /// cookie telling them apart: every counted function but the reader, whose probe is
     /// switched on and off by itself (`--sample-readers`) and is hit too often to share a
-    /// program that looks its cookie up.
+    /// program that looks its cookie up; and the grace-period entry hooks of `gp_hook_cookie`.
     fn multi_program(&self) -> Option<String> {
         match self.programs {
             _ if TRAMPOLINE_UNSAFE.contains(&self.function) => None,
@@ -194,6 +195,9 @@ impl Probe {
                 if slot != counters::READ_LOCK && slot < counters::COUNTER_SLOTS =>
             {
                 Some(MULTI_COUNTER.to_string())
+            }
+            Programs::GracePeriod(hook) if gp_hook_cookie(hook).is_some() => {
+                Some(MULTI_GRACE_PERIODS.to_string())
             }
             _ => None,
         }
@@ -203,10 +207,31 @@ impl Probe {
     pub fn multi_cookie(&self) -> u64 {
         match self.programs {
             Programs::Counter(slot) => u64::from(slot),
+            Programs::GracePeriod(hook) => gp_hook_cookie(hook).unwrap_or(0),
             _ => 0,
         }
     }
 }
+
+/// The cookie of a grace-period entry hook on the kprobe-multi link, for those its program
+/// serves: every entry kprobe but the kthread's milestones and the reports, whose trampolines
+/// come first (a kprobe-multi link skips hits where a kprobe does, while a map operation
+/// holds the CPU's BPF lock).
+fn gp_hook_cookie(hook: &str) -> Option<u64> {
+    Some(match hook {
+        "fqs" => gp::HOOK_FQS,
+        "context_switch" => gp::HOOK_CONTEXT_SWITCH,
+        "unblock" => gp::HOOK_UNBLOCK,
+        "tick" => gp::HOOK_TICK,
+        "expedited_start" => gp::HOOK_EXPEDITED_START,
+        "expedited_report" => gp::HOOK_EXPEDITED_REPORT,
+        "expedited_walk" => gp::HOOK_EXPEDITED_WALK,
+        _ => return None,
+    })
+}
+
+/// The grace-period program of the kprobe-multi links.
+const MULTI_GRACE_PERIODS: &str = "gp_multi_kprobe";
 
 /// The counter program of the kprobe-multi links.
 const MULTI_COUNTER: &str = "count_multi_kprobe";

@@ -251,9 +251,11 @@ impl Tracer {
                 .map(|probe| probe.function)
                 .collect::<Vec<_>>()
                 .join(", ");
-            let linked = self
-                .own_programs()
-                .and_then(|programs| OwnLink::kprobe_multi(programs, &program, &functions));
+            let linked = self.own_programs().and_then(|programs| {
+                OwnLink::kprobe_multi(programs, &program, &functions, || {
+                    marks::mark(format_args!("{program}: program loaded"));
+                })
+            });
             match linked {
                 Ok(link) => {
                     log::info!("{names}: attached by kprobe-multi ({program})");

@@ -139,15 +139,30 @@ fn grace_period_hooks_are_kprobes_whatever_is_asked_but_the_report_and_milestone
             AttachChoice::Fentry,
             AttachChoice::Kprobe,
         ] {
+            // Under `--attach auto`, the entries go on the kprobe-multi link first where the
+            // kernel has one.
             let methods = plan_methods(&probe, choice);
-            assert!(
-                matches!(methods[..], [] | [Method::Kprobe] | [Method::Kretprobe]),
-                "{}: {methods:?}",
+            let batched = choice == AttachChoice::Auto && probe.side == Side::Entry;
+            let expected: &[Method] = match probe.side {
+                Side::Entry if batched => &[Method::KprobeMulti, Method::Kprobe],
+                Side::Entry => &[Method::Kprobe],
+                Side::Return => &[Method::Kretprobe],
+            };
+            assert_eq!(methods, expected, "{} {choice:?}", probe.function);
+            assert_eq!(
+                plan_on(&probe, choice, Keys::Plain, false)
+                    .into_iter()
+                    .map(|(method, _)| method)
+                    .collect::<Vec<_>>(),
+                [if probe.side == Side::Entry {
+                    Method::Kprobe
+                } else {
+                    Method::Kretprobe
+                }],
+                "{} {choice:?} without kprobe-multi links",
                 probe.function
             );
         }
-        let methods = plan_methods(&probe, AttachChoice::Auto);
-        assert_eq!(methods.len(), 1, "{}", probe.function);
     }
     // The report is hooked by trampoline where the kernel allows, else by kprobe.
     assert_eq!(
@@ -644,13 +659,16 @@ fn the_expedited_hooks_are_kprobes() {
             AttachChoice::Fentry,
             AttachChoice::Kprobe,
         ] {
-            let expected = match probe.side {
-                Side::Entry => Method::Kprobe,
-                Side::Return => Method::Kretprobe,
+            let expected: &[Method] = match probe.side {
+                Side::Entry if choice == AttachChoice::Auto => {
+                    &[Method::KprobeMulti, Method::Kprobe]
+                }
+                Side::Entry => &[Method::Kprobe],
+                Side::Return => &[Method::Kretprobe],
             };
             assert_eq!(
                 plan_methods(&probe, choice),
-                [expected],
+                expected,
                 "{} {choice:?}",
                 probe.function
             );
@@ -685,4 +703,48 @@ fn counter_slots_written_end_at_the_last_counter() {
     assert_eq!(counter_slots_written(&srlat), 0);
     srlat.push(counted_probe("call_rcu"));
     assert_eq!(counter_slots_written(&srlat), counters::CALL_RCU + 1);
+}
+
+/// The grace-period entry hooks that share the kprobe-multi link are told apart by cookies:
+/// each its own, and the program that serves them knows each (`rcutrace_common::gp::HOOK_*`).
+/// The kthread's milestones and the reports keep their trampolines.
+#[test]
+fn grace_period_entries_share_one_link_each_by_its_own_cookie() {
+    let mut batched: Vec<Probe> = GRACE_PERIODS
+        .in_attach_order()
+        .into_iter()
+        .chain(EXPEDITED_GRACE_PERIODS)
+        .filter(|probe| probe.program(Method::KprobeMulti).is_some())
+        .collect();
+    batched.dedup();
+    let functions: Vec<&str> = batched.iter().map(|probe| probe.function).collect();
+    assert_eq!(
+        functions,
+        [
+            "force_qs_rnp",
+            "rcu_note_context_switch",
+            "rcu_read_unlock_special",
+            "rcu_sched_clock_irq",
+            "rcu_report_exp_cpu_mult",
+            "__rcu_report_exp_rnp",
+            "sync_rcu_exp_select_cpus",
+        ]
+    );
+    for probe in &batched {
+        assert_eq!(
+            probe.program(Method::KprobeMulti).as_deref(),
+            Some("gp_multi_kprobe")
+        );
+    }
+    let mut cookies: Vec<u64> = batched.iter().map(Probe::multi_cookie).collect();
+    cookies.sort_unstable();
+    assert_eq!(cookies, [1, 2, 3, 4, 5, 6, 7]);
+    for probe in GRACE_PERIODS_NEEDED {
+        assert_eq!(
+            probe.program(Method::KprobeMulti),
+            None,
+            "{}",
+            probe.function
+        );
+    }
 }
