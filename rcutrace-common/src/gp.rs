@@ -254,6 +254,8 @@ pub const HOOK_TICK: u64 = 4;
 pub const HOOK_EXPEDITED_START: u64 = 5;
 pub const HOOK_EXPEDITED_REPORT: u64 = 6;
 pub const HOOK_EXPEDITED_WALK: u64 = 7;
+/// Room for every hook's program in the link's table of them, by cookie.
+pub const GP_MULTI_HOOK_SLOTS: u32 = 8;
 
 #[cfg(test)]
 mod tests {

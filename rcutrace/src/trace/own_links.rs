@@ -63,15 +63,27 @@ impl OwnLink {
         targets: &[(&str, u64)],
         loaded: impl FnOnce(),
     ) -> Result<OwnLink> {
-        let load_as = LoadAs {
-            prog_type: BPF_PROG_TYPE_KPROBE as u32,
-            expected_attach_type: BPF_TRACE_KPROBE_MULTI as u32,
-            attach_btf_id: 0,
-        };
-        let program_fd = programs.load(program, load_as)?;
+        let program_fd = programs.load(program, KPROBE_MULTI)?;
         loaded();
         let link = multi_link(program_fd.as_fd(), targets).context("attaching")?;
         Ok(OwnLink::new(link, program_fd))
+    }
+
+    /// Loads each of `hooks`, a program and the cookie of its function, as a kprobe-multi
+    /// link's program and puts it in `table`, the link program's table of them, at its
+    /// cookie, where that program tail-calls it. The table keeps the programs.
+    pub fn load_hooks(
+        programs: &OwnPrograms,
+        table: BorrowedFd,
+        hooks: &[(String, u64)],
+    ) -> Result<()> {
+        for (program, cookie) in hooks {
+            let program_fd = programs.load(program, KPROBE_MULTI)?;
+            let slot = u32::try_from(*cookie).context("a cookie past the table")?;
+            put_in_table(table, slot, program_fd.as_fd())
+                .with_context(|| format!("putting {program} in its link's table"))?;
+        }
+        Ok(())
     }
 
     /// Loads `program` as a trampoline's on the `side` of the kernel function whose BTF id is
@@ -186,6 +198,29 @@ impl OwnPrograms {
             .ok_or_else(|| anyhow!("no program {program} in the eBPF object"))?;
         load(program, instructions, license, load_as).context("loading the program")
     }
+}
+
+/// How a kprobe-multi link's programs are loaded.
+const KPROBE_MULTI: LoadAs = LoadAs {
+    prog_type: BPF_PROG_TYPE_KPROBE as u32,
+    expected_attach_type: BPF_TRACE_KPROBE_MULTI as u32,
+    attach_btf_id: 0,
+};
+
+/// `table[slot] = program`, in a program array.
+fn put_in_table(table: BorrowedFd, slot: u32, program: BorrowedFd) -> Result<()> {
+    let value = program.as_raw_fd() as u32;
+    // SAFETY: a plain C union, for which all zeroes are valid.
+    let mut attr: bpf_attr = unsafe { std::mem::zeroed() };
+    let update = unsafe { &mut attr.__bindgen_anon_2 };
+    update.map_fd = table.as_raw_fd() as u32;
+    update.key = &slot as *const u32 as u64;
+    update.__bindgen_anon_1.value = &value as *const u32 as u64;
+    // SAFETY: the key and value outlive the call.
+    if bpf(bpf_cmd::BPF_MAP_UPDATE_ELEM, &mut attr) < 0 {
+        return Err(std::io::Error::last_os_error().into());
+    }
+    Ok(())
 }
 
 /// The verifier's log kept when a load fails: its last lines say why.

@@ -203,6 +203,18 @@ impl Probe {
         }
     }
 
+    /// The program the kprobe-multi link's program tail-calls for this probe's hits, found by
+    /// its cookie, where it has one: a grace-period hook's own kprobe program, loaded as the
+    /// link's (the verifier checks it alone, where one program of them all took it longer).
+    pub fn multi_hook_program(&self) -> Option<String> {
+        match self.programs {
+            Programs::GracePeriod(hook) if gp_hook_cookie(hook).is_some() => {
+                self.program(Method::Kprobe)
+            }
+            _ => None,
+        }
+    }
+
     /// The cookie this probe's function is attached with on its kprobe-multi link.
     pub fn multi_cookie(&self) -> u64 {
         match self.programs {
@@ -232,6 +244,10 @@ fn gp_hook_cookie(hook: &str) -> Option<u64> {
 
 /// The grace-period program of the kprobe-multi links.
 const MULTI_GRACE_PERIODS: &str = "gp_multi_kprobe";
+
+/// The table of the programs (`Probe::multi_hook_program`) that a kprobe-multi link's program
+/// tail-calls, by cookie.
+pub const MULTI_HOOK_TABLE: &str = "GP_MULTI_HOOKS";
 
 /// The counter program of the kprobe-multi links.
 const MULTI_COUNTER: &str = "count_multi_kprobe";
@@ -265,7 +281,15 @@ pub fn planned_programs(
 ) -> impl Iterator<Item = String> + '_ {
     probes
         .iter()
-        .flat_map(move |probe| plan(probe, choice, keys))
+        .flat_map(move |probe| {
+            let planned = plan(probe, choice, keys);
+            let linked = planned.iter().any(|(m, _)| *m == Method::KprobeMulti);
+            let hook = probe
+                .multi_hook_program()
+                .filter(|_| linked)
+                .map(|program| (Method::KprobeMulti, program));
+            planned.into_iter().chain(hook)
+        })
         .filter(move |(method, _)| method.loader() == loader)
         .map(|(_, program)| program)
 }

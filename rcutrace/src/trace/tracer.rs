@@ -251,6 +251,21 @@ impl Tracer {
                 .map(|probe| probe.function)
                 .collect::<Vec<_>>()
                 .join(", ");
+            let hooks: Vec<(String, u64)> = members
+                .iter()
+                .filter_map(|probe| Some((probe.multi_hook_program()?, probe.multi_cookie())))
+                .collect();
+            if !hooks.is_empty() {
+                if let Err(e) = self.load_multi_hooks(&hooks) {
+                    eprintln!(
+                        "rcutrace: warning: the programs of {names} could not be made a \
+                         kprobe-multi link's ({e:#}): each is attached by itself, which \
+                         takes longer"
+                    );
+                    continue;
+                }
+                marks::mark(format_args!("{} programs of the link loaded", hooks.len()));
+            }
             let linked = self.own_programs().and_then(|programs| {
                 OwnLink::kprobe_multi(programs, &program, &functions, || {
                     marks::mark(format_args!("{program}: program loaded"));
@@ -279,6 +294,22 @@ impl Tracer {
             }
         }
         attached
+    }
+
+    /// Loads `hooks`, each the program of a function and its cookie, into the table the
+    /// kprobe-multi link's program tail-calls them from.
+    fn load_multi_hooks(&mut self, hooks: &[(String, u64)]) -> Result<()> {
+        let table = match self.maps.get(super::probes::MULTI_HOOK_TABLE) {
+            Some(Map::ProgramArray(data)) => data.fd().as_fd().as_raw_fd(),
+            _ => bail!(
+                "the eBPF object has no table {}",
+                super::probes::MULTI_HOOK_TABLE
+            ),
+        };
+        // SAFETY: the map's descriptor stays open while the tracer holds its maps.
+        let table = unsafe { std::os::fd::BorrowedFd::borrow_raw(table) };
+        let programs = self.own_programs()?;
+        OwnLink::load_hooks(programs, table, hooks)
     }
 
     fn attach_probe(
@@ -911,6 +942,7 @@ fn map_data(map: &Map) -> Option<&MapData> {
         | Map::PerCpuArray(data)
         | Map::PerCpuHashMap(data)
         | Map::PerCpuLruHashMap(data)
+        | Map::ProgramArray(data)
         | Map::RingBuf(data)
         | Map::StackTraceMap(data) => Some(data),
         _ => None,
