@@ -243,19 +243,18 @@ mod pod {
     unsafe impl aya::Pod for super::CpuState {}
 }
 
-/// The cookies of the entry hooks that one kprobe-multi link serves with one program
-/// (`gp_multi_kprobe`, 6.12 and 7.3): each tells the program which hook a hit is. The
-/// kthread's milestones and the reports are not among them: their trampolines are skipped
-/// less often than any kprobe.
+/// The cookies of the entry hooks that one kprobe-multi link serves (`gp_multi_kprobe`, 6.12
+/// and 7.3): each tells the link's program which hook a hit is, and is that hook's slot in its
+/// table of programs. The kthread's milestones and the reports are not among them (their
+/// trampolines are skipped less often than any kprobe), nor the tick and the context switch
+/// (each CPU's hottest hooks, whose programs ran longer through the link than on kprobes).
 pub const HOOK_FQS: u64 = 1;
-pub const HOOK_CONTEXT_SWITCH: u64 = 2;
-pub const HOOK_UNBLOCK: u64 = 3;
-pub const HOOK_TICK: u64 = 4;
-pub const HOOK_EXPEDITED_START: u64 = 5;
-pub const HOOK_EXPEDITED_REPORT: u64 = 6;
-pub const HOOK_EXPEDITED_WALK: u64 = 7;
+pub const HOOK_UNBLOCK: u64 = 2;
+pub const HOOK_EXPEDITED_START: u64 = 3;
+pub const HOOK_EXPEDITED_REPORT: u64 = 4;
+pub const HOOK_EXPEDITED_WALK: u64 = 5;
 /// Room for every hook's program in the link's table of them, by cookie.
-pub const GP_MULTI_HOOK_SLOTS: u32 = 8;
+pub const GP_MULTI_HOOK_SLOTS: u32 = 6;
 
 #[cfg(test)]
 mod tests {
