@@ -797,12 +797,12 @@ program! {
     }
 }
 
-// The entry hooks above through one kprobe-multi link where the kernel has them (6.12, 7.3):
-// one ftrace update puts them all in, where a kprobe each costs an update of its own, and a
-// hit costs less than a kprobe's (measured on both kernels). The cookie user space attached
-// each function with says which hook a hit is, and indexes the hook's own program in
-// `GP_MULTI_HOOKS`, called by tail call: the verifier checks each alone, faster than all
-// of them as one program.
+// The rarer entry hooks above (`rcutrace_common::gp::HOOK_*`: not the tick or the context
+// switch) through one kprobe-multi link where the kernel has them (6.12, 7.3): one ftrace
+// update puts them all in and one unregistering takes them out, where a kprobe each costs
+// one of each. The cookie user space attached each function with says which hook a hit is,
+// and indexes the hook's own program in `GP_MULTI_HOOKS`, called by tail call: the verifier
+// checks each alone, faster than all of them as one program.
 #[map]
 static GP_MULTI_HOOKS: ProgramArray = ProgramArray::with_max_entries(GP_MULTI_HOOK_SLOTS, 0);
 
